@@ -1,0 +1,170 @@
+// Reads and validates the environment once, at start, into a typed and frozen object.
+// Nothing else in the service reads process.env: pass the Config (or a piece of it) down.
+
+export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock';
+const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
+
+export interface Config {
+  readonly databaseUrl: string;
+  readonly redisUrl: string;
+  readonly queueName: string;
+  /** Prefix of every Redis key the lock writes (`<prefix>{wallet:<id>}:lock`). */
+  readonly lockKeyPrefix: string;
+  readonly lockTtlMs: number;
+  readonly workerConcurrency: number;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly transferAmountMax: bigint;
+  /** Connections in one process's PostgreSQL pool. */
+  readonly dbPoolMax: number;
+  readonly dbStatementTimeoutMs: number;
+  readonly dbLockTimeoutMs: number;
+  readonly dbIdleInTransactionTimeoutMs: number;
+  /** Attempts BullMQ makes of one job before it lands in the failed set. */
+  readonly jobAttemptsMax: number;
+  /** Layers switched off for the chaos harness's negative controls; empty in production. */
+  readonly unsafe: readonly UnsafeMode[];
+}
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, detail: string) {
+    super(`${variable}: ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export const CONFIG_DEFAULTS = Object.freeze({
+  DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/transfers',
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  QUEUE_NAME: 'transfers',
+  LOCK_KEY_PREFIX: 'ft:',
+  LOCK_TTL_MS: '10000',
+  WORKER_CONCURRENCY: '8',
+  LOG_LEVEL: 'info',
+  TRANSFER_AMOUNT_MAX: '1000000000000000',
+  DB_POOL_MAX: '8',
+  DB_STATEMENT_TIMEOUT_MS: '5000',
+  DB_LOCK_TIMEOUT_MS: '2000',
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '5000',
+  JOB_ATTEMPTS_MAX: '20',
+  TRANSFERS_UNSAFE: '',
+});
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function read(env: Env, name: keyof typeof CONFIG_DEFAULTS): string {
+  const value = env[name];
+  return value === undefined || value === '' ? CONFIG_DEFAULTS[name] : value;
+}
+
+function integer(env: Env, name: keyof typeof CONFIG_DEFAULTS, min: number, max: number): number {
+  const raw = read(env, name);
+  if (!/^\d+$/.test(raw)) {
+    throw new ConfigError(name, `expected a whole number between ${min} and ${max}, got ${JSON.stringify(raw)}`);
+  }
+  const value = Number(raw);
+  if (value < min || value > max) {
+    throw new ConfigError(name, `expected a whole number between ${min} and ${max}, got ${raw}`);
+  }
+  return value;
+}
+
+function url(env: Env, name: keyof typeof CONFIG_DEFAULTS, protocols: readonly string[]): string {
+  const raw = read(env, name);
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `not a valid URL (expected ${protocols.map((p) => `${p}//host:port`).join(' or ')})`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `unsupported scheme ${JSON.stringify(parsed.protocol)}; expected ${protocols.join(' or ')}`);
+  }
+  if (parsed.hostname === '') {
+    throw new ConfigError(name, 'the URL names no host');
+  }
+  if (parsed.port !== '' && !(Number(parsed.port) >= 1 && Number(parsed.port) <= 65535)) {
+    throw new ConfigError(name, `port out of range: ${parsed.port}`);
+  }
+  return raw;
+}
+
+function name(env: Env, variable: keyof typeof CONFIG_DEFAULTS, pattern: RegExp, what: string): string {
+  const raw = read(env, variable);
+  if (!pattern.test(raw)) throw new ConfigError(variable, `expected ${what}, got ${JSON.stringify(raw)}`);
+  return raw;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export function loadConfig(env: Env = process.env): Config {
+  const logLevel = read(env, 'LOG_LEVEL');
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
+  }
+
+  const amountMaxRaw = read(env, 'TRANSFER_AMOUNT_MAX');
+  if (!/^[1-9]\d{0,17}$/.test(amountMaxRaw)) {
+    throw new ConfigError('TRANSFER_AMOUNT_MAX', `expected a positive integer below 10^18, got ${JSON.stringify(amountMaxRaw)}`);
+  }
+
+  const unsafeRaw = read(env, 'TRANSFERS_UNSAFE');
+  const unsafe = unsafeRaw === '' ? [] : unsafeRaw.split(',').map((s) => s.trim());
+  for (const mode of unsafe) {
+    if (!(UNSAFE_MODES as readonly string[]).includes(mode)) {
+      throw new ConfigError('TRANSFERS_UNSAFE', `unknown mode ${JSON.stringify(mode)}; expected ${UNSAFE_MODES.join(', ')}`);
+    }
+  }
+  if (unsafe.length > 0 && env.TRANSFERS_ALLOW_UNSAFE !== 'i-understand-this-breaks-guarantees') {
+    throw new ConfigError(
+      'TRANSFERS_UNSAFE',
+      'switches off a safety layer and is only for negative controls; it also needs ' +
+        'TRANSFERS_ALLOW_UNSAFE=i-understand-this-breaks-guarantees',
+    );
+  }
+
+  const lockTtlMs = integer(env, 'LOCK_TTL_MS', 100, 600_000);
+  const config: Config = {
+    databaseUrl: url(env, 'DATABASE_URL', ['postgresql:', 'postgres:']),
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    queueName: name(env, 'QUEUE_NAME', /^[A-Za-z0-9._-]{1,64}$/, '1-64 characters of [A-Za-z0-9._-]'),
+    lockKeyPrefix: name(env, 'LOCK_KEY_PREFIX', /^[A-Za-z0-9._:-]{0,64}$/, 'up to 64 characters of [A-Za-z0-9._:-]'),
+    lockTtlMs,
+    workerConcurrency: integer(env, 'WORKER_CONCURRENCY', 1, 256),
+    logLevel: logLevel as Config['logLevel'],
+    transferAmountMax: BigInt(amountMaxRaw),
+    dbPoolMax: integer(env, 'DB_POOL_MAX', 1, 100),
+    dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS', 100, 600_000),
+    dbLockTimeoutMs: integer(env, 'DB_LOCK_TIMEOUT_MS', 100, 600_000),
+    dbIdleInTransactionTimeoutMs: integer(env, 'DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', 100, 600_000),
+    jobAttemptsMax: integer(env, 'JOB_ATTEMPTS_MAX', 1, 1000),
+    unsafe: Object.freeze(unsafe as UnsafeMode[]),
+  };
+  return Object.freeze(config);
+}
+
+/** The database name in a PostgreSQL URL (`/transfers` → `transfers`). */
+export function databaseName(databaseUrl: string): string {
+  const dbName = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  if (!/^[A-Za-z0-9_-]{1,63}$/.test(dbName)) {
+    throw new ConfigError('DATABASE_URL', `database name must be 1-63 characters of [A-Za-z0-9_-], got ${JSON.stringify(dbName)}`);
+  }
+  return dbName;
+}
+
+/** The same URL pointing at another database of that server. */
+export function withDatabase(databaseUrl: string, dbName: string): string {
+  const u = new URL(databaseUrl);
+  u.pathname = `/${dbName}`;
+  return u.toString();
+}
+
+/** A URL safe to log: the password is masked. */
+export function redactUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return '<unparseable url>';
+  }
+}

@@ -1,0 +1,106 @@
+// Starts and controls a private redis-server from the local binary: used by `npm run services`
+// when the configured Redis is down, by tests that must stop, pause or flush a server, and by
+// the chaos harness. Never points at the shared instance.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { freePort, waitForPort } from './free-port.ts';
+
+export interface LocalRedisOptions {
+  port?: number;
+  /** Data folder; AOF is written there when appendOnly is set. */
+  dir: string;
+  appendOnly?: boolean;
+  /** Detach so the server outlives this process (`npm run services`). */
+  daemonize?: boolean;
+  extraArgs?: readonly string[];
+}
+
+export const REDIS_START_TIMEOUT_MS = 10_000;
+
+export function redisServerArgs(opts: LocalRedisOptions & { port: number }): string[] {
+  return [
+    '--port', String(opts.port),
+    '--bind', '127.0.0.1',
+    '--dir', opts.dir,
+    '--save', '',
+    '--appendonly', opts.appendOnly ? 'yes' : 'no',
+    '--maxmemory-policy', 'noeviction',
+    '--daemonize', opts.daemonize ? 'yes' : 'no',
+    ...(opts.daemonize ? ['--logfile', `${opts.dir}/redis.log`, '--pidfile', `${opts.dir}/redis.pid`] : []),
+    ...(opts.extraArgs ?? []),
+  ];
+}
+
+export class LocalRedis {
+  private child: ChildProcess | null = null;
+  private constructor(readonly port: number, private readonly opts: LocalRedisOptions) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Starts a foreground redis-server owned by this process on a free (or the given) port. */
+  static async start(opts: LocalRedisOptions): Promise<LocalRedis> {
+    const port = opts.port ?? (await freePort());
+    const server = new LocalRedis(port, { ...opts, daemonize: false });
+    await server.spawnServer();
+    return server;
+  }
+
+  private async spawnServer(): Promise<void> {
+    mkdirSync(this.opts.dir, { recursive: true });
+    const child = spawn('redis-server', redisServerArgs({ ...this.opts, port: this.port }), {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    this.child = child;
+    await Promise.race([
+      waitForPort('127.0.0.1', this.port, REDIS_START_TIMEOUT_MS),
+      new Promise<never>((_, reject) => {
+        child.once('error', (err) => reject(new Error(`redis-server could not start: ${err.message}`)));
+        child.once('exit', (code) => reject(new Error(`redis-server exited with code ${code} during start`)));
+      }),
+    ]);
+    child.removeAllListeners('exit');
+    child.removeAllListeners('error');
+  }
+
+  /** SIGSTOP: the server keeps its sockets but answers nothing (a frozen or partitioned host). */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
+  /** SIGKILL, and wait for the process to be gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child === null || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+    await exited;
+    this.child = null;
+  }
+
+  /** Kill and start again on the same port; without AOF every key is gone. */
+  async restart(): Promise<void> {
+    await this.kill();
+    await this.spawnServer();
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+  }
+
+  /** A new ioredis client to this server. */
+  client(): Redis {
+    return new Redis(this.port, '127.0.0.1', { maxRetriesPerRequest: null, lazyConnect: false });
+  }
+}

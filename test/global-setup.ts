@@ -1,0 +1,7 @@
+// Runs once before all test files: makes Redis and PostgreSQL reachable through the same
+// code path as `npm run services`.
+export default async function setup(): Promise<void> {
+  const { loadConfig } = await import('../src/config/config.ts');
+  const { ensureServices } = await import('../src/services/ensure-services.ts');
+  await ensureServices(loadConfig());
+}

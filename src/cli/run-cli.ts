@@ -1,0 +1,19 @@
+// Shared ending of every command: one clear line for an expected error (bad input, bad
+// configuration, a failed migration), the stack only for the unexpected; exit code 1.
+import { ConfigError } from '../config/config.ts';
+import { MigrationError } from '../db/migrate.ts';
+import { UsageError } from './args.ts';
+
+const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, RangeError] as const;
+
+export async function runCli(main: () => Promise<void>): Promise<void> {
+  try {
+    await main();
+  } catch (err) {
+    const expected = EXPECTED_ERRORS.some((kind) => err instanceof kind);
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`${err instanceof ConfigError ? 'configuration error' : 'error'}: ${message}\n`);
+    if (!expected && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+    process.exitCode = 1;
+  }
+}

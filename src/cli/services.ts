@@ -1,0 +1,11 @@
+// `npm run services`: make Redis and PostgreSQL reachable at the configured URLs.
+import { loadConfig } from '../config/config.ts';
+import { createLogger } from '../log/logger.ts';
+import { ensureServices } from '../services/ensure-services.ts';
+import { runCli } from './run-cli.ts';
+
+await runCli(async () => {
+  const config = loadConfig();
+  const report = await ensureServices(config, createLogger(config.logLevel, 'services'));
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+});

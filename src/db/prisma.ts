@@ -1,0 +1,42 @@
+// The Prisma client factory: @prisma/adapter-pg over a pg pool of explicit size, with the
+// server-side bounds that keep a frozen worker from blocking the next lock holder.
+import { PrismaPg } from '@prisma/adapter-pg';
+import pg from 'pg';
+import type { Config } from '../config/config.ts';
+import { PrismaClient } from '../generated/prisma/client.ts';
+
+export type { PrismaClient };
+
+/** How long a caller waits for a free pooled connection before the attempt fails (retryable). */
+export const DB_CONNECTION_TIMEOUT_MS = 5_000;
+
+export type DbConfig = Pick<
+  Config,
+  'databaseUrl' | 'dbPoolMax' | 'dbStatementTimeoutMs' | 'dbLockTimeoutMs' | 'dbIdleInTransactionTimeoutMs'
+>;
+
+export function createPool(config: DbConfig, onError?: (err: Error) => void): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: config.databaseUrl,
+    max: config.dbPoolMax,
+    connectionTimeoutMillis: DB_CONNECTION_TIMEOUT_MS,
+    // Set at connection start-up, so they hold for every statement without a round trip:
+    // a session frozen inside a transaction is ended by the server, a statement waiting on a
+    // row lock or running away is cancelled, and timestamps are read and written in UTC.
+    statement_timeout: config.dbStatementTimeoutMs,
+    lock_timeout: config.dbLockTimeoutMs,
+    idle_in_transaction_session_timeout: config.dbIdleInTransactionTimeoutMs,
+    options: '-c TimeZone=UTC',
+    application_name: 'fenced-transfers',
+  });
+  // A backend terminated while idle (failover, pg_terminate_backend) emits here; without a
+  // listener the process would crash. The pool drops the client and opens a new one later.
+  pool.on('error', (err) => onError?.(err));
+  return pool;
+}
+
+export function createPrisma(config: DbConfig, onError?: (err: Error) => void): PrismaClient {
+  const pool = createPool(config, onError);
+  const adapter = new PrismaPg(pool, { disposeExternalPool: true, onPoolError: onError, onConnectionError: onError });
+  return new PrismaClient({ adapter });
+}

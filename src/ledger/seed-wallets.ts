@@ -1,0 +1,59 @@
+// Creates wallets with their opening balance posted through the ledger, idempotently: a wallet
+// that exists already is left as it is (no new entry, no balance change).
+import type { PrismaClient } from '../db/prisma.ts';
+
+export const SEED_WALLETS_MAX = 1_000_000;
+export const SEED_BALANCE_MAX = 10n ** 17n;
+/** Opening entries are posted against this account per currency; `$` is outside the wallet-id alphabet. */
+export const FUNDING_ACCOUNT_PREFIX = '$funding:';
+export const OPENING_OPERATION_PREFIX = '$opening:';
+
+export interface SeedRequest {
+  wallets: number;
+  balanceMinor: bigint;
+  prefix: string;
+  currency: string;
+}
+
+export interface SeedResult {
+  requested: number;
+  created: number;
+  openingEntries: number;
+}
+
+export function validateSeedRequest(req: SeedRequest): void {
+  if (!Number.isInteger(req.wallets) || req.wallets < 1 || req.wallets > SEED_WALLETS_MAX) {
+    throw new RangeError(`--wallets must be a whole number from 1 to ${SEED_WALLETS_MAX}`);
+  }
+  if (req.balanceMinor < 0n || req.balanceMinor > SEED_BALANCE_MAX) {
+    throw new RangeError(`--balance must be an integer amount in minor units from 0 to ${SEED_BALANCE_MAX}`);
+  }
+  if (!/^[A-Za-z0-9._:-]{0,100}$/.test(req.prefix)) {
+    throw new RangeError('--prefix must be up to 100 characters of [A-Za-z0-9._:-]');
+  }
+  if (!/^[A-Z]{3}$/.test(req.currency)) throw new RangeError('--currency must be three capital letters, like EUR');
+}
+
+export async function seedWallets(prisma: PrismaClient, req: SeedRequest): Promise<SeedResult> {
+  validateSeedRequest(req);
+  // One statement: the wallets that are new get their opening entry pair, the others nothing.
+  const rows = await prisma.$queryRaw<{ created: bigint; entries: bigint }[]>`
+    WITH new_wallets AS (
+      INSERT INTO wallets (id, currency, balance)
+      SELECT ${req.prefix}::text || g, ${req.currency}::text, ${req.balanceMinor}::bigint
+        FROM generate_series(1, ${req.wallets}::int) AS g
+      ON CONFLICT (id) DO NOTHING
+      RETURNING id, currency, balance
+    ), entries AS (
+      INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount)
+      SELECT ${OPENING_OPERATION_PREFIX}::text || id, id, 'opening', balance FROM new_wallets WHERE balance > 0
+      UNION ALL
+      SELECT ${OPENING_OPERATION_PREFIX}::text || id, ${FUNDING_ACCOUNT_PREFIX}::text || currency, 'funding', -balance
+        FROM new_wallets WHERE balance > 0
+      RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM new_wallets) AS created, (SELECT count(*) FROM entries) AS entries`;
+  const row = rows[0];
+  if (row === undefined) throw new Error('seed statement returned no row');
+  return { requested: req.wallets, created: Number(row.created), openingEntries: Number(row.entries) };
+}

@@ -1,0 +1,108 @@
+// Creates and controls a private PostgreSQL cluster from the local binaries (initdb, pg_ctl):
+// used by `npm run services` when the configured server is down, by tests that stop it, and
+// by the chaos harness. PostgreSQL refuses to run as root, so as root the cluster belongs to
+// the `postgres` system user and the binaries run through runuser.
+import { execFile, execFileSync } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort } from './free-port.ts';
+
+const run = promisify(execFile);
+
+export const POSTGRES_START_TIMEOUT_S = 30;
+
+/** The folder holding initdb and pg_ctl, newest major version first. */
+export function postgresBinDir(): string | null {
+  const base = '/usr/lib/postgresql';
+  if (!existsSync(base)) return null;
+  const majors = readdirSync(base)
+    .filter((v) => /^\d+$/.test(v) && existsSync(join(base, v, 'bin', 'pg_ctl')))
+    .sort((a, b) => Number(b) - Number(a));
+  return majors[0] === undefined ? null : join(base, majors[0], 'bin');
+}
+
+export interface LocalPostgresOptions {
+  /** Cluster folder (created by initdb when empty). */
+  dir: string;
+  port?: number;
+  /** fsync off for throwaway clusters (tests, chaos): fast, and safe unless the OS crashes. */
+  fsync?: boolean;
+}
+
+export class LocalPostgres {
+  private constructor(readonly port: number, private readonly opts: LocalPostgresOptions, private readonly binDir: string) {}
+
+  get url(): string {
+    return `postgresql://postgres@127.0.0.1:${this.port}/postgres`;
+  }
+
+  static async start(opts: LocalPostgresOptions): Promise<LocalPostgres> {
+    const binDir = postgresBinDir();
+    if (binDir === null) throw new Error('PostgreSQL binaries not found under /usr/lib/postgresql/*/bin');
+    const port = opts.port ?? (await freePort());
+    const pg = new LocalPostgres(port, opts, binDir);
+    await pg.init();
+    await pg.startServer();
+    return pg;
+  }
+
+  private asOwner(cmd: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
+    const file = join(this.binDir, cmd);
+    if (userInfo().uid === 0) return run('runuser', ['-u', 'postgres', '--', file, ...args]);
+    return run(file, args);
+  }
+
+  private async init(): Promise<void> {
+    mkdirSync(this.opts.dir, { recursive: true });
+    if (userInfo().uid === 0) chownSync(this.opts.dir, uidOf('postgres'), gidOf('postgres'));
+    if (existsSync(join(this.opts.dir, 'PG_VERSION'))) return;
+    await this.asOwner('initdb', ['-D', this.opts.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C']);
+  }
+
+  async startServer(): Promise<void> {
+    const options = [
+      `-p ${this.port}`,
+      '-c listen_addresses=127.0.0.1',
+      `-c unix_socket_directories=${this.opts.dir}`,
+      '-c max_connections=200',
+      `-c fsync=${this.opts.fsync === false ? 'off' : 'on'}`,
+      `-c synchronous_commit=${this.opts.fsync === false ? 'off' : 'on'}`,
+    ].join(' ');
+    await this.asOwner('pg_ctl', ['start', '-D', this.opts.dir, '-w', '-t', String(POSTGRES_START_TIMEOUT_S),
+      '-l', join(this.opts.dir, 'server.log'), '-o', options]);
+  }
+
+  /** The postmaster's pid, from postmaster.pid. */
+  postmasterPid(): number | null {
+    const file = join(this.opts.dir, 'postmaster.pid');
+    if (!existsSync(file)) return null;
+    const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  }
+
+  /** Immediate shutdown: like a crash, every backend dies at once; recovery replays WAL. */
+  async stop(mode: 'immediate' | 'fast' = 'fast'): Promise<void> {
+    if (this.postmasterPid() === null) return;
+    await this.asOwner('pg_ctl', ['stop', '-D', this.opts.dir, '-m', mode, '-w']).catch(() => undefined);
+  }
+
+  async restart(): Promise<void> {
+    await this.stop('immediate');
+    await this.startServer();
+  }
+}
+
+function idOf(flag: '-u' | '-g', user: string): number {
+  // `id` asks NSS, which reading /etc/passwd would not.
+  return Number(execFileSync('id', [flag, user], { encoding: 'utf8' }).trim());
+}
+
+function uidOf(user: string): number {
+  return idOf('-u', user);
+}
+
+function gidOf(user: string): number {
+  return idOf('-g', user);
+}

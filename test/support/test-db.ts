@@ -1,0 +1,55 @@
+// A private, migrated database per test file on the configured PostgreSQL server, so test
+// files run in parallel without touching each other's data; dropped again afterwards.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { loadConfig, withDatabase, type Config } from '../../src/config/config.ts';
+import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
+import { migrate } from '../../src/db/migrate.ts';
+import { createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  /** The base configuration with DATABASE_URL pointing at this database. */
+  config: Config;
+  prisma: PrismaClient;
+  /** A plain pg pool for assertions that should not go through the code under test. */
+  pg: pg.Pool;
+  drop(): Promise<void>;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
+}
+
+export async function dropDatabase(serverUrl: string, name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres') });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}
+
+export async function createTestDatabase(prefix = 'ft_test', env: Record<string, string> = {}): Promise<TestDatabase> {
+  const base = loadConfig({ ...process.env, ...env });
+  const name = uniqueName(prefix);
+  const url = withDatabase(base.databaseUrl, name);
+  await migrate(url, MIGRATIONS_DIR);
+  const config = loadConfig({ ...process.env, ...env, DATABASE_URL: url });
+  const prisma = createPrisma(config);
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  return {
+    name,
+    url,
+    config,
+    prisma,
+    pg: pool,
+    async drop() {
+      await prisma.$disconnect();
+      await pool.end();
+      await dropDatabase(base.databaseUrl, name);
+    },
+  };
+}

@@ -1,0 +1,204 @@
+// The worker: pulls transfer jobs, validates them, takes the source wallet's fenced lock and
+// applies the transfer with the lock's token. It composes the lock and the ledger; the
+// guarantee lives in the database decision, the lock keeps the common case cheap.
+import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/config.ts';
+import type { PrismaClient } from '../db/prisma.ts';
+import { applyTransfer, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
+import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
+import { validateTransferRequest, type TransferRequest } from '../ledger/transfer-request.ts';
+import { fullJitterDelayMs } from '../lock/backoff.ts';
+import type { FencedLock } from '../lock/fenced-lock.ts';
+import { LockLostError } from '../lock/lock-errors.ts';
+import type { HeldLease } from '../lock/watchdog.ts';
+import { withLock } from '../lock/with-lock.ts';
+import type { Logger } from '../log/logger.ts';
+import { transferBackoffMs, TRANSFER_JOB_NAME } from './job-options.ts';
+import { metricsKey, recordEvents, type MetricEvent } from './metrics.ts';
+
+/** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
+export const STALE_FENCE_ROUNDS_MAX = 3;
+/** Times a job may go back to the queue delayed because its wallet is busy, before that counts as a failed attempt. */
+export const LOCK_BUSY_DEFERRALS_MAX = 100;
+export const LOCK_BUSY_DELAY_BASE_MS = 25;
+export const LOCK_BUSY_DELAY_CAP_MS = 2_000;
+/** BullMQ's own job lease; a stalled job (worker died) is re-queued this many times before it fails. */
+export const JOB_LOCK_DURATION_MS = 30_000;
+export const JOB_STALLED_COUNT_MAX = 10;
+
+/** A failure the job should be retried for (BullMQ attempts with back-off). */
+export class RetryableTransferError extends Error {
+  override name = 'RetryableTransferError';
+  constructor(readonly kind: 'stale_fence' | 'lock_lost' | 'lock_busy' | 'transient_error', detail: string) {
+    super(`${kind}: ${detail}`);
+  }
+}
+
+export interface ApplyContext {
+  readonly job: Job;
+  readonly request: TransferRequest;
+  readonly token: bigint;
+  readonly lease: HeldLease | null;
+}
+
+export interface TransferWorkerHooks {
+  /**
+   * Runs after the last lease check and right before the decision is sent: a pause here is
+   * the worst case (a GC pause or a slow network between check and commit), which the fence
+   * must catch. For tests and the chaos harness.
+   */
+  beforeApply?: (ctx: ApplyContext) => Promise<void> | void;
+}
+
+export interface TransferWorkerDeps {
+  readonly config: Config;
+  readonly prisma: PrismaClient;
+  readonly lock: FencedLock;
+  /** A non-blocking connection for metrics (the lock's may be shared). */
+  readonly redis: Redis;
+  /** BullMQ's connection (blocking commands). */
+  readonly connection: Redis;
+  readonly logger: Logger;
+  readonly hooks?: TransferWorkerHooks;
+}
+
+type LockedApply =
+  | { kind: 'done'; result: ApplyResult; token: bigint }
+  | { kind: 'busy'; retryAfterMs: number };
+
+export class TransferProcessor {
+  private readonly metricsKey: string;
+  private readonly skipIdempotency: boolean;
+  private readonly skipFence: boolean;
+  private readonly skipLock: boolean;
+
+  constructor(private readonly deps: TransferWorkerDeps) {
+    this.metricsKey = metricsKey(deps.config.lockKeyPrefix, deps.config.queueName);
+    this.skipIdempotency = deps.config.unsafe.includes('no-idempotency');
+    this.skipFence = deps.config.unsafe.includes('no-fencing');
+    this.skipLock = deps.config.unsafe.includes('no-lock');
+  }
+
+  private async count(...events: MetricEvent[]): Promise<void> {
+    try {
+      await recordEvents(this.deps.redis, this.metricsKey, events);
+    } catch (err) {
+      // Counters are for reports; losing one must not fail a transfer.
+      this.deps.logger.warn({ err, events }, 'metrics update failed');
+    }
+  }
+
+  async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
+    const attempt = job.attemptsMade + 1;
+    const log = this.deps.logger.child({ jobId: job.id, attempt });
+    const verdict = validateTransferRequest(job.data, this.deps.config.transferAmountMax);
+    if (!verdict.ok) {
+      await this.count('invalid');
+      log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
+      throw new UnrecoverableError(`invalid_request: ${verdict.reason}`);
+    }
+    const request = verdict.request;
+    const fields = { operationId: request.operationId, walletId: request.from };
+
+    try {
+      for (let round = 1; ; round += 1) {
+        const locked = await this.applyUnderLock(job, request);
+        if (locked.kind === 'busy') {
+          await this.count('lock_busy');
+          return await this.deferBusy(job, bullToken, locked.retryAfterMs, log, fields);
+        }
+        const { result, token } = locked;
+        if (result.outcome !== 'stale_fence') {
+          await this.count(result.outcome, ...(result.outcome === 'rejected' ? [`rejected:${result.reason}` as const] : []));
+          log.info({ event: 'transfer_done', ...fields, fence: token.toString(), outcome: result.outcome,
+            ...(result.outcome === 'rejected' ? { reason: result.reason } : {}) }, 'transfer decided');
+          return result;
+        }
+        // Our token is below what the wallet has seen: a newer holder wrote, or Redis lost
+        // its counter. Raise the counter past the database's fence and try again.
+        await this.count('stale_fence');
+        log.warn({ event: 'transfer_stale_fence', ...fields, fence: token.toString(),
+          walletFence: result.walletFence.toString(), round }, 'decision refused: stale fence');
+        const advanced = await this.deps.lock.advanceFence(request.from, result.walletFence);
+        if (advanced.kind === 'raised') await this.count('fence_advanced');
+        if (round >= STALE_FENCE_ROUNDS_MAX) {
+          throw new RetryableTransferError('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
+        }
+      }
+    } catch (err) {
+      if (err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof RetryableTransferError) throw err;
+      if (err instanceof LockLostError) {
+        await this.count('lock_lost');
+        log.warn({ event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason }, 'lock lost before commit');
+        throw new RetryableTransferError('lock_lost', err.message);
+      }
+      await this.count('transient_error');
+      const sqlState = postgresErrorCode(err);
+      log.warn({ event: 'transfer_transient_error', ...fields, err, sqlState,
+        expected: sqlState !== null && RETRYABLE_SQLSTATES.has(sqlState) }, 'transfer attempt failed; will retry');
+      throw new RetryableTransferError('transient_error', err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  private async applyUnderLock(job: Job, request: TransferRequest): Promise<LockedApply> {
+    const options = { skipIdempotency: this.skipIdempotency, skipFence: this.skipFence };
+    if (this.skipLock) {
+      // Negative control: a token is still issued (fencing stays on) but nobody is excluded.
+      const acquired = await this.deps.lock.acquireWithRetry(request.from);
+      if (acquired.kind === 'busy') return { kind: 'busy', retryAfterMs: acquired.retryAfterMs };
+      await this.deps.lock.release(request.from, acquired.lease.owner, acquired.lease.token);
+      const token = acquired.lease.token;
+      await this.deps.hooks?.beforeApply?.({ job, request, token, lease: null });
+      return { kind: 'done', result: await applyTransfer(this.deps.prisma, request, token, options), token };
+    }
+    const outcome = await withLock(this.deps.lock, request.from, async (_signal, token, lease) => {
+      lease.assertHeld();
+      await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
+      return applyTransfer(this.deps.prisma, request, token, options);
+    });
+    if (outcome.kind === 'busy') return { kind: 'busy', retryAfterMs: outcome.retryAfterMs };
+    return { kind: 'done', result: outcome.value, token: outcome.token };
+  }
+
+  /** Hands the job back to the queue, delayed, instead of holding a worker slot while the wallet is busy. */
+  private async deferBusy(job: Job, bullToken: string | undefined, retryAfterMs: number, log: Logger,
+    fields: Record<string, string>): Promise<never> {
+    const deferrals = Math.max(0, job.attemptsStarted - job.attemptsMade - 1);
+    if (deferrals >= LOCK_BUSY_DEFERRALS_MAX) {
+      throw new RetryableTransferError('lock_busy', `wallet busy after ${deferrals} deferrals`);
+    }
+    const capMs = Math.max(LOCK_BUSY_DELAY_BASE_MS, Math.min(LOCK_BUSY_DELAY_CAP_MS, retryAfterMs));
+    const delayMs = fullJitterDelayMs(Math.min(deferrals, 16), LOCK_BUSY_DELAY_BASE_MS, capMs, Math.random) + 1;
+    log.debug({ event: 'transfer_deferred', ...fields, delayMs, deferrals }, 'wallet busy; job delayed');
+    await job.moveToDelayed(Date.now() + delayMs, bullToken);
+    throw new DelayedError();
+  }
+}
+
+export function startTransferWorker(deps: TransferWorkerDeps): Worker {
+  const processor = new TransferProcessor(deps);
+  const worker = new Worker(deps.config.queueName, (job, token) => {
+    if (job.name !== TRANSFER_JOB_NAME) {
+      return Promise.reject(new UnrecoverableError(`invalid_request: unknown job name ${JSON.stringify(job.name.slice(0, 64))}`));
+    }
+    return processor.process(job, token);
+  }, {
+    connection: deps.connection,
+    concurrency: deps.config.workerConcurrency,
+    lockDuration: JOB_LOCK_DURATION_MS,
+    maxStalledCount: JOB_STALLED_COUNT_MAX,
+    settings: {
+      // Serves TRANSFER_BACKOFF_TYPE, the type our producer puts on every job.
+      backoffStrategy: (attemptsMade: number) => transferBackoffMs(attemptsMade),
+    },
+  });
+  worker.on('failed', (job, err) => {
+    if (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+      deps.logger.error({ event: 'transfer_failed', jobId: job.id, attempt: job.attemptsMade, reason: err.message },
+        'job failed for good; it stays in the failed set');
+    }
+  });
+  worker.on('error', (err) => deps.logger.error({ err }, 'worker error'));
+  return worker;
+}

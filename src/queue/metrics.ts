@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 
 export const METRIC_EVENTS = [
   'applied', 'rejected', 'duplicate', 'conflict', 'invalid',
-  'stale_fence', 'lock_lost', 'lock_busy', 'transient_error', 'fence_advanced',
+  'stale_fence', 'lock_lost', 'lease_lost_in_flight', 'lock_busy', 'transient_error', 'fence_advanced',
 ] as const;
 export type MetricEvent = (typeof METRIC_EVENTS)[number] | `rejected:${string}` | `duplicate:${string}`;
 

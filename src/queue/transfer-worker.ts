@@ -152,10 +152,14 @@ export class TransferProcessor {
       await this.deps.hooks?.beforeApply?.({ job, request, token, lease: null });
       return { kind: 'done', result: await applyTransfer(this.deps.prisma, request, token, options), token };
     }
-    const outcome = await withLock(this.deps.lock, request.from, async (_signal, token, lease) => {
+    const outcome = await withLock(this.deps.lock, request.from, async (signal, token, lease) => {
       lease.assertHeld();
       await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
-      return applyTransfer(this.deps.prisma, request, token, options);
+      const result = await applyTransfer(this.deps.prisma, request, token, options);
+      // The lease ran out while the decision was in flight (a pause, a slow link): too late
+      // to abort, so the fence decided. Counted to show how often that guard is what mattered.
+      if (signal.aborted) await this.count('lease_lost_in_flight');
+      return result;
     });
     if (outcome.kind === 'busy') return { kind: 'busy', retryAfterMs: outcome.retryAfterMs };
     return { kind: 'done', result: outcome.value, token: outcome.token };

@@ -1,0 +1,32 @@
+-- acquire: takes the fenced lock of one wallet and, only when that succeeds, issues a new
+-- fencing token. A failed attempt issues nothing: wasting numbers would hide nothing.
+--
+-- KEYS[1]  lock key   <prefix>{wallet:<id>}:lock   value: the owner id, with a PX TTL
+-- KEYS[2]  fence key  <prefix>{wallet:<id>}:fence  an integer counter that never expires
+--          (both keys carry the same hash tag, so they live in one Redis Cluster slot)
+-- ARGV[1]  owner id, random per acquisition
+-- ARGV[2]  lock TTL in milliseconds, a positive decimal integer
+--
+-- Reply    { 'ok', '<token>' }  we hold the lock; the token as a decimal string, exact up to
+--                               2^63-1, strictly greater than every token issued before
+--          { 'busy', <pttl> }   someone else holds it; pttl = its remaining TTL in ms
+--                               (-1 if the key has no TTL, which only a foreign writer causes)
+--          an error reply       the fence counter is not an integer (or at its maximum); the
+--                               lock is given back, nothing is held
+
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return { 'busy', redis.call('PTTL', KEYS[1]) }
+end
+
+local incremented = redis.pcall('INCR', KEYS[2])
+if type(incremented) == 'table' and incremented.err then
+  -- Scripts are not rolled back on error: release the lock rather than leave it held, with no
+  -- token, for a whole TTL.
+  redis.call('DEL', KEYS[1])
+  return incremented
+end
+
+-- Not tostring(incremented): INCR's reply reaches Lua as a double and tostring keeps only 14
+-- significant digits (1e14 and above come out as "1e+14"). GET returns the counter exactly
+-- as Redis stores it.
+return { 'ok', redis.call('GET', KEYS[2]) }

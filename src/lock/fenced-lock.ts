@@ -1,0 +1,175 @@
+// The fenced lock of a wallet: acquire (with a fencing token), renew, release and advance the
+// fence, over the Lua scripts in lua/. Owns no connection: the ioredis client is passed in.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
+import type { Logger } from '../log/logger.ts';
+import { fullJitterDelayMs } from './backoff.ts';
+import { assertKeyPrefix, lockKeysOf, type LockKeys } from './lock-keys.ts';
+import { loadLockScripts, type AdvanceFenceReply, type LockRedisClient, type LockScripts } from './lock-scripts.ts';
+
+/** Same bounds as LOCK_TTL_MS in the configuration. */
+export const LOCK_TTL_MS_MIN = 100;
+export const LOCK_TTL_MS_MAX = 600_000;
+
+/** Busy lock: a short bounded wait inside the worker slot, then the job goes back to the queue delayed. */
+export const ACQUIRE_ATTEMPTS_MAX_DEFAULT = 5;
+export const ACQUIRE_BACKOFF_BASE_MS_DEFAULT = 20;
+export const ACQUIRE_BACKOFF_CAP_MS_DEFAULT = 500;
+/** Limits on the options, so a typo cannot park a worker slot for minutes. */
+export const ACQUIRE_ATTEMPTS_MAX_LIMIT = 100;
+export const ACQUIRE_BACKOFF_CAP_MS_LIMIT = 60_000;
+
+export interface FencedLockOptions {
+  /** The client the lock sends its scripts through; the caller owns (connects, closes) it. */
+  readonly redis: LockRedisClient;
+  /** Lease length; the watchdog renews every third of it. */
+  readonly lockTtlMs: number;
+  /** Prepended to every key (`ft:` gives `ft:{wallet:w1}:lock`), so tenants and tests do not collide. */
+  readonly keyPrefix?: string;
+  /** Default: a silent logger. */
+  readonly logger?: Logger;
+  /** Attempts acquireWithRetry makes, the first included. */
+  readonly acquireAttemptsMax?: number;
+  readonly acquireBackoffBaseMs?: number;
+  readonly acquireBackoffCapMs?: number;
+  /** Source of jitter in [0, 1); default Math.random. Pass a seeded one for reproducible runs. */
+  readonly random?: () => number;
+}
+
+/** What an acquisition holds. The token is a bigint: tokens are compared exactly, never as doubles. */
+export interface LockLease {
+  readonly walletId: string;
+  /** Random per acquisition; renew and release must present it. */
+  readonly owner: string;
+  /** Strictly greater than every token issued before for this wallet (while Redis keeps its data). */
+  readonly token: bigint;
+  /**
+   * performance.now() just before the acquire was sent. Redis starts the TTL later than this,
+   * so a lease measured from here ends no later than Redis's.
+   */
+  readonly acquireSentAtMs: number;
+  readonly lockTtlMs: number;
+}
+
+export type AcquireResult =
+  | { readonly kind: 'acquired'; readonly lease: LockLease }
+  | {
+      readonly kind: 'busy';
+      /** The holder's remaining TTL at the last attempt: a hint for delaying the job. */
+      readonly retryAfterMs: number;
+      readonly attempts: number;
+    };
+
+export type AdvanceFenceResult = AdvanceFenceReply;
+
+function wholeNumberIn(name: string, value: number, min: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${value}`);
+  }
+  return value;
+}
+
+export class FencedLock {
+  readonly lockTtlMs: number;
+  readonly keyPrefix: string;
+  readonly logger: Logger;
+  readonly acquireAttemptsMax: number;
+  readonly acquireBackoffBaseMs: number;
+  readonly acquireBackoffCapMs: number;
+  private readonly random: () => number;
+  private readonly scripts: LockScripts;
+
+  constructor(options: FencedLockOptions) {
+    this.lockTtlMs = wholeNumberIn('lockTtlMs', options.lockTtlMs, LOCK_TTL_MS_MIN, LOCK_TTL_MS_MAX);
+    this.keyPrefix = options.keyPrefix ?? '';
+    assertKeyPrefix(this.keyPrefix);
+    this.logger = options.logger ?? pino({ level: 'silent' });
+    this.acquireAttemptsMax = wholeNumberIn(
+      'acquireAttemptsMax', options.acquireAttemptsMax ?? ACQUIRE_ATTEMPTS_MAX_DEFAULT, 1, ACQUIRE_ATTEMPTS_MAX_LIMIT,
+    );
+    this.acquireBackoffCapMs = wholeNumberIn(
+      'acquireBackoffCapMs', options.acquireBackoffCapMs ?? ACQUIRE_BACKOFF_CAP_MS_DEFAULT, 1, ACQUIRE_BACKOFF_CAP_MS_LIMIT,
+    );
+    this.acquireBackoffBaseMs = wholeNumberIn(
+      'acquireBackoffBaseMs', options.acquireBackoffBaseMs ?? ACQUIRE_BACKOFF_BASE_MS_DEFAULT, 1, this.acquireBackoffCapMs,
+    );
+    this.random = options.random ?? Math.random;
+    this.scripts = loadLockScripts(options.redis);
+  }
+
+  keysOf(walletId: string): LockKeys {
+    return lockKeysOf(this.keyPrefix, walletId);
+  }
+
+  /** One attempt. Errors (Redis unreachable, protocol) are thrown: they are transient for the caller, not "busy". */
+  async acquire(walletId: string): Promise<AcquireResult> {
+    const keys = this.keysOf(walletId);
+    const owner = randomUUID();
+    const acquireSentAtMs = performance.now();
+    const reply = await this.scripts.acquire(keys, owner, this.lockTtlMs);
+    if (reply.kind === 'busy') {
+      if (reply.pttlMs < 0) {
+        // Only a writer that bypassed acquire.lua leaves a lock without TTL; it will never expire.
+        this.logger.error({ event: 'lock_without_ttl', walletId, pttlMs: reply.pttlMs }, 'lock key has no TTL');
+      }
+      return { kind: 'busy', retryAfterMs: reply.pttlMs >= 0 ? reply.pttlMs : this.lockTtlMs, attempts: 1 };
+    }
+    const lease: LockLease = { walletId, owner, token: reply.token, acquireSentAtMs, lockTtlMs: this.lockTtlMs };
+    this.logger.debug({ event: 'lock_acquired', walletId, owner, token: reply.token.toString() }, 'lock acquired');
+    return { kind: 'acquired', lease };
+  }
+
+  /**
+   * Up to acquireAttemptsMax attempts, waiting a full-jitter exponential back-off between
+   * them; then "busy", which the worker turns into a delayed job instead of spinning.
+   */
+  async acquireWithRetry(walletId: string): Promise<AcquireResult> {
+    for (let attempt = 1; ; attempt += 1) {
+      const result = await this.acquire(walletId);
+      if (result.kind === 'acquired') return result;
+      if (attempt >= this.acquireAttemptsMax) {
+        this.logger.info(
+          { event: 'lock_busy', walletId, attempts: attempt, retryAfterMs: result.retryAfterMs },
+          'lock busy, giving up for now',
+        );
+        return { ...result, attempts: attempt };
+      }
+      await sleep(fullJitterDelayMs(attempt - 1, this.acquireBackoffBaseMs, this.acquireBackoffCapMs, this.random));
+    }
+  }
+
+  /** Resets the TTL to lockTtlMs if `owner` still holds the lock; false means it is not ours any more. */
+  async renew(walletId: string, owner: string): Promise<boolean> {
+    return this.scripts.renew(this.keysOf(walletId), owner, this.lockTtlMs);
+  }
+
+  /**
+   * Deletes the lock if `owner` still holds it; false means nothing was deleted (expired or
+   * taken over). `token` only goes into the log line.
+   */
+  async release(walletId: string, owner: string, token?: bigint): Promise<boolean> {
+    const released = await this.scripts.release(this.keysOf(walletId), owner);
+    const fields = { walletId, owner, ...(token === undefined ? {} : { token: token.toString() }) };
+    if (released) {
+      this.logger.debug({ event: 'lock_released', ...fields }, 'lock released');
+    } else {
+      this.logger.warn({ event: 'lock_release_not_owner', ...fields }, 'lock release found the lock no longer ours');
+    }
+    return released;
+  }
+
+  /**
+   * Raises the wallet's fence counter to at least `atLeast` (never lowers it), so the next
+   * token is above every token the database has seen: the recovery after Redis lost its data.
+   * `atLeast` must be below 2^53 (see FENCE_TARGET_MAX).
+   */
+  async advanceFence(walletId: string, atLeast: bigint): Promise<AdvanceFenceResult> {
+    const result = await this.scripts.advanceFence(this.keysOf(walletId), atLeast);
+    this.logger.info(
+      { event: 'lock_fence_advanced', walletId, atLeast: atLeast.toString(), outcome: result.kind, fence: result.fence.toString() },
+      'lock fence advanced',
+    );
+    return result;
+  }
+}

@@ -1,0 +1,33 @@
+// Typed errors of the fenced lock: a lost lease, and a Redis reply that breaks the scripts' contract.
+
+/** Why a held lock stopped being ours. */
+export type LockLostReason =
+  /** A renewal found another owner, or no lock at all (deleted, expired, flushed). */
+  | 'not_owner'
+  /** Redis confirmed nothing before the lease ended by our own monotonic clock. */
+  | 'lease_expired'
+  /** The watchdog was stopped (the work is over and the lock released or about to be). */
+  | 'stopped';
+
+/** Thrown (and used as the AbortSignal's reason) when work must not commit any more. */
+export class LockLostError extends Error {
+  readonly walletId: string;
+  readonly token: bigint;
+  readonly reason: LockLostReason;
+
+  constructor(walletId: string, token: bigint, reason: LockLostReason) {
+    super(`the lock of wallet ${walletId} (token ${token}) is lost: ${reason}`);
+    this.name = 'LockLostError';
+    this.walletId = walletId;
+    this.token = token;
+    this.reason = reason;
+  }
+}
+
+/** A script replied something its header does not allow: a bug or a foreign writer, never retried silently. */
+export class LockProtocolError extends Error {
+  constructor(script: string, detail: string) {
+    super(`lock script ${script}: ${detail}`);
+    this.name = 'LockProtocolError';
+  }
+}

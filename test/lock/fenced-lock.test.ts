@@ -1,0 +1,234 @@
+// FencedLock against the shared Redis (unique key prefix): tokens, mutual exclusion under
+// contention, takeover after expiry, bounded busy retries, exact token transport, logs.
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FencedLock, type LockLease } from '../../src/lock/fenced-lock.ts';
+import { FENCE_TARGET_MAX } from '../../src/lock/lock-scripts.ts';
+import { captureLog, connectShared, deleteKeysWithPrefix, sharedRedisUrl, uniqueKeyPrefix } from './lock-fixtures.ts';
+
+/** Long enough that no lease expires during the contention test. */
+const CONTENTION_TTL_MS = 10_000;
+const CONTENTION_CYCLES = 1_000;
+const CONTENTION_CONNECTIONS = 4;
+const SHORT_TTL_MS = 200;
+
+const keyPrefix = uniqueKeyPrefix('fenced-lock');
+const clients: Redis[] = [];
+let redis: Redis;
+
+function connect(): Redis {
+  const client = connectShared();
+  clients.push(client);
+  return client;
+}
+
+function expectAcquired(result: Awaited<ReturnType<FencedLock['acquire']>>): LockLease {
+  if (result.kind !== 'acquired') throw new Error(`expected the lock, got ${JSON.stringify(result)}`);
+  return result.lease;
+}
+
+beforeAll(() => {
+  redis = connect();
+});
+
+afterAll(async () => {
+  await deleteKeysWithPrefix(redis, keyPrefix);
+  for (const client of clients) client.disconnect();
+});
+
+describe('FencedLock', () => {
+  it('issues increasing bigint tokens only to the acquirer that got the lock', async () => {
+    const lock = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+    const first = expectAcquired(await lock.acquire('basic'));
+    expect(typeof first.token).toBe('bigint');
+    expect(first.token).toBe(1n);
+
+    const busy = await lock.acquire('basic');
+    expect(busy.kind).toBe('busy');
+    if (busy.kind === 'busy') {
+      expect(busy.retryAfterMs).toBeGreaterThan(0);
+      expect(busy.retryAfterMs).toBeLessThanOrEqual(CONTENTION_TTL_MS);
+    }
+    // A failed attempt issues no token.
+    expect(await redis.get(lock.keysOf('basic').fenceKey)).toBe('1');
+
+    expect(await lock.renew('basic', 'someone-else')).toBe(false);
+    expect(await lock.release('basic', 'someone-else')).toBe(false);
+    expect(await redis.get(lock.keysOf('basic').lockKey)).toBe(first.owner);
+
+    expect(await lock.renew('basic', first.owner)).toBe(true);
+    expect(await lock.release('basic', first.owner)).toBe(true);
+    expect(await redis.exists(lock.keysOf('basic').lockKey)).toBe(0);
+
+    const second = expectAcquired(await lock.acquire('basic'));
+    expect(second.token).toBe(2n);
+    expect(second.owner).not.toBe(first.owner);
+    await lock.release('basic', second.owner);
+  });
+
+  it(`keeps ${CONTENTION_CYCLES} acquire/release cycles over ${CONTENTION_CONNECTIONS} connections exclusive, with strictly increasing tokens`, async () => {
+    const walletId = 'contended';
+    const locks = Array.from(
+      { length: CONTENTION_CONNECTIONS },
+      () => new FencedLock({ redis: connect(), lockTtlMs: CONTENTION_TTL_MS, keyPrefix }),
+    );
+    let holders = 0;
+    let granted = 0;
+    let busyReplies = 0;
+    let highestToken = 0n;
+    const tokens = new Set<bigint>();
+    const violations: string[] = [];
+
+    const cycle = async (lock: FencedLock): Promise<void> => {
+      while (granted < CONTENTION_CYCLES) {
+        const result = await lock.acquire(walletId);
+        if (result.kind === 'busy') {
+          busyReplies += 1;
+          await nextTurn();
+          continue;
+        }
+        const { owner, token } = result.lease;
+        holders += 1;
+        if (holders !== 1) violations.push(`${holders} holders at once (token ${token})`);
+        if (token <= highestToken) violations.push(`token ${token} after ${highestToken}`);
+        if (tokens.has(token)) violations.push(`token ${token} granted twice`);
+        tokens.add(token);
+        highestToken = token > highestToken ? token : highestToken;
+        granted += 1;
+        // Hold the lock across a turn of the event loop so the other connections' attempts land on it.
+        await nextTurn();
+        holders -= 1;
+        if (!(await lock.release(walletId, owner))) violations.push(`release of token ${token} deleted nothing`);
+      }
+    };
+
+    const startedMs = performance.now();
+    await Promise.all(locks.map(cycle));
+    const elapsedMs = performance.now() - startedMs;
+
+    expect(violations).toEqual([]);
+    expect(granted).toBeGreaterThanOrEqual(CONTENTION_CYCLES);
+    expect(tokens.size).toBe(granted);
+    expect(busyReplies).toBeGreaterThan(0);
+    // Tokens are issued only on success: the counter equals the number of grants.
+    expect(await redis.get(locks[0]!.keysOf(walletId).fenceKey)).toBe(String(granted));
+    expect(elapsedMs).toBeLessThan(30_000);
+  });
+
+  it('lets a new holder overtake an expired lease; the stale holder can neither release nor renew', async () => {
+    const walletId = 'expiring';
+    const stale = new FencedLock({ redis: connect(), lockTtlMs: SHORT_TTL_MS, keyPrefix });
+    const fresh = new FencedLock({ redis: connect(), lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+
+    const old = expectAcquired(await stale.acquire(walletId));
+    expect((await fresh.acquire(walletId)).kind).toBe('busy');
+    // No watchdog: the lease simply runs out.
+    await sleep(SHORT_TTL_MS + 50);
+
+    const next = expectAcquired(await fresh.acquire(walletId));
+    expect(next.token).toBeGreaterThan(old.token);
+
+    expect(await stale.release(walletId, old.owner)).toBe(false);
+    expect(await redis.get(fresh.keysOf(walletId).lockKey)).toBe(next.owner);
+    expect(await stale.renew(walletId, old.owner)).toBe(false);
+    expect(await redis.get(fresh.keysOf(walletId).lockKey)).toBe(next.owner);
+    const pttlMs = await redis.pttl(fresh.keysOf(walletId).lockKey);
+    expect(pttlMs).toBeGreaterThan(SHORT_TTL_MS);
+
+    expect(await fresh.renew(walletId, next.owner)).toBe(true);
+    expect(await fresh.release(walletId, next.owner)).toBe(true);
+  });
+
+  it('acquireWithRetry gives up after acquireAttemptsMax with a typed busy result', async () => {
+    const walletId = 'busy-retry';
+    const holder = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+    const held = expectAcquired(await holder.acquire(walletId));
+    const waiter = new FencedLock({
+      redis,
+      lockTtlMs: CONTENTION_TTL_MS,
+      keyPrefix,
+      acquireAttemptsMax: 4,
+      acquireBackoffBaseMs: 10,
+      acquireBackoffCapMs: 40,
+      random: () => 0.999,
+    });
+    const startedMs = performance.now();
+    const result = await waiter.acquireWithRetry(walletId);
+    const elapsedMs = performance.now() - startedMs;
+    expect(result).toMatchObject({ kind: 'busy', attempts: 4 });
+    if (result.kind === 'busy') expect(result.retryAfterMs).toBeGreaterThan(CONTENTION_TTL_MS - 5_000);
+    // Waits of 10, 20 and 40 ms (the draw is at the top of each range), bounded by the cap.
+    expect(elapsedMs).toBeGreaterThanOrEqual(65);
+    expect(elapsedMs).toBeLessThan(2_000);
+    await holder.release(walletId, held.owner);
+  });
+
+  it('acquireWithRetry gets the lock once the holder lets go during the back-off', async () => {
+    const walletId = 'retry-success';
+    const holder = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+    const held = expectAcquired(await holder.acquire(walletId));
+    const waiter = new FencedLock({
+      redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix, acquireAttemptsMax: 20, acquireBackoffBaseMs: 5, acquireBackoffCapMs: 20,
+    });
+    const releasing = sleep(60).then(() => holder.release(walletId, held.owner));
+    const result = await waiter.acquireWithRetry(walletId);
+    await releasing;
+    const lease = expectAcquired(result);
+    expect(lease.token).toBe(held.token + 1n);
+    await waiter.release(walletId, lease.owner);
+  });
+
+  it('carries tokens exactly as strings and bigints, also past 1e14 and 2^53', async () => {
+    const lock = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+    // Lua's tostring would print 123456789012346 as "1.2345678901235e+14".
+    await lock.advanceFence('big', 123_456_789_012_345n);
+    const aboveTenToFourteen = expectAcquired(await lock.acquire('big'));
+    expect(aboveTenToFourteen.token).toBe(123_456_789_012_346n);
+    await lock.release('big', aboveTenToFourteen.owner);
+
+    // Counters above 2^53 only arise from a foreign writer; acquire still reports them exactly.
+    await redis.set(lock.keysOf('huge').fenceKey, '9007199254740993');
+    const aboveTwoToFiftyThree = expectAcquired(await lock.acquire('huge'));
+    expect(aboveTwoToFiftyThree.token).toBe(9_007_199_254_740_994n);
+    await lock.release('huge', aboveTwoToFiftyThree.owner);
+
+    await expect(lock.advanceFence('big', FENCE_TARGET_MAX + 1n)).rejects.toThrow(RangeError);
+    await expect(lock.advanceFence('big', -1n)).rejects.toThrow(RangeError);
+  });
+
+  it('gives the lock back when the fence counter is corrupt instead of holding it without a token', async () => {
+    const lock = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+    await redis.set(lock.keysOf('corrupt').fenceKey, 'not-a-number');
+    await expect(lock.acquire('corrupt')).rejects.toThrow(/not an integer/);
+    expect(await redis.exists(lock.keysOf('corrupt').lockKey)).toBe(0);
+  });
+
+  it('logs acquire and release with walletId, owner and token as a string, and no connection string', async () => {
+    const { logger, entries, rawLines } = captureLog();
+    const lock = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix, logger });
+    const lease = expectAcquired(await lock.acquire('logged'));
+    await lock.release('logged', lease.owner, lease.token);
+    await lock.release('logged', lease.owner, lease.token);
+
+    expect(entries.find((entry) => entry.event === 'lock_acquired')).toMatchObject({
+      walletId: 'logged', owner: lease.owner, token: lease.token.toString(),
+    });
+    expect(entries.find((entry) => entry.event === 'lock_released')).toMatchObject({
+      walletId: 'logged', owner: lease.owner, token: lease.token.toString(),
+    });
+    expect(entries.find((entry) => entry.event === 'lock_release_not_owner')).toMatchObject({ walletId: 'logged' });
+    for (const line of rawLines) {
+      expect(line).not.toContain(sharedRedisUrl());
+      expect(line).not.toMatch(/redis:\/\//);
+    }
+  });
+
+  it('refuses options outside their limits', () => {
+    expect(() => new FencedLock({ redis, lockTtlMs: 10 })).toThrow(RangeError);
+    expect(() => new FencedLock({ redis, lockTtlMs: 1500.5 })).toThrow(RangeError);
+    expect(() => new FencedLock({ redis, lockTtlMs: 1_000, keyPrefix: '{x}' })).toThrow(RangeError);
+    expect(() => new FencedLock({ redis, lockTtlMs: 1_000, acquireAttemptsMax: 0 })).toThrow(RangeError);
+    expect(() => new FencedLock({ redis, lockTtlMs: 1_000, acquireBackoffBaseMs: 100, acquireBackoffCapMs: 50 })).toThrow(RangeError);
+  });
+});

@@ -101,6 +101,9 @@ export class LocalRedis {
 
   /** A new ioredis client to this server. */
   client(): Redis {
-    return new Redis(this.port, '127.0.0.1', { maxRetriesPerRequest: null, lazyConnect: false });
+    const client = new Redis(this.port, '127.0.0.1', { maxRetriesPerRequest: null, lazyConnect: false });
+    // Errors while the server is stopped on purpose are expected; callers see failed commands.
+    client.on('error', () => undefined);
+    return client;
   }
 }

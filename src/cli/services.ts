@@ -2,9 +2,11 @@
 import { loadConfig } from '../config/config.ts';
 import { createLogger } from '../log/logger.ts';
 import { ensureServices } from '../services/ensure-services.ts';
+import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
 await runCli(async () => {
+  parseFlags(process.argv.slice(2), {}, 'npm run services');
   const config = loadConfig();
   const report = await ensureServices(config, createLogger(config.logLevel, 'services'));
   process.stdout.write(`${JSON.stringify(report)}\n`);

@@ -9,7 +9,7 @@ import { runCli } from './run-cli.ts';
 const USAGE = 'npm run status -- <operationId>';
 
 await runCli(async () => {
-  const { positionals } = parseFlags(process.argv.slice(2), {}, USAGE);
+  const { positionals } = parseFlags(process.argv.slice(2), {}, USAGE, 1);
   const operationId = positionals[0];
   if (positionals.length !== 1 || operationId === undefined) throw new UsageError(`expected one operation id\nusage: ${USAGE}`);
   if (!ID_PATTERN.test(operationId)) throw new UsageError('an operation id is 1-128 characters of [A-Za-z0-9._:-]');

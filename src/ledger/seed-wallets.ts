@@ -4,6 +4,8 @@ import type { PrismaClient } from '../db/prisma.ts';
 
 export const SEED_WALLETS_MAX = 1_000_000;
 export const SEED_BALANCE_MAX = 10n ** 17n;
+/** Total money one seed may create: below PostgreSQL's bigint maximum (about 9.2e18). */
+export const SEED_TOTAL_MAX = 10n ** 18n;
 /** Opening entries are posted against this account per currency; `$` is outside the wallet-id alphabet. */
 export const FUNDING_ACCOUNT_PREFIX = '$funding:';
 export const OPENING_OPERATION_PREFIX = '$opening:';
@@ -27,6 +29,10 @@ export function validateSeedRequest(req: SeedRequest): void {
   }
   if (req.balanceMinor < 0n || req.balanceMinor > SEED_BALANCE_MAX) {
     throw new RangeError(`--balance must be an integer amount in minor units from 0 to ${SEED_BALANCE_MAX}`);
+  }
+  // Every balance, and their sum, must fit in a bigint column however the money moves later.
+  if (BigInt(req.wallets) * req.balanceMinor > SEED_TOTAL_MAX) {
+    throw new RangeError(`--wallets × --balance must not exceed ${SEED_TOTAL_MAX} in total`);
   }
   if (!/^[A-Za-z0-9._:-]{0,100}$/.test(req.prefix)) {
     throw new RangeError('--prefix must be up to 100 characters of [A-Za-z0-9._:-]');

@@ -107,7 +107,15 @@ async function startLocalPostgres(databaseUrl: string): Promise<boolean> {
 
 async function startWithDocker(services: string[]): Promise<boolean> {
   if (!existsSync(join(PROJECT_ROOT, 'docker-compose.yml')) || !(await dockerEngineAnswers())) return false;
-  await run('docker', ['compose', 'up', '-d', '--wait', ...services], { cwd: PROJECT_ROOT, timeout: SERVICE_START_TIMEOUT_MS * 3 });
+  const options = { cwd: PROJECT_ROOT, timeout: SERVICE_START_TIMEOUT_MS * 3 };
+  // The compose plugin (`docker compose`) where it exists, else the standalone docker-compose.
+  if (await commandWorks('docker', ['compose', 'version'])) {
+    await run('docker', ['compose', 'up', '-d', '--wait', ...services], options);
+  } else if (await commandWorks('docker-compose', ['version'])) {
+    await run('docker-compose', ['up', '-d', ...services], options);
+  } else {
+    return false;
+  }
   return true;
 }
 

@@ -36,7 +36,12 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
   const base = loadConfig({ ...process.env, ...env });
   const name = uniqueName(prefix);
   const url = withDatabase(base.databaseUrl, name);
-  await migrate(url, MIGRATIONS_DIR);
+  try {
+    await migrate(url, MIGRATIONS_DIR);
+  } catch (err) {
+    await dropDatabase(base.databaseUrl, name).catch(() => undefined);
+    throw err;
+  }
   const config = loadConfig({ ...process.env, ...env, DATABASE_URL: url });
   const prisma = createPrisma(config);
   const pool = new pg.Pool({ connectionString: url, max: 4 });

@@ -1,0 +1,189 @@
+// loadConfig reads the environment once into a typed object: defaults, rejection of malformed
+// values with the variable's name, the guard on the unsafe modes, and the way a command
+// reports a bad variable (one line on stderr, exit code 1).
+import { describe, expect, it } from 'vitest';
+import {
+  CONFIG_DEFAULTS,
+  ConfigError,
+  databaseName,
+  loadConfig,
+  redactUrl,
+  withDatabase,
+} from '../../src/config/config.ts';
+import { describeRun, runTsx } from '../support/cli-process.ts';
+
+const ALLOW_UNSAFE = 'i-understand-this-breaks-guarantees';
+
+/** The ConfigError that loading `env` throws; fails the test when it loads. */
+function configErrorOf(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
+}
+
+describe('loadConfig defaults', () => {
+  it('fills every setting from the defaults when the environment is empty', () => {
+    const config = loadConfig({});
+    expect(config).toEqual({
+      databaseUrl: 'postgresql://postgres@127.0.0.1:5432/transfers',
+      redisUrl: 'redis://127.0.0.1:6379',
+      queueName: 'transfers',
+      lockKeyPrefix: 'ft:',
+      lockTtlMs: 10_000,
+      workerConcurrency: 8,
+      logLevel: 'info',
+      transferAmountMax: 1_000_000_000_000_000n,
+      dbPoolMax: 8,
+      dbStatementTimeoutMs: 5_000,
+      dbLockTimeoutMs: 2_000,
+      dbIdleInTransactionTimeoutMs: 5_000,
+      jobAttemptsMax: 20,
+      unsafe: [],
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.unsafe)).toBe(true);
+  });
+
+  it('treats an empty variable like an absent one', () => {
+    expect(loadConfig({ LOCK_TTL_MS: '', REDIS_URL: '' })).toMatchObject({
+      lockTtlMs: Number(CONFIG_DEFAULTS.LOCK_TTL_MS),
+      redisUrl: CONFIG_DEFAULTS.REDIS_URL,
+    });
+  });
+
+  it('takes given values over the defaults', () => {
+    const config = loadConfig({
+      DATABASE_URL: 'postgres://u:p@db.example:6543/other',
+      REDIS_URL: 'rediss://cache.example:6380',
+      LOCK_TTL_MS: '2500',
+      WORKER_CONCURRENCY: '3',
+      LOG_LEVEL: 'silent',
+      TRANSFER_AMOUNT_MAX: '500',
+      QUEUE_NAME: 'q-1',
+    });
+    expect(config).toMatchObject({
+      databaseUrl: 'postgres://u:p@db.example:6543/other',
+      redisUrl: 'rediss://cache.example:6380',
+      lockTtlMs: 2500,
+      workerConcurrency: 3,
+      logLevel: 'silent',
+      transferAmountMax: 500n,
+      queueName: 'q-1',
+    });
+  });
+
+  it('reads process.env when given no argument', () => {
+    expect(loadConfig().databaseUrl).toBe(process.env.DATABASE_URL || CONFIG_DEFAULTS.DATABASE_URL);
+  });
+});
+
+describe('loadConfig rejects malformed values, naming the variable', () => {
+  it.each([
+    ['not a url', /not a valid URL/],
+    ['127.0.0.1:6379', /scheme|not a valid URL/],
+    ['http://127.0.0.1:6379', /unsupported scheme "http:"/],
+    ['redis://127.0.0.1:99999', /not a valid URL|port out of range/],
+    ['redis://', /names no host/],
+  ])('REDIS_URL=%j', (value, detail) => {
+    const err = configErrorOf({ REDIS_URL: value });
+    expect(err.variable).toBe('REDIS_URL');
+    expect(err.message).toMatch(/^REDIS_URL: /);
+    expect(err.message).toMatch(detail);
+  });
+
+  it.each(['abc', '10s', '2500ms', '1.5', '3000.5', '-5', '1e4', ' 100', '0x10'])('LOCK_TTL_MS=%j (not a whole number)', (value) => {
+    const err = configErrorOf({ LOCK_TTL_MS: value });
+    expect(err.variable).toBe('LOCK_TTL_MS');
+    expect(err.message).toMatch(/^LOCK_TTL_MS: expected a whole number between 100 and 600000/);
+  });
+
+  it.each(['99', '600001', '9'.repeat(400)])('LOCK_TTL_MS=%s (out of range)', (value) => {
+    expect(configErrorOf({ LOCK_TTL_MS: value }).variable).toBe('LOCK_TTL_MS');
+  });
+
+  it('accepts LOCK_TTL_MS at both ends of its range', () => {
+    expect(loadConfig({ LOCK_TTL_MS: '100' }).lockTtlMs).toBe(100);
+    expect(loadConfig({ LOCK_TTL_MS: '600000' }).lockTtlMs).toBe(600_000);
+  });
+
+  it.each([
+    ['DATABASE_URL', 'mysql://127.0.0.1/transfers'],
+    ['LOG_LEVEL', 'verbose'],
+    ['TRANSFER_AMOUNT_MAX', '0'],
+    ['TRANSFER_AMOUNT_MAX', '1000000000000000000'],
+    ['QUEUE_NAME', 'has space'],
+    ['WORKER_CONCURRENCY', '0'],
+    ['DB_POOL_MAX', 'ten'],
+    ['JOB_ATTEMPTS_MAX', '1001'],
+  ])('%s=%j', (variable, value) => {
+    const err = configErrorOf({ [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.message.startsWith(`${variable}: `)).toBe(true);
+  });
+});
+
+describe('the unsafe modes', () => {
+  it('refuses TRANSFERS_UNSAFE without TRANSFERS_ALLOW_UNSAFE', () => {
+    const err = configErrorOf({ TRANSFERS_UNSAFE: 'no-fencing' });
+    expect(err.variable).toBe('TRANSFERS_UNSAFE');
+    expect(err.message).toContain(`TRANSFERS_ALLOW_UNSAFE=${ALLOW_UNSAFE}`);
+  });
+
+  it('refuses TRANSFERS_UNSAFE when TRANSFERS_ALLOW_UNSAFE has any other value', () => {
+    for (const allow of ['1', 'true', 'yes', `${ALLOW_UNSAFE} `]) {
+      expect(configErrorOf({ TRANSFERS_UNSAFE: 'no-lock', TRANSFERS_ALLOW_UNSAFE: allow }).variable).toBe('TRANSFERS_UNSAFE');
+    }
+  });
+
+  it('switches the named layers off when both variables are set', () => {
+    const config = loadConfig({ TRANSFERS_UNSAFE: 'no-idempotency, no-lock', TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE });
+    expect(config.unsafe).toEqual(['no-idempotency', 'no-lock']);
+  });
+
+  it('refuses an unknown mode even when allowed', () => {
+    const err = configErrorOf({ TRANSFERS_UNSAFE: 'no-checks', TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE });
+    expect(err.variable).toBe('TRANSFERS_UNSAFE');
+    expect(err.message).toContain('"no-checks"');
+  });
+
+  it('keeps every layer on when only TRANSFERS_ALLOW_UNSAFE is set', () => {
+    expect(loadConfig({ TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE }).unsafe).toEqual([]);
+  });
+});
+
+describe('URL helpers', () => {
+  it('reads and replaces the database name', () => {
+    expect(databaseName('postgresql://postgres@127.0.0.1:5432/transfers')).toBe('transfers');
+    expect(withDatabase('postgresql://postgres@127.0.0.1:5432/transfers?sslmode=disable', 'other'))
+      .toBe('postgresql://postgres@127.0.0.1:5432/other?sslmode=disable');
+    expect(() => databaseName('postgresql://127.0.0.1:5432/')).toThrow(ConfigError);
+    expect(() => databaseName('postgresql://127.0.0.1:5432/a%22b')).toThrow(/DATABASE_URL/);
+  });
+
+  it('masks the password', () => {
+    expect(redactUrl('postgresql://user:secret@db:5432/x')).toBe('postgresql://user:***@db:5432/x');
+    expect(redactUrl('redis://127.0.0.1:6379')).toBe('redis://127.0.0.1:6379');
+    expect(redactUrl('::nonsense')).toBe('<unparseable url>');
+  });
+});
+
+describe('a command started with a bad variable', () => {
+  // DATABASE_URL points at a port where nothing listens: if validation let the bad variable
+  // through, the command would fail on the connection instead, and these tests would see it.
+  const UNREACHABLE_DB = 'postgresql://postgres@127.0.0.1:1/ft_never_created';
+
+  it.each([
+    ['REDIS_URL', 'not a url'],
+    ['LOCK_TTL_MS', 'ten-seconds'],
+  ])('%s=%j: one line on stderr naming it, exit code 1', async (variable, value) => {
+    const result = await runTsx('src/cli/migrate.ts', [], { DATABASE_URL: UNREACHABLE_DB, [variable]: value });
+    expect(result.code, describeRun(result)).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(new RegExp(`^configuration error: ${variable}: .+\n$`));
+    expect(result.stderr).not.toContain('    at ');
+  });
+});

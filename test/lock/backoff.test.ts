@@ -1,18 +1,7 @@
 // Unit tests of the pure full-jitter back-off.
 import { describe, expect, it } from 'vitest';
 import { fullJitterDelayMs } from '../../src/lock/backoff.ts';
-
-/** A small seeded PRNG (mulberry32) so the distribution checks are reproducible. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from '../../src/workload/prng.ts';
 
 const JUST_BELOW_ONE = 1 - Number.EPSILON;
 

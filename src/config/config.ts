@@ -21,6 +21,10 @@ export interface Config {
   readonly dbIdleInTransactionTimeoutMs: number;
   /** Attempts BullMQ makes of one job before it lands in the failed set. */
   readonly jobAttemptsMax: number;
+  /** BullMQ's own lease on an active job; a dead worker's jobs are re-queued after about this long. */
+  readonly jobLockDurationMs: number;
+  /** How often workers look for stalled jobs (whose worker died). */
+  readonly jobStalledIntervalMs: number;
   /** Layers switched off for the chaos harness's negative controls; empty in production. */
   readonly unsafe: readonly UnsafeMode[];
 }
@@ -46,6 +50,8 @@ export const CONFIG_DEFAULTS = Object.freeze({
   DB_LOCK_TIMEOUT_MS: '2000',
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '5000',
   JOB_ATTEMPTS_MAX: '20',
+  JOB_LOCK_DURATION_MS: '30000',
+  JOB_STALLED_INTERVAL_MS: '30000',
   TRANSFERS_UNSAFE: '',
 });
 
@@ -137,6 +143,8 @@ export function loadConfig(env: Env = process.env): Config {
     dbLockTimeoutMs: integer(env, 'DB_LOCK_TIMEOUT_MS', 100, 600_000),
     dbIdleInTransactionTimeoutMs: integer(env, 'DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', 100, 600_000),
     jobAttemptsMax: integer(env, 'JOB_ATTEMPTS_MAX', 1, 1000),
+    jobLockDurationMs: integer(env, 'JOB_LOCK_DURATION_MS', 1000, 600_000),
+    jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS', 1000, 600_000),
     unsafe: Object.freeze(unsafe as UnsafeMode[]),
   };
   return Object.freeze(config);

@@ -15,6 +15,8 @@ export const WORKER_STOP_GRACE_MS = 10_000;
 export interface WorkerProcessOptions {
   /** Environment of the worker (merged over this process's). */
   env: Record<string, string>;
+  /** The TypeScript entry file; default the real worker. The chaos harness runs a naive variant. */
+  entry?: string;
   /** Folder for the per-worker log files. */
   logDir: string;
 }
@@ -44,7 +46,7 @@ export class WorkerProcess {
     mkdirSync(this.options.logDir, { recursive: true });
     this.starts += 1;
     this.log = createWriteStream(join(this.options.logDir, `worker-${this.index}.log`), { flags: 'a' });
-    const child = spawn(process.execPath, ['--import', TSX_LOADER, WORKER_ENTRY], {
+    const child = spawn(process.execPath, ['--import', TSX_LOADER, this.options.entry ?? WORKER_ENTRY], {
       cwd: PROJECT_ROOT,
       env: { ...process.env, ...this.options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -76,6 +78,8 @@ export class WorkerProcess {
     child.kill('SIGKILL');
     await exited;
     this.frozen = false;
+    this.log?.end();
+    this.log = null;
   }
 
   /** SIGTERM (after thawing), SIGKILL if it has not exited within the grace period. */

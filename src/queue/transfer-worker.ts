@@ -23,8 +23,7 @@ export const STALE_FENCE_ROUNDS_MAX = 3;
 export const LOCK_BUSY_DEFERRALS_MAX = 100;
 export const LOCK_BUSY_DELAY_BASE_MS = 25;
 export const LOCK_BUSY_DELAY_CAP_MS = 2_000;
-/** BullMQ's own job lease; a stalled job (worker died) is re-queued this many times before it fails. */
-export const JOB_LOCK_DURATION_MS = 30_000;
+/** A stalled job (its worker died) is re-queued this many times before it fails. */
 export const JOB_STALLED_COUNT_MAX = 10;
 
 /** A failure the job should be retried for (BullMQ attempts with back-off). */
@@ -92,7 +91,9 @@ export class TransferProcessor {
   async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
     const attempt = job.attemptsMade + 1;
     const log = this.deps.logger.child({ jobId: job.id, attempt });
-    const verdict = validateTransferRequest(job.data, this.deps.config.transferAmountMax);
+    const verdict = job.name === TRANSFER_JOB_NAME
+      ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
+      : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
       await this.count('invalid');
       log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
@@ -182,15 +183,11 @@ export class TransferProcessor {
 
 export function startTransferWorker(deps: TransferWorkerDeps): Worker {
   const processor = new TransferProcessor(deps);
-  const worker = new Worker(deps.config.queueName, (job, token) => {
-    if (job.name !== TRANSFER_JOB_NAME) {
-      return Promise.reject(new UnrecoverableError(`invalid_request: unknown job name ${JSON.stringify(job.name.slice(0, 64))}`));
-    }
-    return processor.process(job, token);
-  }, {
+  const worker = new Worker(deps.config.queueName, (job, token) => processor.process(job, token), {
     connection: deps.connection,
     concurrency: deps.config.workerConcurrency,
-    lockDuration: JOB_LOCK_DURATION_MS,
+    lockDuration: deps.config.jobLockDurationMs,
+    stalledInterval: deps.config.jobStalledIntervalMs,
     maxStalledCount: JOB_STALLED_COUNT_MAX,
     settings: {
       // Serves TRANSFER_BACKOFF_TYPE, the type our producer puts on every job.

@@ -42,6 +42,8 @@ describe('loadConfig defaults', () => {
       dbLockTimeoutMs: 2_000,
       dbIdleInTransactionTimeoutMs: 5_000,
       jobAttemptsMax: 20,
+      jobLockDurationMs: 30_000,
+      jobStalledIntervalMs: 30_000,
       unsafe: [],
     });
     expect(Object.isFrozen(config)).toBe(true);

@@ -1,0 +1,52 @@
+// `npm run chaos -- [options]`: one chaos run against private Redis and PostgreSQL instances
+// (see src/chaos/run.ts). Exit 0 only when the verdict is "as expected": every invariant holds,
+// or, for a negative control, the violation was detected. SIGINT/SIGTERM stop the run and
+// remove everything it started.
+import { relative } from 'node:path';
+import { runCli } from '../cli/run-cli.ts';
+import { CHAOS_USAGE, parseChaosArgs } from './options.ts';
+import { runChaos } from './run.ts';
+
+await runCli(async () => {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`usage: ${CHAOS_USAGE}\n`);
+    return;
+  }
+  const { options, notices } = parseChaosArgs(argv);
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  for (const notice of notices) log(`note: ${notice}`);
+
+  const stop = new AbortController();
+  const interrupt = (signal: string) => {
+    if (stop.signal.aborted) {
+      log(`${signal} again: exiting without cleaning up`);
+      process.exit(130);
+    }
+    log(`${signal}: stopping the run and cleaning up (again to exit at once)`);
+    stop.abort();
+  };
+  process.on('SIGINT', () => interrupt('SIGINT'));
+  process.on('SIGTERM', () => interrupt('SIGTERM'));
+
+  let result;
+  try {
+    result = await runChaos(options, argv, log, stop.signal);
+  } catch (err) {
+    if (!stop.signal.aborted) throw err;
+    log('interrupted: every process and folder the run started is gone; the output folder keeps what was written');
+    process.exitCode = 130;
+    return;
+  }
+  const f = result.figures;
+  const failed = f.checks.filter((c) => !c.ok).map((c) => c.name);
+  process.stdout.write(
+    `${f.verdict.pass ? 'PASS' : 'FAIL'} seed ${f.seed} (${f.mode.apply}, unsafe ${f.mode.unsafe ?? 'none'}): ${f.verdict.detail}\n` +
+    `  ${f.faults.injected} faults, ${f.ledger.transfersApplied} applied, ${f.answers.duplicate ?? 0} duplicates answered from the record, ` +
+    `${f.metrics.stale_fence ?? 0} stale fences refused, ${f.metrics.lock_lost ?? 0} lock losses, ${f.jobs.retries} retries, ` +
+    `${(f.durationMs.total / 1000).toFixed(1)} s\n` +
+    (failed.length > 0 ? `  failed checks: ${failed.join('; ')}\n` : '') +
+    `  report: ${relative(process.cwd(), result.outDir) || '.'}/report.md\n`,
+  );
+  if (!result.pass) process.exitCode = 1;
+});

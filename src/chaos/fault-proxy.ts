@@ -1,0 +1,205 @@
+// A TCP proxy per link (one worker's connection to Redis or to PostgreSQL) that the harness
+// can degrade: add delay with jitter, stall (hold every byte until released, like a partition
+// that heals), or cut (reset every connection and refuse new ones for a while).
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+/** Bytes held per direction of one connection while delayed or stalled, before that connection is reset. */
+export const PROXY_HELD_BYTES_MAX = 64 * 1024 * 1024;
+
+interface Chunk {
+  readonly data: Buffer;
+  readonly releaseAtMs: number;
+}
+
+/** One direction of one proxied connection, delivering chunks in order at their release time. */
+class Lane {
+  private readonly queue: Chunk[] = [];
+  private heldBytes = 0;
+  private lastReleaseAtMs = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private waitingForDrain = false;
+
+  constructor(private readonly proxy: FaultProxy, private readonly from: Socket, private readonly to: Socket,
+    private readonly onOverflow: () => void) {
+    from.on('data', (data: Buffer) => this.push(data));
+  }
+
+  private push(data: Buffer): void {
+    const delayMs = this.proxy.currentDelayMs();
+    if (delayMs === 0 && !this.proxy.isStalled && this.queue.length === 0) {
+      this.write(data);
+      return;
+    }
+    const releaseAtMs = Math.max(this.lastReleaseAtMs, performance.now() + delayMs);
+    this.lastReleaseAtMs = releaseAtMs;
+    this.queue.push({ data, releaseAtMs });
+    this.heldBytes += data.length;
+    if (this.heldBytes > PROXY_HELD_BYTES_MAX) {
+      this.onOverflow();
+      return;
+    }
+    this.pump();
+  }
+
+  private write(data: Buffer): void {
+    if (this.to.destroyed) return;
+    if (!this.to.write(data) && !this.waitingForDrain) {
+      // Backpressure: stop reading the sender until the receiver has taken what it has.
+      this.waitingForDrain = true;
+      this.from.pause();
+      this.to.once('drain', () => {
+        this.waitingForDrain = false;
+        this.from.resume();
+      });
+    }
+  }
+
+  pump(): void {
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (this.proxy.isStalled) return;
+    const now = performance.now();
+    while (this.queue.length > 0) {
+      const head = this.queue[0] as Chunk;
+      if (head.releaseAtMs > now) {
+        this.timer = setTimeout(() => this.pump(), Math.ceil(head.releaseAtMs - now));
+        return;
+      }
+      this.queue.shift();
+      this.heldBytes -= head.data.length;
+      this.write(head.data);
+    }
+  }
+
+  dispose(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.queue.length = 0;
+  }
+}
+
+interface Connection {
+  readonly client: Socket;
+  readonly upstream: Socket;
+  readonly lanes: readonly Lane[];
+}
+
+export interface ProxyStats {
+  connections: number;
+  resets: number;
+  refused: number;
+}
+
+export class FaultProxy {
+  private readonly connections = new Set<Connection>();
+  private delayMs = 0;
+  private jitterMs = 0;
+  private stalled = false;
+  private cutting = false;
+  readonly stats: ProxyStats = { connections: 0, resets: 0, refused: 0 };
+
+  private constructor(readonly name: string, private readonly server: Server, readonly port: number,
+    readonly targetHost: string, readonly targetPort: number) {}
+
+  /** Listens on a free loopback port and forwards every connection to targetHost:targetPort. */
+  static async start(name: string, targetHost: string, targetPort: number): Promise<FaultProxy> {
+    let proxy: FaultProxy | null = null;
+    const server = createServer({ noDelay: true }, (socket) => proxy?.accept(socket));
+    const port = await new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => {
+        const address = server.address();
+        if (address === null || typeof address === 'string') reject(new Error('proxy got no port'));
+        else resolve(address.port);
+      });
+    });
+    server.on('error', () => undefined);
+    proxy = new FaultProxy(name, server, port, targetHost, targetPort);
+    return proxy;
+  }
+
+  get isStalled(): boolean {
+    return this.stalled;
+  }
+
+  currentDelayMs(): number {
+    if (this.delayMs === 0 && this.jitterMs === 0) return 0;
+    return Math.max(0, Math.round(this.delayMs + (Math.random() * 2 - 1) * this.jitterMs));
+  }
+
+  private accept(client: Socket): void {
+    if (this.cutting) {
+      this.stats.refused += 1;
+      client.on('error', () => undefined);
+      client.resetAndDestroy();
+      return;
+    }
+    this.stats.connections += 1;
+    client.setNoDelay(true);
+    const upstream = connect({ host: this.targetHost, port: this.targetPort, noDelay: true });
+    const lanes: Lane[] = [];
+    const connection: Connection = { client, upstream, lanes };
+    const close = () => this.drop(connection, false);
+    lanes.push(new Lane(this, client, upstream, close), new Lane(this, upstream, client, close));
+    this.connections.add(connection);
+    client.on('error', close);
+    upstream.on('error', close);
+    client.on('close', close);
+    upstream.on('close', close);
+    client.on('end', () => upstream.end());
+    upstream.on('end', () => client.end());
+  }
+
+  private drop(connection: Connection, reset: boolean): void {
+    if (!this.connections.delete(connection)) return;
+    for (const lane of connection.lanes) lane.dispose();
+    if (reset) {
+      this.stats.resets += 1;
+      connection.client.resetAndDestroy();
+      connection.upstream.resetAndDestroy();
+    } else {
+      connection.client.destroy();
+      connection.upstream.destroy();
+    }
+  }
+
+  setDelay(delayMs: number, jitterMs: number): void {
+    this.delayMs = delayMs;
+    this.jitterMs = jitterMs;
+  }
+
+  /** Holds every byte, in both directions, until unstall(). */
+  stall(): void {
+    this.stalled = true;
+  }
+
+  unstall(): void {
+    this.stalled = false;
+    for (const c of this.connections) for (const lane of c.lanes) lane.pump();
+  }
+
+  /** Resets every open connection and refuses new ones until uncut(). */
+  cut(): void {
+    this.cutting = true;
+    for (const c of [...this.connections]) this.drop(c, true);
+  }
+
+  uncut(): void {
+    this.cutting = false;
+  }
+
+  /** Back to a plain pipe (held bytes are delivered). */
+  heal(): void {
+    this.setDelay(0, 0);
+    this.uncut();
+    this.unstall();
+  }
+
+  async close(): Promise<void> {
+    this.cutting = true;
+    for (const c of [...this.connections]) this.drop(c, false);
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,391 @@
+// One chaos run, start to end: private services, seeded wallets, a fleet of worker processes
+// behind fault proxies, the workload enqueued at a steady pace while the schedule's faults are
+// injected, then heal, drain (bounded), check and report. Everything it started is stopped
+// and removed in `finally`, also when it fails or is interrupted.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { CONFIG_DEFAULTS } from '../config/config.ts';
+import { createPrisma, type PrismaClient } from '../db/prisma.ts';
+import { SEED_BALANCE_MAX, seedWallets } from '../ledger/seed-wallets.ts';
+import type { TransferWire } from '../ledger/transfer-request.ts';
+import { metricsKey, readMetrics } from '../queue/metrics.ts';
+import { createTransferQueue, enqueueTransfers } from '../queue/producer.ts';
+import { DRAIN_POLL_INTERVAL_MS, isDrained, queueProgress, type QueueProgress } from '../queue/queue-drain.ts';
+import { bullmqConnection } from '../queue/redis-connection.ts';
+import { renderTimelineSvg } from './chart.ts';
+import { runChecks, type FinalJob } from './checker.ts';
+import { deleteMatching, FaultInjector } from './faults.ts';
+import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet } from './fleet.ts';
+import { History } from './history.ts';
+import type { ChaosOptions } from './options.ts';
+import {
+  answerOf, countWorkerLogEvents, faultFigures, jobFigures, judge, messageFigures, quantile, renderMarkdown, type RunFigures,
+} from './report.ts';
+import { buildSchedule } from './schedule.ts';
+import { ChaosServices, ProcessRegistry } from './services.ts';
+import { buildWorkload, CURRENCY, WALLET_PREFIX, type ChaosMessage } from './workload.ts';
+
+/** The workload is enqueued over this share of the fault phase; faults go on after it. */
+export const ENQUEUE_SHARE = 0.7;
+export const ENQUEUE_TICK_MS = 100;
+export const WORKERS_READY_TIMEOUT_MS = 60_000;
+export const PROGRESS_INTERVAL_MS = 1_000;
+/**
+ * Messages sent before the clock starts, and waited for: the first transfer of a fresh worker
+ * process is slow (module loading, first connections), and a cold fleet would otherwise open
+ * the run with lock losses and a backlog that says nothing about faults.
+ */
+export const WARM_UP_MESSAGES = 40;
+export const WARM_UP_TIMEOUT_MS = 60_000;
+/** Jobs read per page after the drain. */
+const JOBS_PAGE_SIZE = 1_000;
+const AMOUNT_MAX = BigInt(CONFIG_DEFAULTS.TRANSFER_AMOUNT_MAX);
+
+export interface RunResult {
+  readonly figures: RunFigures;
+  readonly outDir: string;
+  readonly pass: boolean;
+}
+
+type Log = (line: string) => void;
+
+interface Progress {
+  phase: string;
+  enqueued: number;
+  queue: QueueProgress | null;
+  faults: number;
+  lastFault: string;
+}
+
+function dbConfig(databaseUrl: string) {
+  return {
+    databaseUrl,
+    dbPoolMax: 4,
+    dbStatementTimeoutMs: 60_000,
+    dbLockTimeoutMs: 10_000,
+    dbIdleInTransactionTimeoutMs: 60_000,
+  };
+}
+
+async function readFinalJobs(queue: Queue): Promise<FinalJob[]> {
+  const out: FinalJob[] = [];
+  const states = ['completed', 'failed', 'active', 'waiting', 'delayed', 'prioritized', 'waiting-children'] as const;
+  for (const state of states) {
+    for (let start = 0; ; start += JOBS_PAGE_SIZE) {
+      const page = await queue.getJobs([state], start, start + JOBS_PAGE_SIZE - 1, true);
+      for (const job of page) {
+        if (job === undefined || job === null || job.id === undefined) continue;
+        out.push({
+          jobId: job.id,
+          name: job.name,
+          state,
+          returnvalue: job.returnvalue,
+          failedReason: job.failedReason === undefined || job.failedReason === null ? null : String(job.failedReason),
+          attemptsMade: job.attemptsMade ?? 0,
+          attemptsStarted: job.attemptsStarted ?? 0,
+          timestamp: job.timestamp,
+          processedOn: job.processedOn ?? null,
+          finishedOn: job.finishedOn ?? null,
+          data: job.data,
+        });
+      }
+      if (page.length < JOBS_PAGE_SIZE) break;
+    }
+  }
+  return out;
+}
+
+/** Sends the messages in order, a slice every tick, so they spread over `windowMs`. */
+async function enqueuePaced(queue: Queue, messages: readonly ChaosMessage[], windowMs: number, history: History,
+  sent: Map<string, ChaosMessage>, progress: Progress, signal: AbortSignal): Promise<void> {
+  const ticks = Math.max(1, Math.floor(windowMs / ENQUEUE_TICK_MS));
+  const perTick = Math.ceil(messages.length / ticks);
+  const record = (message: ChaosMessage, jobId: string) => {
+    sent.set(jobId, message);
+    progress.enqueued = sent.size;
+    const wire = message.kind === 'invalid' ? null : (message.data as TransferWire);
+    history.write({ type: 'enqueue', jobId, seq: message.seq, kind: message.kind, operationId: message.operationId,
+      ...(message.defect === null ? {} : { defect: message.defect }),
+      ...(wire === null ? {} : { effect: { from: wire.from, to: wire.to, amount: wire.amount } }) });
+  };
+  for (let tick = 0, next = 0; next < messages.length; tick++) {
+    const dueMs = tick * ENQUEUE_TICK_MS - history.nowMs();
+    if (dueMs > 0) await sleep(dueMs);
+    if (signal.aborted) return;
+    const slice = messages.slice(next, next + perTick);
+    next += slice.length;
+    // Valid messages go through the producer (validated, addBulk); hostile ones straight onto the queue.
+    let run: ChaosMessage[] = [];
+    const flush = async () => {
+      if (run.length === 0) return;
+      const done = await enqueueTransfers(queue, run.map((m) => m.data as TransferWire), AMOUNT_MAX);
+      done.forEach((d, i) => record(run[i] as ChaosMessage, d.jobId));
+      run = [];
+    };
+    for (const message of slice) {
+      if (message.kind !== 'invalid') {
+        run.push(message);
+        continue;
+      }
+      await flush();
+      const job = await queue.add(message.jobName, message.data as object);
+      if (job.id !== undefined) record(message, job.id);
+    }
+    await flush();
+  }
+}
+
+/** Waits for the queue to drain, bounded, and gives up early when the run is interrupted. */
+async function drainQueue(queue: Queue, timeoutMs: number, signal: AbortSignal, onProgress?: (p: QueueProgress) => void): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const progress = await queueProgress(queue);
+    onProgress?.(progress);
+    if (isDrained(progress)) return;
+    if (performance.now() > deadline) throw new Error(`queue ${queue.name} did not drain within ${timeoutMs} ms: ${JSON.stringify(progress)}`);
+    if (signal.aborted) throw new Error('interrupted');
+    await sleep(DRAIN_POLL_INTERVAL_MS);
+  }
+}
+
+async function waitForWorkers(queue: Queue, count: number, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    if (signal.aborted) throw new Error('interrupted');
+    const ready = await queue.getWorkersCount();
+    if (ready >= count) return;
+    if (performance.now() > deadline) throw new Error(`only ${ready} of ${count} workers connected within ${timeoutMs} ms; see workers/*.log`);
+    await sleep(200);
+  }
+}
+
+export function commandLine(argv: readonly string[]): string {
+  return ['npm run chaos --', ...argv].join(' ');
+}
+
+export async function runChaos(options: ChaosOptions, argv: readonly string[], log: Log, stop?: AbortSignal): Promise<RunResult> {
+  const startedAt = new Date();
+  const tStart = performance.now();
+  const outDir = options.out;
+  mkdirSync(outDir, { recursive: true });
+  const registry = new ProcessRegistry(join(outDir, 'processes.json'));
+  registry.update({});
+  const history = new History(join(outDir, 'history.ndjson'), tStart, Date.now());
+  history.write({ type: 'run_start', seed: options.seed, options });
+
+  const schedule = buildSchedule(options.seed, options);
+  const workload = buildWorkload(options);
+  if (workload.openingBalanceMinor > SEED_BALANCE_MAX) throw new RangeError('the workload needs opening balances above the seed maximum; lower --transfers or --amount-max');
+  writeFileSync(join(outDir, 'schedule.json'), `${JSON.stringify(schedule, null, 2)}\n`);
+
+  const suffix = options.redisUrl === null ? '' : `-${Math.random().toString(16).slice(2, 10)}`;
+  const names = { queueName: `chaos-${options.seed}${suffix}`, lockKeyPrefix: `chaos${suffix.replace('-', '.')}:` };
+  const progress: Progress = { phase: 'set-up', enqueued: 0, queue: null, faults: 0, lastFault: '' };
+
+  let services: ChaosServices | null = null;
+  let fleet: ChaosFleet | null = null;
+  let queue: Queue | null = null;
+  let queueEvents: QueueEvents | null = null;
+  const connections: Redis[] = [];
+  let prisma: PrismaClient | null = null;
+  let ticker: NodeJS.Timeout | null = null;
+  const phaseAbort = new AbortController();
+  const onStop = () => phaseAbort.abort();
+  stop?.addEventListener('abort', onStop, { once: true });
+
+  try {
+    log(`chaos seed ${options.seed}: ${workload.messages.length} messages (${workload.operations.size} operations), ` +
+      `${schedule.length} faults scheduled, ${options.workers} workers, out ${outDir}`);
+    services = await ChaosServices.start({ redisUrl: options.redisUrl, databaseUrl: options.databaseUrl, seed: options.seed }, registry);
+    history.write({ type: 'phase', phase: 'services', detail: { ownsRedis: services.ownsRedis, ownsPostgres: services.ownsPostgres } });
+
+    prisma = createPrisma(dbConfig(services.databaseUrl));
+    await seedWallets(prisma, { wallets: options.wallets, balanceMinor: workload.openingBalanceMinor, prefix: WALLET_PREFIX, currency: CURRENCY });
+    // The harness's own sessions must not be among those terminate-backends ends: close them now.
+    await prisma.$disconnect();
+    prisma = null;
+
+    const queueConnection = bullmqConnection(services.redisUrl);
+    queueConnection.on('error', () => undefined);
+    connections.push(queueConnection);
+    queue = createTransferQueue(queueConnection, names.queueName, CHAOS_JOB_ATTEMPTS_MAX);
+    queue.on('error', () => undefined);
+    const eventsConnection = bullmqConnection(services.redisUrl);
+    eventsConnection.on('error', () => undefined);
+    connections.push(eventsConnection);
+    queueEvents = new QueueEvents(names.queueName, { connection: eventsConnection });
+    queueEvents.on('error', () => undefined);
+    queueEvents.on('active', ({ jobId, prev }) => history.write({ type: 'job_active', jobId, ...(prev === undefined ? {} : { prev }) }));
+    queueEvents.on('completed', ({ jobId, returnvalue }) => {
+      const v = returnvalue as unknown;
+      const outcome = typeof v === 'object' && v !== null && 'outcome' in v ? String((v as { outcome: unknown }).outcome)
+        : typeof v === 'string' ? (/"outcome":"(\w+)"/.exec(v)?.[1] ?? v.slice(0, 40)) : 'unknown';
+      history.write({ type: 'job_completed', jobId, outcome });
+    });
+    queueEvents.on('failed', ({ jobId, failedReason }) => history.write({ type: 'job_failed', jobId, reason: failedReason }));
+    queueEvents.on('stalled', ({ jobId }) => history.write({ type: 'job_stalled', jobId }));
+    await queueEvents.waitUntilReady();
+
+    const directRedis = services.redisClient();
+    connections.push(directRedis);
+    fleet = await ChaosFleet.create(options, services, names, join(outDir, 'workers'));
+    fleet.startAll();
+    registry.update({ workerPids: fleet.pids() });
+    const interrupted = stop ?? new AbortController().signal;
+    await waitForWorkers(queue, options.workers, WORKERS_READY_TIMEOUT_MS, interrupted);
+    const sent = new Map<string, ChaosMessage>();
+    const warmUp = workload.messages.slice(0, Math.min(WARM_UP_MESSAGES, Math.floor(workload.messages.length / 10)));
+    await enqueuePaced(queue, warmUp, 0, history, sent, progress, interrupted);
+    await drainQueue(queue, WARM_UP_TIMEOUT_MS, interrupted);
+    history.write({ type: 'phase', phase: 'warmed-up', detail: { messages: warmUp.length } });
+    const setupMs = performance.now() - tStart;
+
+    // The fault phase.
+    history.setOrigin(performance.now(), Date.now());
+    history.write({ type: 'phase', phase: 'faults', detail: { durationS: options.durationS } });
+    progress.phase = 'faults';
+    const currentFleet = fleet;
+    const injector = new FaultInjector(fleet, services, directRedis, names.lockKeyPrefix, history, () => {
+      progress.faults = injector.records.length;
+      const last = injector.records.at(-1);
+      progress.lastFault = last === undefined ? '' : last.detail;
+      registry.update({ workerPids: currentFleet.pids() });
+    });
+    const statusQueue = queue;
+    const tty = process.stderr.isTTY === true;
+    let ticks = 0;
+    ticker = setInterval(() => {
+      ticks += 1;
+      void queueProgress(statusQueue).then((p) => { progress.queue = p; }, () => undefined);
+      if (options.quiet || (!tty && ticks % 5 !== 0)) return;
+      const q = progress.queue;
+      const line = `[chaos ${options.seed}] ${progress.phase} t=${Math.round(history.nowMs() / 1000)}s sent ${progress.enqueued}/${workload.messages.length}` +
+        (q === null ? '' : ` done ${q.completed} failed ${q.failed} active ${q.active} waiting ${q.waiting + q.prioritized} delayed ${q.delayed}`) +
+        ` faults ${progress.faults}/${schedule.length}${progress.lastFault === '' ? '' : ` (last: ${progress.lastFault.slice(0, 60)})`}`;
+      process.stderr.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
+    }, PROGRESS_INTERVAL_MS);
+
+    const phaseMs = options.durationS * 1000;
+    const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
+    const enqueueing = enqueuePaced(queue, workload.messages.slice(warmUp.length), phaseMs * ENQUEUE_SHARE, history, sent, progress, interrupted);
+    await injector.run(schedule, phaseAbort.signal);
+    if (!phaseAbort.signal.aborted) {
+      await new Promise<void>((resolve) => phaseAbort.signal.addEventListener('abort', () => resolve(), { once: true }));
+    }
+    clearTimeout(phaseTimer);
+    await injector.healAll();
+    await enqueueing;
+    if (interrupted.aborted) throw new Error('interrupted');
+    const faultPhaseMs = history.nowMs();
+    history.write({ type: 'phase', phase: 'drain' });
+    progress.phase = 'drain';
+
+    // Drain, bounded: a queue that does not drain is itself a failure.
+    const tDrain = performance.now();
+    let drained = { ok: true, detail: '' };
+    try {
+      await drainQueue(queue, options.drainTimeoutS * 1000, interrupted, (p) => { progress.queue = p; });
+    } catch (err) {
+      if (interrupted.aborted) throw err;
+      drained = { ok: false, detail: err instanceof Error ? err.message : String(err) };
+    }
+    const drainMs = performance.now() - tDrain;
+    clearInterval(ticker);
+    ticker = null;
+    if (tty && !options.quiet) process.stderr.write('\n');
+    progress.phase = 'check';
+    history.write({ type: 'phase', phase: 'check', detail: drained });
+    const proxies = fleet.proxyStats();
+    await fleet.stopAll();
+
+    const tCheck = performance.now();
+    const metrics = await readMetrics(directRedis, metricsKey(names.lockKeyPrefix, names.queueName));
+    const jobs = await readFinalJobs(queue);
+    for (const j of jobs) {
+      const message = sent.get(j.jobId);
+      history.write({ type: 'final', jobId: j.jobId, state: j.state, operationId: message?.operationId ?? null,
+        outcome: answerOf(j), ...(j.failedReason === null ? {} : { reason: j.failedReason.slice(0, 200) }),
+        attemptsMade: j.attemptsMade, attemptsStarted: j.attemptsStarted, enqueuedAtMs: history.offsetOfWallMs(j.timestamp),
+        finishedAtMs: j.finishedOn === null ? null : history.offsetOfWallMs(j.finishedOn) });
+    }
+    prisma = createPrisma(dbConfig(services.databaseUrl));
+    const { checks, totals } = await runChecks(prisma, { workload, sent, jobs, drained });
+    for (const c of checks) history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
+    const checkMs = performance.now() - tCheck;
+
+    const answers: Record<string, number> = {};
+    for (const j of jobs) answers[answerOf(j)] = (answers[answerOf(j)] ?? 0) + 1;
+    const latencies = jobs.filter((j) => j.finishedOn !== null && j.state === 'completed')
+      .map((j) => (j.finishedOn as number) - j.timestamp).sort((a, b) => a - b);
+    const perSecond = new Map<number, number>();
+    for (const j of jobs) {
+      if (answerOf(j) === 'applied' && j.finishedOn !== null) {
+        const s = Math.floor(history.offsetOfWallMs(j.finishedOn) / 1000);
+        perSecond.set(s, (perSecond.get(s) ?? 0) + 1);
+      }
+    }
+    const appliedTotal = [...perSecond.values()].reduce((a, b) => a + b, 0);
+    const activeSeconds = Math.max(1, perSecond.size === 0 ? 1 : Math.max(...perSecond.keys()) - Math.min(...perSecond.keys()) + 1);
+    const invalidIds = new Set([...sent].filter(([, m]) => m.kind === 'invalid').map(([id]) => id));
+    const verdict = judge(options, checks);
+    const figures: RunFigures = {
+      seed: options.seed,
+      startedAt: startedAt.toISOString(),
+      command: commandLine(argv),
+      mode: { unsafe: options.unsafe, apply: options.apply },
+      options: { ...options },
+      verdict,
+      durationMs: { total: Math.round(performance.now() - tStart), setup: Math.round(setupMs), faultPhase: faultPhaseMs,
+        drain: Math.round(drainMs), check: Math.round(checkMs) },
+      messages: messageFigures(workload),
+      jobs: jobFigures(jobs, new Set(sent.keys()), invalidIds),
+      ledger: totals,
+      answers,
+      metrics,
+      workerLogEvents: countWorkerLogEvents(join(outDir, 'workers')),
+      faults: faultFigures(schedule.length, injector.records),
+      latencyMs: { p50: quantile(latencies, 0.5), p95: quantile(latencies, 0.95), p99: quantile(latencies, 0.99), max: latencies.at(-1) ?? 0 },
+      appliedPerSecond: { mean: appliedTotal / activeSeconds, peak: Math.max(0, ...perSecond.values()) },
+      checks,
+      proxies,
+    };
+
+    let chartFile: string | null = 'timeline.svg';
+    try {
+      const svg = await renderTimelineSvg({
+        title: `chaos seed ${options.seed} — apply ${options.apply}, unsafe ${options.unsafe ?? 'none'}: ${verdict.pass ? 'PASS' : 'FAIL'}`,
+        jobs, faults: injector.records, t0WallMs: history.origin.t0WallMs, faultPhaseEndS: faultPhaseMs / 1000,
+      });
+      writeFileSync(join(outDir, chartFile), svg);
+    } catch (err) {
+      log(`chart not drawn: ${err instanceof Error ? err.message : String(err)}`);
+      chartFile = null;
+    }
+    writeFileSync(join(outDir, 'report.json'), `${JSON.stringify(figures, null, 2)}\n`);
+    writeFileSync(join(outDir, 'report.md'), renderMarkdown(figures, chartFile));
+    history.write({ type: 'run_end', verdict: verdict.pass ? 'pass' : 'fail', durationMs: figures.durationMs.total });
+    return { figures, outDir, pass: verdict.pass };
+  } finally {
+    stop?.removeEventListener('abort', onStop);
+    if (ticker !== null) clearInterval(ticker);
+    await prisma?.$disconnect().catch(() => undefined);
+    await fleet?.stopAll().catch(() => undefined);
+    await fleet?.closeProxies().catch(() => undefined);
+    registry.update({ workerPids: [] });
+    if (services !== null && !services.ownsRedis && queue !== null) {
+      // A server we do not own keeps nothing of ours: the queue and every key under our prefix go.
+      await queue.obliterate({ force: true }).catch((err: unknown) => log(`could not remove queue ${names.queueName}: ${String(err)}`));
+      const cleaner = services.redisClient();
+      await deleteMatching(cleaner, `${names.lockKeyPrefix}*`).catch((err: unknown) => log(`could not remove keys ${names.lockKeyPrefix}*: ${String(err)}`));
+      cleaner.disconnect();
+    }
+    await queueEvents?.close().catch(() => undefined);
+    await queue?.close().catch(() => undefined);
+    for (const c of connections) c.disconnect();
+    await services?.stop().catch(() => undefined);
+    await history.close();
+  }
+}

@@ -50,6 +50,12 @@ export interface TransferWorkerHooks {
   beforeApply?: (ctx: ApplyContext) => Promise<void> | void;
 }
 
+/**
+ * How a decision is taken once the token is in hand. The default is apply_transfer(); the chaos
+ * harness plugs in a deliberately naive read-modify-write to show what the fence is for.
+ */
+export type ApplyStrategy = (request: TransferRequest, token: bigint, lease: HeldLease | null) => Promise<ApplyResult>;
+
 export interface TransferWorkerDeps {
   readonly config: Config;
   readonly prisma: PrismaClient;
@@ -60,6 +66,8 @@ export interface TransferWorkerDeps {
   readonly connection: Redis;
   readonly logger: Logger;
   readonly hooks?: TransferWorkerHooks;
+  /** Default: applyTransfer with the configured unsafe switches. */
+  readonly apply?: ApplyStrategy;
 }
 
 type LockedApply =
@@ -68,15 +76,17 @@ type LockedApply =
 
 export class TransferProcessor {
   private readonly metricsKey: string;
-  private readonly skipIdempotency: boolean;
-  private readonly skipFence: boolean;
   private readonly skipLock: boolean;
+  private readonly apply: ApplyStrategy;
 
   constructor(private readonly deps: TransferWorkerDeps) {
     this.metricsKey = metricsKey(deps.config.lockKeyPrefix, deps.config.queueName);
-    this.skipIdempotency = deps.config.unsafe.includes('no-idempotency');
-    this.skipFence = deps.config.unsafe.includes('no-fencing');
     this.skipLock = deps.config.unsafe.includes('no-lock');
+    const options = {
+      skipIdempotency: deps.config.unsafe.includes('no-idempotency'),
+      skipFence: deps.config.unsafe.includes('no-fencing'),
+    };
+    this.apply = deps.apply ?? ((request, token) => applyTransfer(deps.prisma, request, token, options));
   }
 
   private async count(...events: MetricEvent[]): Promise<void> {
@@ -143,7 +153,6 @@ export class TransferProcessor {
   }
 
   private async applyUnderLock(job: Job, request: TransferRequest): Promise<LockedApply> {
-    const options = { skipIdempotency: this.skipIdempotency, skipFence: this.skipFence };
     if (this.skipLock) {
       // Negative control: a token is still issued (fencing stays on) but nobody is excluded.
       const acquired = await this.deps.lock.acquireWithRetry(request.from);
@@ -151,12 +160,12 @@ export class TransferProcessor {
       await this.deps.lock.release(request.from, acquired.lease.owner, acquired.lease.token);
       const token = acquired.lease.token;
       await this.deps.hooks?.beforeApply?.({ job, request, token, lease: null });
-      return { kind: 'done', result: await applyTransfer(this.deps.prisma, request, token, options), token };
+      return { kind: 'done', result: await this.apply(request, token, null), token };
     }
     const outcome = await withLock(this.deps.lock, request.from, async (signal, token, lease) => {
       lease.assertHeld();
       await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
-      const result = await applyTransfer(this.deps.prisma, request, token, options);
+      const result = await this.apply(request, token, lease);
       // The lease ran out while the decision was in flight (a pause, a slow link): too late
       // to abort, so the fence decided. Counted to show how often that guard is what mattered.
       if (signal.aborted) await this.count('lease_lost_in_flight');

@@ -204,7 +204,8 @@ export function startTransferWorker(deps: TransferWorkerDeps): Worker {
     },
   });
   worker.on('failed', (job, err) => {
-    if (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+    const final = err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
+    if (job !== undefined && final) {
       deps.logger.error({ event: 'transfer_failed', jobId: job.id, attempt: job.attemptsMade, reason: err.message },
         'job failed for good; it stays in the failed set');
     }

@@ -13,7 +13,7 @@ import { SEED_BALANCE_MAX, seedWallets } from '../ledger/seed-wallets.ts';
 import type { TransferWire } from '../ledger/transfer-request.ts';
 import { metricsKey, readMetrics } from '../queue/metrics.ts';
 import { createTransferQueue, enqueueTransfers } from '../queue/producer.ts';
-import { DRAIN_POLL_INTERVAL_MS, isDrained, queueProgress, type QueueProgress } from '../queue/queue-drain.ts';
+import { queueProgress, waitForDrain, type QueueProgress } from '../queue/queue-drain.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { renderTimelineSvg } from './chart.ts';
 import { runChecks, type FinalJob } from './checker.ts';
@@ -138,19 +138,6 @@ async function enqueuePaced(queue: Queue, messages: readonly ChaosMessage[], win
   }
 }
 
-/** Waits for the queue to drain, bounded, and gives up early when the run is interrupted. */
-async function drainQueue(queue: Queue, timeoutMs: number, signal: AbortSignal, onProgress?: (p: QueueProgress) => void): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const progress = await queueProgress(queue);
-    onProgress?.(progress);
-    if (isDrained(progress)) return;
-    if (performance.now() > deadline) throw new Error(`queue ${queue.name} did not drain within ${timeoutMs} ms: ${JSON.stringify(progress)}`);
-    if (signal.aborted) throw new Error('interrupted');
-    await sleep(DRAIN_POLL_INTERVAL_MS);
-  }
-}
-
 async function waitForWorkers(queue: Queue, count: number, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
@@ -239,7 +226,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     const sent = new Map<string, ChaosMessage>();
     const warmUp = workload.messages.slice(0, Math.min(WARM_UP_MESSAGES, Math.floor(workload.messages.length / 10)));
     await enqueuePaced(queue, warmUp, 0, history, sent, progress, interrupted);
-    await drainQueue(queue, WARM_UP_TIMEOUT_MS, interrupted);
+    await waitForDrain(queue, WARM_UP_TIMEOUT_MS, undefined, interrupted);
     history.write({ type: 'phase', phase: 'warmed-up', detail: { messages: warmUp.length } });
     const setupMs = performance.now() - tStart;
 
@@ -287,7 +274,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     const tDrain = performance.now();
     let drained = { ok: true, detail: '' };
     try {
-      await drainQueue(queue, options.drainTimeoutS * 1000, interrupted, (p) => { progress.queue = p; });
+      await waitForDrain(queue, options.drainTimeoutS * 1000, (p) => { progress.queue = p; }, interrupted);
     } catch (err) {
       if (interrupted.aborted) throw err;
       drained = { ok: false, detail: err instanceof Error ? err.message : String(err) };

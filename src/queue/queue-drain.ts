@@ -29,11 +29,15 @@ export function isDrained(p: QueueProgress): boolean {
   return p.waiting + p.delayed + p.active + p.prioritized === 0;
 }
 
-/** Resolves with the final counts once drained; throws after timeoutMs with the counts it saw. */
+/**
+ * Resolves with the final counts once drained; throws after timeoutMs with the counts it saw,
+ * or as soon as `signal` is aborted (an interrupted run stops waiting).
+ */
 export async function waitForDrain(
   queue: Queue,
   timeoutMs: number,
   onProgress?: (p: QueueProgress) => void,
+  signal?: AbortSignal,
 ): Promise<QueueProgress> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
@@ -43,6 +47,7 @@ export async function waitForDrain(
     if (performance.now() > deadline) {
       throw new Error(`queue ${queue.name} did not drain within ${timeoutMs} ms: ${JSON.stringify(progress)}`);
     }
+    if (signal?.aborted) throw new Error('interrupted');
     await new Promise((r) => setTimeout(r, DRAIN_POLL_INTERVAL_MS));
   }
 }

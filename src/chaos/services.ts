@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { databaseName, withDatabase } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
+import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
 import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
@@ -151,15 +152,8 @@ export class ChaosServices {
     await this.redis?.stop().catch(() => undefined);
     await this.postgres?.stop('immediate').catch(() => undefined);
     if (this.createdDatabaseOn !== null) {
-      const admin = new pg.Client({ connectionString: withDatabase(this.createdDatabaseOn, 'postgres'), application_name: 'chaos-harness' });
-      try {
-        await admin.connect();
-        await admin.query(`DROP DATABASE IF EXISTS "${this.databaseName}" WITH (FORCE)`);
-      } catch {
-        // Reported by the caller's own checks; nothing else to do here.
-      } finally {
-        await admin.end().catch(() => undefined);
-      }
+      // A failure here is reported by the caller's own checks; nothing else to do.
+      await dropDatabase(withDatabase(this.createdDatabaseOn, this.databaseName)).catch(() => undefined);
     }
     for (const dir of this.dirs) rmSync(dir, { recursive: true, force: true });
     this.registry.update({ redisPid: null, postgresPid: null });

@@ -5,8 +5,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { databaseName, withDatabase } from '../config/config.ts';
+import { databaseName } from '../config/config.ts';
 import type { Logger } from '../log/logger.ts';
+import { ensureDatabase } from './database-admin.ts';
 
 /** The key Prisma's schema engine locks around deploy; sharing it makes runners exclude each other. */
 export const PRISMA_MIGRATE_ADVISORY_LOCK_KEY = 72707369;
@@ -55,28 +56,6 @@ CREATE TABLE IF NOT EXISTS "_prisma_migrations" (
     "started_at"          TIMESTAMPTZ NOT NULL DEFAULT now(),
     "applied_steps_count" INTEGER NOT NULL DEFAULT 0
 )`;
-
-async function ensureDatabase(databaseUrl: string): Promise<boolean> {
-  const name = databaseName(databaseUrl);
-  const admin = new pg.Client({ connectionString: withDatabase(databaseUrl, 'postgres') });
-  await admin.connect();
-  try {
-    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (found.rowCount !== 0) return false;
-    try {
-      // The name was validated to [A-Za-z0-9_-]; identifiers cannot be bound as parameters.
-      await admin.query(`CREATE DATABASE "${name}"`);
-      return true;
-    } catch (err) {
-      // Another runner created it between our check and our CREATE (several pods at once).
-      const code = (err as { code?: string }).code;
-      if (code === '42P04' || code === '23505') return false;
-      throw err;
-    }
-  } finally {
-    await admin.end();
-  }
-}
 
 interface MigrationRow {
   id: string;

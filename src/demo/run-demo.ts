@@ -5,9 +5,9 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Queue } from 'bullmq';
-import pg from 'pg';
 import { withDatabase, type Config } from '../config/config.ts';
 import { MIGRATIONS_DIR, PROJECT_ROOT } from '../config/paths.ts';
+import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPrisma } from '../db/prisma.ts';
 import { WorkerFleet } from '../fleet/worker-processes.ts';
@@ -68,17 +68,12 @@ export interface DemoSummary {
 }
 
 async function resetDemoState(config: Config, queue: Queue, connection: ReturnType<typeof bullmqConnection>): Promise<string> {
-  const admin = new pg.Client({ connectionString: withDatabase(config.databaseUrl, 'postgres') });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS "${DEMO_DATABASE}" WITH (FORCE)`);
-  } finally {
-    await admin.end();
-  }
+  const databaseUrl = withDatabase(config.databaseUrl, DEMO_DATABASE);
+  await dropDatabase(databaseUrl);
   await queue.obliterate({ force: true });
   const keys = await connection.keys(`${DEMO_KEY_PREFIX}*`);
   if (keys.length > 0) await connection.del(...keys);
-  return withDatabase(config.databaseUrl, DEMO_DATABASE);
+  return databaseUrl;
 }
 
 export async function runDemo(config: Config, logger: Logger, out: NodeJS.WritableStream): Promise<DemoSummary> {

@@ -10,7 +10,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { migrate, MigrationError, readMigrations } from '../../src/db/migrate.ts';
-import { dropDatabase, uniqueName } from '../support/test-db.ts';
+import { dropDatabase } from '../../src/db/database-admin.ts';
+import { uniqueName } from '../support/test-db.ts';
 import { describeRun, lastJsonLine, runCommand, runTsx } from '../support/cli-process.ts';
 
 const serverUrl = loadConfig().databaseUrl;
@@ -91,7 +92,7 @@ function expectEachAppliedOnce(records: MigrationRecord[]): void {
 }
 
 afterAll(async () => {
-  for (const name of databases) await dropDatabase(serverUrl, name);
+  for (const name of databases) await dropDatabase(withDatabase(serverUrl, name));
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { loadConfig, withDatabase, type Config } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
+import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 
@@ -22,16 +23,6 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
 }
 
-export async function dropDatabase(serverUrl: string, name: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres') });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-  } finally {
-    await admin.end();
-  }
-}
-
 export async function createTestDatabase(prefix = 'ft_test', env: Record<string, string> = {}): Promise<TestDatabase> {
   const base = loadConfig({ ...process.env, ...env });
   const name = uniqueName(prefix);
@@ -39,7 +30,7 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
   try {
     await migrate(url, MIGRATIONS_DIR);
   } catch (err) {
-    await dropDatabase(base.databaseUrl, name).catch(() => undefined);
+    await dropDatabase(url).catch(() => undefined);
     throw err;
   }
   const config = loadConfig({ ...process.env, ...env, DATABASE_URL: url });
@@ -54,7 +45,7 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
     async drop() {
       await prisma.$disconnect();
       await pool.end();
-      await dropDatabase(base.databaseUrl, name);
+      await dropDatabase(url);
     },
   };
 }

@@ -25,6 +25,17 @@ export interface Config {
   readonly jobLockDurationMs: number;
   /** How often workers look for stalled jobs (whose worker died). */
   readonly jobStalledIntervalMs: number;
+  /** Transfers decided together in one round trip and one commit; 1 = one transfer per commit. */
+  readonly transferBatchMax: number;
+  /** How long a transfer may wait for company before its batch is sent anyway. */
+  readonly transferBatchWaitMs: number;
+  /** Batches one process may have at the database at once (each holds one pooled connection). */
+  readonly transferBatchesInFlightMax: number;
+  /**
+   * How long after acquiring a wallet's lock a process still lets more of its jobs for that
+   * wallet ride on the same lease; 0 = every job takes the lock itself.
+   */
+  readonly lockRideMsMax: number;
   /** Layers switched off for the chaos harness's negative controls; empty in production. */
   readonly unsafe: readonly UnsafeMode[];
 }
@@ -52,8 +63,15 @@ export const CONFIG_DEFAULTS = Object.freeze({
   JOB_ATTEMPTS_MAX: '20',
   JOB_LOCK_DURATION_MS: '30000',
   JOB_STALLED_INTERVAL_MS: '30000',
+  TRANSFER_BATCH_MAX: '64',
+  TRANSFER_BATCH_WAIT_MS: '2',
+  TRANSFER_BATCHES_IN_FLIGHT_MAX: '2',
+  LOCK_RIDE_MS_MAX: '250',
   TRANSFERS_UNSAFE: '',
 });
+
+/** Upper bound of TRANSFER_BATCH_MAX; apply_transfers() refuses larger calls (APPLY_BATCH_LIMIT). */
+export const TRANSFER_BATCH_MAX_LIMIT = 1_000;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -129,6 +147,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
 
   const lockTtlMs = integer(env, 'LOCK_TTL_MS', 100, 600_000);
+  const dbPoolMax = integer(env, 'DB_POOL_MAX', 1, 100);
+  const transferBatchesInFlightMax = integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, 100);
+  if (transferBatchesInFlightMax > dbPoolMax) {
+    throw new ConfigError('TRANSFER_BATCHES_IN_FLIGHT_MAX',
+      `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`);
+  }
   const config: Config = {
     databaseUrl: url(env, 'DATABASE_URL', ['postgresql:', 'postgres:']),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
@@ -138,13 +162,17 @@ export function loadConfig(env: Env = process.env): Config {
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', 1, 256),
     logLevel: logLevel as Config['logLevel'],
     transferAmountMax: BigInt(amountMaxRaw),
-    dbPoolMax: integer(env, 'DB_POOL_MAX', 1, 100),
+    dbPoolMax,
     dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS', 100, 600_000),
     dbLockTimeoutMs: integer(env, 'DB_LOCK_TIMEOUT_MS', 100, 600_000),
     dbIdleInTransactionTimeoutMs: integer(env, 'DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', 100, 600_000),
     jobAttemptsMax: integer(env, 'JOB_ATTEMPTS_MAX', 1, 1000),
     jobLockDurationMs: integer(env, 'JOB_LOCK_DURATION_MS', 1000, 600_000),
     jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS', 1000, 600_000),
+    transferBatchMax: integer(env, 'TRANSFER_BATCH_MAX', 1, TRANSFER_BATCH_MAX_LIMIT),
+    transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS', 0, 1_000),
+    transferBatchesInFlightMax,
+    lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX', 0, 60_000),
     unsafe: Object.freeze(unsafe as UnsafeMode[]),
   };
   return Object.freeze(config);

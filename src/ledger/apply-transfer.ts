@@ -1,6 +1,8 @@
-// The database decision for one transfer: a single call of apply_transfer() (see the first
-// migration), so idempotency record, fence check, balance check and double-entry ledger are
-// one statement, one round trip and one commit.
+// The database decision: one call of apply_transfers() for many transfers, or of
+// apply_transfer() for one (see prisma/migrations), so for each transfer the idempotency
+// record, fence check, balance check and double-entry ledger are decided in one statement,
+// and a whole batch costs one round trip and one commit.
+import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 import { isRejectionReason, type ApplyResult, type StoredOutcome } from './outcome.ts';
 import { requestHash } from './request-hash.ts';
@@ -35,6 +37,13 @@ function storedOutcome(row: DecisionRow): StoredOutcome {
   throw new LedgerContractError(`unknown stored status ${JSON.stringify(row.status)} / reason ${JSON.stringify(row.reason)}`);
 }
 
+/** One transfer and the fencing token it is decided under. */
+export interface FencedTransfer {
+  readonly request: TransferRequest;
+  readonly fence: bigint;
+}
+
+
 export async function applyTransfer(
   prisma: PrismaClient,
   request: TransferRequest,
@@ -49,8 +58,62 @@ export async function applyTransfer(
       ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean)`;
   const row = rows[0];
   if (rows.length !== 1 || row === undefined) throw new LedgerContractError(`apply_transfer returned ${rows.length} rows`);
-  const { operationId } = request;
+  return decisionResult(row, request.operationId, fence);
+}
 
+/**
+ * Decides many transfers in one round trip and one commit, in the given order; answers one
+ * result per transfer, in the same order. Each transfer is decided on its own (a rejection or
+ * a stale fence answers that transfer only); an error fails the whole call, which is safe to
+ * retry: every transfer in it is idempotent.
+ */
+export async function applyTransfers(
+  prisma: PrismaClient,
+  transfers: readonly FencedTransfer[],
+  options: ApplyOptions = {},
+): Promise<ApplyResult[]> {
+  if (transfers.length < 1 || transfers.length > TRANSFER_BATCH_MAX_LIMIT) {
+    throw new RangeError(`between 1 and ${TRANSFER_BATCH_MAX_LIMIT} transfers per call, got ${transfers.length}`);
+  }
+  for (const t of transfers) {
+    if (t.fence < 1n) throw new RangeError(`fence must be positive, got ${t.fence} for ${t.request.operationId}`);
+  }
+  const operationIds = transfers.map((t) => t.request.operationId);
+  const hashes = transfers.map((t) => requestHash(t.request));
+  const froms = transfers.map((t) => t.request.from);
+  const tos = transfers.map((t) => t.request.to);
+  const amounts = transfers.map((t) => t.request.amountMinor);
+  const currencies = transfers.map((t) => t.request.currency);
+  const fences = transfers.map((t) => t.fence);
+  const unsafe = options.skipIdempotency === true || options.skipFence === true;
+  // Production calls the function that always checks; only the negative controls (the owner's
+  // connection, never a worker role) reach the variant with switches.
+  const rows = unsafe
+    ? await prisma.$queryRaw<BatchRow[]>`
+        SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers_unsafe(
+          ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
+          ${currencies}::text[], ${fences}::bigint[], ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean)`
+    : await prisma.$queryRaw<BatchRow[]>`
+        SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(
+          ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
+          ${currencies}::text[], ${fences}::bigint[])`;
+  if (rows.length !== transfers.length) {
+    throw new LedgerContractError(`apply_transfers returned ${rows.length} rows for ${transfers.length} transfers`);
+  }
+  return rows.map((row, i) => {
+    const transfer = transfers[i];
+    if (row.ord !== i + 1 || transfer === undefined) {
+      throw new LedgerContractError(`apply_transfers answered position ${row.ord} at ${i + 1}`);
+    }
+    return decisionResult(row, transfer.request.operationId, transfer.fence);
+  });
+}
+
+interface BatchRow extends DecisionRow {
+  ord: number;
+}
+
+function decisionResult(row: DecisionRow, operationId: string, fence: bigint): ApplyResult {
   switch (row.outcome) {
     case 'applied':
       return { outcome: 'applied', operationId, fence: fence.toString() };

@@ -57,7 +57,8 @@ export async function withLock<T>(
   }
 }
 
-async function releaseWithin(lock: FencedLock, walletId: string, owner: string, token: bigint, timeoutMs: number): Promise<void> {
+/** Releases, waiting at most timeoutMs for the answer; a failure or a timeout is logged, never thrown. */
+export async function releaseWithin(lock: FencedLock, walletId: string, owner: string, token: bigint, timeoutMs: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<'timed_out'>((resolve) => {
     timer = setTimeout(() => resolve('timed_out'), timeoutMs);

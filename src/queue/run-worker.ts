@@ -27,6 +27,7 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   const apply = makeApply?.({ config, prisma, logger });
   const worker = startTransferWorker({ config, prisma, lock, redis, connection, logger, ...(apply ? { apply } : {}) });
   logger.info({ queue: config.queueName, concurrency: config.workerConcurrency, lockTtlMs: config.lockTtlMs,
+    batchMax: config.transferBatchMax, batchWaitMs: config.transferBatchWaitMs,
     redis: redactUrl(config.redisUrl), database: redactUrl(config.databaseUrl) }, 'worker started');
 
   await new Promise<void>((resolve) => {

@@ -1,21 +1,23 @@
-// The worker: pulls transfer jobs, validates them, takes the source wallet's fenced lock and
-// applies the transfer with the lock's token. It composes the lock and the ledger; the
+// The worker: pulls transfer jobs, validates them, takes (or rides on) the source wallet's
+// fenced lease and has the transfer decided with the lease's token, in a batch with the other
+// transfers the process holds at the same time. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
-import { applyTransfer, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
+import { applyTransfers, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
+import { DecisionBatcher, type BatchStats } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
 import { validateTransferRequest, type TransferRequest } from '../ledger/transfer-request.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
 import type { FencedLock } from '../lock/fenced-lock.ts';
 import { LockLostError } from '../lock/lock-errors.ts';
+import { SharedLeases } from '../lock/shared-leases.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
-import { withLock } from '../lock/with-lock.ts';
 import type { Logger } from '../log/logger.ts';
 import { transferBackoffMs, TRANSFER_JOB_NAME } from './job-options.ts';
-import { metricsKey, recordEvents, type MetricEvent } from './metrics.ts';
+import { EventCounter, metricsKey, type MetricEvent } from './metrics.ts';
 
 /** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
 export const STALE_FENCE_ROUNDS_MAX = 3;
@@ -48,11 +50,14 @@ export interface TransferWorkerHooks {
    * must catch. For tests and the chaos harness.
    */
   beforeApply?: (ctx: ApplyContext) => Promise<void> | void;
+  /** Runs after every batch decision (its size, duration and what sent it). */
+  onBatch?: (stats: BatchStats) => void;
 }
 
 /**
- * How a decision is taken once the token is in hand. The default is apply_transfer(); the chaos
- * harness plugs in a deliberately naive read-modify-write to show what the fence is for.
+ * How a decision is taken once the token is in hand, one transfer at a time. The default is
+ * the batched apply_transfers(); the chaos harness plugs in a deliberately naive
+ * read-modify-write here to show what the fence is for.
  */
 export type ApplyStrategy = (request: TransferRequest, token: bigint, lease: HeldLease | null) => Promise<ApplyResult>;
 
@@ -66,7 +71,7 @@ export interface TransferWorkerDeps {
   readonly connection: Redis;
   readonly logger: Logger;
   readonly hooks?: TransferWorkerHooks;
-  /** Default: applyTransfer with the configured unsafe switches. */
+  /** Default: batched apply_transfers() with the configured unsafe switches, TRANSFER_BATCH_* bounds. */
   readonly apply?: ApplyStrategy;
 }
 
@@ -74,28 +79,57 @@ type LockedApply =
   | { kind: 'done'; result: ApplyResult; token: bigint }
   | { kind: 'busy'; retryAfterMs: number };
 
+/** How often the in-process counters are added to the shared Redis hash. */
+export const METRICS_FLUSH_INTERVAL_MS = 1_000;
+
 export class TransferProcessor {
-  private readonly metricsKey: string;
   private readonly skipLock: boolean;
-  private readonly apply: ApplyStrategy;
+  /** Null when a custom ApplyStrategy decides one transfer at a time. */
+  private readonly batcher: DecisionBatcher | null;
+  private readonly apply: ApplyStrategy | null;
+  private readonly leases: SharedLeases;
+  private readonly counter: EventCounter;
 
   constructor(private readonly deps: TransferWorkerDeps) {
-    this.metricsKey = metricsKey(deps.config.lockKeyPrefix, deps.config.queueName);
     this.skipLock = deps.config.unsafe.includes('no-lock');
     const options = {
       skipIdempotency: deps.config.unsafe.includes('no-idempotency'),
       skipFence: deps.config.unsafe.includes('no-fencing'),
     };
-    this.apply = deps.apply ?? ((request, token) => applyTransfer(deps.prisma, request, token, options));
+    this.apply = deps.apply ?? null;
+    this.batcher = deps.apply === undefined
+      ? new DecisionBatcher({
+          decide: (transfers) => applyTransfers(deps.prisma, transfers, options),
+          batchMax: deps.config.transferBatchMax,
+          waitMs: deps.config.transferBatchWaitMs,
+          inFlightMax: deps.config.transferBatchesInFlightMax,
+          onBatch: (stats) => this.onBatch(stats),
+        })
+      : null;
+    this.leases = new SharedLeases(deps.lock, { rideMsMax: deps.config.lockRideMsMax });
+    this.counter = new EventCounter(deps.redis, metricsKey(deps.config.lockKeyPrefix, deps.config.queueName),
+      METRICS_FLUSH_INTERVAL_MS, (err) => deps.logger.warn({ err }, 'metrics flush failed'));
   }
 
-  private async count(...events: MetricEvent[]): Promise<void> {
-    try {
-      await recordEvents(this.deps.redis, this.metricsKey, events);
-    } catch (err) {
-      // Counters are for reports; losing one must not fail a transfer.
-      this.deps.logger.warn({ err, events }, 'metrics update failed');
-    }
+  /** Counted in process; added to the shared hash in the background (never on a job's path). */
+  private count(...events: MetricEvent[]): void {
+    this.counter.add(events);
+  }
+
+  private onBatch(stats: BatchStats): void {
+    this.deps.logger.debug({ event: 'batch_decided', ...stats }, 'batch decided');
+    this.deps.hooks?.onBatch?.(stats);
+  }
+
+  async flushMetrics(): Promise<void> {
+    await this.counter.flush();
+  }
+
+  /** Waits for the batches in flight and the lock releases sent, then writes the last counters. */
+  async close(): Promise<void> {
+    await this.batcher?.idle();
+    await this.leases.settled();
+    await this.counter.close();
   }
 
   async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
@@ -105,7 +139,7 @@ export class TransferProcessor {
       ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
       : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
-      await this.count('invalid');
+      this.count('invalid');
       log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
       throw new UnrecoverableError(`invalid_request: ${verdict.reason}`);
     }
@@ -116,23 +150,23 @@ export class TransferProcessor {
       for (let round = 1; ; round += 1) {
         const locked = await this.applyUnderLock(job, request);
         if (locked.kind === 'busy') {
-          await this.count('lock_busy');
+          this.count('lock_busy');
           return await this.deferBusy(job, bullToken, locked.retryAfterMs, log, fields);
         }
         const { result, token } = locked;
         if (result.outcome !== 'stale_fence') {
-          await this.count(result.outcome, ...(result.outcome === 'rejected' ? [`rejected:${result.reason}` as const] : []));
+          this.count(result.outcome, ...(result.outcome === 'rejected' ? [`rejected:${result.reason}` as const] : []));
           log.info({ event: 'transfer_done', ...fields, fence: token.toString(), outcome: result.outcome,
             ...(result.outcome === 'rejected' ? { reason: result.reason } : {}) }, 'transfer decided');
           return result;
         }
         // Our token is below what the wallet has seen: a newer holder wrote, or Redis lost
         // its counter. Raise the counter past the database's fence and try again.
-        await this.count('stale_fence');
+        this.count('stale_fence');
         log.warn({ event: 'transfer_stale_fence', ...fields, fence: token.toString(),
           walletFence: result.walletFence.toString(), round }, 'decision refused: stale fence');
         const advanced = await this.deps.lock.advanceFence(request.from, result.walletFence);
-        if (advanced.kind === 'raised') await this.count('fence_advanced');
+        if (advanced.kind === 'raised') this.count('fence_advanced');
         if (round >= STALE_FENCE_ROUNDS_MAX) {
           throw new RetryableTransferError('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
         }
@@ -140,11 +174,11 @@ export class TransferProcessor {
     } catch (err) {
       if (err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof RetryableTransferError) throw err;
       if (err instanceof LockLostError) {
-        await this.count('lock_lost');
+        this.count('lock_lost');
         log.warn({ event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason }, 'lock lost before commit');
         throw new RetryableTransferError('lock_lost', err.message);
       }
-      await this.count('transient_error');
+      this.count('transient_error');
       const sqlState = postgresErrorCode(err);
       log.warn({ event: 'transfer_transient_error', ...fields, err, sqlState,
         expected: sqlState !== null && RETRYABLE_SQLSTATES.has(sqlState) }, 'transfer attempt failed; will retry');
@@ -159,20 +193,45 @@ export class TransferProcessor {
       if (acquired.kind === 'busy') return { kind: 'busy', retryAfterMs: acquired.retryAfterMs };
       await this.deps.lock.release(request.from, acquired.lease.owner, acquired.lease.token);
       const token = acquired.lease.token;
-      await this.deps.hooks?.beforeApply?.({ job, request, token, lease: null });
-      return { kind: 'done', result: await this.apply(request, token, null), token };
+      return { kind: 'done', result: await this.decide(job, request, token, null), token };
     }
-    const outcome = await withLock(this.deps.lock, request.from, async (signal, token, lease) => {
-      lease.assertHeld();
-      await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
-      const result = await this.apply(request, token, lease);
-      // The lease ran out while the decision was in flight (a pause, a slow link): too late
-      // to abort, so the fence decided. Counted to show how often that guard is what mattered.
-      if (signal.aborted) await this.count('lease_lost_in_flight');
-      return result;
-    });
-    if (outcome.kind === 'busy') return { kind: 'busy', retryAfterMs: outcome.retryAfterMs };
-    return { kind: 'done', result: outcome.value, token: outcome.token };
+    // Announced before the lease is taken, so the batcher knows a transfer is on its way.
+    const expected = this.batcher?.expect();
+    try {
+      const entered = await this.leases.enter(request.from);
+      if (entered.kind === 'busy') return { kind: 'busy', retryAfterMs: entered.retryAfterMs };
+      const { ride } = entered;
+      try {
+        // The acquire reply may have come back after the lease already ended.
+        ride.lease.assertHeld();
+        const result = expected === undefined
+          ? await this.decide(job, request, ride.token, ride.lease)
+          : await expected.submit({
+              request,
+              fence: ride.token,
+              check: () => ride.lease.assertHeld(),
+              beforeSend: () => this.deps.hooks?.beforeApply?.({ job, request, token: ride.token, lease: ride.lease }),
+            });
+        // The lease ran out while the decision was in flight (a pause, a slow link): too late
+        // to abort, so the fence decided. Counted to show how often that guard is what mattered.
+        if (ride.lease.signal.aborted) this.count('lease_lost_in_flight');
+        if (result.outcome === 'stale_fence') ride.spoil();
+        return { kind: 'done', result, token: ride.token };
+      } finally {
+        await ride.leave();
+      }
+    } finally {
+      expected?.cancel();
+    }
+  }
+
+  /** One transfer through the custom ApplyStrategy (no batch): last lease check, hook, decision. */
+  private async decide(job: Job, request: TransferRequest, token: bigint, lease: HeldLease | null): Promise<ApplyResult> {
+    lease?.assertHeld();
+    await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
+    if (this.apply !== null) return this.apply(request, token, lease);
+    if (this.batcher === null) throw new Error('no decision path: neither an ApplyStrategy nor a batcher');
+    return this.batcher.expect().submit({ request, fence: token });
   }
 
   /** Hands the job back to the queue, delayed, instead of holding a worker slot while the wallet is busy. */
@@ -190,7 +249,20 @@ export class TransferProcessor {
   }
 }
 
-export function startTransferWorker(deps: TransferWorkerDeps): Worker {
+/** A started worker: BullMQ's Worker and the processor behind it (batcher, leases, counters). */
+export interface TransferWorker {
+  readonly worker: Worker;
+  readonly processor: TransferProcessor;
+  /**
+   * Stops taking jobs, waits for the jobs in hand (unless force), then for their batches, lock
+   * releases and the last counters. Does not close the connections: their owner does.
+   */
+  close(force?: boolean): Promise<void>;
+  /** Adds the counts so far to the shared hash now (tests and reports read it). */
+  flushMetrics(): Promise<void>;
+}
+
+export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
   const processor = new TransferProcessor(deps);
   const worker = new Worker(deps.config.queueName, (job, token) => processor.process(job, token), {
     connection: deps.connection,
@@ -211,5 +283,13 @@ export function startTransferWorker(deps: TransferWorkerDeps): Worker {
     }
   });
   worker.on('error', (err) => deps.logger.error({ err }, 'worker error'));
-  return worker;
+  return {
+    worker,
+    processor,
+    async close(force = false) {
+      await worker.close(force);
+      await processor.close();
+    },
+    flushMetrics: () => processor.flushMetrics(),
+  };
 }

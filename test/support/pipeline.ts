@@ -17,6 +17,7 @@ import { createTestDatabase, uniqueName, type TestDatabase } from './test-db.ts'
 export interface PipelineWorker {
   worker: Worker;
   lock: FencedLock;
+  flushMetrics(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -73,13 +74,15 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       const lockRedis = lockConnection(workerConfig.redisUrl);
       const connection = bullmqConnection(workerConfig.redisUrl);
       const lock = new FencedLock({ redis: lockRedis, lockTtlMs: workerConfig.lockTtlMs, keyPrefix: workerConfig.lockKeyPrefix, logger });
-      const worker = startTransferWorker({ config: workerConfig, prisma, lock, redis: lockRedis, connection, logger, ...(hooks ? { hooks } : {}) });
+      const running = startTransferWorker({ config: workerConfig, prisma, lock, redis: lockRedis, connection, logger, ...(hooks ? { hooks } : {}) });
+      const { worker } = running;
       await worker.waitUntilReady();
       const handle: PipelineWorker = {
         worker,
         lock,
+        flushMetrics: () => running.flushMetrics(),
         async close() {
-          await worker.close(true);
+          await running.close(true);
           await prisma.$disconnect();
           lockRedis.disconnect();
           connection.disconnect();
@@ -111,6 +114,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       return Number(r.rows[0]?.n ?? 0);
     },
     async metrics() {
+      await Promise.all(workers.map((w) => w.flushMetrics()));
       return readMetrics(redis, metricsKey(config.lockKeyPrefix, queueName));
     },
     async seed(wallets, balance, prefix = 'w') {

@@ -1,0 +1,217 @@
+// Gathers the transfers that one process holds at the same time and sends them to the database
+// together: one round trip and one commit for up to batchMax transfers. A transfer waits at most
+// waitMs for company, and not at all when nothing else in the process is on its way (a quiet
+// system pays no latency for batching). Every transfer keeps its own answer.
+import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
+import type { FencedTransfer } from './apply-transfer.ts';
+import type { ApplyResult } from './outcome.ts';
+
+/** Decides the given transfers in order, one result per transfer, in the same order. */
+export type DecideBatch = (transfers: readonly FencedTransfer[]) => Promise<ApplyResult[]>;
+
+export interface BatchItem extends FencedTransfer {
+  /**
+   * The last check before the batch is sent (a lease's assertHeld): throwing withdraws this
+   * transfer alone, which then fails with that error, and the others go on.
+   */
+  readonly check?: () => void;
+  /** Runs after the check, right before sending: for tests and the chaos harness (a pause there is the worst case). */
+  readonly beforeSend?: () => Promise<void> | void;
+}
+
+export interface BatchStats {
+  /** Transfers sent (withdrawn ones excluded). */
+  readonly size: number;
+  readonly withdrawn: number;
+  readonly seconds: number;
+  readonly ok: boolean;
+  /** Why it was sent: full, quiet (nobody else on the way), waited (waitMs passed). */
+  readonly trigger: FlushTrigger;
+}
+
+export type FlushTrigger = 'full' | 'quiet' | 'waited';
+
+export interface DecisionBatcherOptions {
+  readonly decide: DecideBatch;
+  readonly batchMax: number;
+  readonly waitMs: number;
+  readonly inFlightMax: number;
+  readonly onBatch?: (stats: BatchStats) => void;
+}
+
+/** A transfer announced to the batcher before it is ready (its lock is being taken). */
+export interface ExpectedDecision {
+  /** Queues the transfer for the next batch and resolves with its own result. Once only. */
+  submit(item: BatchItem): Promise<ApplyResult>;
+  /** The transfer will not come (busy lock, error); a no-op after submit. */
+  cancel(): void;
+}
+
+interface Pending {
+  readonly item: BatchItem;
+  readonly queuedAtMs: number;
+  resolve(result: ApplyResult): void;
+  reject(err: unknown): void;
+}
+
+/** Limits on the options, so a typo cannot build a batch the database refuses or a wait of minutes. */
+export const BATCH_WAIT_MS_LIMIT = 1_000;
+export const BATCHES_IN_FLIGHT_LIMIT = 100;
+
+function wholeNumberIn(name: string, value: number, min: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${value}`);
+  }
+  return value;
+}
+
+export class DecisionBatcher {
+  readonly batchMax: number;
+  readonly waitMs: number;
+  readonly inFlightMax: number;
+  private readonly decide: DecideBatch;
+  private readonly onBatch: ((stats: BatchStats) => void) | undefined;
+  private pending: Pending[] = [];
+  /** Transfers announced (expect) and not yet submitted or cancelled. */
+  private expected = 0;
+  private inFlight = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(options: DecisionBatcherOptions) {
+    this.decide = options.decide;
+    this.batchMax = wholeNumberIn('batchMax', options.batchMax, 1, TRANSFER_BATCH_MAX_LIMIT);
+    this.waitMs = wholeNumberIn('waitMs', options.waitMs, 0, BATCH_WAIT_MS_LIMIT);
+    this.inFlightMax = wholeNumberIn('inFlightMax', options.inFlightMax, 1, BATCHES_IN_FLIGHT_LIMIT);
+    this.onBatch = options.onBatch;
+  }
+
+  expect(): ExpectedDecision {
+    this.expected += 1;
+    let state: 'expected' | 'submitted' | 'cancelled' = 'expected';
+    return {
+      submit: (item) => {
+        if (state !== 'expected') throw new Error(`a decision can be submitted once, and not after cancel (${state})`);
+        state = 'submitted';
+        this.expected -= 1;
+        return new Promise<ApplyResult>((resolve, reject) => {
+          this.pending.push({ item, queuedAtMs: performance.now(), resolve, reject });
+          this.schedule();
+        });
+      },
+      cancel: () => {
+        if (state !== 'expected') return;
+        state = 'cancelled';
+        this.expected -= 1;
+        // The pending ones may have been waiting for this one only.
+        this.schedule();
+      },
+    };
+  }
+
+  /** Transfers waiting for a batch, and batches at the database: for metrics and tests. */
+  get load(): { pending: number; expected: number; inFlight: number } {
+    return { pending: this.pending.length, expected: this.expected, inFlight: this.inFlight };
+  }
+
+  /** Resolves once nothing is pending or in flight (a clean shutdown waits for this). */
+  async idle(): Promise<void> {
+    if (this.pending.length === 0 && this.inFlight === 0) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private schedule(): void {
+    if (this.pending.length === 0) {
+      this.notifyIdle();
+      return;
+    }
+    if (this.inFlight >= this.inFlightMax) return; // a returning batch schedules again
+    const trigger = this.trigger();
+    if (trigger !== null) {
+      this.flush(trigger);
+      return;
+    }
+    if (this.timer === null) {
+      const oldest = this.pending[0];
+      const dueInMs = oldest === undefined ? 0 : Math.max(0, oldest.queuedAtMs + this.waitMs - performance.now());
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.schedule();
+      }, Math.ceil(dueInMs));
+    }
+  }
+
+  private trigger(): FlushTrigger | null {
+    if (this.pending.length >= this.batchMax) return 'full';
+    // Nobody else in this process is heading here and nothing is at the database: waiting
+    // could only add latency.
+    if (this.expected === 0 && this.inFlight === 0) return 'quiet';
+    const oldest = this.pending[0];
+    if (oldest !== undefined && performance.now() - oldest.queuedAtMs >= this.waitMs) return 'waited';
+    return null;
+  }
+
+  private flush(trigger: FlushTrigger): void {
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    const batch = this.pending.splice(0, this.batchMax);
+    this.inFlight += 1;
+    void this.send(batch, trigger).finally(() => {
+      this.inFlight -= 1;
+      this.schedule();
+    });
+    // More may be ready at once (a full batch left others behind).
+    if (this.pending.length > 0) this.schedule();
+  }
+
+  private async send(batch: Pending[], trigger: FlushTrigger): Promise<void> {
+    const live: Pending[] = [];
+    for (const p of batch) {
+      try {
+        p.item.check?.();
+        live.push(p);
+      } catch (err) {
+        p.reject(err);
+      }
+    }
+    const sent: Pending[] = [];
+    for (const p of live) {
+      try {
+        await p.item.beforeSend?.();
+        sent.push(p);
+      } catch (err) {
+        p.reject(err);
+      }
+    }
+    if (sent.length === 0) return;
+    const startedAtMs = performance.now();
+    let ok = false;
+    try {
+      const results = await this.decide(sent.map((p) => ({ request: p.item.request, fence: p.item.fence })));
+      if (results.length !== sent.length) {
+        throw new Error(`the batch decision answered ${results.length} results for ${sent.length} transfers`);
+      }
+      sent.forEach((p, i) => p.resolve(results[i] as ApplyResult));
+      ok = true;
+    } catch (err) {
+      for (const p of sent) p.reject(err);
+    } finally {
+      this.onBatch?.({
+        size: sent.length,
+        withdrawn: batch.length - sent.length,
+        seconds: (performance.now() - startedAtMs) / 1000,
+        ok,
+        trigger,
+      });
+    }
+  }
+
+  private notifyIdle(): void {
+    if (this.inFlight > 0 || this.idleWaiters.length === 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}

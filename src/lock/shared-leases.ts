@@ -1,0 +1,195 @@
+// One lease per wallet per process, shared by every job of the process that needs that wallet:
+// the first job acquires (one token, one watchdog), the jobs that arrive while it is held ride
+// on it, and the last one out releases. A hot wallet then costs one acquisition per ride
+// instead of one per job, and its jobs can go into one batch. A ride is bounded in time and in
+// riders, so other processes get their turn at the wallet.
+import { Watchdog, type HeldLease } from './watchdog.ts';
+import type { FencedLock } from './fenced-lock.ts';
+import { releaseWithin } from './with-lock.ts';
+
+/** How long after its acquisition a lease still takes new riders; then it drains and is released. */
+export const LEASE_RIDE_MS_MAX_DEFAULT = 250;
+/** Riders on one lease at once. */
+export const LEASE_RIDERS_MAX_DEFAULT = 256;
+/** Limits on the options. */
+export const LEASE_RIDE_MS_MAX_LIMIT = 60_000;
+export const LEASE_RIDERS_MAX_LIMIT = 10_000;
+
+export interface SharedLeasesOptions {
+  readonly rideMsMax?: number;
+  readonly ridersMax?: number;
+  /** Default: lockTtlMs (by then the lease has expired anyway). */
+  readonly releaseTimeoutMs?: number;
+}
+
+/** A job's place on a wallet's lease. */
+export interface LeaseRide {
+  readonly walletId: string;
+  readonly token: bigint;
+  /** The lease's watchdog view: signal, assertHeld(), remaining time. */
+  readonly lease: HeldLease;
+  /** True when the job rode on a lease another job of this process had taken. */
+  readonly joined: boolean;
+  /**
+   * The database refused this token as stale: nobody may join this lease any more, so the
+   * next job (after the fence is advanced) takes a fresh token.
+   */
+  spoil(): void;
+  /** Leaves the lease; the last rider out stops the watchdog and releases the lock. Once only. */
+  leave(): Promise<void>;
+}
+
+export type EnterResult =
+  | { readonly kind: 'held'; readonly ride: LeaseRide }
+  /** Another process holds the wallet after the bounded retries: hand the job back to the queue. */
+  | { readonly kind: 'busy'; readonly retryAfterMs: number; readonly attempts: number };
+
+type Entry =
+  | { state: 'acquiring'; readonly acquired: Promise<void> }
+  | {
+      state: 'held';
+      readonly watchdog: Watchdog;
+      readonly acquiredAtMs: number;
+      riders: number;
+      spoiled: boolean;
+      readonly released: Promise<void>;
+      readonly markReleased: () => void;
+    };
+
+function wholeNumberIn(name: string, value: number, min: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${value}`);
+  }
+  return value;
+}
+
+export class SharedLeases {
+  readonly rideMsMax: number;
+  readonly ridersMax: number;
+  private readonly releaseTimeoutMs: number;
+  private readonly entries = new Map<string, Entry>();
+  /** A busy verdict shared with the jobs that waited on the same acquisition. */
+  private readonly verdicts = new WeakMap<Promise<void>, EnterResult & { kind: 'busy' }>();
+  private readonly releases = new Set<Promise<void>>();
+
+  constructor(private readonly lock: FencedLock, options: SharedLeasesOptions = {}) {
+    this.rideMsMax = wholeNumberIn('rideMsMax', options.rideMsMax ?? LEASE_RIDE_MS_MAX_DEFAULT, 0, LEASE_RIDE_MS_MAX_LIMIT);
+    this.ridersMax = wholeNumberIn('ridersMax', options.ridersMax ?? LEASE_RIDERS_MAX_DEFAULT, 1, LEASE_RIDERS_MAX_LIMIT);
+    this.releaseTimeoutMs = options.releaseTimeoutMs ?? lock.lockTtlMs;
+  }
+
+  /** Wallets this process holds a lease on right now. */
+  get heldCount(): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.state === 'held') n += 1;
+    return n;
+  }
+
+  /**
+   * A ride on the wallet's lease: joins the one this process holds when it still takes riders,
+   * waits for an acquisition in progress, or acquires (with the lock's bounded retries). Redis
+   * errors are thrown; they are transient for the caller.
+   */
+  async enter(walletId: string): Promise<EnterResult> {
+    for (;;) {
+      const entry = this.entries.get(walletId);
+      if (entry === undefined) return this.acquire(walletId);
+      if (entry.state === 'acquiring') {
+        await entry.acquired;
+        const verdict = this.verdicts.get(entry.acquired);
+        if (verdict !== undefined) return verdict;
+        continue;
+      }
+      if (this.joinable(entry)) {
+        entry.riders += 1;
+        return { kind: 'held', ride: this.ride(walletId, entry, true) };
+      }
+      // Closed to new riders: wait until its riders are gone and the release is sent, then
+      // compete for the wallet again like any other process.
+      await entry.released;
+    }
+  }
+
+  /** Resolves once every release that was sent has been answered (or timed out): for shutdown. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.releases]);
+  }
+
+  private async acquire(walletId: string): Promise<EnterResult> {
+    let settle!: () => void;
+    const acquired = new Promise<void>((resolve) => {
+      settle = resolve;
+    });
+    this.entries.set(walletId, { state: 'acquiring', acquired });
+    try {
+      const result = await this.lock.acquireWithRetry(walletId);
+      if (result.kind === 'busy') {
+        const verdict = { kind: 'busy', retryAfterMs: result.retryAfterMs, attempts: result.attempts } as const;
+        this.verdicts.set(acquired, verdict);
+        this.entries.delete(walletId);
+        return verdict;
+      }
+      let markReleased!: () => void;
+      const released = new Promise<void>((resolve) => {
+        markReleased = resolve;
+      });
+      const entry: Entry = {
+        state: 'held',
+        watchdog: Watchdog.start({ renewer: this.lock, lease: result.lease, logger: this.lock.logger }),
+        acquiredAtMs: performance.now(),
+        riders: 1,
+        spoiled: false,
+        released,
+        markReleased,
+      };
+      this.entries.set(walletId, entry);
+      return { kind: 'held', ride: this.ride(walletId, entry, false) };
+    } catch (err) {
+      // The jobs waiting on this acquisition find no entry and try for themselves.
+      this.entries.delete(walletId);
+      throw err;
+    } finally {
+      settle();
+    }
+  }
+
+  private joinable(entry: Entry & { state: 'held' }): boolean {
+    return !entry.spoiled
+      && entry.riders < this.ridersMax
+      && performance.now() - entry.acquiredAtMs < this.rideMsMax
+      && !entry.watchdog.signal.aborted
+      && entry.watchdog.leaseRemainingMs() > 0;
+  }
+
+  private ride(walletId: string, entry: Entry & { state: 'held' }, joined: boolean): LeaseRide {
+    let left = false;
+    const { watchdog } = entry;
+    return {
+      walletId,
+      token: watchdog.token,
+      lease: watchdog,
+      joined,
+      spoil: () => {
+        entry.spoiled = true;
+      },
+      leave: async () => {
+        if (left) return;
+        left = true;
+        entry.riders -= 1;
+        if (entry.riders > 0) return;
+        watchdog.stop();
+        if (this.entries.get(walletId) === entry) this.entries.delete(walletId);
+        // Commands on one connection are answered in order, so an acquisition sent after
+        // this release (by a waiting job of this process) finds the lock free.
+        const release = releaseWithin(this.lock, walletId, watchdog.owner, watchdog.token, this.releaseTimeoutMs);
+        entry.markReleased();
+        this.releases.add(release);
+        try {
+          await release;
+        } finally {
+          this.releases.delete(release);
+        }
+      },
+    };
+  }
+}

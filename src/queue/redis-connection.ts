@@ -15,5 +15,8 @@ export function lockConnection(redisUrl: string): Redis {
     maxRetriesPerRequest: 1,
     commandTimeout: LOCK_COMMAND_TIMEOUT_MS,
     enableOfflineQueue: true,
+    // The lock commands of the jobs a worker holds at once (acquires, releases, renewals) leave
+    // in one write per event-loop turn instead of one each; order on the connection is kept.
+    enableAutoPipelining: true,
   });
 }

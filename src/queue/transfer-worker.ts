@@ -218,7 +218,11 @@ export class TransferProcessor {
         if (result.outcome === 'stale_fence') ride.spoil();
         return { kind: 'done', result, token: ride.token };
       } finally {
-        await ride.leave();
+        // Not awaited: the job's outcome does not depend on the release (a lost release
+        // expires with the lease), so the job completes without one more round trip. A later
+        // acquisition by this process goes out on the same connection behind it; close()
+        // waits for every release sent.
+        void ride.leave();
       }
     } finally {
       expected?.cancel();

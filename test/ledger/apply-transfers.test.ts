@@ -181,19 +181,23 @@ describe('crossing batches', () => {
     expect((await reconcile(db.prisma)).ok).toBe(true);
   });
 
-  it('control: the same decision without the up-front ordered row locks deadlocks', async () => {
-    // The batch body as the migration defines it, minus the line that locks every row in id
-    // order first: each transfer then locks its two rows when it reaches them.
+  it('control: the same decision locking each transfer\'s rows as it reaches them deadlocks', async () => {
+    // The batch body as the migration defines it, except that the wallets are read without
+    // the up-front lock in id order, and each transfer locks its source then its destination
+    // when the loop reaches it, as a naive batch would.
     const def = (await db.pg.query<{ def: string }>(
       "SELECT pg_get_functiondef('transfers_decide_batch'::regproc) AS def")).rows[0]?.def ?? '';
-    const lockLine = /PERFORM 1 FROM wallets w WHERE w\.id = ANY \(p_froms \|\| p_tos\) ORDER BY w\.id FOR UPDATE;/;
-    expect(def).toMatch(lockLine);
+    const upFrontLock = 'ORDER BY w.id FOR UPDATE) l;';
+    const loopStep = 'v_fence := p_fences[v_i];';
+    expect(def).toContain(upFrontLock);
+    expect(def).toContain(loopStep);
     const unordered = def
-      .replace(lockLine, '')
+      .replace(upFrontLock, ') l;')
       .replace('public.transfers_decide_batch(', 'public.transfers_decide_batch_unordered(')
-      // Each transfer now takes its rows in array order, as a naive batch would.
-      .replace('SELECT * INTO v_d FROM transfer_decide(',
-        'PERFORM 1 FROM wallets w WHERE w.id IN (p_froms[v_i], p_tos[v_i]) FOR UPDATE; PERFORM pg_sleep(0.002);\n        SELECT * INTO v_d FROM transfer_decide(');
+      .replace(loopStep, `${loopStep}
+        PERFORM 1 FROM wallets w WHERE w.id = v_from FOR UPDATE;
+        PERFORM pg_sleep(0.002);
+        PERFORM 1 FROM wallets w WHERE w.id = v_to FOR UPDATE;`);
     await db.pg.query(unordered);
     await db.pg.query(`ALTER DATABASE "${db.name}" SET deadlock_timeout = '200ms'`);
     const { deadlocks, failures } = await crossingBatches('transfers_decide_batch_unordered($1, $2, $3, $4, $5, $6, $7, TRUE, TRUE)');

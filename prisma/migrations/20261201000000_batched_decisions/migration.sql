@@ -1,182 +1,24 @@
 -- Batched decisions: many transfers in one round trip and one commit (DESIGN.md, "Batched
 -- decisions"). The unit of correctness stays the single transfer: each one keeps its own
 -- idempotency record, fence check on its own source wallet, balance check, ledger entries and
--- outcome. The decision for one transfer now lives in transfer_decide(), called by
--- apply_transfer() (one transfer) and apply_transfers() (many), so the two cannot drift apart.
+-- outcome. The decision lives in one place, transfers_decide_batch(), which apply_transfers()
+-- (many), apply_transfer() (one: same signature and answers as before) and the negative
+-- controls' apply_transfers_unsafe() all call, so they cannot drift apart.
 
--- The decision for one transfer, for a caller that already holds the operation's advisory lock
--- (when p_check_idempotency) and the row locks of both wallets. Not callable by anyone else:
--- without those locks twins could race and rows could be read before they are locked.
--- OUT o_outcome: 'applied' | 'rejected' | 'duplicate' | 'conflict' | 'stale_fence'; the other
--- OUT columns as apply_transfer() documents them.
-CREATE FUNCTION "transfer_decide"(
-    p_operation_id      TEXT,
-    p_request_hash      TEXT,
-    p_from              TEXT,
-    p_to                TEXT,
-    p_amount            BIGINT,
-    p_currency          TEXT,
-    p_fence             BIGINT,
-    p_check_idempotency BOOLEAN,
-    p_check_fence       BOOLEAN,
-    OUT o_outcome       TEXT,
-    OUT o_status        TEXT,
-    OUT o_reason        TEXT,
-    OUT o_fence         BIGINT,
-    OUT o_wallet_fence  BIGINT
-)
-LANGUAGE plpgsql
-VOLATILE
-AS $$
-DECLARE
-    v_existing   RECORD;
-    v_wallet     RECORD;
-    v_from       RECORD;
-    v_to         RECORD;
-    v_found_from BOOLEAN := FALSE;
-    v_found_to   BOOLEAN := FALSE;
-    v_reason     TEXT := NULL;
-    v_rows       INTEGER;
-BEGIN
-    IF p_operation_id IS NULL OR p_from IS NULL OR p_to IS NULL OR p_request_hash IS NULL
-       OR p_amount IS NULL OR p_amount <= 0 OR p_fence IS NULL OR p_fence < 1 THEN
-        RAISE EXCEPTION 'transfer_decide: ids and hash must be given, amount and fence positive'
-            USING ERRCODE = '22023';
-    END IF;
-
-    IF p_check_idempotency THEN
-        -- Each statement of a VOLATILE function sees the writes of the statements before it,
-        -- so a twin decided earlier in the same batch is found here.
-        SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
-          FROM transfers t WHERE t.operation_id = p_operation_id;
-        IF FOUND THEN
-            o_outcome := CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END;
-            o_status := v_existing.status;
-            o_reason := v_existing.reason;
-            o_fence := v_existing.fence;
-            RETURN;
-        END IF;
-    END IF;
-
-    -- The caller holds these rows' locks; reading them again sees the debits and credits that
-    -- earlier transfers of the same batch made.
-    FOR v_wallet IN
-        SELECT w.id, w.currency, w.balance, w.last_fence FROM wallets w WHERE w.id IN (p_from, p_to)
-    LOOP
-        IF v_wallet.id = p_from THEN v_from := v_wallet; v_found_from := TRUE; END IF;
-        IF v_wallet.id = p_to THEN v_to := v_wallet; v_found_to := TRUE; END IF;
-    END LOOP;
-
-    -- The fence guards the source wallet only. The destination's last_fence comes from another
-    -- wallet's counter and is never compared with our token. An equal token passes: one
-    -- holder may decide several transfers of its wallet under one lease.
-    IF v_found_from AND p_check_fence AND v_from.last_fence > p_fence THEN
-        o_outcome := 'stale_fence';
-        o_wallet_fence := v_from.last_fence;
-        RETURN;
-    END IF;
-
-    IF p_from = p_to THEN
-        v_reason := 'same_wallet';
-    ELSIF NOT v_found_from OR NOT v_found_to THEN
-        v_reason := 'unknown_wallet';
-    ELSIF v_from.currency <> v_to.currency
-          OR (p_currency IS NOT NULL AND p_currency <> v_from.currency) THEN
-        v_reason := 'currency_mismatch';
-    ELSIF v_from.balance < p_amount THEN
-        v_reason := 'insufficient_funds';
-    END IF;
-
-    IF v_found_from THEN
-        -- Every decision taken under our token raises the source's fence, refusals included,
-        -- so fences on a wallet never go down in commit order.
-        UPDATE wallets
-           SET last_fence = GREATEST(last_fence, p_fence),
-               balance = balance - CASE WHEN v_reason IS NULL THEN p_amount ELSE 0 END,
-               updated_at = CURRENT_TIMESTAMP
-         WHERE id = p_from;
-    END IF;
-
-    IF v_reason IS NULL THEN
-        UPDATE wallets SET balance = balance + p_amount, updated_at = CURRENT_TIMESTAMP
-         WHERE id = p_to;
-        GET DIAGNOSTICS v_rows = ROW_COUNT;
-        IF v_rows <> 1 THEN
-            -- Unreachable while the row is locked; a credit that misses must never let the
-            -- debit commit alone.
-            RAISE EXCEPTION 'transfer_decide: credit of % touched % rows', p_to, v_rows
-                USING ERRCODE = 'XX000';
-        END IF;
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence) VALUES
-            (p_operation_id, p_from, 'debit', -p_amount, p_fence),
-            (p_operation_id, p_to, 'credit', p_amount, p_fence);
-    END IF;
-
-    INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                           status, reason, fence)
-    VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency,
-            CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END, v_reason, p_fence)
-    ON CONFLICT (operation_id) DO NOTHING;
-    -- ON CONFLICT only matters with p_check_idempotency = FALSE (the negative control): the
-    -- money has moved again and the record keeps the first outcome, which is the bug the
-    -- chaos checker must see.
-
-    o_outcome := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
-    o_status := o_outcome;
-    o_reason := v_reason;
-    o_fence := p_fence;
-    o_wallet_fence := CASE WHEN v_found_from THEN GREATEST(v_from.last_fence, p_fence) ELSE NULL END;
-END;
-$$;
-
-REVOKE EXECUTE ON FUNCTION "transfer_decide"(TEXT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BOOLEAN, BOOLEAN) FROM PUBLIC;
-
--- One transfer: same signature and answers as before, now over transfer_decide().
-CREATE OR REPLACE FUNCTION "apply_transfer"(
-    p_operation_id      TEXT,
-    p_request_hash      TEXT,
-    p_from              TEXT,
-    p_to                TEXT,
-    p_amount            BIGINT,
-    p_currency          TEXT,
-    p_fence             BIGINT,
-    p_check_idempotency BOOLEAN DEFAULT TRUE,
-    p_check_fence       BOOLEAN DEFAULT TRUE
-) RETURNS TABLE (
-    outcome      TEXT,
-    status       TEXT,
-    reason       TEXT,
-    fence        BIGINT,
-    wallet_fence BIGINT
-)
-LANGUAGE plpgsql
-VOLATILE
-AS $$
-BEGIN
-    IF p_amount IS NULL OR p_amount <= 0 OR p_fence IS NULL OR p_fence < 1 THEN
-        RAISE EXCEPTION 'apply_transfer: amount and fence must be positive'
-            USING ERRCODE = '22023';
-    END IF;
-    -- Locks in the one global order every decision uses: the operation's advisory lock, then
-    -- the wallet rows by id. Twins of one operation queue on the advisory lock instead of
-    -- racing into a unique violation; A->B and B->A cannot deadlock.
-    IF p_check_idempotency THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
-    END IF;
-    PERFORM 1 FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE;
-
-    RETURN QUERY SELECT d.o_outcome, d.o_status, d.o_reason, d.o_fence, d.o_wallet_fence
-      FROM transfer_decide(p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency,
-                           p_fence, p_check_idempotency, p_check_fence) d;
-END;
-$$;
-
--- Many transfers, one call, one commit: the body shared by apply_transfers() and the negative
--- controls' apply_transfers_unsafe(). The arrays are parallel, one element per transfer, decided
--- in array order (so twins give one decision and one duplicate, and two debits of one wallet
--- see each other). Returns one row per element, `ord` being its 1-based position. A rejection
--- or a stale fence answers that element only; any error fails the whole call, which is safe to
--- retry because every element is idempotent.
+-- The decision for a batch. The arrays are parallel, one element per transfer, decided in
+-- array order, so twins of one operation give one decision and one duplicate, and two debits
+-- of one wallet see each other. Returns one row per element, `ord` being its 1-based position:
+--   outcome       'applied' | 'rejected' | 'duplicate' | 'conflict' | 'stale_fence'
+--   status        the stored terminal status ('applied' | 'rejected'); NULL for stale_fence
+--   reason        the stored rejection reason, when status = 'rejected'
+--   fence         the fence stored with the operation (NULL for stale_fence)
+--   wallet_fence  the source wallet's last_fence after the decision (what a stale holder lost to)
+-- A rejection or a stale fence answers that element only; an error fails the whole call, which
+-- is safe to retry because every element is idempotent.
+--
+-- Cost: whatever the batch size, a fixed number of statements (lock the rows, read the
+-- records, write wallets, ledger and records once each); the per-transfer work in between runs
+-- on local arrays. Callable only through the functions below.
 CREATE FUNCTION "transfers_decide_batch"(
     p_operation_ids     TEXT[],
     p_request_hashes    TEXT[],
@@ -204,7 +46,39 @@ DECLARE
     v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
     v_key       BIGINT;
     v_i         INTEGER;
-    v_d         RECORD;
+    -- The locked wallets, by id: state as the batch's decisions leave it.
+    w_id        TEXT[];
+    w_currency  TEXT[];
+    w_balance   BIGINT[];
+    w_fence     BIGINT[];
+    w_touched   BOOLEAN[];
+    -- Idempotency records: those found, then those decided here (so a later twin sees them).
+    r_op        TEXT[];
+    r_hash      TEXT[];
+    r_status    TEXT[];
+    r_reason    TEXT[];
+    r_fence     BIGINT[];
+    -- The batch element each record was decided from; NULL for a record found in the table.
+    r_element   INTEGER[];
+    -- Ledger entries to write, in decision order.
+    l_op        TEXT[] := '{}';
+    l_wallet    TEXT[] := '{}';
+    l_kind      TEXT[] := '{}';
+    l_amount    BIGINT[] := '{}';
+    l_fence     BIGINT[] := '{}';
+    -- One transfer.
+    v_op        TEXT;
+    v_from      TEXT;
+    v_to        TEXT;
+    v_amount    BIGINT;
+    v_currency  TEXT;
+    v_fence     BIGINT;
+    v_fi        INTEGER;
+    v_ti        INTEGER;
+    v_k         INTEGER;
+    v_reason    TEXT;
+    v_rows      INTEGER;
+    v_touched   INTEGER;
 BEGIN
     IF v_n < 1 OR v_n > c_batch_max THEN
         RAISE EXCEPTION 'apply_transfers: between 1 and % transfers per call, got %', c_batch_max, v_n
@@ -216,10 +90,19 @@ BEGIN
         RAISE EXCEPTION 'apply_transfers: the arrays must all have % elements', v_n
             USING ERRCODE = '22023';
     END IF;
+    IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
+       OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_tos, NULL) IS NOT NULL
+       OR array_position(p_amounts, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM unnest(p_amounts) a WHERE a <= 0)
+       OR EXISTS (SELECT 1 FROM unnest(p_fences) f WHERE f < 1) THEN
+        RAISE EXCEPTION 'apply_transfers: ids, hashes and wallets must be given, amounts and fences positive'
+            USING ERRCODE = '22023';
+    END IF;
 
     -- Every lock the batch needs, taken up front in one global order: the operations' advisory
-    -- locks by key, then the wallet rows by id (the order apply_transfer uses too). Two batches
-    -- that cross can then wait for each other but never deadlock.
+    -- locks by key (twins across batches queue there instead of racing into a unique
+    -- violation), then the wallet rows by id. Two batches that cross can wait for each other
+    -- but never deadlock.
     IF p_check_idempotency THEN
         FOR v_key IN
             SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
@@ -227,20 +110,140 @@ BEGIN
             PERFORM pg_advisory_xact_lock(v_key);
         END LOOP;
     END IF;
-    PERFORM 1 FROM wallets w WHERE w.id = ANY (p_froms || p_tos) ORDER BY w.id FOR UPDATE;
+    SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
+           coalesce(array_agg(FALSE), '{}')
+      INTO w_id, w_currency, w_balance, w_fence, w_touched
+      FROM (SELECT w.id, w.currency, w.balance, w.last_fence FROM wallets w
+             WHERE w.id = ANY (p_froms || p_tos) ORDER BY w.id FOR UPDATE) l;
+
+    IF p_check_idempotency THEN
+        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
+               coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
+          INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
+          FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
+    ELSE
+        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
+    END IF;
 
     FOR v_i IN 1 .. v_n LOOP
-        SELECT * INTO v_d FROM transfer_decide(
-            p_operation_ids[v_i], p_request_hashes[v_i], p_froms[v_i], p_tos[v_i], p_amounts[v_i],
-            p_currencies[v_i], p_fences[v_i], p_check_idempotency, p_check_fence);
+        v_op := p_operation_ids[v_i];
+        v_from := p_froms[v_i];
+        v_to := p_tos[v_i];
+        v_amount := p_amounts[v_i];
+        v_currency := p_currencies[v_i];
+        v_fence := p_fences[v_i];
         ord := v_i;
-        outcome := v_d.o_outcome;
-        status := v_d.o_status;
-        reason := v_d.o_reason;
-        fence := v_d.o_fence;
-        wallet_fence := v_d.o_wallet_fence;
+
+        IF p_check_idempotency THEN
+            v_k := array_position(r_op, v_op);
+            IF v_k IS NOT NULL THEN
+                outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
+                status := r_status[v_k];
+                reason := r_reason[v_k];
+                fence := r_fence[v_k];
+                wallet_fence := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+        END IF;
+
+        v_fi := array_position(w_id, v_from);
+        v_ti := array_position(w_id, v_to);
+
+        -- The fence guards the source wallet only. The destination's last_fence comes from
+        -- another wallet's counter and is never compared with our token. An equal token
+        -- passes: one holder may decide several transfers of its wallet under one lease.
+        IF v_fi IS NOT NULL AND p_check_fence AND w_fence[v_fi] > v_fence THEN
+            outcome := 'stale_fence';
+            status := NULL;
+            reason := NULL;
+            fence := NULL;
+            wallet_fence := w_fence[v_fi];
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        v_reason := NULL;
+        IF v_from = v_to THEN
+            v_reason := 'same_wallet';
+        ELSIF v_fi IS NULL OR v_ti IS NULL THEN
+            v_reason := 'unknown_wallet';
+        ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
+            v_reason := 'currency_mismatch';
+        ELSIF w_balance[v_fi] < v_amount THEN
+            v_reason := 'insufficient_funds';
+        END IF;
+
+        IF v_fi IS NOT NULL THEN
+            -- Every decision taken under our token raises the source's fence, refusals
+            -- included, so fences on a wallet never go down in commit order.
+            w_fence[v_fi] := GREATEST(w_fence[v_fi], v_fence);
+            w_touched[v_fi] := TRUE;
+        END IF;
+        IF v_reason IS NULL THEN
+            w_balance[v_fi] := w_balance[v_fi] - v_amount;
+            w_balance[v_ti] := w_balance[v_ti] + v_amount;
+            w_touched[v_ti] := TRUE;
+            l_op := l_op || v_op || v_op;
+            l_wallet := l_wallet || v_from || v_to;
+            l_kind := l_kind || 'debit'::TEXT || 'credit'::TEXT;
+            l_amount := l_amount || (-v_amount) || v_amount;
+            l_fence := l_fence || v_fence || v_fence;
+        END IF;
+
+        -- The record; kept here too, so a twin later in this batch answers from it.
+        r_op := r_op || v_op;
+        r_hash := r_hash || p_request_hashes[v_i];
+        r_status := r_status || CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        r_reason := r_reason || v_reason;
+        r_fence := r_fence || v_fence;
+        r_element := r_element || v_i;
+
+        outcome := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        status := outcome;
+        reason := v_reason;
+        fence := v_fence;
+        wallet_fence := CASE WHEN v_fi IS NOT NULL THEN w_fence[v_fi] ELSE NULL END;
         RETURN NEXT;
     END LOOP;
+
+    -- Write what the decisions did, once per table. CHECK (balance >= 0) stays the last line of
+    -- defence; a wallet that moved must be updated, or nothing commits.
+    SELECT count(*) INTO v_touched FROM unnest(w_touched) t WHERE t;
+    IF v_touched > 0 THEN
+        UPDATE wallets w
+           SET balance = u.balance, last_fence = u.last_fence, updated_at = CURRENT_TIMESTAMP
+          FROM unnest(w_id, w_balance, w_fence, w_touched) AS u(id, balance, last_fence, touched)
+         WHERE w.id = u.id AND u.touched;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows <> v_touched THEN
+            -- Unreachable while the rows are locked; a credit that misses must never let the
+            -- debit commit alone.
+            RAISE EXCEPTION 'apply_transfers: % wallets moved but % rows were written', v_touched, v_rows
+                USING ERRCODE = 'XX000';
+        END IF;
+    END IF;
+
+    IF cardinality(l_op) > 0 THEN
+        -- In decision order, so ledger ids follow commit order within the batch.
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence)
+        SELECT e.op, e.wallet, e.kind, e.amount, e.fence
+          FROM unnest(l_op, l_wallet, l_kind, l_amount, l_fence) WITH ORDINALITY AS e(op, wallet, kind, amount, fence, n)
+         ORDER BY e.n;
+    END IF;
+
+    INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                           status, reason, fence)
+    SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
+           r.status, r.reason, r.fence
+      FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
+     WHERE r.element IS NOT NULL
+    ON CONFLICT (operation_id) DO NOTHING;
+    -- ON CONFLICT only matters with p_check_idempotency = FALSE (the negative control): the
+    -- money has moved again and the record keeps the first outcome, which is the bug the chaos
+    -- checker must see.
 END;
 $$;
 
@@ -306,3 +309,37 @@ AS $$
 $$;
 
 REVOKE EXECUTE ON FUNCTION "apply_transfers_unsafe"(TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BOOLEAN, BOOLEAN) FROM PUBLIC;
+
+-- One transfer: the same signature and answers as the first migration's, now over the batch
+-- body with one element.
+CREATE OR REPLACE FUNCTION "apply_transfer"(
+    p_operation_id      TEXT,
+    p_request_hash      TEXT,
+    p_from              TEXT,
+    p_to                TEXT,
+    p_amount            BIGINT,
+    p_currency          TEXT,
+    p_fence             BIGINT,
+    p_check_idempotency BOOLEAN DEFAULT TRUE,
+    p_check_fence       BOOLEAN DEFAULT TRUE
+) RETURNS TABLE (
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+BEGIN
+    IF p_amount IS NULL OR p_amount <= 0 OR p_fence IS NULL OR p_fence < 1 THEN
+        RAISE EXCEPTION 'apply_transfer: amount and fence must be positive'
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY SELECT b.outcome, b.status, b.reason, b.fence, b.wallet_fence
+      FROM transfers_decide_batch(ARRAY[p_operation_id], ARRAY[p_request_hash], ARRAY[p_from], ARRAY[p_to],
+                                  ARRAY[p_amount], ARRAY[p_currency], ARRAY[p_fence],
+                                  p_check_idempotency, p_check_fence) b;
+END;
+$$;

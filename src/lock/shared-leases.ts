@@ -2,24 +2,38 @@
 // the first job acquires (one token, one watchdog), the jobs that arrive while it is held ride
 // on it, and the last one out releases. A hot wallet then costs one acquisition per ride
 // instead of one per job, and its jobs can go into one batch. A ride is bounded in time and in
-// riders, so other processes get their turn at the wallet.
+// riders, and a ride that ended on its time bound yields a moment before the process competes
+// again, so other processes get their turn at the wallet. A wallet held elsewhere is waited for
+// by one poll loop per wallet per process (never one per job), for a bounded time.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Watchdog, type HeldLease } from './watchdog.ts';
-import type { FencedLock } from './fenced-lock.ts';
+import type { AcquireResult, FencedLock } from './fenced-lock.ts';
 import { releaseWithin } from './with-lock.ts';
 
 /** How long after its acquisition a lease still takes new riders; then it drains and is released. */
 export const LEASE_RIDE_MS_MAX_DEFAULT = 250;
 /** Riders on one lease at once. */
 export const LEASE_RIDERS_MAX_DEFAULT = 256;
+/** After a ride that ended on its time bound, the process waits this long before competing again. */
+export const LEASE_YIELD_MS = 40;
+/** A wallet held by another process is polled every LEASE_POLL_MS_MIN..MAX (jittered)... */
+export const LEASE_POLL_MS_MIN = 5;
+export const LEASE_POLL_MS_MAX = 25;
+/** ...for at most this long; then the jobs waiting for it go back to the queue, delayed. */
+export const LEASE_WAIT_MS_MAX_DEFAULT = 1_000;
 /** Limits on the options. */
 export const LEASE_RIDE_MS_MAX_LIMIT = 60_000;
 export const LEASE_RIDERS_MAX_LIMIT = 10_000;
+export const LEASE_WAIT_MS_MAX_LIMIT = 60_000;
 
 export interface SharedLeasesOptions {
   readonly rideMsMax?: number;
   readonly ridersMax?: number;
+  readonly waitMsMax?: number;
   /** Default: lockTtlMs (by then the lease has expired anyway). */
   readonly releaseTimeoutMs?: number;
+  /** Source of jitter in [0, 1); default Math.random. */
+  readonly random?: () => number;
 }
 
 /** A job's place on a wallet's lease. */
@@ -52,6 +66,8 @@ type Entry =
       readonly acquiredAtMs: number;
       riders: number;
       spoiled: boolean;
+      /** Set when the lease is released while closed by its time bound: waiters yield first. */
+      endedOnTime: boolean;
       readonly released: Promise<void>;
       readonly markReleased: () => void;
     };
@@ -66,7 +82,9 @@ function wholeNumberIn(name: string, value: number, min: number, max: number): n
 export class SharedLeases {
   readonly rideMsMax: number;
   readonly ridersMax: number;
+  readonly waitMsMax: number;
   private readonly releaseTimeoutMs: number;
+  private readonly random: () => number;
   private readonly entries = new Map<string, Entry>();
   /** A busy verdict shared with the jobs that waited on the same acquisition. */
   private readonly verdicts = new WeakMap<Promise<void>, EnterResult & { kind: 'busy' }>();
@@ -75,7 +93,9 @@ export class SharedLeases {
   constructor(private readonly lock: FencedLock, options: SharedLeasesOptions = {}) {
     this.rideMsMax = wholeNumberIn('rideMsMax', options.rideMsMax ?? LEASE_RIDE_MS_MAX_DEFAULT, 0, LEASE_RIDE_MS_MAX_LIMIT);
     this.ridersMax = wholeNumberIn('ridersMax', options.ridersMax ?? LEASE_RIDERS_MAX_DEFAULT, 1, LEASE_RIDERS_MAX_LIMIT);
+    this.waitMsMax = wholeNumberIn('waitMsMax', options.waitMsMax ?? LEASE_WAIT_MS_MAX_DEFAULT, 0, LEASE_WAIT_MS_MAX_LIMIT);
     this.releaseTimeoutMs = options.releaseTimeoutMs ?? lock.lockTtlMs;
+    this.random = options.random ?? Math.random;
   }
 
   /** Wallets this process holds a lease on right now. */
@@ -105,8 +125,11 @@ export class SharedLeases {
         return { kind: 'held', ride: this.ride(walletId, entry, true) };
       }
       // Closed to new riders: wait until its riders are gone and the release is sent, then
-      // compete for the wallet again like any other process.
+      // compete for the wallet again like any other process. Right after a ride that used its
+      // whole time, yield first: our acquisition would otherwise always beat the other
+      // processes' polls, since it leaves on the connection right behind the release.
       await entry.released;
+      if (entry.endedOnTime) await sleep(LEASE_YIELD_MS);
     }
   }
 
@@ -122,7 +145,7 @@ export class SharedLeases {
     });
     this.entries.set(walletId, { state: 'acquiring', acquired });
     try {
-      const result = await this.lock.acquireWithRetry(walletId);
+      const result = await this.acquireWaiting(walletId);
       if (result.kind === 'busy') {
         const verdict = { kind: 'busy', retryAfterMs: result.retryAfterMs, attempts: result.attempts } as const;
         this.verdicts.set(acquired, verdict);
@@ -139,6 +162,7 @@ export class SharedLeases {
         acquiredAtMs: performance.now(),
         riders: 1,
         spoiled: false,
+        endedOnTime: false,
         released,
         markReleased,
       };
@@ -150,6 +174,19 @@ export class SharedLeases {
       throw err;
     } finally {
       settle();
+    }
+  }
+
+  /** Polls until the lock is ours or waitMsMax has passed; one loop per wallet per process. */
+  private async acquireWaiting(walletId: string): Promise<AcquireResult> {
+    const deadline = performance.now() + this.waitMsMax;
+    for (let attempts = 1; ; attempts += 1) {
+      const result = await this.lock.acquire(walletId);
+      if (result.kind === 'acquired') return result;
+      const leftMs = deadline - performance.now();
+      if (leftMs <= 0) return { kind: 'busy', retryAfterMs: result.retryAfterMs, attempts };
+      const pollMs = LEASE_POLL_MS_MIN + this.random() * (LEASE_POLL_MS_MAX - LEASE_POLL_MS_MIN);
+      await sleep(Math.min(leftMs, pollMs));
     }
   }
 
@@ -178,6 +215,7 @@ export class SharedLeases {
         entry.riders -= 1;
         if (entry.riders > 0) return;
         watchdog.stop();
+        entry.endedOnTime = performance.now() - entry.acquiredAtMs >= this.rideMsMax;
         if (this.entries.get(walletId) === entry) this.entries.delete(walletId);
         // Commands on one connection are answered in order, so an acquisition sent after
         // this release (by a waiting job of this process) finds the lock free.

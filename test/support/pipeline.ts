@@ -5,7 +5,7 @@ import { Queue, QueueEvents, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../src/config/config.ts';
-import { createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
+import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
@@ -80,7 +80,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
         lock,
         async close() {
           await worker.close(true);
-          await prisma.$disconnect();
+          await closePrisma(prisma);
           lockRedis.disconnect();
           connection.disconnect();
         },

@@ -40,7 +40,8 @@ export interface Pipeline {
 }
 
 export async function createPipeline(env: Record<string, string> = {}): Promise<Pipeline> {
-  const queueName = uniqueName('q');
+  // A caller may name the queue (it must be unique too); the queue, the events and the workers all use it.
+  const queueName = env.QUEUE_NAME ?? uniqueName('q');
   const baseEnv = {
     QUEUE_NAME: queueName,
     LOCK_KEY_PREFIX: `${queueName}:`,

@@ -1,5 +1,6 @@
 // Reads and validates the environment once, at start, into a typed and frozen object.
 // Nothing else in the service reads process.env: pass the Config (or a piece of it) down.
+import { isIP } from 'node:net';
 
 export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock';
 const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
@@ -38,6 +39,12 @@ export interface Config {
   readonly lockRideMsMax: number;
   /** Layers switched off for the chaos harness's negative controls; empty in production. */
   readonly unsafe: readonly UnsafeMode[];
+  /** Address `npm run dashboard` listens on: an IP address or `localhost`. */
+  readonly dashboardHost: string;
+  /** Its TCP port; 0 takes any free port (the command logs the one it got). */
+  readonly dashboardPort: number;
+  /** When true the dashboard only shows: retry, clean, pause, add, remove and the like are refused. */
+  readonly dashboardReadOnly: boolean;
 }
 
 export class ConfigError extends Error {
@@ -68,6 +75,9 @@ export const CONFIG_DEFAULTS = Object.freeze({
   TRANSFER_BATCHES_IN_FLIGHT_MAX: '2',
   LOCK_RIDE_MS_MAX: '250',
   TRANSFERS_UNSAFE: '',
+  DASHBOARD_HOST: '127.0.0.1',
+  DASHBOARD_PORT: '3000',
+  DASHBOARD_READ_ONLY: 'true',
 });
 
 /** Upper bound of TRANSFER_BATCH_MAX; apply_transfers() refuses larger calls (APPLY_BATCH_LIMIT). */
@@ -115,6 +125,20 @@ function url(env: Env, name: keyof typeof CONFIG_DEFAULTS, protocols: readonly s
 function name(env: Env, variable: keyof typeof CONFIG_DEFAULTS, pattern: RegExp, what: string): string {
   const raw = read(env, variable);
   if (!pattern.test(raw)) throw new ConfigError(variable, `expected ${what}, got ${JSON.stringify(raw)}`);
+  return raw;
+}
+
+function booleanFlag(env: Env, variable: keyof typeof CONFIG_DEFAULTS): boolean {
+  const raw = read(env, variable);
+  if (raw !== 'true' && raw !== 'false') throw new ConfigError(variable, `expected true or false, got ${JSON.stringify(raw)}`);
+  return raw === 'true';
+}
+
+function listenHost(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string {
+  const raw = read(env, variable);
+  if (raw !== 'localhost' && isIP(raw) === 0) {
+    throw new ConfigError(variable, `expected an IP address (127.0.0.1, 0.0.0.0, ::1) or localhost, got ${JSON.stringify(raw)}`);
+  }
   return raw;
 }
 
@@ -174,6 +198,9 @@ export function loadConfig(env: Env = process.env): Config {
     transferBatchesInFlightMax,
     lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX', 0, 60_000),
     unsafe: Object.freeze(unsafe as UnsafeMode[]),
+    dashboardHost: listenHost(env, 'DASHBOARD_HOST'),
+    dashboardPort: integer(env, 'DASHBOARD_PORT', 0, 65_535),
+    dashboardReadOnly: booleanFlag(env, 'DASHBOARD_READ_ONLY'),
   };
   return Object.freeze(config);
 }

@@ -5,6 +5,9 @@ import { databaseName, withDatabase } from '../config/config.ts';
 
 async function withAdmin<T>(databaseUrl: string, use: (admin: pg.Client) => Promise<T>): Promise<T> {
   const admin = new pg.Client({ connectionString: withDatabase(databaseUrl, 'postgres') });
+  // A session the server ends fails the query in flight, which the caller sees; the client then
+  // also emits 'error', which must not crash the process.
+  admin.on('error', () => undefined);
   await admin.connect();
   try {
     return await use(admin);

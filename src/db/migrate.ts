@@ -70,6 +70,9 @@ export async function migrate(databaseUrl: string, migrationsDir: string, logger
   const migrations = readMigrations(migrationsDir);
   const createdDatabase = await ensureDatabase(databaseUrl);
   const client = new pg.Client({ connectionString: databaseUrl });
+  // A session the server ends fails the query in flight, which reaches the caller; the client then
+  // also emits 'error', which must not crash the process.
+  client.on('error', () => undefined);
   await client.connect();
   const result: MigrateResult = { database: databaseName(databaseUrl), createdDatabase, applied: [], alreadyApplied: [] };
   try {

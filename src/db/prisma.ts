@@ -4,6 +4,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import type { Config } from '../config/config.ts';
 import { PrismaClient } from '../generated/prisma/client.ts';
+import { connectionsClosed, trackConnections } from './pool-close.ts';
 
 export type { PrismaClient };
 
@@ -29,14 +30,29 @@ export function createPool(config: DbConfig, onError?: (err: Error) => void): pg
     options: '-c TimeZone=UTC',
     application_name: 'fenced-transfers',
   });
-  // A backend terminated while idle (failover, pg_terminate_backend) emits here; without a
+  // A backend terminated while idle (failover, pg_terminate_backend) emits here, and so does one
+  // the server ends while its client is closing (a database dropped WITH (FORCE)); without a
   // listener the process would crash. The pool drops the client and opens a new one later.
   pool.on('error', (err) => onError?.(err));
-  return pool;
+  return trackConnections(pool);
 }
+
+const poolOf = new WeakMap<PrismaClient, pg.Pool>();
 
 export function createPrisma(config: DbConfig, onError?: (err: Error) => void): PrismaClient {
   const pool = createPool(config, onError);
   const adapter = new PrismaPg(pool, { disposeExternalPool: true, onPoolError: onError, onConnectionError: onError });
-  return new PrismaClient({ adapter });
+  const prisma = new PrismaClient({ adapter });
+  poolOf.set(prisma, pool);
+  return prisma;
+}
+
+/**
+ * $disconnect(), then wait until the server has closed every connection: use it before the
+ * database is dropped (see pool-close.ts). Returns the connections still open after the wait.
+ */
+export async function closePrisma(prisma: PrismaClient): Promise<number> {
+  await prisma.$disconnect();
+  const pool = poolOf.get(prisma);
+  return pool === undefined ? 0 : connectionsClosed(pool);
 }

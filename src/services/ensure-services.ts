@@ -1,8 +1,9 @@
 // Makes Redis and PostgreSQL reachable at the configured URLs (`npm run services`, the demo,
 // the test setup). If a service answers, nothing is done. Otherwise, for a loopback URL, a
-// private instance is started from the local binaries in the project's .data/ folder on the
-// configured port; failing that, `docker compose up -d` when a Docker engine answers; failing
-// that, one error saying what to install.
+// private instance is started from the local binaries on the configured port, with its data
+// where src/services/service-data-dir.ts says (the project's .data/, or for PostgreSQL started
+// as root a folder the postgres user can reach); failing that, `docker compose up -d` when a
+// Docker engine answers; failing that, one error saying what to install.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,11 +11,12 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { redactUrl, withDatabase, type Config } from '../config/config.ts';
-import { DATA_DIR, PROJECT_ROOT } from '../config/paths.ts';
+import { PROJECT_ROOT } from '../config/paths.ts';
 import type { Logger } from '../log/logger.ts';
 import { waitForPort } from './free-port.ts';
 import { LocalPostgres, postgresBinDir } from './local-postgres.ts';
 import { redisServerArgs } from './local-redis.ts';
+import { postgresDataDir, preparePostgresParent, redisDataDir } from './service-data-dir.ts';
 
 const run = promisify(execFile);
 
@@ -90,7 +92,7 @@ async function dockerEngineAnswers(): Promise<boolean> {
 async function startLocalRedis(redisUrl: string): Promise<boolean> {
   if (!isLoopback(new URL(redisUrl).hostname) || !(await commandWorks('redis-server', ['--version']))) return false;
   const port = portOf(redisUrl, 6379);
-  const dir = join(DATA_DIR, `redis-${port}`);
+  const dir = redisDataDir(port);
   mkdirSync(dir, { recursive: true });
   // AOF on: this instance carries the queue, which must survive a restart.
   await run('redis-server', redisServerArgs({ port, dir, appendOnly: true, daemonize: true }));
@@ -101,7 +103,9 @@ async function startLocalRedis(redisUrl: string): Promise<boolean> {
 async function startLocalPostgres(databaseUrl: string): Promise<boolean> {
   if (!isLoopback(new URL(databaseUrl).hostname) || postgresBinDir() === null) return false;
   const port = portOf(databaseUrl, 5432);
-  await LocalPostgres.start({ dir: join(DATA_DIR, `postgres-${port}`), port });
+  const dir = postgresDataDir(port);
+  preparePostgresParent(dir);
+  await LocalPostgres.start({ dir, port });
   return true;
 }
 

@@ -3,7 +3,7 @@
 // by the chaos harness. PostgreSQL refuses to run as root, so as root the cluster belongs to
 // the `postgres` system user and the binaries run through runuser.
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,6 +12,8 @@ import { freePort } from './free-port.ts';
 const run = promisify(execFile);
 
 export const POSTGRES_START_TIMEOUT_S = 30;
+/** initdb and the server insist on a data folder only its owner can enter. */
+const CLUSTER_DIR_MODE = 0o700;
 
 /** The folder holding initdb and pg_ctl, newest major version first. */
 export function postgresBinDir(): string | null {
@@ -56,9 +58,25 @@ export class LocalPostgres {
 
   private async init(): Promise<void> {
     mkdirSync(this.opts.dir, { recursive: true });
-    if (userInfo().uid === 0) chownSync(this.opts.dir, uidOf('postgres'), gidOf('postgres'));
+    if (userInfo().uid === 0) {
+      chownSync(this.opts.dir, uidOf('postgres'), gidOf('postgres'));
+      chmodSync(this.opts.dir, CLUSTER_DIR_MODE);
+      await this.assertOwnerReaches(this.opts.dir);
+    }
     if (existsSync(join(this.opts.dir, 'PG_VERSION'))) return;
     await this.asOwner('initdb', ['-D', this.opts.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C']);
+  }
+
+  /** As root: one clear error when the postgres user cannot enter the folder (a root-only parent). */
+  private async assertOwnerReaches(dir: string): Promise<void> {
+    try {
+      await run('runuser', ['-u', 'postgres', '--', 'test', '-r', dir, '-a', '-w', dir, '-a', '-x', dir]);
+    } catch {
+      throw new Error(
+        `PostgreSQL's data folder ${dir} cannot be entered by the postgres user, which runs the server when ` +
+          'started as root: every folder above it must be traversable by other users (chmod o+x), or use a folder that is',
+      );
+    }
   }
 
   async startServer(): Promise<void> {
@@ -96,7 +114,12 @@ export class LocalPostgres {
 
 function idOf(flag: '-u' | '-g', user: string): number {
   // `id` asks NSS, which reading /etc/passwd would not.
-  return Number(execFileSync('id', [flag, user], { encoding: 'utf8' }).trim());
+  try {
+    return Number(execFileSync('id', [flag, user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+  } catch {
+    throw new Error(`PostgreSQL refuses to run as root and there is no \`${user}\` user to run it as: install PostgreSQL's ` +
+      'package (it creates the user) or run as another user');
+  }
 }
 
 function uidOf(user: string): number {

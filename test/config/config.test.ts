@@ -45,6 +45,9 @@ describe('loadConfig defaults', () => {
       jobLockDurationMs: 30_000,
       jobStalledIntervalMs: 30_000,
       unsafe: [],
+      dashboardHost: '127.0.0.1',
+      dashboardPort: 3000,
+      dashboardReadOnly: true,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.unsafe)).toBe(true);
@@ -121,10 +124,28 @@ describe('loadConfig rejects malformed values, naming the variable', () => {
     ['WORKER_CONCURRENCY', '0'],
     ['DB_POOL_MAX', 'ten'],
     ['JOB_ATTEMPTS_MAX', '1001'],
+    ['DASHBOARD_HOST', 'example.com'],
+    ['DASHBOARD_HOST', '127.0.0.1:3000'],
+    ['DASHBOARD_PORT', '65536'],
+    ['DASHBOARD_PORT', '-1'],
+    ['DASHBOARD_READ_ONLY', 'yes'],
+    ['DASHBOARD_READ_ONLY', 'TRUE'],
   ])('%s=%j', (variable, value) => {
     const err = configErrorOf({ [variable]: value });
     expect(err.variable).toBe(variable);
     expect(err.message.startsWith(`${variable}: `)).toBe(true);
+  });
+});
+
+describe('the dashboard settings', () => {
+  it('takes an IP address or localhost, a port from 0 (any free one) to 65535, and true or false', () => {
+    expect(loadConfig({ DASHBOARD_HOST: '0.0.0.0', DASHBOARD_PORT: '0', DASHBOARD_READ_ONLY: 'false' })).toMatchObject({
+      dashboardHost: '0.0.0.0', dashboardPort: 0, dashboardReadOnly: false,
+    });
+    expect(loadConfig({ DASHBOARD_HOST: '::1', DASHBOARD_PORT: '65535' })).toMatchObject({
+      dashboardHost: '::1', dashboardPort: 65_535, dashboardReadOnly: true,
+    });
+    expect(loadConfig({ DASHBOARD_HOST: 'localhost' }).dashboardHost).toBe('localhost');
   });
 });
 

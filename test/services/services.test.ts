@@ -1,18 +1,21 @@
 // `npm run services` brings back a stopped Redis or PostgreSQL. On two free ports (never the
-// shared 6379/5432) it starts private instances in .data/redis-<port> and .data/postgres-<port>;
-// after either or both are stopped, running it again makes them answer again; with both up it
-// says already-running. Everything it started is stopped and removed at the end.
+// shared 6379/5432) it starts private instances in .data/redis-<port> and .data/postgres-<port>
+// (PostgreSQL, as root, under /var/lib/fenced-transfers/<project>/, which the postgres user can
+// reach wherever the checkout is); after either or both are stopped, running it again makes them
+// answer again; with both up it says already-running. Everything it started is stopped and
+// removed at the end.
 import { execFile } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
-import { userInfo } from 'node:os';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATA_DIR } from '../../src/config/paths.ts';
+import { DATA_DIR, PROJECT_ROOT } from '../../src/config/paths.ts';
 import { freePort } from '../../src/services/free-port.ts';
-import { postgresBinDir } from '../../src/services/local-postgres.ts';
+import { LocalPostgres, postgresBinDir } from '../../src/services/local-postgres.ts';
+import { postgresDataDir, projectId, redisDataDir, ROOT_POSTGRES_BASE_DIR } from '../../src/services/service-data-dir.ts';
 import { describeRun, lastJsonLine, runCommand } from '../support/cli-process.ts';
 
 const run = promisify(execFile);
@@ -106,8 +109,8 @@ async function expectBothAnswer(): Promise<void> {
 beforeAll(async () => {
   redisPort = await freePort();
   do postgresPort = await freePort(); while (postgresPort === redisPort);
-  redisDir = join(DATA_DIR, `redis-${redisPort}`);
-  postgresDir = join(DATA_DIR, `postgres-${postgresPort}`);
+  redisDir = redisDataDir(redisPort);
+  postgresDir = postgresDataDir(postgresPort);
   env = {
     REDIS_URL: `redis://127.0.0.1:${redisPort}`,
     DATABASE_URL: `postgresql://postgres@127.0.0.1:${postgresPort}/transfers`,
@@ -129,7 +132,8 @@ describe('npm run services', { timeout: TEST_TIMEOUT_MS }, () => {
 
     expect(await services()).toEqual({ redis: 'started-local', postgres: 'started-local' });
     await expectBothAnswer();
-    // They are ours, in the project's .data folder, configured for the queue's needs.
+    // They are ours, in their data folders, configured for the queue's needs.
+    expect(redisDir).toBe(join(DATA_DIR, `redis-${redisPort}`));
     expect(existsSync(join(redisDir, 'redis.pid'))).toBe(true);
     const redis = new Redis({ host: '127.0.0.1', port: redisPort, lazyConnect: true });
     try {
@@ -140,6 +144,14 @@ describe('npm run services', { timeout: TEST_TIMEOUT_MS }, () => {
       redis.disconnect();
     }
     expect(await withPostgres(async (c) => (await c.query('SHOW data_directory')).rows[0]?.data_directory)).toBe(postgresDir);
+    if (userInfo().uid === 0) {
+      // Outside the checkout, which may be root-only, in a folder named after this checkout.
+      expect(postgresDir).toBe(join(ROOT_POSTGRES_BASE_DIR, projectId(PROJECT_ROOT), `postgres-${postgresPort}`));
+      expect(statSync(postgresDir).mode & 0o777).toBe(0o700);
+      expect(statSync(postgresDir).uid).not.toBe(0);
+    } else {
+      expect(postgresDir).toBe(join(DATA_DIR, `postgres-${postgresPort}`));
+    }
   });
 
   it('says already-running when both answer', async () => {
@@ -167,6 +179,28 @@ describe('npm run services', { timeout: TEST_TIMEOUT_MS }, () => {
     expect(await services()).toEqual({ redis: 'started-local', postgres: 'started-local' });
     await expectBothAnswer();
     expect(await services()).toEqual({ redis: 'already-running', postgres: 'already-running' });
+  });
+});
+
+describe('a PostgreSQL data folder the postgres user cannot enter', () => {
+  it.runIf(userInfo().uid === 0)('is refused with one clear message, before initdb runs', async () => {
+    const rootOnly = mkdtempSync(join(tmpdir(), 'ft-root-only-'));
+    try {
+      expect(statSync(rootOnly).mode & 0o777).toBe(0o700);
+      await expect(LocalPostgres.start({ dir: join(rootOnly, 'cluster') }))
+        .rejects.toThrow(/cannot be entered by the postgres user/);
+      expect(existsSync(join(rootOnly, 'cluster', 'PG_VERSION'))).toBe(false);
+    } finally {
+      rmSync(rootOnly, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('projectId', () => {
+  it('is stable for one path and differs between clones', () => {
+    expect(projectId('/tmp/a/fenced-transfers')).toBe(projectId('/tmp/a/fenced-transfers'));
+    expect(projectId('/tmp/a/fenced-transfers')).not.toBe(projectId('/tmp/b/fenced-transfers'));
+    expect(projectId('/tmp/a/fenced transfers!')).toMatch(/^fenced_transfers_-[0-9a-f]{12}$/);
   });
 });
 

@@ -5,7 +5,7 @@ import { Queue, QueueEvents, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../src/config/config.ts';
-import { createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
+import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
@@ -41,7 +41,8 @@ export interface Pipeline {
 }
 
 export async function createPipeline(env: Record<string, string> = {}): Promise<Pipeline> {
-  const queueName = uniqueName('q');
+  // A caller may name the queue (it must be unique too); the queue, the events and the workers all use it.
+  const queueName = env.QUEUE_NAME ?? uniqueName('q');
   const baseEnv = {
     QUEUE_NAME: queueName,
     LOCK_KEY_PREFIX: `${queueName}:`,
@@ -83,7 +84,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
         flushMetrics: () => running.flushMetrics(),
         async close() {
           await running.close(true);
-          await prisma.$disconnect();
+          await closePrisma(prisma);
           lockRedis.disconnect();
           connection.disconnect();
         },

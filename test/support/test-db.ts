@@ -6,7 +6,8 @@ import { loadConfig, withDatabase, type Config } from '../../src/config/config.t
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrate.ts';
-import { createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
+import { endPool, trackConnections } from '../../src/db/pool-close.ts';
+import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 
 export interface TestDatabase {
   name: string;
@@ -35,7 +36,11 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
   }
   const config = loadConfig({ ...process.env, ...env, DATABASE_URL: url });
   const prisma = createPrisma(config);
-  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  const pool = trackConnections(new pg.Pool({ connectionString: url, max: 4 }));
+  // An idle connection the server ends (a test that terminates backends, the drop below when a
+  // socket is slow to close) is dropped by the pool and replaced on the next query; a server
+  // that is really gone fails that query instead. Without a listener it would crash the file.
+  pool.on('error', () => undefined);
   return {
     name,
     url,
@@ -43,8 +48,9 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
     prisma,
     pg: pool,
     async drop() {
-      await prisma.$disconnect();
-      await pool.end();
+      // Every socket closed first, so the drop's FORCE has no session of ours left to end.
+      await closePrisma(prisma);
+      await endPool(pool);
       await dropDatabase(url);
     },
   };

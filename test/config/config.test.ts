@@ -44,6 +44,10 @@ describe('loadConfig defaults', () => {
       jobAttemptsMax: 20,
       jobLockDurationMs: 30_000,
       jobStalledIntervalMs: 30_000,
+      transferBatchMax: 64,
+      transferBatchWaitMs: 2,
+      transferBatchesInFlightMax: 2,
+      lockRideMsMax: 250,
       unsafe: [],
       dashboardHost: '127.0.0.1',
       dashboardPort: 3000,
@@ -51,6 +55,16 @@ describe('loadConfig defaults', () => {
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.unsafe)).toBe(true);
+  });
+
+  it('bounds the batch settings, and keeps the batches in flight within the pool', () => {
+    expect(loadConfig({ TRANSFER_BATCH_MAX: '1', TRANSFER_BATCH_WAIT_MS: '0', LOCK_RIDE_MS_MAX: '0' }))
+      .toMatchObject({ transferBatchMax: 1, transferBatchWaitMs: 0, lockRideMsMax: 0 });
+    expect(() => loadConfig({ TRANSFER_BATCH_MAX: '0' })).toThrow(/^TRANSFER_BATCH_MAX: /);
+    expect(() => loadConfig({ TRANSFER_BATCH_MAX: '1001' })).toThrow(/^TRANSFER_BATCH_MAX: .*between 1 and 1000/);
+    expect(() => loadConfig({ TRANSFER_BATCH_WAIT_MS: '1001' })).toThrow(/^TRANSFER_BATCH_WAIT_MS: /);
+    expect(() => loadConfig({ DB_POOL_MAX: '2', TRANSFER_BATCHES_IN_FLIGHT_MAX: '3' }))
+      .toThrow(/^TRANSFER_BATCHES_IN_FLIGHT_MAX: must not exceed DB_POOL_MAX \(2\)/);
   });
 
   it('treats an empty variable like an absent one', () => {

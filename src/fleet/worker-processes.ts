@@ -19,6 +19,8 @@ export interface WorkerProcessOptions {
   entry?: string;
   /** Folder for the per-worker log files. */
   logDir: string;
+  /** Node options before the entry, e.g. `--cpu-prof` (which NODE_OPTIONS does not accept). */
+  nodeArgs?: readonly string[];
 }
 
 export class WorkerProcess {
@@ -46,7 +48,7 @@ export class WorkerProcess {
     mkdirSync(this.options.logDir, { recursive: true });
     this.starts += 1;
     this.log = createWriteStream(join(this.options.logDir, `worker-${this.index}.log`), { flags: 'a' });
-    const child = spawn(process.execPath, ['--import', TSX_LOADER, this.options.entry ?? WORKER_ENTRY], {
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), '--import', TSX_LOADER, this.options.entry ?? WORKER_ENTRY], {
       cwd: PROJECT_ROOT,
       env: { ...process.env, ...this.options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -5,7 +5,7 @@
 import { validateTransferRequest, type TransferRequest } from '../ledger/transfer-request.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { driveLanes } from './drive-lanes.ts';
-import { commitTimes, percentiles, spanOf } from './measure.ts';
+import { commitTimes, createdAtThroughput, percentiles } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
 import { verifyLedger } from './verify.ts';
 import { operationPrefixOf } from './worker-cases.ts';
@@ -49,14 +49,10 @@ export async function runLanesCase(ctx: CaseContext, makeDriver: LaneDriverFacto
       await driver.close();
     }
     const commits = await commitTimes(sandbox.requirePool(), operationPrefix);
-    const span = spanOf([...commits.values()]);
     return {
       case: caseName,
       run,
-      transfers: commits.size,
-      throughputPerS: span?.perS ?? null,
-      spanMs: span?.spanMs ?? null,
-      spanSource: 'transfers.created_at',
+      ...createdAtThroughput(commits),
       wallMs: lanesRun.finishedMs - lanesRun.startedMs,
       latencyMs: { enqueueToCommit: null, enqueueToAnswer: null, activeToCommit: null, call: percentiles(lanesRun.taskMs) },
       processes: [],

@@ -57,6 +57,14 @@ export function spanOf(times: readonly number[]): Span | null {
   return { count: times.length, firstMs: first, lastMs: last, spanMs, perS: spanMs > 0 ? (times.length * 1000) / spanMs : 0 };
 }
 
+/** The throughput fields of a case result from its transfers' created_at times. */
+export function createdAtThroughput(commits: ReadonlyMap<string, number>): {
+  transfers: number; throughputPerS: number | null; spanMs: number | null; spanSource: 'transfers.created_at';
+} {
+  const span = spanOf([...commits.values()]);
+  return { transfers: commits.size, throughputPerS: span?.perS ?? null, spanMs: span?.spanMs ?? null, spanSource: 'transfers.created_at' };
+}
+
 /** operationId → transfers.created_at (epoch ms, µs precision) of the operations with this prefix. */
 export async function commitTimes(pool: pg.Pool, operationPrefix: string): Promise<Map<string, number>> {
   const { rows } = await pool.query<{ operation_id: string; t: number }>(

@@ -12,7 +12,7 @@ import { logDirOf, type BenchFleet } from './bench-fleet.ts';
 import { withFleet } from './bullmq-drive.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { GRAPHILE_TASK } from './graphile-settings.ts';
-import { commitTimes, differences, percentiles, spanOf } from './measure.ts';
+import { commitTimes, createdAtThroughput, differences, percentiles } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
 import { verifyLedger, type QueueState } from './verify.ts';
 import { operationPrefixOf } from './worker-cases.ts';
@@ -100,16 +100,12 @@ export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> 
     }, (fleet) => waitForGraphileDrain(ctx, pool, fleet, wires.length, (n) => { erroredMax = Math.max(erroredMax, n); }));
 
     const commits = await commitTimes(pool, operationPrefix);
-    const span = spanOf([...commits.values()]);
     const jobs = await graphileJobs(pool);
     const state: QueueState = { failedJobs: jobs.failed, jobsLeft: jobs.left, completedJobs: null };
     return {
       case: 'peer-graphile-worker',
       run,
-      transfers: commits.size,
-      throughputPerS: span?.perS ?? null,
-      spanMs: span?.spanMs ?? null,
-      spanSource: 'transfers.created_at',
+      ...createdAtThroughput(commits),
       wallMs,
       latencyMs: {
         enqueueToCommit: percentiles(differences(commits, enqueuedAtMs)), enqueueToAnswer: null, activeToCommit: null, call: null,

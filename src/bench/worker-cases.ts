@@ -5,7 +5,7 @@
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { logDirOf } from './bench-fleet.ts';
 import { bullmqLatencies, enqueueStamped, runFleetUntilDrained } from './bullmq-drive.ts';
-import { commitTimes, spanOf } from './measure.ts';
+import { commitTimes, createdAtThroughput } from './measure.ts';
 import { sandboxNames, withSandbox, type Sandbox } from './sandbox.ts';
 import { bullmqState, verifyLedger } from './verify.ts';
 import { benchBalanceMinor, benchWorkload, HOT_WALLET_RATE } from './workload.ts';
@@ -63,16 +63,12 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
     }, wires.length);
 
     const commits = await commitTimes(sandbox.requirePool(), operationPrefix);
-    const span = spanOf([...commits.values()]);
     const latencyMs = await bullmqLatencies(sandbox.connection, queue, enqueued, commits);
     const verification = await verifyLedger(sandbox, operationPrefix, wires.length, await bullmqState(queue));
     return {
       case: caseName,
       run,
-      transfers: commits.size,
-      throughputPerS: span?.perS ?? null,
-      spanMs: span?.spanMs ?? null,
-      spanSource: 'transfers.created_at',
+      ...createdAtThroughput(commits),
       wallMs,
       latencyMs,
       processes,

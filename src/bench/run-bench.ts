@@ -4,14 +4,15 @@
 // bench. Whatever happened, the report holds what was measured.
 import { join } from 'node:path';
 import pg from 'pg';
+import { UsageError } from '../cli/args.ts';
 import { withDatabase, type Config } from '../config/config.ts';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';
-import { HOT_WALLET_RATE, BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor } from './workload.ts';
 import { VerificationFailedError, type CaseContext, type CaseRunResult } from './case-result.ts';
 import { runDbCeiling } from './db-ceiling.ts';
-import { graphilePoolMax, GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE } from './graphile-settings.ts';
+import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
+import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
 import { currentLoadAverage1m, machineInfo, versions, type MachineInfo, type Versions } from './machine.ts';
 import { casesOf, type BenchOptions, type CaseName } from './options.ts';
 import { runPeerGraphile } from './peer-graphile.ts';
@@ -20,9 +21,8 @@ import { runQueueCeiling } from './queue-ceiling.ts';
 import { benchRunId } from './sandbox.ts';
 import { runSeedDesign } from './seed-design.ts';
 import { e2ePeakRssMb, ratios, summarize, type CaseSummary, type Ratios } from './summary.ts';
-import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
 import { runWorkerCase } from './worker-cases.ts';
-import { UsageError } from '../cli/args.ts';
+import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './workload.ts';
 
 /** Connections left free for everyone else on the server when the bench checks its budget. */
 export const CONNECTIONS_RESERVE = 10;

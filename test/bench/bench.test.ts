@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
-import { CASES } from '../../src/bench/options.ts';
+import { BENCH_DEFAULTS, CASES } from '../../src/bench/options.ts';
 import type { BenchReport } from '../../src/bench/run-bench.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { describeRun, runCommand } from '../support/cli-process.ts';
@@ -47,7 +47,7 @@ describe('npm run bench -- --quick', () => {
     for (const key of ['node', 'postgres', 'redis', 'bullmq', 'graphileWorker', 'projectCommit'] as const) {
       expect(typeof report.versions?.[key], key).toBe('string');
     }
-    expect(report.parameters).toMatchObject({ workers: 2, concurrency: 8, runs: 1, quick: true });
+    expect(report.parameters).toMatchObject({ workers: BENCH_DEFAULTS.workers, concurrency: BENCH_DEFAULTS.concurrency, runs: 1, quick: true });
 
     // Every case ran once, every transfer ended applied, the ledger reconciled.
     expect(report.runs.map((r) => r.case)).toEqual([...CASES]);
@@ -58,12 +58,16 @@ describe('npm run bench -- --quick', () => {
       expect(v.expected, run.case).toBeGreaterThan(0);
       if (run.case !== 'queue-ceiling') expect(v.invariantsHeld, run.case).toBe(true);
       if (PROCESS_CASES.includes(run.case)) {
-        expect(run.processes, run.case).toHaveLength(2);
+        expect(run.processes, run.case).toHaveLength(BENCH_DEFAULTS.workers);
         for (const p of run.processes) expect(p.peakRssMb, run.case).toBeGreaterThan(0);
       }
     }
-    const low = report.runs.find((r) => r.case === 'low-rate');
-    expect(low?.latencyMs.enqueueToCommit?.n).toBe(report.runs.find((r) => r.case === 'low-rate')?.transfers);
+    // The paced cases measure latency on every paced transfer.
+    for (const name of ['low-rate', 'low-rate-unbatched']) {
+      const low = report.runs.find((r) => r.case === name);
+      expect(low?.transfers, name).toBeGreaterThan(0);
+      expect(low?.latencyMs.enqueueToCommit?.n, name).toBe(low?.transfers);
+    }
     expect(report.summary.map((s) => s.case)).toEqual([...CASES]);
     expect(result.stdout).toContain('| e2e |');
 

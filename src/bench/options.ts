@@ -38,7 +38,7 @@ export const BENCH_DEFAULTS = Object.freeze({
   runs: 3,
   lowRatePerS: 100,
   lowRateS: 5,
-  drainTimeoutS: 600,
+  drainTimeoutS: 1_800,
 });
 
 /** `--quick`: every mode once on small sizes, to check that the bench works (CI). */

@@ -7,7 +7,7 @@ import { runCli } from '../cli/run-cli.ts';
 import { loadConfig } from '../config/config.ts';
 import { BENCH_USAGE, parseBenchArgs } from './options.ts';
 import { writeResults } from './results-file.ts';
-import { runBench } from './run-bench.ts';
+import { preflight, runBench } from './run-bench.ts';
 import { formatTable } from './table.ts';
 
 /** Signals within this long of the first are the same interruption, delivered twice. */
@@ -46,6 +46,7 @@ await runCli(async () => {
   process.on('SIGINT', () => interrupt('SIGINT'));
   process.on('SIGTERM', () => interrupt('SIGTERM'));
 
+  await preflight(options, config);
   const { report, error } = await runBench(options, config, argv, log, stop.signal);
   const paths = await writeResults(options.out, report);
   process.stdout.write(`${formatTable(report.summary, report, options.runs)}\n`);

@@ -1,5 +1,5 @@
-// The bench run: checks the servers and the connection budget, then R runs of every selected
-// case, interleaved (run 1 of every case, then run 2, ...) so a change in the machine's load
+// The bench run: preflight() checks the servers and the connection budget before anything is
+// measured; runBench() then does R runs of every selected case, interleaved (run 1 of every case, then run 2, ...) so a change in the machine's load
 // falls on all cases alike. Each case verifies itself; the first failed verification stops the
 // bench. Whatever happened, the report holds what was measured.
 import { join } from 'node:path';
@@ -121,6 +121,12 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
   };
 }
 
+/** Before anything is measured: the servers answer and have the connections the cases need. */
+export async function preflight(options: BenchOptions, config: Config): Promise<void> {
+  await ensureServices(config);
+  await checkConnectionBudget(options, config);
+}
+
 /** Connections the largest selected case opens at once, against what the server has free. */
 async function checkConnectionBudget(options: BenchOptions, config: Config): Promise<void> {
   const needs: [string, number][] = [];
@@ -186,8 +192,6 @@ export async function runBench(
   const cases = casesOf(options.modes);
   let error: unknown = null;
   try {
-    await ensureServices(config);
-    await checkConnectionBudget(options, config);
     const redis = bullmqConnection(config.redisUrl);
     try {
       report.versions = await versions(config.databaseUrl, redis);

@@ -1,7 +1,8 @@
 // The bench run: preflight() checks the servers and the connection budget before anything is
-// measured; runBench() then does R runs of every selected case, interleaved (run 1 of every case, then run 2, ...) so a change in the machine's load
-// falls on all cases alike. Each case verifies itself; the first failed verification stops the
-// bench. Whatever happened, the report holds what was measured.
+// measured; runBench() then does R runs of every selected case, interleaved (run 1 of every
+// case, then run 2, ...) so a change in the machine's load falls on all cases alike. Each case
+// verifies itself; the first failed verification stops the bench. Whatever happened, the
+// report holds what was measured.
 import { join } from 'node:path';
 import pg from 'pg';
 import { UsageError } from '../cli/args.ts';

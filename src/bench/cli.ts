@@ -5,6 +5,7 @@
 import { relative } from 'node:path';
 import { runCli } from '../cli/run-cli.ts';
 import { loadConfig } from '../config/config.ts';
+import { VerificationFailedError } from './case-result.ts';
 import { BENCH_USAGE, parseBenchArgs } from './options.ts';
 import { writeResults } from './results-file.ts';
 import { preflight, runBench } from './run-bench.ts';
@@ -56,6 +57,12 @@ await runCli(async () => {
     if (stop.signal.aborted) {
       log('interrupted: the databases, queues, keys and processes of the bench are gone');
       process.exitCode = 130;
+      return;
+    }
+    if (error instanceof VerificationFailedError) {
+      // An expected way for a bench to fail: one line, no stack.
+      log(`error: ${error.message}`);
+      process.exitCode = 1;
       return;
     }
     throw error;

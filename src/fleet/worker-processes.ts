@@ -19,8 +19,8 @@ export interface WorkerProcessOptions {
   entry?: string;
   /** Folder for the per-worker log files. */
   logDir: string;
-  /** Extra Node.js flags, before the entry (e.g. --cpu-prof --cpu-prof-dir=DIR for a profile). */
-  nodeArgs?: string[];
+  /** Node options before the entry, e.g. `--cpu-prof` (which NODE_OPTIONS does not accept). */
+  nodeArgs?: readonly string[];
 }
 
 export class WorkerProcess {

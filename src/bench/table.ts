@@ -1,0 +1,49 @@
+// The table printed on stdout, as Markdown so it can be quoted in the README as printed:
+// one row per case (medians over the runs), then the ratios the acceptance reads.
+import type { CaseSummary, MedianPercentiles, Ratios } from './summary.ts';
+
+function ms(p: MedianPercentiles | null): string {
+  if (p === null) return '';
+  const f = (v: number | null) => (v === null ? '?' : v >= 100 ? v.toFixed(0) : v.toFixed(1));
+  return `${f(p.p50)} / ${f(p.p95)} / ${f(p.p99)}`;
+}
+
+function num(v: number | null, places = 0): string {
+  return v === null ? '' : v.toLocaleString('en-US', { minimumFractionDigits: places, maximumFractionDigits: places });
+}
+
+/** The latency a case is best described by, and what it is. */
+function mainLatency(s: CaseSummary): { label: string; value: MedianPercentiles | null } {
+  if (s.latencyMs.call !== null) return { label: 'call', value: s.latencyMs.call };
+  if (s.latencyMs.enqueueToCommit !== null) return { label: 'enqueue→commit', value: s.latencyMs.enqueueToCommit };
+  return { label: 'enqueue→done', value: s.latencyMs.enqueueToAnswer };
+}
+
+export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: number): string {
+  const dbCeiling = summaries.find((s) => s.case === 'db-ceiling')?.throughputPerS.median ?? null;
+  const lines = [
+    `| case | transfers/s (median of ${runs}) | min – max | × db-ceiling | latency p50 / p95 / p99 (ms) | of | worker: taken → commit p50 / p95 / p99 (ms) | peak RSS per process (MiB) | verified |`,
+    '|---|---:|---:|---:|---:|---|---:|---:|---|',
+  ];
+  for (const s of summaries) {
+    const t = s.throughputPerS;
+    const main = mainLatency(s);
+    const vsCeiling = t.median !== null && dbCeiling !== null && dbCeiling > 0 ? (t.median / dbCeiling).toFixed(2) : '';
+    lines.push(`| ${s.case} | ${num(t.median)} | ${t.min === null ? '' : `${num(t.min)} – ${num(t.max)}`} | ${vsCeiling} | ` +
+      `${ms(main.value)} | ${main.value === null ? '' : main.label} | ${ms(s.latencyMs.activeToCommit)} | ${num(s.peakRssMbMax, 1)} | ` +
+      `${s.verified ? 'yes' : 'NO'} |`);
+  }
+  const show = (v: number | null, suffix = '') => (v === null ? 'n/a (case not run)' : `${v}${suffix}`);
+  lines.push(
+    '',
+    `e2eToDbCeilingRatio          ${show(r.e2eToDbCeilingRatio)}`,
+    `e2eUnbatchedToDbCeilingRatio ${show(r.e2eUnbatchedToDbCeilingRatio)}`,
+    `e2eToSeedDesignRatio         ${show(r.e2eToSeedDesignRatio)}`,
+    `e2eToPeerRatio               ${show(r.e2eToPeerRatio)}`,
+    `hotToUniformRatio            ${show(r.hotToUniformRatio)}`,
+    `e2eToQueueCeilingRatio       ${show(r.e2eToQueueCeilingRatio)}`,
+    `lowRateBatchingAddedP50Ms    ${show(r.lowRateBatchingAddedP50Ms, ' ms')}`,
+    `lowRateBatchingAddedP95Ms    ${show(r.lowRateBatchingAddedP95Ms, ' ms')}`,
+  );
+  return lines.join('\n');
+}

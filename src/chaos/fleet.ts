@@ -43,7 +43,9 @@ export class ChaosFleet {
         const redisUrl = new URL(services.redisUrl);
         redisUrl.hostname = '127.0.0.1';
         redisUrl.port = String(redisProxy.port);
-        const databaseUrl = new URL(services.databaseUrl);
+        // The real worker logs in as the least-privilege role. The naive worker is a negative
+        // control that reads and writes the tables itself, so it keeps the owner's URL.
+        const databaseUrl = new URL(options.apply === 'naive' ? services.databaseUrl : services.workerDatabaseUrl);
         databaseUrl.hostname = '127.0.0.1';
         databaseUrl.port = String(pgProxy.port);
         const env: Record<string, string> = {

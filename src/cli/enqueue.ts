@@ -43,7 +43,7 @@ await runCli(async () => {
   if (modes !== 1) throw new UsageError(`choose exactly one of --from/--to/--amount, --file, --random\nusage: ${USAGE}`);
 
   const config = loadConfig();
-  const connection = bullmqConnection(config.redisUrl);
+  const connection = bullmqConnection(config);
   const queue = createTransferQueue(connection, config.queueName, config.jobAttemptsMax);
   try {
     if (values.file !== undefined) {

@@ -2,9 +2,10 @@
 // configuration, a failed migration), the stack only for the unexpected; exit code 1.
 import { ConfigError } from '../config/config.ts';
 import { MigrationError } from '../db/migrate.ts';
+import { WorkerRoleError } from '../db/worker-role.ts';
 import { UsageError } from './args.ts';
 
-const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, RangeError] as const;
+const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, WorkerRoleError, RangeError] as const;
 
 export async function runCli(main: () => Promise<void>): Promise<void> {
   try {

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config/config.ts';
+import { redactText } from '../log/redact.ts';
 
 /** A lock command that has not answered in this long has failed (the watchdog has its own bound). */
 export const LOCK_COMMAND_TIMEOUT_MS = 2_000;
@@ -18,16 +19,29 @@ export function redisTlsOptions(endpoint: RedisEndpoint): Pick<RedisOptions, 'tl
   return { tls: endpoint.redisTlsCaFile === null ? {} : { ca: readFileSync(endpoint.redisTlsCaFile) } };
 }
 
+/**
+ * Without an 'error' listener ioredis prints the whole error object, and a refused AUTH
+ * carries the password in `command.args`. This listener speaks only while no other one is
+ * attached (callers with a logger attach theirs), with the message alone.
+ */
+function reportErrorsSafely(redis: Redis): Redis {
+  redis.on('error', (err: Error) => {
+    if (redis.listenerCount('error') > 1) return;
+    process.stderr.write(`redis connection error: ${redactText(err.message)}\n`);
+  });
+  return redis;
+}
+
 export function bullmqConnection(endpoint: RedisEndpoint): Redis {
   // BullMQ requires maxRetriesPerRequest: null on connections used by workers.
-  return new Redis(endpoint.redisUrl, { maxRetriesPerRequest: null, enableReadyCheck: true, ...redisTlsOptions(endpoint) });
+  return reportErrorsSafely(new Redis(endpoint.redisUrl, { maxRetriesPerRequest: null, enableReadyCheck: true, ...redisTlsOptions(endpoint) }));
 }
 
 export function lockConnection(endpoint: RedisEndpoint): Redis {
-  return new Redis(endpoint.redisUrl, {
+  return reportErrorsSafely(new Redis(endpoint.redisUrl, {
     maxRetriesPerRequest: 1,
     commandTimeout: LOCK_COMMAND_TIMEOUT_MS,
     enableOfflineQueue: true,
     ...redisTlsOptions(endpoint),
-  });
+  }));
 }

@@ -66,9 +66,14 @@ export class LocalPostgres {
     mkdirSync(this.opts.dir, { recursive: true });
     if (userInfo().uid === 0) chownSync(this.opts.dir, uidOf('postgres'), gidOf('postgres'));
     if (existsSync(join(this.opts.dir, 'PG_VERSION'))) return;
-    const pwfile = this.opts.superuserPassword === undefined ? [] : ['--pwfile', this.ownedFile('initdb-password', this.opts.superuserPassword)];
-    await this.asOwner('initdb', ['-D', this.opts.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C', ...pwfile]);
-    if (pwfile[1] !== undefined) rmSync(pwfile[1]);
+    // initdb wants an empty folder: the password file goes beside it, for the moment of initdb.
+    const pwfile = this.opts.superuserPassword === undefined ? []
+      : ['--pwfile', writeOwned(`${this.opts.dir}.initdb-password`, this.opts.superuserPassword)];
+    try {
+      await this.asOwner('initdb', ['-D', this.opts.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C', ...pwfile]);
+    } finally {
+      if (pwfile[1] !== undefined) rmSync(pwfile[1], { force: true });
+    }
     if (this.opts.hba !== undefined) this.ownedFile('pg_hba.conf', `${this.opts.hba.join('\n')}\n`);
     if (this.opts.ssl !== undefined) {
       this.ownedFile('server.crt', readFileSync(this.opts.ssl.certFile));
@@ -78,10 +83,7 @@ export class LocalPostgres {
 
   /** Writes a file into the cluster folder, readable by the server's user only. */
   private ownedFile(name: string, content: string | Buffer): string {
-    const path = join(this.opts.dir, name);
-    writeFileSync(path, content, { mode: 0o600 });
-    if (userInfo().uid === 0) chownSync(path, uidOf('postgres'), gidOf('postgres'));
-    return path;
+    return writeOwned(join(this.opts.dir, name), content);
   }
 
   async startServer(): Promise<void> {
@@ -117,6 +119,13 @@ export class LocalPostgres {
     await this.stop('immediate');
     await this.startServer();
   }
+}
+
+/** A file readable by the server's user only (as root, the postgres user owns it). */
+function writeOwned(path: string, content: string | Buffer): string {
+  writeFileSync(path, content, { mode: 0o600 });
+  if (userInfo().uid === 0) chownSync(path, uidOf('postgres'), gidOf('postgres'));
+  return path;
 }
 
 function idOf(flag: '-u' | '-g', user: string): number {

@@ -11,7 +11,7 @@ import { JOB_STALLED_COUNT_MAX } from '../queue/transfer-worker.ts';
 await runCli(async () => {
   const config = loadConfig();
   const logger = createLogger(config.logLevel, 'noop-worker');
-  const connection = bullmqConnection(config.redisUrl);
+  const connection = bullmqConnection(config);
   connection.on('error', (err) => logger.warn({ err: err.message }, 'redis (queue) connection error'));
   const worker = new Worker(config.queueName, async () => null, {
     connection,

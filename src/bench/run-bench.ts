@@ -193,7 +193,7 @@ export async function runBench(
   const cases = casesOf(options.modes);
   let error: unknown = null;
   try {
-    const redis = bullmqConnection(config.redisUrl);
+    const redis = bullmqConnection(config);
     try {
       report.versions = await versions(config.databaseUrl, redis);
     } finally {

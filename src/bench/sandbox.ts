@@ -80,7 +80,7 @@ export class Sandbox {
 
   static async create(spec: SandboxSpec): Promise<Sandbox> {
     const { config, names } = spec;
-    const connection = bullmqConnection(config.redisUrl);
+    const connection = bullmqConnection(config);
     const queue = spec.withQueue ? createTransferQueue(connection, names.queue, config.jobAttemptsMax) : null;
     const databaseUrl = spec.wallets > 0 ? withDatabase(config.databaseUrl, names.database) : null;
     let pool: pg.Pool | null = null;

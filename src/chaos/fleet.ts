@@ -43,7 +43,12 @@ export class ChaosFleet {
         const redisUrl = new URL(services.redisUrl);
         redisUrl.hostname = '127.0.0.1';
         redisUrl.port = String(redisProxy.port);
-        const databaseUrl = new URL(services.databaseUrl);
+        // The real worker logs in as the least-privilege role. The negative controls that need
+        // the owner keep the owner's URL: the naive worker reads and writes the tables itself,
+        // and switching a database check off goes through apply_transfers_unsafe(), which the
+        // worker role may never call.
+        const asOwner = options.apply === 'naive' || options.unsafe === 'no-idempotency' || options.unsafe === 'no-fencing';
+        const databaseUrl = new URL(asOwner ? services.databaseUrl : services.workerDatabaseUrl);
         databaseUrl.hostname = '127.0.0.1';
         databaseUrl.port = String(pgProxy.port);
         const env: Record<string, string> = {

@@ -195,12 +195,12 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     await prisma.$disconnect();
     prisma = null;
 
-    const queueConnection = bullmqConnection(services.redisUrl);
+    const queueConnection = bullmqConnection({ redisUrl: services.redisUrl, redisTlsCaFile: null });
     queueConnection.on('error', () => undefined);
     connections.push(queueConnection);
     queue = createTransferQueue(queueConnection, names.queueName, CHAOS_JOB_ATTEMPTS_MAX);
     queue.on('error', () => undefined);
-    const eventsConnection = bullmqConnection(services.redisUrl);
+    const eventsConnection = bullmqConnection({ redisUrl: services.redisUrl, redisTlsCaFile: null });
     eventsConnection.on('error', () => undefined);
     connections.push(eventsConnection);
     queueEvents = new QueueEvents(names.queueName, { connection: eventsConnection });

@@ -13,11 +13,15 @@ import { databaseName, withDatabase } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
+import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../db/worker-role.ts';
 import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
 
 /** Private database name on the harness's own cluster. */
 export const PRIVATE_DATABASE = 'chaos';
+/** The workers' least-privilege login role on the harness's own cluster (unique on a borrowed one). */
+export const PRIVATE_WORKER_ROLE = 'chaos_worker';
+const WORKER_PASSWORD_BYTES = 24;
 
 export interface Endpoint {
   readonly host: string;
@@ -48,7 +52,11 @@ export class ProcessRegistry {
 export class ChaosServices {
   private constructor(
     readonly redisUrl: string,
+    /** The owner's URL: migrates, seeds, checks; the naive negative control's workers use it too. */
     readonly databaseUrl: string,
+    /** The real workers' URL: the least-privilege role (EXECUTE on the decision functions only). */
+    readonly workerDatabaseUrl: string,
+    private readonly workerRole: string,
     private readonly redis: LocalRedis | null,
     private readonly postgres: LocalPostgres | null,
     private readonly dirs: string[],
@@ -84,6 +92,7 @@ export class ChaosServices {
     const dirs: string[] = [];
     let redis: LocalRedis | null = null;
     let postgres: LocalPostgres | null = null;
+    let dropBorrowed: (() => Promise<void>) | null = null;
     try {
       let redisUrl = options.redisUrl;
       if (redisUrl === null) {
@@ -108,9 +117,22 @@ export class ChaosServices {
         databaseUrl = withDatabase(options.databaseUrl, `chaos_${options.seed}_${randomBytes(4).toString('hex')}`);
         createdDatabaseOn = options.databaseUrl;
       }
+      // Roles are cluster-wide: on a borrowed server the name is unique and dropped in stop().
+      const workerRole = createdDatabaseOn === null ? PRIVATE_WORKER_ROLE : `chaos_worker_${options.seed}_${randomBytes(4).toString('hex')}`;
+      if (createdDatabaseOn !== null) {
+        const url = databaseUrl;
+        dropBorrowed = async () => {
+          await dropDatabase(url).catch(() => undefined);
+          await dropWorkerRole(url, workerRole).catch(() => undefined);
+        };
+      }
       await migrate(databaseUrl, MIGRATIONS_DIR);
-      return new ChaosServices(redisUrl, databaseUrl, redis, postgres, dirs, createdDatabaseOn, registry);
+      const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
+      await ensureWorkerRole(databaseUrl, workerRole, workerPassword);
+      return new ChaosServices(redisUrl, databaseUrl, roleUrl(databaseUrl, workerRole, workerPassword), workerRole,
+        redis, postgres, dirs, createdDatabaseOn, registry);
     } catch (err) {
+      await dropBorrowed?.();
       await redis?.stop().catch(() => undefined);
       await postgres?.stop('immediate').catch(() => undefined);
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -156,6 +178,7 @@ export class ChaosServices {
     if (this.createdDatabaseOn !== null) {
       // A failure here is reported by the caller's own checks; nothing else to do.
       await dropDatabase(withDatabase(this.createdDatabaseOn, this.databaseName)).catch(() => undefined);
+      await dropWorkerRole(withDatabase(this.createdDatabaseOn, this.databaseName), this.workerRole).catch(() => undefined);
     }
     for (const dir of this.dirs) rmSync(dir, { recursive: true, force: true });
     this.registry.update({ redisPid: null, postgresPid: null });

@@ -8,6 +8,7 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { loadConfig } from '../config/config.ts';
 import { validateTransferRequest, type TransferWire } from '../ledger/transfer-request.ts';
+import { redactText } from '../log/redact.ts';
 import { createTransferQueue, ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
@@ -43,8 +44,10 @@ await runCli(async () => {
   if (modes !== 1) throw new UsageError(`choose exactly one of --from/--to/--amount, --file, --random\nusage: ${USAGE}`);
 
   const config = loadConfig();
-  const connection = bullmqConnection(config.redisUrl);
+  const connection = bullmqConnection(config);
   const queue = createTransferQueue(connection, config.queueName, config.jobAttemptsMax);
+  // The message only: a refused password's error object carries the password (see redact.ts).
+  queue.on('error', (err) => process.stderr.write(`queue error: ${redactText(err.message)}\n`));
   try {
     if (values.file !== undefined) {
       await enqueueFile(values.file, queue, config.transferAmountMax);

@@ -2,18 +2,21 @@
 // configuration, a failed migration), the stack only for the unexpected; exit code 1.
 import { ConfigError } from '../config/config.ts';
 import { MigrationError } from '../db/migrate.ts';
+import { WorkerRoleError } from '../db/worker-role.ts';
+import { redactText } from '../log/redact.ts';
 import { UsageError } from './args.ts';
 
-const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, RangeError] as const;
+const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, WorkerRoleError, RangeError] as const;
 
 export async function runCli(main: () => Promise<void>): Promise<void> {
   try {
     await main();
   } catch (err) {
     const expected = EXPECTED_ERRORS.some((kind) => err instanceof kind);
-    const message = err instanceof Error ? err.message : String(err);
+    // Error texts can quote a connection URL (a driver's message, a stack): never its password.
+    const message = redactText(err instanceof Error ? err.message : String(err));
     process.stderr.write(`${err instanceof ConfigError ? 'configuration error' : 'error'}: ${message}\n`);
-    if (!expected && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+    if (!expected && err instanceof Error && err.stack) process.stderr.write(`${redactText(err.stack)}\n`);
     process.exitCode = 1;
   }
 }

@@ -1,6 +1,9 @@
 // Reads and validates the environment once, at start, into a typed and frozen object.
 // Nothing else in the service reads process.env: pass the Config (or a piece of it) down.
 import { isIP } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { PROJECT_ROOT } from './paths.ts';
 
 export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock';
 const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
@@ -8,6 +11,8 @@ const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no
 export interface Config {
   readonly databaseUrl: string;
   readonly redisUrl: string;
+  /** PEM file of the CA that signed the Redis server's certificate (rediss:// only); null: the system's CAs. */
+  readonly redisTlsCaFile: string | null;
   readonly queueName: string;
   /** Prefix of every Redis key the lock writes (`<prefix>{wallet:<id>}:lock`). */
   readonly lockKeyPrefix: string;
@@ -45,6 +50,11 @@ export interface Config {
   readonly dashboardPort: number;
   /** When true the dashboard only shows: retry, clean, pause, add, remove and the like are refused. */
   readonly dashboardReadOnly: boolean;
+  /**
+   * The worker entry that the demo, the chaos harness and the tests start as child processes:
+   * the TypeScript source (run through tsx) or the compiled `dist/cli/worker.js` (plain node).
+   */
+  readonly workerEntry: string;
 }
 
 export class ConfigError extends Error {
@@ -57,6 +67,7 @@ export class ConfigError extends Error {
 export const CONFIG_DEFAULTS = Object.freeze({
   DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/transfers',
   REDIS_URL: 'redis://127.0.0.1:6379',
+  REDIS_TLS_CA_FILE: '',
   QUEUE_NAME: 'transfers',
   LOCK_KEY_PREFIX: 'ft:',
   LOCK_TTL_MS: '10000',
@@ -78,6 +89,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
   DASHBOARD_HOST: '127.0.0.1',
   DASHBOARD_PORT: '3000',
   DASHBOARD_READ_ONLY: 'true',
+  WORKER_ENTRY: 'src/cli/worker.ts',
 });
 
 /** Upper bound of TRANSFER_BATCH_MAX; apply_transfers() refuses larger calls (APPLY_BATCH_LIMIT). */
@@ -120,6 +132,44 @@ function url(env: Env, name: keyof typeof CONFIG_DEFAULTS, protocols: readonly s
     throw new ConfigError(name, `port out of range: ${parsed.port}`);
   }
   return raw;
+}
+
+/** libpq's sslmode values; pg reads `prefer`, `require` and `verify-ca` as `verify-full`. */
+const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'] as const;
+const PEM_CERTIFICATE = '-----BEGIN CERTIFICATE-----';
+
+/** A PEM certificate file that exists and can be read; `variable` names where it came from. */
+function certificateFile(variable: string, path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(variable, `cannot read ${JSON.stringify(path)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+  }
+  if (!text.includes(PEM_CERTIFICATE)) throw new ConfigError(variable, `${JSON.stringify(path)} holds no PEM certificate`);
+  return path;
+}
+
+/** DATABASE_URL's TLS parameters, checked here so a typo is one clear line, not a pg stack trace. */
+function databaseTls(databaseUrl: string): void {
+  const params = new URL(databaseUrl).searchParams;
+  const mode = params.get('sslmode');
+  if (mode !== null && !(SSL_MODES as readonly string[]).includes(mode)) {
+    throw new ConfigError('DATABASE_URL', `unknown sslmode ${JSON.stringify(mode)}; expected ${SSL_MODES.join(', ')}`);
+  }
+  for (const file of ['sslrootcert', 'sslcert', 'sslkey']) {
+    const path = params.get(file);
+    if (path === null) continue;
+    if (file === 'sslkey') {
+      try {
+        readFileSync(path);
+      } catch (err) {
+        throw new ConfigError('DATABASE_URL', `${file}: cannot read ${JSON.stringify(path)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+      }
+    } else {
+      certificateFile(`DATABASE_URL (${file})`, path);
+    }
+  }
 }
 
 function name(env: Env, variable: keyof typeof CONFIG_DEFAULTS, pattern: RegExp, what: string): string {
@@ -177,9 +227,21 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('TRANSFER_BATCHES_IN_FLIGHT_MAX',
       `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`);
   }
+  const databaseUrl = url(env, 'DATABASE_URL', ['postgresql:', 'postgres:']);
+  databaseTls(databaseUrl);
+  const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
+  const redisTlsCaRaw = read(env, 'REDIS_TLS_CA_FILE');
+  if (redisTlsCaRaw !== '' && new URL(redisUrl).protocol !== 'rediss:') {
+    throw new ConfigError('REDIS_TLS_CA_FILE', 'is set but REDIS_URL is not a rediss:// URL; TLS would not be used');
+  }
+  const workerEntryRaw = read(env, 'WORKER_ENTRY');
+  if (!/\.(ts|js)$/.test(workerEntryRaw)) {
+    throw new ConfigError('WORKER_ENTRY', `expected a .ts source or a compiled .js file, got ${JSON.stringify(workerEntryRaw)}`);
+  }
   const config: Config = {
-    databaseUrl: url(env, 'DATABASE_URL', ['postgresql:', 'postgres:']),
-    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    databaseUrl,
+    redisUrl,
+    redisTlsCaFile: redisTlsCaRaw === '' ? null : certificateFile('REDIS_TLS_CA_FILE', redisTlsCaRaw),
     queueName: name(env, 'QUEUE_NAME', /^[A-Za-z0-9._-]{1,64}$/, '1-64 characters of [A-Za-z0-9._-]'),
     lockKeyPrefix: name(env, 'LOCK_KEY_PREFIX', /^[A-Za-z0-9._:-]{0,64}$/, 'up to 64 characters of [A-Za-z0-9._:-]'),
     lockTtlMs,
@@ -201,6 +263,7 @@ export function loadConfig(env: Env = process.env): Config {
     dashboardHost: listenHost(env, 'DASHBOARD_HOST'),
     dashboardPort: integer(env, 'DASHBOARD_PORT', 0, 65_535),
     dashboardReadOnly: booleanFlag(env, 'DASHBOARD_READ_ONLY'),
+    workerEntry: isAbsolute(workerEntryRaw) ? workerEntryRaw : resolve(PROJECT_ROOT, workerEntryRaw),
   };
   return Object.freeze(config);
 }
@@ -221,13 +284,33 @@ export function withDatabase(databaseUrl: string, dbName: string): string {
   return u.toString();
 }
 
-/** A URL safe to log: the password is masked. */
+/** Query parameters of a connection URL that carry a secret (pg-connection-string reads them). */
+const SECRET_URL_PARAMS = ['password', 'sslpassword'] as const;
+
+/** A URL safe to log: the password (in the user part or a query parameter) is masked. */
 export function redactUrl(raw: string): string {
   try {
     const u = new URL(raw);
     if (u.password !== '') u.password = '***';
+    for (const param of SECRET_URL_PARAMS) if (u.searchParams.has(param)) u.searchParams.set(param, '***');
     return u.toString();
   } catch {
     return '<unparseable url>';
   }
+}
+
+/** Characters allowed in WORKER_DB_PASSWORD: printable ASCII without space (SASLprep leaves them alone). */
+const WORKER_DB_PASSWORD_PATTERN = /^[\x21-\x7e]{16,256}$/;
+
+/**
+ * The worker role's password for `npm run db:worker-role`, from WORKER_DB_PASSWORD. Kept out of
+ * Config on purpose: the Config object travels through the service and may be logged in part.
+ */
+export function loadWorkerDbPassword(env: Env = process.env): string {
+  const raw = env.WORKER_DB_PASSWORD;
+  if (raw === undefined || raw === '') throw new ConfigError('WORKER_DB_PASSWORD', 'is required (the worker role\'s password)');
+  if (!WORKER_DB_PASSWORD_PATTERN.test(raw)) {
+    throw new ConfigError('WORKER_DB_PASSWORD', 'expected 16-256 printable ASCII characters without spaces');
+  }
+  return raw;
 }

@@ -2,6 +2,7 @@
 // Services → migrate → seed 50 wallets → 3 worker processes → 5,000 transfers with 20 %
 // duplicates, conflicts and invalid messages → one worker frozen past its lock TTL and
 // resumed → drain → reconcile → a summary table. Uses its own database, queue and key prefix.
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Queue } from 'bullmq';
@@ -10,6 +11,7 @@ import { MIGRATIONS_DIR, PROJECT_ROOT } from '../config/paths.ts';
 import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPrisma } from '../db/prisma.ts';
+import { ensureWorkerRole, roleUrl } from '../db/worker-role.ts';
 import { WorkerFleet } from '../fleet/worker-processes.ts';
 import { reconcile, type ReconcileReport } from '../ledger/reconcile.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
@@ -25,6 +27,9 @@ import { randomWorkload } from '../workload/random-transfers.ts';
 export const DEMO_DATABASE = 'transfers_demo';
 export const DEMO_QUEUE = 'transfers-demo';
 export const DEMO_KEY_PREFIX = 'demo:';
+/** The workers' login role (cluster-wide, kept between runs like the database; updated each run). */
+export const DEMO_WORKER_ROLE = 'transfers_demo_worker';
+const WORKER_PASSWORD_BYTES = 24;
 export const DEMO_WALLETS = 50;
 export const DEMO_BALANCE_MINOR = 2_000n;
 export const DEMO_TRANSFERS = 5_000;
@@ -82,29 +87,37 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
   say('· making Redis and PostgreSQL reachable');
   await ensureServices(config, logger);
 
-  const connection = bullmqConnection(config.redisUrl);
+  const connection = bullmqConnection(config);
   const queue = createTransferQueue(connection, DEMO_QUEUE, config.jobAttemptsMax);
   const runDir = join(PROJECT_ROOT, '.runs', `demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   mkdirSync(runDir, { recursive: true });
-  const fleet = new WorkerFleet(DEMO_WORKERS, {
-    logDir: runDir,
-    env: {
-      DATABASE_URL: withDatabase(config.databaseUrl, DEMO_DATABASE),
-      REDIS_URL: config.redisUrl,
-      QUEUE_NAME: DEMO_QUEUE,
-      LOCK_KEY_PREFIX: DEMO_KEY_PREFIX,
-      LOCK_TTL_MS: String(DEMO_LOCK_TTL_MS),
-      LOG_LEVEL: 'info',
-      TRANSFERS_UNSAFE: '',
-    },
-  });
   const databaseUrl = await resetDemoState(config, queue, connection);
   const prisma = createPrisma({ ...config, databaseUrl });
+  let fleet: WorkerFleet | null = null;
   try {
     say(`· migrating ${DEMO_DATABASE}`);
     await migrate(databaseUrl, MIGRATIONS_DIR, logger);
     say(`· seeding ${DEMO_WALLETS} wallets with ${DEMO_BALANCE_MINOR} each`);
     await seedWallets(prisma, { wallets: DEMO_WALLETS, balanceMinor: DEMO_BALANCE_MINOR, prefix: 'wallet-', currency: 'EUR' });
+    // The owner migrated and seeded; the workers log in as the least-privilege role, which
+    // can call the decision function and nothing else. A fresh password each run: only the
+    // workers started below need it.
+    const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
+    await ensureWorkerRole(databaseUrl, DEMO_WORKER_ROLE, workerPassword);
+    say(`· workers log in as the role ${DEMO_WORKER_ROLE} (EXECUTE on the decision function only)`);
+    fleet = new WorkerFleet(DEMO_WORKERS, {
+      logDir: runDir,
+      entry: config.workerEntry,
+      env: {
+        DATABASE_URL: roleUrl(databaseUrl, DEMO_WORKER_ROLE, workerPassword),
+        REDIS_URL: config.redisUrl,
+        QUEUE_NAME: DEMO_QUEUE,
+        LOCK_KEY_PREFIX: DEMO_KEY_PREFIX,
+        LOCK_TTL_MS: String(DEMO_LOCK_TTL_MS),
+        LOG_LEVEL: 'info',
+        TRANSFERS_UNSAFE: '',
+      },
+    });
 
     say(`· starting ${DEMO_WORKERS} worker processes (logs in ${runDir})`);
     fleet.startAll();
@@ -166,7 +179,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     };
     return summary;
   } finally {
-    await fleet.stopAll();
+    await fleet?.stopAll();
     await prisma.$disconnect();
     await queue.close();
     connection.disconnect();

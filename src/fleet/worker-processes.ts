@@ -1,21 +1,32 @@
-// Starts and controls real worker processes (`src/cli/worker.ts`) from outside, as an operator
-// or an orchestrator would: used by the demo and the chaos harness. Each process gets its own
-// environment (URLs, queue, lock TTL) and its log goes to a file.
+// Starts and controls real worker processes from outside, as an operator or an orchestrator
+// would: used by the demo, the chaos harness and the tests. Each process gets its own
+// environment (URLs, queue, lock TTL) and its log goes to a file. The entry is the TypeScript
+// source (run through tsx) or the compiled JavaScript of the production image (plain node),
+// chosen by WORKER_ENTRY (Config.workerEntry).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, type WriteStream } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../config/paths.ts';
 
-const TSX_LOADER = createRequire(import.meta.url).resolve('tsx');
-export const WORKER_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'worker.ts');
+/** The worker's TypeScript source: the default entry (the default of WORKER_ENTRY). */
+export const WORKER_SOURCE_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'worker.ts');
 /** How long a SIGTERMed worker gets before SIGKILL in stopAll(). */
 export const WORKER_STOP_GRACE_MS = 10_000;
+
+/** node's arguments for an entry: a .ts source through tsx (a development dependency), a .js file as is. */
+export function nodeArgsFor(entry: string): string[] {
+  if (!existsSync(entry)) {
+    throw new Error(`worker entry ${entry} does not exist${entry.endsWith('.js') ? ' (run npm run build first)' : ''}`);
+  }
+  if (entry.endsWith('.js')) return [entry];
+  return ['--import', createRequire(import.meta.url).resolve('tsx'), entry];
+}
 
 export interface WorkerProcessOptions {
   /** Environment of the worker (merged over this process's). */
   env: Record<string, string>;
-  /** The TypeScript entry file; default the real worker. The chaos harness runs a naive variant. */
+  /** The entry file (.ts or .js); default the worker's source. The chaos harness runs a naive variant. */
   entry?: string;
   /** Folder for the per-worker log files. */
   logDir: string;
@@ -48,7 +59,7 @@ export class WorkerProcess {
     mkdirSync(this.options.logDir, { recursive: true });
     this.starts += 1;
     this.log = createWriteStream(join(this.options.logDir, `worker-${this.index}.log`), { flags: 'a' });
-    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), '--import', TSX_LOADER, this.options.entry ?? WORKER_ENTRY], {
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), ...nodeArgsFor(this.options.entry ?? WORKER_SOURCE_ENTRY)], {
       cwd: PROJECT_ROOT,
       env: { ...process.env, ...this.options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

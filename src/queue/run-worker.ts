@@ -19,9 +19,9 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
     logger.warn({ unsafe: config.unsafe }, 'UNSAFE MODE: safety layers are switched off; never run this in production');
   }
   const prisma = createPrisma(config, (err) => logger.warn({ err }, 'database connection error'));
-  const redis = lockConnection(config.redisUrl);
+  const redis = lockConnection(config);
   redis.on('error', (err) => logger.warn({ err: err.message }, 'redis (lock) connection error'));
-  const connection = bullmqConnection(config.redisUrl);
+  const connection = bullmqConnection(config);
   connection.on('error', (err) => logger.warn({ err: err.message }, 'redis (queue) connection error'));
   const lock = new FencedLock({ redis, lockTtlMs: config.lockTtlMs, keyPrefix: config.lockKeyPrefix, logger });
   const apply = makeApply?.({ config, prisma, logger });

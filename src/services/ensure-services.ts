@@ -14,6 +14,7 @@ import { redactUrl, withDatabase, type Config } from '../config/config.ts';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import type { Logger } from '../log/logger.ts';
 import { waitForPort } from './free-port.ts';
+import { redisTlsOptions, type RedisEndpoint } from '../queue/redis-connection.ts';
 import { LocalPostgres, postgresBinDir } from './local-postgres.ts';
 import { redisServerArgs } from './local-redis.ts';
 import { postgresDataDir, preparePostgresParent, redisDataDir } from './service-data-dir.ts';
@@ -30,8 +31,9 @@ export interface ServicesReport {
   postgres: ServiceAction;
 }
 
-export async function redisAnswers(redisUrl: string): Promise<boolean> {
-  const client = new Redis(redisUrl, {
+export async function redisAnswers(endpoint: RedisEndpoint): Promise<boolean> {
+  const client = new Redis(endpoint.redisUrl, {
+    ...redisTlsOptions(endpoint),
     lazyConnect: true,
     connectTimeout: SERVICE_PROBE_TIMEOUT_MS,
     commandTimeout: SERVICE_PROBE_TIMEOUT_MS,
@@ -156,9 +158,11 @@ async function ensureOne(
   return action;
 }
 
-export async function ensureServices(config: Pick<Config, 'redisUrl' | 'databaseUrl'>, logger?: Logger): Promise<ServicesReport> {
+export async function ensureServices(
+  config: Pick<Config, 'redisUrl' | 'redisTlsCaFile' | 'databaseUrl'>, logger?: Logger,
+): Promise<ServicesReport> {
   const [redis, postgres] = await Promise.all([
-    ensureOne('Redis', config.redisUrl, redisAnswers, startLocalRedis, 'redis',
+    ensureOne('Redis', config.redisUrl, (redisUrl) => redisAnswers({ ...config, redisUrl }), startLocalRedis, 'redis',
       'install Redis 7 (Debian: apt-get install redis-server)', logger),
     ensureOne('PostgreSQL', config.databaseUrl, postgresAnswers, startLocalPostgres, 'postgres',
       'install PostgreSQL 15 or later (Debian: apt-get install postgresql)', logger),

@@ -3,7 +3,7 @@
 // by the chaos harness. PostgreSQL refuses to run as root, so as root the cluster belongs to
 // the `postgres` system user and the binaries run through runuser.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -31,6 +31,14 @@ export interface LocalPostgresOptions {
   port?: number;
   /** fsync off for throwaway clusters (tests, chaos): fast, and safe unless the OS crashes. */
   fsync?: boolean;
+  /** TLS on (ssl=on): the files are copied into the cluster folder, owned by the server's user. */
+  ssl?: { certFile: string; keyFile: string };
+  /** The superuser's password, set by initdb (tests of password authentication). */
+  superuserPassword?: string;
+  /** Lines replacing pg_hba.conf (default: initdb's trust for everyone). */
+  hba?: readonly string[];
+  /** Further server settings (`-c name=value`), after and over the defaults above. */
+  settings?: Readonly<Record<string, string>>;
 }
 
 export class LocalPostgres {
@@ -64,7 +72,24 @@ export class LocalPostgres {
       await this.assertOwnerReaches(this.opts.dir);
     }
     if (existsSync(join(this.opts.dir, 'PG_VERSION'))) return;
-    await this.asOwner('initdb', ['-D', this.opts.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C']);
+    // initdb wants an empty folder: the password file goes beside it, for the moment of initdb.
+    const pwfile = this.opts.superuserPassword === undefined ? []
+      : ['--pwfile', writeOwned(`${this.opts.dir}.initdb-password`, this.opts.superuserPassword)];
+    try {
+      await this.asOwner('initdb', ['-D', this.opts.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C', ...pwfile]);
+    } finally {
+      if (pwfile[1] !== undefined) rmSync(pwfile[1], { force: true });
+    }
+    if (this.opts.hba !== undefined) this.ownedFile('pg_hba.conf', `${this.opts.hba.join('\n')}\n`);
+    if (this.opts.ssl !== undefined) {
+      this.ownedFile('server.crt', readFileSync(this.opts.ssl.certFile));
+      this.ownedFile('server.key', readFileSync(this.opts.ssl.keyFile));
+    }
+  }
+
+  /** Writes a file into the cluster folder, readable by the server's user only. */
+  private ownedFile(name: string, content: string | Buffer): string {
+    return writeOwned(join(this.opts.dir, name), content);
   }
 
   /** As root: one clear error when the postgres user cannot enter the folder (a root-only parent). */
@@ -87,6 +112,8 @@ export class LocalPostgres {
       '-c max_connections=200',
       `-c fsync=${this.opts.fsync === false ? 'off' : 'on'}`,
       `-c synchronous_commit=${this.opts.fsync === false ? 'off' : 'on'}`,
+      ...(this.opts.ssl === undefined ? [] : ['-c ssl=on', '-c ssl_cert_file=server.crt', '-c ssl_key_file=server.key']),
+      ...Object.entries(this.opts.settings ?? {}).map(([name, value]) => `-c ${name}=${value}`),
     ].join(' ');
     await this.asOwner('pg_ctl', ['start', '-D', this.opts.dir, '-w', '-t', String(POSTGRES_START_TIMEOUT_S),
       '-l', join(this.opts.dir, 'server.log'), '-o', options]);
@@ -110,6 +137,13 @@ export class LocalPostgres {
     await this.stop('immediate');
     await this.startServer();
   }
+}
+
+/** A file readable by the server's user only (as root, the postgres user owns it). */
+function writeOwned(path: string, content: string | Buffer): string {
+  writeFileSync(path, content, { mode: 0o600 });
+  if (userInfo().uid === 0) chownSync(path, uidOf('postgres'), gidOf('postgres'));
+  return path;
 }
 
 function idOf(flag: '-u' | '-g', user: string): number {

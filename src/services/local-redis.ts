@@ -14,13 +14,21 @@ export interface LocalRedisOptions {
   /** Detach so the server outlives this process (`npm run services`). */
   daemonize?: boolean;
   extraArgs?: readonly string[];
+  /** TLS only: the server listens with this certificate on `port` and on no plain port. */
+  tls?: { certFile: string; keyFile: string; caFile: string };
 }
 
 export const REDIS_START_TIMEOUT_MS = 10_000;
 
 export function redisServerArgs(opts: LocalRedisOptions & { port: number }): string[] {
+  const listen = opts.tls === undefined ? ['--port', String(opts.port)] : [
+    '--port', '0', '--tls-port', String(opts.port),
+    '--tls-cert-file', opts.tls.certFile, '--tls-key-file', opts.tls.keyFile, '--tls-ca-cert-file', opts.tls.caFile,
+    // Clients are not asked for certificates; they authenticate the server, not the reverse.
+    '--tls-auth-clients', 'no',
+  ];
   return [
-    '--port', String(opts.port),
+    ...listen,
     '--bind', '127.0.0.1',
     '--dir', opts.dir,
     '--save', '',
@@ -37,7 +45,7 @@ export class LocalRedis {
   private constructor(readonly port: number, private readonly opts: LocalRedisOptions) {}
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return `${this.opts.tls === undefined ? 'redis' : 'rediss'}://127.0.0.1:${this.port}`;
   }
 
   get pid(): number | undefined {

@@ -83,7 +83,7 @@ describe('npm run bench -- --quick', () => {
     } finally {
       await admin.end();
     }
-    const redis = bullmqConnection(config.redisUrl);
+    const redis = bullmqConnection(config);
     try {
       const left: string[] = [];
       let cursor = '0';

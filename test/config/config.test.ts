@@ -1,6 +1,7 @@
 // loadConfig reads the environment once into a typed object: defaults, rejection of malformed
 // values with the variable's name, the guard on the unsafe modes, and the way a command
 // reports a bad variable (one line on stderr, exit code 1).
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   CONFIG_DEFAULTS,
@@ -10,6 +11,7 @@ import {
   redactUrl,
   withDatabase,
 } from '../../src/config/config.ts';
+import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { describeRun, runTsx } from '../support/cli-process.ts';
 
 const ALLOW_UNSAFE = 'i-understand-this-breaks-guarantees';
@@ -31,6 +33,7 @@ describe('loadConfig defaults', () => {
     expect(config).toEqual({
       databaseUrl: 'postgresql://postgres@127.0.0.1:5432/transfers',
       redisUrl: 'redis://127.0.0.1:6379',
+      redisTlsCaFile: null,
       queueName: 'transfers',
       lockKeyPrefix: 'ft:',
       lockTtlMs: 10_000,
@@ -52,6 +55,7 @@ describe('loadConfig defaults', () => {
       dashboardHost: '127.0.0.1',
       dashboardPort: 3000,
       dashboardReadOnly: true,
+      workerEntry: join(PROJECT_ROOT, 'src', 'cli', 'worker.ts'),
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.unsafe)).toBe(true);

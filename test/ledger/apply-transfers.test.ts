@@ -16,7 +16,7 @@ beforeAll(async () => {
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {
-  await db.pg.query('TRUNCATE wallets, transfers, ledger_entries');
+  await db.truncateAll();
   await seedWallets(db.prisma, { wallets: 4, balanceMinor: 1_000n, prefix: 'w', currency: 'EUR' });
   await seedWallets(db.prisma, { wallets: 1, balanceMinor: 1_000n, prefix: 'usd', currency: 'USD' });
 });

@@ -16,7 +16,7 @@ import { uniqueName } from '../support/test-db.ts';
 const run = promisify(execFile);
 const config = loadConfig();
 const queueName = uniqueName('producer');
-const connection = bullmqConnection(config.redisUrl);
+const connection = bullmqConnection(config);
 let queue: Queue;
 
 beforeAll(() => {

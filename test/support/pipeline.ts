@@ -1,7 +1,10 @@
 // An isolated pipeline for one test file: its own database, queue name and lock key prefix on
-// the configured Redis and PostgreSQL, in-process workers built exactly as src/cli/worker.ts
-// builds them, and helpers to enqueue raw messages and wait for their results.
-import { Queue, QueueEvents, type Job, type Worker } from 'bullmq';
+// the configured Redis and PostgreSQL, workers logged in as the database's least-privilege
+// role, and helpers to enqueue raw messages and wait for their results. Workers run in this
+// process, built exactly as src/cli/worker.ts builds them, unless WORKER_ENTRY names a compiled
+// .js entry (the `compiled` vitest project): then every worker without test hooks is that
+// compiled worker in a process of its own.
+import { Queue, QueueEvents, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../src/config/config.ts';
@@ -11,12 +14,14 @@ import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { metricsKey, readMetrics } from '../../src/queue/metrics.ts';
 import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
-import { startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
+import { METRICS_FLUSH_INTERVAL_MS, startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
 import { createTestDatabase, uniqueName, type TestDatabase } from './test-db.ts';
+import { spawnWorkerProcess } from './worker-process.ts';
 
 export interface PipelineWorker {
-  worker: Worker;
-  lock: FencedLock;
+  /** In this process (sources, hooks possible) or a child process running Config.workerEntry. */
+  kind: 'in-process' | 'process';
+  /** Adds the worker's counts so far to the shared counters (a process worker does so on its own schedule). */
   flushMetrics(): Promise<void>;
   close(): Promise<void>;
 }
@@ -27,6 +32,8 @@ export interface Pipeline {
   queue: Queue;
   events: QueueEvents;
   redis: Redis;
+  /** The environment a worker of this pipeline runs with (logged in as the worker role). */
+  workerEnv: Record<string, string>;
   startWorker(hooks?: TransferWorkerHooks, env?: Record<string, string>): Promise<PipelineWorker>;
   /** Adds a job with exactly this data (no producer validation), as a foreign producer could. */
   addRaw(data: unknown, name?: string): Promise<Job>;
@@ -55,11 +62,18 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
   };
   const db = await createTestDatabase('ft_pipe', baseEnv);
   const config = db.config;
-  const queueConnection = bullmqConnection(config.redisUrl);
+  const workerLogin = await db.workerRole();
+  // The negative controls that switch a database check off call apply_transfers_unsafe(), which
+  // only the owner may execute (the worker role never can): those workers log in as the owner.
+  const loginFor = (env: Record<string, string>): Record<string, string> =>
+    /no-idempotency|no-fencing/.test(env.TRANSFERS_UNSAFE ?? '') ? { ...env, DATABASE_URL: db.url } : env;
+  const workerEnv = loginFor({ ...baseEnv, DATABASE_URL: workerLogin.url, REDIS_URL: config.redisUrl });
+  const workerEnvFor = (extraEnv: Record<string, string>): Record<string, string> => loginFor({ ...workerEnv, ...extraEnv });
+  const queueConnection = bullmqConnection(config);
   const queue = new Queue(queueName, { connection: queueConnection, defaultJobOptions: defaultJobOptions(config.jobAttemptsMax) });
-  const events = new QueueEvents(queueName, { connection: bullmqConnection(config.redisUrl) });
+  const events = new QueueEvents(queueName, { connection: bullmqConnection(config) });
   await events.waitUntilReady();
-  const redis = lockConnection(config.redisUrl);
+  const redis = lockConnection(config);
   const workers: PipelineWorker[] = [];
 
   const pipeline: Pipeline = {
@@ -68,19 +82,30 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
     queue,
     events,
     redis,
-    async startWorker(hooks, workerEnv = {}) {
-      const workerConfig = loadConfig({ ...process.env, ...baseEnv, DATABASE_URL: db.url, ...workerEnv });
+    workerEnv,
+    async startWorker(hooks, extraEnv = {}) {
+      if (hooks === undefined && config.workerEntry.endsWith('.js')) {
+        const child = await spawnWorkerProcess(pipeline, extraEnv);
+        const handle: PipelineWorker = {
+          kind: 'process',
+          // The process adds its counts every METRICS_FLUSH_INTERVAL_MS: wait one interval and a margin.
+          flushMetrics: () => new Promise((resolve) => setTimeout(resolve, METRICS_FLUSH_INTERVAL_MS * 2)),
+          close: () => child.stop(),
+        };
+        workers.push(handle);
+        return handle;
+      }
+      const workerConfig = loadConfig({ ...process.env, ...workerEnvFor(extraEnv) });
       const logger = pino({ level: 'silent' });
       const prisma: PrismaClient = createPrisma(workerConfig);
-      const lockRedis = lockConnection(workerConfig.redisUrl);
-      const connection = bullmqConnection(workerConfig.redisUrl);
+      const lockRedis = lockConnection(workerConfig);
+      const connection = bullmqConnection(workerConfig);
       const lock = new FencedLock({ redis: lockRedis, lockTtlMs: workerConfig.lockTtlMs, keyPrefix: workerConfig.lockKeyPrefix, logger });
       const running = startTransferWorker({ config: workerConfig, prisma, lock, redis: lockRedis, connection, logger, ...(hooks ? { hooks } : {}) });
       const { worker } = running;
       await worker.waitUntilReady();
       const handle: PipelineWorker = {
-        worker,
-        lock,
+        kind: 'in-process',
         flushMetrics: () => running.flushMetrics(),
         async close() {
           await running.close(true);

@@ -8,6 +8,7 @@ import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { endPool, trackConnections } from '../../src/db/pool-close.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
+import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../src/db/worker-role.ts';
 
 export interface TestDatabase {
   name: string;
@@ -17,6 +18,14 @@ export interface TestDatabase {
   prisma: PrismaClient;
   /** A plain pg pool for assertions that should not go through the code under test. */
   pg: pg.Pool;
+  /**
+   * The least-privilege worker role of this database (created on first call, as
+   * `npm run db:worker-role` does, with a unique name: roles are cluster-wide) and the URL
+   * logging in as it. drop() drops it.
+   */
+  workerRole(): Promise<{ role: string; url: string }>;
+  /** Empties the tables between tests; the ledger's append-only trigger is lifted for the TRUNCATE only. */
+  truncateAll(): Promise<void>;
   drop(): Promise<void>;
 }
 
@@ -41,17 +50,44 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
   // socket is slow to close) is dropped by the pool and replaced on the next query; a server
   // that is really gone fails that query instead. Without a listener it would crash the file.
   pool.on('error', () => undefined);
+  let worker: Promise<{ role: string; url: string }> | null = null;
   return {
     name,
     url,
     config,
     prisma,
     pg: pool,
+    workerRole() {
+      worker ??= (async () => {
+        const role = uniqueName('ft_w');
+        const password = randomBytes(16).toString('hex');
+        await ensureWorkerRole(url, role, password);
+        return { role, url: roleUrl(url, role, password) };
+      })();
+      return worker;
+    },
+    async truncateAll() {
+      // Owner-only DDL, the one way around the trigger; in a transaction so it is back at once.
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query('ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_no_truncate');
+        await client.query('TRUNCATE wallets, transfers, ledger_entries');
+        await client.query('ALTER TABLE ledger_entries ENABLE TRIGGER ledger_entries_no_truncate');
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw err;
+      } finally {
+        client.release();
+      }
+    },
     async drop() {
       // Every socket closed first, so the drop's FORCE has no session of ours left to end.
       await closePrisma(prisma);
       await endPool(pool);
       await dropDatabase(url);
+      if (worker !== null) await dropWorkerRole(url, (await worker).role);
     },
   };
 }

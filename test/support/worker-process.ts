@@ -1,5 +1,6 @@
-// Starts the real worker entry point (src/cli/worker.ts) as a child process on a test pipeline's
-// database and queue, and waits until it has registered with the queue.
+// Starts the real worker entry point as a child process on a test pipeline's database (as its
+// worker role) and queue, and waits until it has registered with the queue. The entry is
+// WORKER_ENTRY: the sources by default, the compiled dist/cli/worker.js in the `compiled` project.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,18 +13,8 @@ export async function spawnWorkerProcess(p: Pipeline, env: Record<string, string
   const before = await p.queue.getWorkersCount();
   const w = new WorkerProcess(1, {
     logDir: mkdtempSync(join(tmpdir(), 'ft-worker-')),
-    env: {
-      DATABASE_URL: p.db.url,
-      REDIS_URL: p.config.redisUrl,
-      QUEUE_NAME: p.config.queueName,
-      LOCK_KEY_PREFIX: p.config.lockKeyPrefix,
-      LOCK_TTL_MS: String(p.config.lockTtlMs),
-      WORKER_CONCURRENCY: String(p.config.workerConcurrency),
-      DB_POOL_MAX: String(p.config.dbPoolMax),
-      JOB_ATTEMPTS_MAX: String(p.config.jobAttemptsMax),
-      LOG_LEVEL: 'info',
-      ...env,
-    },
+    entry: p.config.workerEntry,
+    env: { ...p.workerEnv, LOG_LEVEL: 'info', ...env },
   });
   w.start();
   const deadline = performance.now() + WORKER_READY_TIMEOUT_MS;

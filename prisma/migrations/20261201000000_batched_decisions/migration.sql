@@ -270,7 +270,7 @@ CREATE FUNCTION "apply_transfers"(
 LANGUAGE sql
 VOLATILE
 SECURITY DEFINER
-SET search_path = public, pg_temp
+SET search_path = pg_catalog, public, pg_temp
 AS $$
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,

@@ -1,10 +1,11 @@
 // Shared ending of every command: one clear line for an expected error (bad input, bad
-// configuration, a failed migration), the stack only for the unexpected; exit code 1.
+// configuration, a failed migration, a server that does not answer at start), the stack only for the unexpected; exit code 1.
 import { ConfigError } from '../config/config.ts';
 import { MigrationError } from '../db/migrate.ts';
+import { StartupError } from '../ops/startup-error.ts';
 import { UsageError } from './args.ts';
 
-const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, RangeError] as const;
+const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, StartupError, RangeError] as const;
 
 export async function runCli(main: () => Promise<void>): Promise<void> {
   try {

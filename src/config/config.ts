@@ -1,8 +1,13 @@
 // Reads and validates the environment once, at start, into a typed and frozen object.
 // Nothing else in the service reads process.env: pass the Config (or a piece of it) down.
 
-export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock';
-const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
+/**
+ * Negative controls. The first three switch a layer of the transfer decision off; the last two
+ * switch an operational guarantee off: `no-readiness` takes jobs without waiting for the servers
+ * and the migrations, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand.
+ */
+export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock' | 'no-readiness' | 'no-graceful-shutdown';
+const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock', 'no-readiness', 'no-graceful-shutdown'];
 
 export interface Config {
   readonly databaseUrl: string;
@@ -27,6 +32,14 @@ export interface Config {
   readonly jobStalledIntervalMs: number;
   /** Layers switched off for the chaos harness's negative controls; empty in production. */
   readonly unsafe: readonly UnsafeMode[];
+  /** Port of the worker's HTTP server (/healthz, /readyz, /metrics); null when METRICS_PORT=off. */
+  readonly metricsPort: number | null;
+  /** Address that server listens on. */
+  readonly metricsHost: string;
+  /** How long a starting worker waits for Redis, PostgreSQL and the migrations before it gives up. */
+  readonly startupTimeoutMs: number;
+  /** How long a stopping worker gives the jobs in hand before it exits anyway (non-zero). */
+  readonly shutdownTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -53,7 +66,14 @@ export const CONFIG_DEFAULTS = Object.freeze({
   JOB_LOCK_DURATION_MS: '30000',
   JOB_STALLED_INTERVAL_MS: '30000',
   TRANSFERS_UNSAFE: '',
+  METRICS_PORT: '9464',
+  METRICS_HOST: '0.0.0.0',
+  STARTUP_TIMEOUT_MS: '30000',
+  SHUTDOWN_TIMEOUT_MS: '20000',
 });
+
+/** The METRICS_PORT value that switches the worker's HTTP server off. */
+export const METRICS_PORT_OFF = 'off';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -98,6 +118,15 @@ function name(env: Env, variable: keyof typeof CONFIG_DEFAULTS, pattern: RegExp,
   const raw = read(env, variable);
   if (!pattern.test(raw)) throw new ConfigError(variable, `expected ${what}, got ${JSON.stringify(raw)}`);
   return raw;
+}
+
+function metricsPort(env: Env): number | null {
+  const raw = read(env, 'METRICS_PORT');
+  if (raw === METRICS_PORT_OFF) return null;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 65_535) {
+    throw new ConfigError('METRICS_PORT', `expected a port between 1 and 65535 or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -146,6 +175,10 @@ export function loadConfig(env: Env = process.env): Config {
     jobLockDurationMs: integer(env, 'JOB_LOCK_DURATION_MS', 1000, 600_000),
     jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS', 1000, 600_000),
     unsafe: Object.freeze(unsafe as UnsafeMode[]),
+    metricsPort: metricsPort(env),
+    metricsHost: name(env, 'METRICS_HOST', /^[A-Za-z0-9.:-]{1,255}$/, 'a host name or IP address'),
+    startupTimeoutMs: integer(env, 'STARTUP_TIMEOUT_MS', 1_000, 600_000),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 1_000, 600_000),
   };
   return Object.freeze(config);
 }

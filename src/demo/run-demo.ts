@@ -14,7 +14,7 @@ import { WorkerFleet } from '../fleet/worker-processes.ts';
 import { reconcile, type ReconcileReport } from '../ledger/reconcile.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
 import type { Logger } from '../log/logger.ts';
-import { metricsKey, readMetrics } from '../queue/metrics.ts';
+import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../metrics/counter-aggregate.ts';
 import { createTransferQueue, enqueueTransfers } from '../queue/producer.ts';
 import { waitForDrain } from '../queue/queue-drain.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
@@ -86,7 +86,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
   const queue = createTransferQueue(connection, DEMO_QUEUE, config.jobAttemptsMax);
   const runDir = join(PROJECT_ROOT, '.runs', `demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   mkdirSync(runDir, { recursive: true });
-  const fleet = new WorkerFleet(DEMO_WORKERS, {
+  const fleet = await WorkerFleet.create(DEMO_WORKERS, {
     logDir: runDir,
     env: {
       DATABASE_URL: withDatabase(config.databaseUrl, DEMO_DATABASE),
@@ -140,9 +140,12 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     clearTimeout(thaw);
     frozen.thaw();
 
+    // Stopped first: each worker copies its counters to Redis one last time as it stops.
+    say('· stopping the workers (SIGTERM)');
+    await fleet.stopAll();
     say('· reconciling the ledger');
     const report = await reconcile(prisma);
-    const metrics = await readMetrics(connection, metricsKey(DEMO_KEY_PREFIX, DEMO_QUEUE));
+    const metrics = transferCounterSummary(await readCounterTotals(connection, aggregateKeys(DEMO_KEY_PREFIX, DEMO_QUEUE)));
     const operations = new Set(workload.map((m) => m.wire.operationId));
     const recorded = await prisma.$queryRaw<{ n: bigint }[]>`
       SELECT count(*) AS n FROM transfers WHERE operation_id = ANY(${[...operations]}::text[])`;

@@ -1,16 +1,21 @@
 // Starts and controls real worker processes (`src/cli/worker.ts`) from outside, as an operator
-// or an orchestrator would: used by the demo and the chaos harness. Each process gets its own
-// environment (URLs, queue, lock TTL) and its log goes to a file.
+// or an orchestrator would: used by the demo, the chaos harness and the tests. Each process gets
+// its own environment (URLs, queue, lock TTL), its own METRICS_PORT (several workers on one
+// machine cannot share one), and its log goes to a file.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../config/paths.ts';
+import { freePort } from '../services/free-port.ts';
 
 const TSX_LOADER = createRequire(import.meta.url).resolve('tsx');
 export const WORKER_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'worker.ts');
 /** How long a SIGTERMed worker gets before SIGKILL in stopAll(). */
 export const WORKER_STOP_GRACE_MS = 10_000;
+/** Poll interval and per-request bound of waitUntilReady(). */
+export const READY_POLL_INTERVAL_MS = 200;
+export const READY_REQUEST_TIMEOUT_MS = 2_000;
 
 export interface WorkerProcessOptions {
   /** Environment of the worker (merged over this process's). */
@@ -21,13 +26,42 @@ export interface WorkerProcessOptions {
   logDir: string;
 }
 
+export interface WorkerExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
 export class WorkerProcess {
   private child: ChildProcess | null = null;
   private log: WriteStream | null = null;
   private starts = 0;
   private frozen = false;
 
-  constructor(readonly index: number, private readonly options: WorkerProcessOptions) {}
+  /** `metricsPort`: the worker's METRICS_PORT (its /healthz, /readyz and /metrics). */
+  constructor(readonly index: number, private readonly options: WorkerProcessOptions, readonly metricsPort: number) {}
+
+  /** A worker process with a free METRICS_PORT of its own (not started). */
+  static async create(index: number, options: WorkerProcessOptions): Promise<WorkerProcess> {
+    return new WorkerProcess(index, options, await freePort());
+  }
+
+  /** http://127.0.0.1:<metricsPort><path> */
+  url(path: '/healthz' | '/readyz' | '/metrics'): string {
+    return `http://127.0.0.1:${this.metricsPort}${path}`;
+  }
+
+  /** Resolves once /readyz answers 200; rejects if the process exits or timeoutMs passes first. */
+  async waitUntilReady(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      if (!this.running) throw new Error(`worker ${this.index} exited before it was ready; see worker-${this.index}.log`);
+      const status = await fetch(this.url('/readyz'), { signal: AbortSignal.timeout(READY_REQUEST_TIMEOUT_MS) })
+        .then((r) => r.status, () => 0);
+      if (status === 200) return;
+      if (performance.now() > deadline) throw new Error(`worker ${this.index} not ready after ${timeoutMs} ms (last /readyz status ${status})`);
+      await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
+    }
+  }
 
   get pid(): number | undefined {
     return this.child?.pid;
@@ -48,7 +82,7 @@ export class WorkerProcess {
     this.log = createWriteStream(join(this.options.logDir, `worker-${this.index}.log`), { flags: 'a' });
     const child = spawn(process.execPath, ['--import', TSX_LOADER, this.options.entry ?? WORKER_ENTRY], {
       cwd: PROJECT_ROOT,
-      env: { ...process.env, ...this.options.env },
+      env: { ...process.env, ...this.options.env, METRICS_PORT: String(this.metricsPort), METRICS_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout?.pipe(this.log, { end: false });
@@ -82,28 +116,36 @@ export class WorkerProcess {
     this.log = null;
   }
 
-  /** SIGTERM (after thawing), SIGKILL if it has not exited within the grace period. */
-  async stop(graceMs = WORKER_STOP_GRACE_MS): Promise<void> {
+  /**
+   * SIGTERM (after thawing), SIGKILL if it has not exited within the grace period. Resolves with
+   * how the process ended (null when it was not started).
+   */
+  async stop(graceMs = WORKER_STOP_GRACE_MS): Promise<WorkerExit | null> {
     const child = this.child;
-    if (child === null) return;
+    if (child === null) return null;
+    let exit: WorkerExit = { code: child.exitCode, signal: child.signalCode };
     if (this.running) {
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      const exited = new Promise<WorkerExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
       child.kill('SIGCONT');
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-      await exited;
+      exit = await exited;
       clearTimeout(timer);
     }
     this.log?.end();
     this.child = null;
+    return exit;
   }
 }
 
 export class WorkerFleet {
-  readonly workers: WorkerProcess[];
+  private constructor(readonly workers: WorkerProcess[]) {}
 
-  constructor(count: number, options: WorkerProcessOptions) {
-    this.workers = Array.from({ length: count }, (_, i) => new WorkerProcess(i + 1, options));
+  /** `count` workers, numbered from 1, each with a free METRICS_PORT of its own. */
+  static async create(count: number, options: WorkerProcessOptions): Promise<WorkerFleet> {
+    const workers: WorkerProcess[] = [];
+    for (let i = 1; i <= count; i++) workers.push(await WorkerProcess.create(i, options));
+    return new WorkerFleet(workers);
   }
 
   startAll(): void {

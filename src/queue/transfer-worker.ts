@@ -1,7 +1,7 @@
 // The worker: pulls transfer jobs, validates them, takes the source wallet's fenced lock and
 // applies the transfer with the lock's token. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
-import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
@@ -14,8 +14,9 @@ import { LockLostError } from '../lock/lock-errors.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
 import { withLock } from '../lock/with-lock.ts';
 import type { Logger } from '../log/logger.ts';
+import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
+import { GatedWorker, type Admission } from './gated-worker.ts';
 import { transferBackoffMs, TRANSFER_JOB_NAME } from './job-options.ts';
-import { metricsKey, recordEvents, type MetricEvent } from './metrics.ts';
 
 /** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
 export const STALE_FENCE_ROUNDS_MAX = 3;
@@ -60,14 +61,19 @@ export interface TransferWorkerDeps {
   readonly config: Config;
   readonly prisma: PrismaClient;
   readonly lock: FencedLock;
-  /** A non-blocking connection for metrics (the lock's may be shared). */
-  readonly redis: Redis;
   /** BullMQ's connection (blocking commands). */
   readonly connection: Redis;
   readonly logger: Logger;
+  /** This process's counters and histograms (in memory; /metrics renders them). */
+  readonly metrics: WorkerMetrics;
   readonly hooks?: TransferWorkerHooks;
   /** Default: applyTransfer with the configured unsafe switches. */
   readonly apply?: ApplyStrategy;
+  /**
+   * Readiness gate. When given, the worker is created with autorun off and takes no job until
+   * its owner calls run(); a job fetched while admit() is false goes back to the wait list.
+   */
+  readonly admission?: Admission;
 }
 
 type LockedApply =
@@ -75,27 +81,16 @@ type LockedApply =
   | { kind: 'busy'; retryAfterMs: number };
 
 export class TransferProcessor {
-  private readonly metricsKey: string;
   private readonly skipLock: boolean;
   private readonly apply: ApplyStrategy;
 
   constructor(private readonly deps: TransferWorkerDeps) {
-    this.metricsKey = metricsKey(deps.config.lockKeyPrefix, deps.config.queueName);
     this.skipLock = deps.config.unsafe.includes('no-lock');
     const options = {
       skipIdempotency: deps.config.unsafe.includes('no-idempotency'),
       skipFence: deps.config.unsafe.includes('no-fencing'),
     };
     this.apply = deps.apply ?? ((request, token) => applyTransfer(deps.prisma, request, token, options));
-  }
-
-  private async count(...events: MetricEvent[]): Promise<void> {
-    try {
-      await recordEvents(this.deps.redis, this.metricsKey, events);
-    } catch (err) {
-      // Counters are for reports; losing one must not fail a transfer.
-      this.deps.logger.warn({ err, events }, 'metrics update failed');
-    }
   }
 
   async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
@@ -105,7 +100,7 @@ export class TransferProcessor {
       ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
       : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
-      await this.count('invalid');
+      this.deps.metrics.invalidMessage();
       log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
       throw new UnrecoverableError(`invalid_request: ${verdict.reason}`);
     }
@@ -116,23 +111,23 @@ export class TransferProcessor {
       for (let round = 1; ; round += 1) {
         const locked = await this.applyUnderLock(job, request);
         if (locked.kind === 'busy') {
-          await this.count('lock_busy');
+          this.deps.metrics.lockBusyDeferred();
           return await this.deferBusy(job, bullToken, locked.retryAfterMs, log, fields);
         }
         const { result, token } = locked;
         if (result.outcome !== 'stale_fence') {
-          await this.count(result.outcome, ...(result.outcome === 'rejected' ? [`rejected:${result.reason}` as const] : []));
+          this.deps.metrics.decided(result);
           log.info({ event: 'transfer_done', ...fields, fence: token.toString(), outcome: result.outcome,
             ...(result.outcome === 'rejected' ? { reason: result.reason } : {}) }, 'transfer decided');
           return result;
         }
         // Our token is below what the wallet has seen: a newer holder wrote, or Redis lost
         // its counter. Raise the counter past the database's fence and try again.
-        await this.count('stale_fence');
+        this.deps.metrics.staleFenceRefused();
         log.warn({ event: 'transfer_stale_fence', ...fields, fence: token.toString(),
           walletFence: result.walletFence.toString(), round }, 'decision refused: stale fence');
         const advanced = await this.deps.lock.advanceFence(request.from, result.walletFence);
-        if (advanced.kind === 'raised') await this.count('fence_advanced');
+        if (advanced.kind === 'raised') this.deps.metrics.fenceAdvanced();
         if (round >= STALE_FENCE_ROUNDS_MAX) {
           throw new RetryableTransferError('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
         }
@@ -140,11 +135,10 @@ export class TransferProcessor {
     } catch (err) {
       if (err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof RetryableTransferError) throw err;
       if (err instanceof LockLostError) {
-        await this.count('lock_lost');
+        this.deps.metrics.lockLost('before_commit');
         log.warn({ event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason }, 'lock lost before commit');
         throw new RetryableTransferError('lock_lost', err.message);
       }
-      await this.count('transient_error');
       const sqlState = postgresErrorCode(err);
       log.warn({ event: 'transfer_transient_error', ...fields, err, sqlState,
         expected: sqlState !== null && RETRYABLE_SQLSTATES.has(sqlState) }, 'transfer attempt failed; will retry');
@@ -152,26 +146,43 @@ export class TransferProcessor {
     }
   }
 
+  /** The decision call, timed for the decision duration histogram. */
+  private async timedApply(request: TransferRequest, token: bigint, lease: HeldLease | null): Promise<ApplyResult> {
+    const stopTimer = this.deps.metrics.startDecisionTimer();
+    try {
+      return await this.apply(request, token, lease);
+    } finally {
+      stopTimer();
+    }
+  }
+
   private async applyUnderLock(job: Job, request: TransferRequest): Promise<LockedApply> {
+    const lockWaitStartMs = performance.now();
+    const lockWaitS = () => (performance.now() - lockWaitStartMs) / 1000;
     if (this.skipLock) {
       // Negative control: a token is still issued (fencing stays on) but nobody is excluded.
       const acquired = await this.deps.lock.acquireWithRetry(request.from);
+      this.deps.metrics.observeLockWait(lockWaitS(), acquired.kind === 'busy' ? 'busy' : 'acquired');
       if (acquired.kind === 'busy') return { kind: 'busy', retryAfterMs: acquired.retryAfterMs };
       await this.deps.lock.release(request.from, acquired.lease.owner, acquired.lease.token);
       const token = acquired.lease.token;
       await this.deps.hooks?.beforeApply?.({ job, request, token, lease: null });
-      return { kind: 'done', result: await this.apply(request, token, null), token };
+      return { kind: 'done', result: await this.timedApply(request, token, null), token };
     }
     const outcome = await withLock(this.deps.lock, request.from, async (signal, token, lease) => {
+      this.deps.metrics.observeLockWait(lockWaitS(), 'acquired');
       lease.assertHeld();
       await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
-      const result = await this.apply(request, token, lease);
+      const result = await this.timedApply(request, token, lease);
       // The lease ran out while the decision was in flight (a pause, a slow link): too late
       // to abort, so the fence decided. Counted to show how often that guard is what mattered.
-      if (signal.aborted) await this.count('lease_lost_in_flight');
+      if (signal.aborted) this.deps.metrics.lockLost('in_flight');
       return result;
     });
-    if (outcome.kind === 'busy') return { kind: 'busy', retryAfterMs: outcome.retryAfterMs };
+    if (outcome.kind === 'busy') {
+      this.deps.metrics.observeLockWait(lockWaitS(), 'busy');
+      return { kind: 'busy', retryAfterMs: outcome.retryAfterMs };
+    }
     return { kind: 'done', result: outcome.value, token: outcome.token };
   }
 
@@ -192,7 +203,18 @@ export class TransferProcessor {
 
 export function startTransferWorker(deps: TransferWorkerDeps): Worker {
   const processor = new TransferProcessor(deps);
-  const worker = new Worker(deps.config.queueName, (job, token) => processor.process(job, token), {
+  const process = async (job: Job, token: string | undefined): Promise<TransferOutcome> => {
+    deps.metrics.jobStarted();
+    try {
+      return await processor.process(job, token);
+    } catch (err) {
+      if (err instanceof RetryableTransferError) deps.metrics.retry(err.kind);
+      throw err;
+    } finally {
+      deps.metrics.jobFinished();
+    }
+  };
+  const worker = new GatedWorker(deps.config.queueName, process, {
     connection: deps.connection,
     concurrency: deps.config.workerConcurrency,
     lockDuration: deps.config.jobLockDurationMs,
@@ -202,7 +224,7 @@ export function startTransferWorker(deps: TransferWorkerDeps): Worker {
       // Serves TRANSFER_BACKOFF_TYPE, the type our producer puts on every job.
       backoffStrategy: (attemptsMade: number) => transferBackoffMs(attemptsMade),
     },
-  });
+  }, deps.admission);
   worker.on('failed', (job, err) => {
     const final = err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
     if (job !== undefined && final) {

@@ -9,7 +9,8 @@ import { createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
-import { metricsKey, readMetrics } from '../../src/queue/metrics.ts';
+import { aggregateKeys, CounterAggregatePublisher, readCounterTotals, transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
+import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
 import { startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
 import { createTestDatabase, uniqueName, type TestDatabase } from './test-db.ts';
@@ -17,6 +18,9 @@ import { createTestDatabase, uniqueName, type TestDatabase } from './test-db.ts'
 export interface PipelineWorker {
   worker: Worker;
   lock: FencedLock;
+  metrics: WorkerMetrics;
+  /** Copies this worker's counters to the queue's aggregate in Redis (what a worker process does every second). */
+  flushCounters(): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -34,6 +38,7 @@ export interface Pipeline {
   settle(job: Job, timeoutMs?: number): Promise<{ ok: true; value: unknown } | { ok: false; reason: string }>;
   balances(): Promise<Record<string, bigint>>;
   debitsOf(operationId: string): Promise<number>;
+  /** The workers' counters summed over the queue's aggregate (in-process workers flushed first), under the demo's short names. */
   metrics(): Promise<Record<string, number>>;
   seed(wallets: number, balance: bigint, prefix?: string): Promise<void>;
   close(): Promise<void>;
@@ -73,13 +78,23 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       const lockRedis = lockConnection(workerConfig.redisUrl);
       const connection = bullmqConnection(workerConfig.redisUrl);
       const lock = new FencedLock({ redis: lockRedis, lockTtlMs: workerConfig.lockTtlMs, keyPrefix: workerConfig.lockKeyPrefix, logger });
-      const worker = startTransferWorker({ config: workerConfig, prisma, lock, redis: lockRedis, connection, logger, ...(hooks ? { hooks } : {}) });
+      const metrics = new WorkerMetrics({ instanceId: uniqueName('inproc'), queueName });
+      const publisher = new CounterAggregatePublisher({
+        redis: lockRedis, keys: aggregateKeys(workerConfig.lockKeyPrefix, queueName), metrics, logger,
+      });
+      const worker = startTransferWorker({ config: workerConfig, prisma, lock, connection, logger, metrics, ...(hooks ? { hooks } : {}) });
       await worker.waitUntilReady();
+      let closed = false;
       const handle: PipelineWorker = {
         worker,
         lock,
+        metrics,
+        flushCounters: () => (closed ? Promise.resolve(true) : publisher.flush()),
         async close() {
+          if (closed) return;
+          closed = true;
           await worker.close(true);
+          await publisher.stop();
           await prisma.$disconnect();
           lockRedis.disconnect();
           connection.disconnect();
@@ -111,7 +126,10 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       return Number(r.rows[0]?.n ?? 0);
     },
     async metrics() {
-      return readMetrics(redis, metricsKey(config.lockKeyPrefix, queueName));
+      for (const w of workers) {
+        if (!(await w.flushCounters())) throw new Error('could not copy the in-process counters to Redis');
+      }
+      return transferCounterSummary(await readCounterTotals(redis, aggregateKeys(config.lockKeyPrefix, queueName)));
     },
     async seed(wallets, balance, prefix = 'w') {
       await seedWallets(db.prisma, { wallets, balanceMinor: balance, prefix, currency: 'EUR' });

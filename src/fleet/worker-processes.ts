@@ -45,6 +45,11 @@ export class WorkerProcess {
     return new WorkerProcess(index, options, await freePort());
   }
 
+  /** Where this worker's stdout and stderr go. */
+  get logFile(): string {
+    return join(this.options.logDir, `worker-${this.index}.log`);
+  }
+
   /** http://127.0.0.1:<metricsPort><path> */
   url(path: '/healthz' | '/readyz' | '/metrics'): string {
     return `http://127.0.0.1:${this.metricsPort}${path}`;
@@ -79,7 +84,7 @@ export class WorkerProcess {
     if (this.running) return;
     mkdirSync(this.options.logDir, { recursive: true });
     this.starts += 1;
-    this.log = createWriteStream(join(this.options.logDir, `worker-${this.index}.log`), { flags: 'a' });
+    this.log = createWriteStream(this.logFile, { flags: 'a' });
     const child = spawn(process.execPath, ['--import', TSX_LOADER, this.options.entry ?? WORKER_ENTRY], {
       cwd: PROJECT_ROOT,
       env: { ...process.env, ...this.options.env, METRICS_PORT: String(this.metricsPort), METRICS_HOST: '127.0.0.1' },

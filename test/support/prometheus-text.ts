@@ -21,10 +21,12 @@ const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const TYPES: readonly MetricType[] = ['counter', 'gauge', 'histogram', 'summary', 'untyped'];
 
+/** As Prometheus reads values (Go's ParseFloat): NaN and Inf in any case (prom-client prints `Nan`). */
 function parseValue(raw: string, line: number): number {
-  if (raw === 'NaN') return Number.NaN;
-  if (raw === '+Inf' || raw === 'Inf') return Number.POSITIVE_INFINITY;
-  if (raw === '-Inf') return Number.NEGATIVE_INFINITY;
+  const lower = raw.toLowerCase();
+  if (lower === 'nan') return Number.NaN;
+  if (lower === '+inf' || lower === 'inf' || lower === '+infinity' || lower === 'infinity') return Number.POSITIVE_INFINITY;
+  if (lower === '-inf' || lower === '-infinity') return Number.NEGATIVE_INFINITY;
   if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(raw)) throw new Error(`line ${line}: bad value ${JSON.stringify(raw)}`);
   return Number(raw);
 }

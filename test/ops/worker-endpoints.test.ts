@@ -80,7 +80,9 @@ describe('npm run worker with METRICS_PORT', () => {
     for (let i = 1; i <= 5; i++) sent.push({ operationId: `poor-${i}`, from: 'w2', to: 'w3', amount: '1000000' });
     for (let i = 1; i <= 10; i++) sent.push({ ...sent[i * 3] });
     const jobs = await Promise.all(sent.map((data) => p.addRaw(data)));
-    const outcomes = await Promise.all(jobs.map((j) => p.result(j, SETTLE_TIMEOUT_MS))) as TransferOutcome[];
+    // One wait at a time (each adds a listener to the queue); the workers run the jobs meanwhile.
+    const outcomes: TransferOutcome[] = [];
+    for (const j of jobs) outcomes.push(await p.result(j, SETTLE_TIMEOUT_MS) as TransferOutcome);
     expect(outcomes.filter((o) => o.outcome === 'duplicate')).toHaveLength(10);
 
     const scraped = await Promise.all(ports.map((port) => scrape(`http://127.0.0.1:${port}/metrics`)));

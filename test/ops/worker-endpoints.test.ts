@@ -137,19 +137,29 @@ describe('npm run worker with METRICS_PORT', () => {
 });
 
 describe('readiness gate', () => {
-  /** Watches a job for GATE_WATCH_MS: did it stay waiting, untouched, the whole time? */
-  async function watchJob(p: Pipeline, jobId: string, readyzUrl: string): Promise<{ stayedWaiting: boolean; readyz: number[] }> {
+  /**
+   * Watches a job for GATE_WATCH_MS. Untouched means: no attempt made and no decision recorded
+   * the whole time, and waiting at the end. (A job BullMQ hands over right as the worker pauses
+   * is put back untouched, so it may show as active for a moment.)
+   */
+  async function watchJob(p: Pipeline, jobId: string, readyzUrl: string): Promise<{ untouched: boolean; readyz: number[]; seen: string[] }> {
     const deadline = performance.now() + GATE_WATCH_MS;
     const readyz: number[] = [];
-    let stayedWaiting = true;
-    while (performance.now() < deadline) {
+    const seen = new Set<string>();
+    let untouched = true;
+    const operationId = (await p.queue.getJob(jobId))?.data.operationId as string;
+    for (;;) {
       const job = await p.queue.getJob(jobId);
-      const state = await job?.getState();
+      seen.add(`${await job?.getState()}/attempts=${job?.attemptsMade ?? '?'}`);
       readyz.push((await httpStatus(readyzUrl)).status);
-      if (state !== 'waiting' || (job?.attemptsMade ?? 0) > 0) stayedWaiting = false;
+      const recorded = await p.db.pg.query('SELECT 1 FROM transfers WHERE operation_id = $1', [operationId]);
+      if ((job?.attemptsMade ?? 0) > 0 || recorded.rowCount !== 0) untouched = false;
+      if (performance.now() >= deadline) {
+        if ((await job?.getState()) !== 'waiting') untouched = false;
+        return { untouched, readyz, seen: [...seen] };
+      }
       await new Promise((r) => setTimeout(r, 250));
     }
-    return { stayedWaiting, readyz };
   }
 
   async function gatedWorker(p: Pipeline, env: Record<string, string> = {}) {
@@ -174,13 +184,17 @@ describe('readiness gate', () => {
     proxy.cut();
     worker.start();
     await waitFor('/healthz 200', READY_TIMEOUT_MS, async () => ((await httpStatus(worker.url('/healthz'))).status === 200 ? true : undefined));
-    const notReady = await httpStatus(worker.url('/readyz'));
+    // Until the first probe round is over the reason is just "starting"; then it names the server.
+    const notReady = await waitFor('/readyz to say why', 30_000, async () => {
+      const r = await httpStatus(worker.url('/readyz'));
+      return r.body.includes('PostgreSQL') ? r : undefined;
+    });
     expect(notReady.status).toBe(503);
     expect(notReady.body).toMatch(/^not ready: starting: PostgreSQL at postgresql:\/\/.*: connect ECONN(REFUSED|RESET)/);
 
     const first = await p.addRaw({ operationId: 'while-down-at-start', from: 'w1', to: 'w2', amount: '5' });
     const atStart = await watchJob(p, first.id as string, worker.url('/readyz'));
-    expect(atStart).toEqual({ stayedWaiting: true, readyz: atStart.readyz.map(() => 503) });
+    expect(atStart).toMatchObject({ untouched: true, readyz: atStart.readyz.map(() => 503) });
 
     proxy.uncut();
     expect(await p.result(first, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
@@ -191,7 +205,7 @@ describe('readiness gate', () => {
     await waitFor('/readyz 503 after the cut', 30_000, async () => ((await httpStatus(worker.url('/readyz'))).status === 503 ? true : undefined));
     const second = await p.addRaw({ operationId: 'while-down-at-run-time', from: 'w1', to: 'w2', amount: '5' });
     const atRunTime = await watchJob(p, second.id as string, worker.url('/readyz'));
-    expect(atRunTime).toEqual({ stayedWaiting: true, readyz: atRunTime.readyz.map(() => 503) });
+    expect(atRunTime).toMatchObject({ untouched: true, readyz: atRunTime.readyz.map(() => 503) });
     proxy.uncut();
     expect(await p.result(second, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
     await worker.waitUntilReady(READY_TIMEOUT_MS);
@@ -210,7 +224,7 @@ describe('readiness gate', () => {
     const job = await p.addRaw({ operationId: 'while-down-ungated', from: 'w1', to: 'w2', amount: '5' });
     const watched = await watchJob(p, job.id as string, worker.url('/readyz'));
     // The same check as above fails: the job was taken and its attempts spent.
-    expect(watched.stayedWaiting).toBe(false);
+    expect(watched.untouched).toBe(false);
     expect((await p.queue.getJob(job.id as string))?.attemptsMade).toBeGreaterThan(0);
     proxy.uncut();
     expect(await p.result(job, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
@@ -220,49 +234,44 @@ describe('readiness gate', () => {
 describe('forced exits', () => {
   it('SHUTDOWN_TIMEOUT_MS passing, or a second signal, ends a worker whose jobs cannot finish with a non-zero exit', async () => {
     const p = await open({ WORKER_CONCURRENCY: '2' });
-    await p.seed(2, 100n);
-    const target = new URL(p.db.url);
-    const proxy = await FaultProxy.start('worker:postgres', target.hostname, Number(target.port || 5432));
-    cleanups.push(() => proxy.close());
-    const viaProxy = new URL(p.db.url);
-    viaProxy.hostname = '127.0.0.1';
-    viaProxy.port = String(proxy.port);
-    const start = async (index: number) => {
+    await p.seed(4, 100n);
+    // The decisions wait on the wallets' row locks, held by this test, for as long as it likes.
+    const holder = await p.db.pg.connect();
+    cleanups.push(async () => { await holder.query('ROLLBACK').catch(() => undefined); holder.release(); });
+    await holder.query('BEGIN');
+    await holder.query('SELECT id FROM wallets FOR UPDATE');
+    const start = async (index: number, shutdownTimeoutMs: number) => {
       const w = await WorkerProcess.create(index, {
         logDir: mkdtempSync(join(tmpdir(), 'ft-forced-')),
-        env: workerEnv(p, { DATABASE_URL: viaProxy.toString(), SHUTDOWN_TIMEOUT_MS: '2000' }),
+        env: workerEnv(p, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs), DB_LOCK_TIMEOUT_MS: '600000', DB_STATEMENT_TIMEOUT_MS: '600000', LOCK_TTL_MS: '5000' }),
       });
       cleanups.push(() => w.stop());
       w.start();
       await w.waitUntilReady(READY_TIMEOUT_MS);
       return w;
     };
-    const timedOut = await start(1);
-    const twice = await start(2);
-    // Every byte to and from PostgreSQL is held: the decisions in flight hang.
-    proxy.stall();
-    await p.addRaw({ operationId: 'stuck-1', from: 'w1', to: 'w2', amount: '1' });
-    await p.addRaw({ operationId: 'stuck-2', from: 'w2', to: 'w1', amount: '1' });
-    await waitFor('both workers holding a job', 30_000, async () => {
+    const timedOut = await start(1, 2_000);
+    const twice = await start(2, 120_000);
+    // Four sources, four slots (2 workers × concurrency 2): every job gets its wallet's lock and waits in PostgreSQL.
+    for (let i = 1; i <= 4; i++) await p.addRaw({ operationId: `stuck-${i}`, from: `w${i}`, to: `w${1 + (i % 4)}`, amount: '1' });
+    await waitFor('both workers holding two jobs', 30_000, async () => {
       const inHand = await Promise.all([timedOut, twice].map(async (w) =>
         sampleValue(await scrape(w.url('/metrics')), 'fenced_transfers_jobs_in_progress')));
-      return inHand.every((n) => n >= 1) ? true : undefined;
+      return inHand.every((n) => n === 2) ? true : undefined;
     });
 
-    const exited = (w: WorkerProcess) => waitFor(`worker ${w.index} to exit`, 60_000, () => (w.running ? undefined : true));
-    const first = timedOut.stop(120_000);
-    expect(await first).toEqual({ code: 1, signal: null });
+    expect(await timedOut.stop(120_000)).toEqual({ code: 1, signal: null });
     expect(logEvents(timedOut.logFile).some((e) => e.event === 'shutdown_timed_out')).toBe(true);
 
     process.kill(twice.pid as number, 'SIGTERM');
     await waitFor('worker 2 stopping', 30_000, () => (logEvents(twice.logFile).some((e) => e.event === 'worker_stopping') ? true : undefined));
     // A repeat within a second is taken as the same request (Ctrl-C through npm arrives twice).
-    await new Promise((r) => setTimeout(r, 1_500));
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect(twice.running).toBe(true);
     process.kill(twice.pid as number, 'SIGTERM');
-    await exited(twice);
+    await waitFor('worker 2 to exit', 60_000, () => (twice.running ? undefined : true));
     expect(await twice.stop()).toEqual({ code: 1, signal: null });
     expect(logEvents(twice.logFile).some((e) => e.event === 'shutdown_forced')).toBe(true);
-    proxy.heal();
   });
 });
 

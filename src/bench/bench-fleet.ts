@@ -30,7 +30,7 @@ export class BenchFleet {
         : ['--cpu-prof', `--cpu-prof-dir=${join(spec.cpuProfDir, `worker-${index}`)}`];
       processes.push(new WorkerProcess(index, {
         env, logDir: spec.logDir, nodeArgs, ...(spec.entry === undefined ? {} : { entry: spec.entry }),
-      }));
+      }, Number(env.METRICS_PORT)));
     }
     return new BenchFleet(processes);
   }

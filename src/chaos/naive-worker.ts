@@ -6,8 +6,11 @@ import { runCli } from '../cli/run-cli.ts';
 import { runWorkerProcess } from '../queue/run-worker.ts';
 import { naiveApply } from './naive-apply.ts';
 
-await runCli(() => runWorkerProcess('naive-worker', ({ config, prisma, logger }) => {
-  const fence = !config.unsafe.includes('no-fencing');
-  logger.warn({ fence }, 'NAIVE APPLY: read-modify-write of absolute balances; for the chaos harness only');
-  return (request, token, lease) => naiveApply(prisma, request, token, { fence, assertHeld: () => lease?.assertHeld() });
-}));
+await runCli(async () => {
+  process.exitCode = await runWorkerProcess('naive-worker', ({ config, prisma, logger }) => {
+    const fence = !config.unsafe.includes('no-fencing');
+    logger.warn({ fence }, 'NAIVE APPLY: read-modify-write of absolute balances; for the chaos harness only');
+    return (request, token, lease) => naiveApply(prisma, request, token, { fence, assertHeld: () => lease?.assertHeld() });
+  });
+});
+process.exit();

@@ -42,8 +42,9 @@ export interface RunFigures {
   readonly ledger: { wallets: number; balanceSum: string; openingSum: string; transfersApplied: number; transfersRejected: number; ledgerEntries: number };
   /** What the completed jobs answered (a delivery whose answer was lost and re-run answers `duplicate`). */
   readonly answers: Record<string, number>;
+  /** The workers' counters summed over the run (src/metrics/counter-aggregate.ts), under their short names. */
   readonly metrics: Record<string, number>;
-  /** Events counted in the workers' logs: what the metrics hash does not see (a lease lost while the decision was in flight). */
+  /** Events counted in the workers' logs: the watchdog's reasons for a lost lease, which the counters do not split. */
   readonly workerLogEvents: Record<string, number>;
   readonly faults: { scheduled: number; injected: number; errors: number; byKind: Record<string, number>; list: readonly FaultRecord[] };
   readonly latencyMs: { p50: number; p95: number; p99: number; max: number };

@@ -11,7 +11,7 @@ import { CONFIG_DEFAULTS } from '../config/config.ts';
 import { createPrisma, type PrismaClient } from '../db/prisma.ts';
 import { SEED_BALANCE_MAX, seedWallets } from '../ledger/seed-wallets.ts';
 import type { TransferWire } from '../ledger/transfer-request.ts';
-import { metricsKey, readMetrics } from '../queue/metrics.ts';
+import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../metrics/counter-aggregate.ts';
 import { createTransferQueue, enqueueTransfers } from '../queue/producer.ts';
 import { queueProgress, waitForDrain, type QueueProgress } from '../queue/queue-drain.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
@@ -289,7 +289,9 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     await fleet.stopAll();
 
     const tCheck = performance.now();
-    const metrics = await readMetrics(directRedis, metricsKey(names.lockKeyPrefix, names.queueName));
+    // The workers' counters as they flushed them (a worker copies them as it stops; one killed
+    // by a fault lost at most its last second of counts).
+    const metrics = transferCounterSummary(await readCounterTotals(directRedis, aggregateKeys(names.lockKeyPrefix, names.queueName)));
     const jobs = await readFinalJobs(queue);
     for (const j of jobs) {
       const message = sent.get(j.jobId);

@@ -1,12 +1,13 @@
 // Shared ending of every command: one clear line for an expected error (bad input, bad
-// configuration, a failed migration), the stack only for the unexpected; exit code 1.
+// configuration, a failed migration, a server that does not answer at start), the stack only for the unexpected; exit code 1.
 import { ConfigError } from '../config/config.ts';
 import { MigrationError } from '../db/migrate.ts';
 import { WorkerRoleError } from '../db/worker-role.ts';
 import { redactText } from '../log/redact.ts';
+import { StartupError } from '../ops/startup-error.ts';
 import { UsageError } from './args.ts';
 
-const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, WorkerRoleError, RangeError] as const;
+const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, WorkerRoleError, StartupError, RangeError] as const;
 
 export async function runCli(main: () => Promise<void>): Promise<void> {
   try {

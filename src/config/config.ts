@@ -5,8 +5,13 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { PROJECT_ROOT } from './paths.ts';
 
-export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock';
-const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
+/**
+ * Negative controls. The first three switch a layer of the transfer decision off; the last two
+ * switch an operational guarantee off: `no-readiness` takes jobs without waiting for the servers
+ * and the migrations, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand.
+ */
+export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock' | 'no-readiness' | 'no-graceful-shutdown';
+const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock', 'no-readiness', 'no-graceful-shutdown'];
 
 export interface Config {
   readonly databaseUrl: string;
@@ -55,6 +60,14 @@ export interface Config {
    * the TypeScript source (run through tsx) or the compiled `dist/cli/worker.js` (plain node).
    */
   readonly workerEntry: string;
+  /** Port of the worker's HTTP server (/healthz, /readyz, /metrics); null when METRICS_PORT=off. */
+  readonly metricsPort: number | null;
+  /** Address that server listens on. */
+  readonly metricsHost: string;
+  /** How long a starting worker waits for Redis, PostgreSQL and the migrations before it gives up. */
+  readonly startupTimeoutMs: number;
+  /** How long a stopping worker gives the jobs in hand before it exits anyway (non-zero). */
+  readonly shutdownTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -90,10 +103,17 @@ export const CONFIG_DEFAULTS = Object.freeze({
   DASHBOARD_PORT: '3000',
   DASHBOARD_READ_ONLY: 'true',
   WORKER_ENTRY: 'src/cli/worker.ts',
+  METRICS_PORT: '9464',
+  METRICS_HOST: '0.0.0.0',
+  STARTUP_TIMEOUT_MS: '30000',
+  SHUTDOWN_TIMEOUT_MS: '20000',
 });
 
 /** Upper bound of TRANSFER_BATCH_MAX; apply_transfers() refuses larger calls (APPLY_BATCH_LIMIT). */
 export const TRANSFER_BATCH_MAX_LIMIT = 1_000;
+
+/** The METRICS_PORT value that switches the worker's HTTP server off. */
+export const METRICS_PORT_OFF = 'off';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -192,6 +212,15 @@ function listenHost(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string {
   return raw;
 }
 
+function metricsPort(env: Env): number | null {
+  const raw = read(env, 'METRICS_PORT');
+  if (raw === METRICS_PORT_OFF) return null;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 65_535) {
+    throw new ConfigError('METRICS_PORT', `expected a port between 1 and 65535 or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export function loadConfig(env: Env = process.env): Config {
@@ -264,6 +293,10 @@ export function loadConfig(env: Env = process.env): Config {
     dashboardPort: integer(env, 'DASHBOARD_PORT', 0, 65_535),
     dashboardReadOnly: booleanFlag(env, 'DASHBOARD_READ_ONLY'),
     workerEntry: isAbsolute(workerEntryRaw) ? workerEntryRaw : resolve(PROJECT_ROOT, workerEntryRaw),
+    metricsPort: metricsPort(env),
+    metricsHost: name(env, 'METRICS_HOST', /^[A-Za-z0-9.:-]{1,255}$/, 'a host name or IP address'),
+    startupTimeoutMs: integer(env, 'STARTUP_TIMEOUT_MS', 1_000, 600_000),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 1_000, 600_000),
   };
   return Object.freeze(config);
 }

@@ -16,7 +16,7 @@ import { WorkerFleet } from '../fleet/worker-processes.ts';
 import { reconcile, type ReconcileReport } from '../ledger/reconcile.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
 import type { Logger } from '../log/logger.ts';
-import { metricsKey, readMetrics } from '../queue/metrics.ts';
+import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../metrics/counter-aggregate.ts';
 import { createTransferQueue, enqueueTransfers } from '../queue/producer.ts';
 import { waitForDrain } from '../queue/queue-drain.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
@@ -105,7 +105,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
     await ensureWorkerRole(databaseUrl, DEMO_WORKER_ROLE, workerPassword);
     say(`· workers log in as the role ${DEMO_WORKER_ROLE} (EXECUTE on the decision function only)`);
-    fleet = new WorkerFleet(DEMO_WORKERS, {
+    fleet = await WorkerFleet.create(DEMO_WORKERS, {
       logDir: runDir,
       entry: config.workerEntry,
       env: {
@@ -153,9 +153,12 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     clearTimeout(thaw);
     frozen.thaw();
 
+    // Stopped first: each worker copies its counters to Redis one last time as it stops.
+    say('· stopping the workers (SIGTERM)');
+    await fleet.stopAll();
     say('· reconciling the ledger');
     const report = await reconcile(prisma);
-    const metrics = await readMetrics(connection, metricsKey(DEMO_KEY_PREFIX, DEMO_QUEUE));
+    const metrics = transferCounterSummary(await readCounterTotals(connection, aggregateKeys(DEMO_KEY_PREFIX, DEMO_QUEUE)));
     const operations = new Set(workload.map((m) => m.wire.operationId));
     const recorded = await prisma.$queryRaw<{ n: bigint }[]>`
       SELECT count(*) AS n FROM transfers WHERE operation_id = ANY(${[...operations]}::text[])`;

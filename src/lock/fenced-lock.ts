@@ -16,6 +16,9 @@ export const LOCK_TTL_MS_MAX = 600_000;
 export const ACQUIRE_ATTEMPTS_MAX_DEFAULT = 5;
 export const ACQUIRE_BACKOFF_BASE_MS_DEFAULT = 20;
 export const ACQUIRE_BACKOFF_CAP_MS_DEFAULT = 500;
+/** An owner prefix names the holder process in every owner id it writes (`<prefix><uuid>`). */
+export const OWNER_PREFIX_LENGTH_MAX = 64;
+const OWNER_PREFIX_PATTERN = /^[A-Za-z0-9._:-]*$/;
 /** Limits on the options, so a typo cannot park a worker slot for minutes. */
 export const ACQUIRE_ATTEMPTS_MAX_LIMIT = 100;
 export const ACQUIRE_BACKOFF_CAP_MS_LIMIT = 60_000;
@@ -35,6 +38,19 @@ export interface FencedLockOptions {
   readonly acquireBackoffCapMs?: number;
   /** Source of jitter in [0, 1); default Math.random. Pass a seeded one for reproducible runs. */
   readonly random?: () => number;
+  /**
+   * Put in front of every owner id this lock writes (default none), so the holder of a lock key
+   * can be told from its value: a worker passes its instance id and can show it left none behind.
+   */
+  readonly ownerPrefix?: string;
+}
+
+export interface ReleaseAllResult {
+  readonly released: number;
+  /** Leases that had expired or been taken over already. */
+  readonly notOwned: number;
+  /** Releases that failed or did not answer in time; those leases expire by their TTL. */
+  readonly failed: number;
 }
 
 /** What an acquisition holds. The token is a bigint: tokens are compared exactly, never as doubles. */
@@ -77,8 +93,11 @@ export class FencedLock {
   readonly acquireAttemptsMax: number;
   readonly acquireBackoffBaseMs: number;
   readonly acquireBackoffCapMs: number;
+  readonly ownerPrefix: string;
   private readonly random: () => number;
   private readonly scripts: LockScripts;
+  /** Leases acquired through this object and not released yet: owner id → wallet id. */
+  private readonly held = new Map<string, string>();
 
   constructor(options: FencedLockOptions) {
     this.lockTtlMs = wholeNumberIn('lockTtlMs', options.lockTtlMs, LOCK_TTL_MS_MIN, LOCK_TTL_MS_MAX);
@@ -95,6 +114,12 @@ export class FencedLock {
       'acquireBackoffBaseMs', options.acquireBackoffBaseMs ?? ACQUIRE_BACKOFF_BASE_MS_DEFAULT, 1, this.acquireBackoffCapMs,
     );
     this.random = options.random ?? Math.random;
+    this.ownerPrefix = options.ownerPrefix ?? '';
+    if (this.ownerPrefix.length > OWNER_PREFIX_LENGTH_MAX || !OWNER_PREFIX_PATTERN.test(this.ownerPrefix)) {
+      throw new RangeError(
+        `ownerPrefix must be up to ${OWNER_PREFIX_LENGTH_MAX} characters of [A-Za-z0-9._:-], got ${JSON.stringify(this.ownerPrefix)}`,
+      );
+    }
     this.scripts = loadLockScripts(options.redis);
   }
 
@@ -105,7 +130,7 @@ export class FencedLock {
   /** One attempt. Errors (Redis unreachable, protocol) are thrown: they are transient for the caller, not "busy". */
   async acquire(walletId: string): Promise<AcquireResult> {
     const keys = this.keysOf(walletId);
-    const owner = randomUUID();
+    const owner = `${this.ownerPrefix}${randomUUID()}`;
     const acquireSentAtMs = performance.now();
     const reply = await this.scripts.acquire(keys, owner, this.lockTtlMs);
     if (reply.kind === 'busy') {
@@ -116,6 +141,7 @@ export class FencedLock {
       return { kind: 'busy', retryAfterMs: reply.pttlMs >= 0 ? reply.pttlMs : this.lockTtlMs, attempts: 1 };
     }
     const lease: LockLease = { walletId, owner, token: reply.token, acquireSentAtMs, lockTtlMs: this.lockTtlMs };
+    this.held.set(owner, walletId);
     this.logger.debug({ event: 'lock_acquired', walletId, owner, token: reply.token.toString() }, 'lock acquired');
     return { kind: 'acquired', lease };
   }
@@ -150,6 +176,8 @@ export class FencedLock {
    */
   async release(walletId: string, owner: string, token?: bigint): Promise<boolean> {
     const released = await this.scripts.release(this.keysOf(walletId), owner);
+    // Released or not ours any more: either way this process holds it no longer.
+    this.held.delete(owner);
     const fields = { walletId, owner, ...(token === undefined ? {} : { token: token.toString() }) };
     if (released) {
       this.logger.debug({ event: 'lock_released', ...fields }, 'lock released');
@@ -157,6 +185,38 @@ export class FencedLock {
       this.logger.warn({ event: 'lock_release_not_owner', ...fields }, 'lock release found the lock no longer ours');
     }
     return released;
+  }
+
+  /** Leases acquired and not yet released through this object. */
+  get heldCount(): number {
+    return this.held.size;
+  }
+
+  /**
+   * Releases every lease this object still holds, each bounded by timeoutMs: the last step of a
+   * worker's shutdown, once no job runs. Leases whose release fails expire by their TTL.
+   */
+  async releaseAll(timeoutMs: number): Promise<ReleaseAllResult> {
+    const leases = [...this.held];
+    const outcomes = await Promise.all(leases.map(async ([owner, walletId]) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        return await Promise.race([
+          this.release(walletId, owner).then((ok) => (ok ? 'released' as const : 'not_owned' as const)),
+          new Promise<'failed'>((resolve) => { timer = setTimeout(() => resolve('failed'), timeoutMs); }),
+        ]);
+      } catch (err) {
+        this.logger.warn({ event: 'lock_release_failed', walletId, owner, err }, 'lock release failed; the lease will expire');
+        return 'failed' as const;
+      } finally {
+        clearTimeout(timer);
+      }
+    }));
+    return {
+      released: outcomes.filter((o) => o === 'released').length,
+      notOwned: outcomes.filter((o) => o === 'not_owned').length,
+      failed: outcomes.filter((o) => o === 'failed').length,
+    };
   }
 
   /**

@@ -2,7 +2,7 @@
 // fenced lease and has the transfer decided with the lease's token, in a batch with the other
 // transfers the process holds at the same time. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
-import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
@@ -16,8 +16,9 @@ import { LockLostError } from '../lock/lock-errors.ts';
 import { SharedLeases } from '../lock/shared-leases.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
 import type { Logger } from '../log/logger.ts';
+import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
+import { GatedWorker, type Admission } from './gated-worker.ts';
 import { transferBackoffMs, TRANSFER_JOB_NAME } from './job-options.ts';
-import { EventCounter, metricsKey, type MetricEvent } from './metrics.ts';
 
 /** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
 export const STALE_FENCE_ROUNDS_MAX = 3;
@@ -65,22 +66,24 @@ export interface TransferWorkerDeps {
   readonly config: Config;
   readonly prisma: PrismaClient;
   readonly lock: FencedLock;
-  /** A non-blocking connection for metrics (the lock's may be shared). */
-  readonly redis: Redis;
   /** BullMQ's connection (blocking commands). */
   readonly connection: Redis;
   readonly logger: Logger;
+  /** This process's counters and histograms (in memory; /metrics renders them). */
+  readonly metrics: WorkerMetrics;
   readonly hooks?: TransferWorkerHooks;
   /** Default: batched apply_transfers() with the configured unsafe switches, TRANSFER_BATCH_* bounds. */
   readonly apply?: ApplyStrategy;
+  /**
+   * Readiness gate. When given, the worker is created with autorun off and takes no job until
+   * its owner calls run(); a job fetched while admit() is false goes back to the wait list.
+   */
+  readonly admission?: Admission;
 }
 
 type LockedApply =
   | { kind: 'done'; result: ApplyResult; token: bigint }
   | { kind: 'busy'; retryAfterMs: number };
-
-/** How often the in-process counters are added to the shared Redis hash. */
-export const METRICS_FLUSH_INTERVAL_MS = 1_000;
 
 export class TransferProcessor {
   private readonly skipLock: boolean;
@@ -88,7 +91,7 @@ export class TransferProcessor {
   private readonly batcher: DecisionBatcher | null;
   private readonly apply: ApplyStrategy | null;
   private readonly leases: SharedLeases;
-  private readonly counter: EventCounter;
+  private readonly metrics: WorkerMetrics;
 
   constructor(private readonly deps: TransferWorkerDeps) {
     this.skipLock = deps.config.unsafe.includes('no-lock');
@@ -107,29 +110,19 @@ export class TransferProcessor {
         })
       : null;
     this.leases = new SharedLeases(deps.lock, { rideMsMax: deps.config.lockRideMsMax });
-    this.counter = new EventCounter(deps.redis, metricsKey(deps.config.lockKeyPrefix, deps.config.queueName),
-      METRICS_FLUSH_INTERVAL_MS, (err) => deps.logger.warn({ err }, 'metrics flush failed'));
-  }
-
-  /** Counted in process; added to the shared hash in the background (never on a job's path). */
-  private count(...events: MetricEvent[]): void {
-    this.counter.add(events);
+    this.metrics = deps.metrics;
   }
 
   private onBatch(stats: BatchStats): void {
+    this.metrics.observeBatch(stats.seconds, stats.size);
     this.deps.logger.debug({ event: 'batch_decided', ...stats }, 'batch decided');
     this.deps.hooks?.onBatch?.(stats);
   }
 
-  async flushMetrics(): Promise<void> {
-    await this.counter.flush();
-  }
-
-  /** Waits for the batches in flight and the lock releases sent, then writes the last counters. */
+  /** Waits for the batches in flight and the lock releases already sent (a clean stop). */
   async close(): Promise<void> {
     await this.batcher?.idle();
     await this.leases.settled();
-    await this.counter.close();
   }
 
   async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
@@ -139,7 +132,7 @@ export class TransferProcessor {
       ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
       : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
-      this.count('invalid');
+      this.metrics.invalidMessage();
       log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
       throw new UnrecoverableError(`invalid_request: ${verdict.reason}`);
     }
@@ -150,23 +143,23 @@ export class TransferProcessor {
       for (let round = 1; ; round += 1) {
         const locked = await this.applyUnderLock(job, request);
         if (locked.kind === 'busy') {
-          this.count('lock_busy');
+          this.metrics.lockBusyDeferred();
           return await this.deferBusy(job, bullToken, locked.retryAfterMs, log, fields);
         }
         const { result, token } = locked;
         if (result.outcome !== 'stale_fence') {
-          this.count(result.outcome, ...(result.outcome === 'rejected' ? [`rejected:${result.reason}` as const] : []));
+          this.metrics.decided(result);
           log.info({ event: 'transfer_done', ...fields, fence: token.toString(), outcome: result.outcome,
             ...(result.outcome === 'rejected' ? { reason: result.reason } : {}) }, 'transfer decided');
           return result;
         }
         // Our token is below what the wallet has seen: a newer holder wrote, or Redis lost
         // its counter. Raise the counter past the database's fence and try again.
-        this.count('stale_fence');
+        this.metrics.staleFenceRefused();
         log.warn({ event: 'transfer_stale_fence', ...fields, fence: token.toString(),
           walletFence: result.walletFence.toString(), round }, 'decision refused: stale fence');
         const advanced = await this.deps.lock.advanceFence(request.from, result.walletFence);
-        if (advanced.kind === 'raised') this.count('fence_advanced');
+        if (advanced.kind === 'raised') this.metrics.fenceAdvanced();
         if (round >= STALE_FENCE_ROUNDS_MAX) {
           throw new RetryableTransferError('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
         }
@@ -174,11 +167,10 @@ export class TransferProcessor {
     } catch (err) {
       if (err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof RetryableTransferError) throw err;
       if (err instanceof LockLostError) {
-        this.count('lock_lost');
+        this.metrics.lockLost('before_commit');
         log.warn({ event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason }, 'lock lost before commit');
         throw new RetryableTransferError('lock_lost', err.message);
       }
-      this.count('transient_error');
       const sqlState = postgresErrorCode(err);
       log.warn({ event: 'transfer_transient_error', ...fields, err, sqlState,
         expected: sqlState !== null && RETRYABLE_SQLSTATES.has(sqlState) }, 'transfer attempt failed; will retry');
@@ -187,9 +179,12 @@ export class TransferProcessor {
   }
 
   private async applyUnderLock(job: Job, request: TransferRequest): Promise<LockedApply> {
+    const lockWaitStartMs = performance.now();
+    const lockWaitS = () => (performance.now() - lockWaitStartMs) / 1000;
     if (this.skipLock) {
       // Negative control: a token is still issued (fencing stays on) but nobody is excluded.
       const acquired = await this.deps.lock.acquireWithRetry(request.from);
+      this.metrics.observeLockWait(lockWaitS(), acquired.kind);
       if (acquired.kind === 'busy') return { kind: 'busy', retryAfterMs: acquired.retryAfterMs };
       await this.deps.lock.release(request.from, acquired.lease.owner, acquired.lease.token);
       const token = acquired.lease.token;
@@ -199,6 +194,7 @@ export class TransferProcessor {
     const expected = this.batcher?.expect();
     try {
       const entered = await this.leases.enter(request.from);
+      this.metrics.observeLockWait(lockWaitS(), entered.kind === 'busy' ? 'busy' : 'acquired');
       if (entered.kind === 'busy') return { kind: 'busy', retryAfterMs: entered.retryAfterMs };
       const { ride } = entered;
       try {
@@ -214,7 +210,7 @@ export class TransferProcessor {
             });
         // The lease ran out while the decision was in flight (a pause, a slow link): too late
         // to abort, so the fence decided. Counted to show how often that guard is what mattered.
-        if (ride.lease.signal.aborted) this.count('lease_lost_in_flight');
+        if (ride.lease.signal.aborted) this.metrics.lockLost('in_flight');
         if (result.outcome === 'stale_fence') ride.spoil();
         return { kind: 'done', result, token: ride.token };
       } finally {
@@ -233,7 +229,14 @@ export class TransferProcessor {
   private async decide(job: Job, request: TransferRequest, token: bigint, lease: HeldLease | null): Promise<ApplyResult> {
     lease?.assertHeld();
     await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
-    if (this.apply !== null) return this.apply(request, token, lease);
+    if (this.apply !== null) {
+      const stopTimer = this.metrics.startDecisionTimer();
+      try {
+        return await this.apply(request, token, lease);
+      } finally {
+        stopTimer();
+      }
+    }
     if (this.batcher === null) throw new Error('no decision path: neither an ApplyStrategy nor a batcher');
     return this.batcher.expect().submit({ request, fence: token });
   }
@@ -253,22 +256,32 @@ export class TransferProcessor {
   }
 }
 
-/** A started worker: BullMQ's Worker and the processor behind it (batcher, leases, counters). */
+/** A started worker: BullMQ's Worker and the processor behind it (batcher, shared leases). */
 export interface TransferWorker {
   readonly worker: Worker;
   readonly processor: TransferProcessor;
   /**
-   * Stops taking jobs, waits for the jobs in hand (unless force), then for their batches, lock
-   * releases and the last counters. Does not close the connections: their owner does.
+   * Stops taking jobs, waits for the jobs in hand (unless force), then for their batches and
+   * the lock releases they sent. Does not close the connections: their owner does.
    */
   close(force?: boolean): Promise<void>;
-  /** Adds the counts so far to the shared hash now (tests and reports read it). */
-  flushMetrics(): Promise<void>;
 }
 
 export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
   const processor = new TransferProcessor(deps);
-  const worker = new Worker(deps.config.queueName, (job, token) => processor.process(job, token), {
+  const process = async (job: Job, token: string | undefined): Promise<TransferOutcome> => {
+    const startedAtMs = performance.now();
+    deps.metrics.jobStarted();
+    try {
+      return await processor.process(job, token);
+    } catch (err) {
+      if (err instanceof RetryableTransferError) deps.metrics.retry(err.kind);
+      throw err;
+    } finally {
+      deps.metrics.jobFinished((performance.now() - startedAtMs) / 1000);
+    }
+  };
+  const worker = new GatedWorker(deps.config.queueName, process, {
     connection: deps.connection,
     concurrency: deps.config.workerConcurrency,
     lockDuration: deps.config.jobLockDurationMs,
@@ -278,7 +291,7 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
       // Serves TRANSFER_BACKOFF_TYPE, the type our producer puts on every job.
       backoffStrategy: (attemptsMade: number) => transferBackoffMs(attemptsMade),
     },
-  });
+  }, deps.admission);
   worker.on('failed', (job, err) => {
     const final = err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
     if (job !== undefined && final) {
@@ -294,6 +307,5 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
       await worker.close(force);
       await processor.close();
     },
-    flushMetrics: () => processor.flushMetrics(),
   };
 }

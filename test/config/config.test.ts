@@ -56,6 +56,10 @@ describe('loadConfig defaults', () => {
       dashboardPort: 3000,
       dashboardReadOnly: true,
       workerEntry: join(PROJECT_ROOT, 'src', 'cli', 'worker.ts'),
+      metricsPort: 9464,
+      metricsHost: '0.0.0.0',
+      startupTimeoutMs: 30_000,
+      shutdownTimeoutMs: 20_000,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.unsafe)).toBe(true);
@@ -148,6 +152,13 @@ describe('loadConfig rejects malformed values, naming the variable', () => {
     ['DASHBOARD_PORT', '-1'],
     ['DASHBOARD_READ_ONLY', 'yes'],
     ['DASHBOARD_READ_ONLY', 'TRUE'],
+    ['METRICS_PORT', '0'],
+    ['METRICS_PORT', '65536'],
+    ['METRICS_PORT', 'none'],
+    ['METRICS_HOST', 'a host'],
+    ['STARTUP_TIMEOUT_MS', '999'],
+    ['STARTUP_TIMEOUT_MS', '600001'],
+    ['SHUTDOWN_TIMEOUT_MS', '20s'],
   ])('%s=%j', (variable, value) => {
     const err = configErrorOf({ [variable]: value });
     expect(err.variable).toBe(variable);
@@ -164,6 +175,14 @@ describe('the dashboard settings', () => {
       dashboardHost: '::1', dashboardPort: 65_535, dashboardReadOnly: true,
     });
     expect(loadConfig({ DASHBOARD_HOST: 'localhost' }).dashboardHost).toBe('localhost');
+  });
+});
+
+describe('the worker\'s HTTP server and time limits', () => {
+  it('METRICS_PORT=off switches the server off; a port and the time limits are read as given', () => {
+    expect(loadConfig({ METRICS_PORT: 'off' }).metricsPort).toBeNull();
+    expect(loadConfig({ METRICS_PORT: '19464', METRICS_HOST: '127.0.0.1', STARTUP_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '600000' }))
+      .toMatchObject({ metricsPort: 19_464, metricsHost: '127.0.0.1', startupTimeoutMs: 1_000, shutdownTimeoutMs: 600_000 });
   });
 });
 

@@ -232,3 +232,28 @@ describe('FencedLock', () => {
     expect(() => new FencedLock({ redis, lockTtlMs: 1_000, acquireBackoffBaseMs: 100, acquireBackoffCapMs: 50 })).toThrow(RangeError);
   });
 });
+
+describe('FencedLock owner prefix and releaseAll', () => {
+  it('writes owner ids that start with the prefix, so a process can find the locks it holds', async () => {
+    const lock = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix, ownerPrefix: 'worker-7-ab12:' });
+    const lease = expectAcquired(await lock.acquire('prefixed'));
+    expect(lease.owner).toMatch(/^worker-7-ab12:[0-9a-f-]{36}$/);
+    expect(await redis.get(lock.keysOf('prefixed').lockKey)).toBe(lease.owner);
+    expect(() => new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, ownerPrefix: 'has space' })).toThrow(/ownerPrefix/);
+    expect(await lock.release('prefixed', lease.owner)).toBe(true);
+  });
+
+  it('releaseAll releases every lease still held and counts those taken over meanwhile', async () => {
+    const lock = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+    const leases = [];
+    for (const wallet of ['all-1', 'all-2', 'all-3']) leases.push(expectAcquired(await lock.acquire(wallet)));
+    expect(await lock.release('all-1', (leases[0] as LockLease).owner)).toBe(true);
+    // Someone else holds all-3 now (our lease expired and was taken over).
+    await redis.set(lock.keysOf('all-3').lockKey, 'another-owner');
+    expect(lock.heldCount).toBe(2);
+    expect(await lock.releaseAll(2_000)).toEqual({ released: 1, notOwned: 1, failed: 0 });
+    expect(lock.heldCount).toBe(0);
+    expect(await redis.exists(lock.keysOf('all-2').lockKey)).toBe(0);
+    expect(await redis.get(lock.keysOf('all-3').lockKey)).toBe('another-owner');
+  });
+});

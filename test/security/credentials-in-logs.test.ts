@@ -69,8 +69,8 @@ function workerLogDir(name: string): string {
   return join(dir, 'logs', name);
 }
 
-function startWorker(name: string, env: Record<string, string>): WorkerProcess {
-  const w = new WorkerProcess(1, {
+async function startWorker(name: string, env: Record<string, string>): Promise<WorkerProcess> {
+  const w = await WorkerProcess.create(1, {
     logDir: workerLogDir(name),
     entry: loadConfig().workerEntry,
     env: { LOG_LEVEL: 'trace', QUEUE_NAME: 'creds', LOCK_KEY_PREFIX: 'creds:', DB_POOL_MAX: '2', WORKER_CONCURRENCY: '2', ...env },
@@ -129,7 +129,7 @@ describe('a run whose URLs carry passwords', () => {
       { REDIS_URL: redisUrl, QUEUE_NAME: 'creds' });
     expect(enqueued.code, describeRun(enqueued)).toBe(0);
 
-    const w = startWorker('good', { DATABASE_URL: workerUrl, REDIS_URL: redisUrl });
+    const w = await startWorker('good', { DATABASE_URL: workerUrl, REDIS_URL: redisUrl });
     await waitFor('the transfer to be applied', async () => {
       const status = await runTsx('src/cli/status.ts', ['creds-1'], { ...owner, LOG_LEVEL: 'silent' });
       return status.code === 0 && JSON.parse(status.stdout.trim()).status === 'applied';
@@ -176,17 +176,17 @@ describe('a run whose URLs carry passwords', () => {
       { REDIS_URL: redisUrl, QUEUE_NAME: 'creds' });
     expect(enqueued.code, describeRun(enqueued)).toBe(0);
     const wrongRole = roleUrl(ownerUrl, ROLE, `${WORKER_PASSWORD}x`);
-    const badDb = startWorker('wrong-db-password', { DATABASE_URL: wrongRole, REDIS_URL: redisUrl, JOB_ATTEMPTS_MAX: '1' });
+    const badDb = await startWorker('wrong-db-password', { DATABASE_URL: wrongRole, REDIS_URL: redisUrl, JOB_ATTEMPTS_MAX: '1' });
     await waitFor('an authentication failure in the worker log', () => /password authentication failed/.test(logText('wrong-db-password')));
     await badDb.stop();
     outputs.push({ what: 'worker log (wrong database password)', text: logText('wrong-db-password') });
 
-    const badRedis = startWorker('wrong-redis-password', { DATABASE_URL: workerUrl, REDIS_URL: wrongRedis });
+    const badRedis = await startWorker('wrong-redis-password', { DATABASE_URL: workerUrl, REDIS_URL: wrongRedis });
     await waitFor('a refused Redis password in the worker log', () => /WRONGPASS|invalid username-password/.test(logText('wrong-redis-password')));
     await badRedis.stop();
     outputs.push({ what: 'worker log (wrong Redis password)', text: logText('wrong-redis-password') });
 
-    const noDb = startWorker('closed-database-port', { DATABASE_URL: closed.replace('postgres:', `${ROLE}:`), REDIS_URL: redisUrl });
+    const noDb = await startWorker('closed-database-port', { DATABASE_URL: closed.replace('postgres:', `${ROLE}:`), REDIS_URL: redisUrl });
     await waitFor('a refused database connection in the worker log', () => /ECONNREFUSED|Can't reach database server/i.test(logText('closed-database-port')));
     await noDb.stop();
     outputs.push({ what: 'worker log (closed database port)', text: logText('closed-database-port') });

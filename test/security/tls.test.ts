@@ -89,8 +89,8 @@ function queueOn(server: LocalRedis, caFile: string, name: string): { queue: Que
   return { queue, events };
 }
 
-function startWorker(env: Record<string, string>): WorkerProcess {
-  const w = new WorkerProcess(processes.length + 1, {
+async function startWorker(env: Record<string, string>): Promise<WorkerProcess> {
+  const w = await WorkerProcess.create(processes.length + 1, {
     logDir: join(dir, 'logs'),
     entry: loadConfig().workerEntry,
     env: { LOG_LEVEL: 'info', LOCK_TTL_MS: '2000', WORKER_CONCURRENCY: '2', DB_POOL_MAX: '2', JOB_ATTEMPTS_MAX: '50', ...env },
@@ -158,7 +158,7 @@ describe('a worker over rediss:// and sslmode=verify-full', () => {
   it('connects to servers whose certificates the CA signed and applies a transfer as the worker role', async () => {
     const queueName = uniqueName('tls');
     const { queue, events } = queueOn(good.redis, ca.certFile, queueName);
-    const w = startWorker({
+    const w = await startWorker({
       DATABASE_URL: roleUrl(pgUrl(good.postgres, ca.certFile), ROLE, ROLE_PASSWORD),
       REDIS_URL: good.redis.url,
       REDIS_TLS_CA_FILE: ca.certFile,
@@ -180,7 +180,7 @@ describe('servers whose certificate another CA signed are refused', () => {
     const impostor = queueOn(rogue.redis, rogueCa.certFile, queueName);
     await impostor.queue.waitUntilReady();
     const job = await impostor.queue.add(TRANSFER_JOB_NAME, { operationId: 'rogue-redis', from: 'w1', to: 'w2', amount: '1' });
-    const w = startWorker({
+    const w = await startWorker({
       DATABASE_URL: roleUrl(pgUrl(good.postgres, ca.certFile), ROLE, ROLE_PASSWORD),
       REDIS_URL: rogue.redis.url,
       REDIS_TLS_CA_FILE: ca.certFile,
@@ -202,7 +202,7 @@ describe('servers whose certificate another CA signed are refused', () => {
     };
     const impostorOwnerUrl = pgUrl(rogue.postgres, rogueCa.certFile);
     const before = await balances(impostorOwnerUrl);
-    const w = startWorker({ ...env, DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile), ROLE, ROLE_PASSWORD) });
+    const w = await startWorker({ ...env, DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile), ROLE, ROLE_PASSWORD) });
     const job = await queue.add(TRANSFER_JOB_NAME, { operationId: 'rogue-pg', from: 'w1', to: 'w2', amount: '1' });
     let refused = '';
     await waitFor('a failed attempt', async () => {
@@ -214,7 +214,7 @@ describe('servers whose certificate another CA signed are refused', () => {
     expect(await balances(impostorOwnerUrl)).toEqual(before);
 
     // Control: the refusal is the verification's doing. Switched off, the impostor gets the write.
-    const careless = startWorker({ ...env, DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile, 'no-verify'), ROLE, ROLE_PASSWORD) });
+    const careless = await startWorker({ ...env, DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile, 'no-verify'), ROLE, ROLE_PASSWORD) });
     const control = await queue.add(TRANSFER_JOB_NAME, { operationId: 'rogue-pg-control', from: 'w1', to: 'w2', amount: '1' });
     expect(await control.waitUntilFinished(events, WAIT_MS)).toMatchObject({ outcome: 'applied', operationId: 'rogue-pg-control' });
     expect(await balances(impostorOwnerUrl)).not.toEqual(before);

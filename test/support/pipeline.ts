@@ -12,17 +12,21 @@ import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prism
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
-import { metricsKey, readMetrics } from '../../src/queue/metrics.ts';
+import { aggregateKeys, COUNTER_FLUSH_INTERVAL_MS, CounterAggregatePublisher, readCounterTotals, transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
+import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
-import { METRICS_FLUSH_INTERVAL_MS, startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
+import { startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
 import { createTestDatabase, uniqueName, type TestDatabase } from './test-db.ts';
 import { spawnWorkerProcess } from './worker-process.ts';
 
 export interface PipelineWorker {
   /** In this process (sources, hooks possible) or a child process running Config.workerEntry. */
   kind: 'in-process' | 'process';
-  /** Adds the worker's counts so far to the shared counters (a process worker does so on its own schedule). */
-  flushMetrics(): Promise<void>;
+  /**
+   * Copies this worker's counters to the queue's aggregate in Redis (what a worker process does
+   * every second on its own: for one, this waits two of its intervals).
+   */
+  flushCounters(): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -42,6 +46,7 @@ export interface Pipeline {
   settle(job: Job, timeoutMs?: number): Promise<{ ok: true; value: unknown } | { ok: false; reason: string }>;
   balances(): Promise<Record<string, bigint>>;
   debitsOf(operationId: string): Promise<number>;
+  /** The workers' counters summed over the queue's aggregate (in-process workers flushed first), under the demo's short names. */
   metrics(): Promise<Record<string, number>>;
   seed(wallets: number, balance: bigint, prefix?: string): Promise<void>;
   close(): Promise<void>;
@@ -88,9 +93,10 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
         const child = await spawnWorkerProcess(pipeline, extraEnv);
         const handle: PipelineWorker = {
           kind: 'process',
-          // The process adds its counts every METRICS_FLUSH_INTERVAL_MS: wait one interval and a margin.
-          flushMetrics: () => new Promise((resolve) => setTimeout(resolve, METRICS_FLUSH_INTERVAL_MS * 2)),
-          close: () => child.stop(),
+          flushCounters: () => new Promise((resolve) => setTimeout(() => resolve(true), COUNTER_FLUSH_INTERVAL_MS * 2)),
+          close: async () => {
+            await child.stop();
+          },
         };
         workers.push(handle);
         return handle;
@@ -101,14 +107,22 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       const lockRedis = lockConnection(workerConfig);
       const connection = bullmqConnection(workerConfig);
       const lock = new FencedLock({ redis: lockRedis, lockTtlMs: workerConfig.lockTtlMs, keyPrefix: workerConfig.lockKeyPrefix, logger });
-      const running = startTransferWorker({ config: workerConfig, prisma, lock, redis: lockRedis, connection, logger, ...(hooks ? { hooks } : {}) });
+      const metrics = new WorkerMetrics({ instanceId: uniqueName('inproc'), queueName });
+      const publisher = new CounterAggregatePublisher({
+        redis: lockRedis, keys: aggregateKeys(workerConfig.lockKeyPrefix, queueName), metrics, logger,
+      });
+      const running = startTransferWorker({ config: workerConfig, prisma, lock, connection, logger, metrics, ...(hooks ? { hooks } : {}) });
       const { worker } = running;
       await worker.waitUntilReady();
+      let closed = false;
       const handle: PipelineWorker = {
         kind: 'in-process',
-        flushMetrics: () => running.flushMetrics(),
+        flushCounters: () => (closed ? Promise.resolve(true) : publisher.flush()),
         async close() {
+          if (closed) return;
+          closed = true;
           await running.close(true);
+          await publisher.stop();
           await closePrisma(prisma);
           lockRedis.disconnect();
           connection.disconnect();
@@ -140,8 +154,10 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       return Number(r.rows[0]?.n ?? 0);
     },
     async metrics() {
-      await Promise.all(workers.map((w) => w.flushMetrics()));
-      return readMetrics(redis, metricsKey(config.lockKeyPrefix, queueName));
+      for (const w of workers) {
+        if (!(await w.flushCounters())) throw new Error('could not copy the in-process counters to Redis');
+      }
+      return transferCounterSummary(await readCounterTotals(redis, aggregateKeys(config.lockKeyPrefix, queueName)));
     },
     async seed(wallets, balance, prefix = 'w') {
       await seedWallets(db.prisma, { wallets, balanceMinor: balance, prefix, currency: 'EUR' });

@@ -1,0 +1,76 @@
+// The HTTP server of one worker process (node:http, no framework): /healthz answers while the
+// process is alive, /readyz only while the worker takes jobs, /metrics renders the registry in
+// Prometheus text format.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Logger } from '../log/logger.ts';
+import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
+import { StartupError } from './startup-error.ts';
+
+export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };
+
+export interface OpsServerOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly metrics: WorkerMetrics;
+  readonly readiness: () => Readiness;
+  readonly logger: Logger;
+}
+
+function send(res: ServerResponse, status: number, body: string, contentType = 'text/plain; charset=utf-8'): void {
+  res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+export class OpsServer {
+  private constructor(private readonly server: Server, readonly port: number) {}
+
+  /** Listens, or throws a StartupError naming METRICS_PORT / METRICS_HOST. */
+  static async start(options: OpsServerOptions): Promise<OpsServer> {
+    const server = createServer((req, res) => void OpsServer.handle(options, req, res));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        const where = `${options.host}:${options.port}`;
+        if (err.code === 'EADDRINUSE') {
+          reject(new StartupError(['METRICS_PORT'], `port ${options.port} is already in use (${where}); give each worker process its own METRICS_PORT, or set METRICS_PORT=off`));
+        } else if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') {
+          reject(new StartupError(['METRICS_HOST'], `cannot listen on ${where}: ${err.code}`));
+        } else {
+          reject(new StartupError(['METRICS_PORT'], `cannot listen on ${where}: ${err.message}`));
+        }
+      });
+      server.listen(options.port, options.host, () => resolve());
+    });
+    server.on('error', (err) => options.logger.error({ err }, 'metrics server error'));
+    return new OpsServer(server, options.port);
+  }
+
+  private static async handle(options: OpsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      send(res, 405, 'method not allowed\n');
+      return;
+    }
+    if (path === '/healthz') {
+      send(res, 200, 'ok\n');
+    } else if (path === '/readyz') {
+      const r = options.readiness();
+      if (r.ready) send(res, 200, 'ready\n');
+      else send(res, 503, `not ready: ${r.reason}\n`);
+    } else if (path === '/metrics') {
+      try {
+        send(res, 200, await options.metrics.exposition(), options.metrics.contentType);
+      } catch (err) {
+        options.logger.error({ err }, 'metrics could not be rendered');
+        send(res, 500, 'metrics could not be rendered\n');
+      }
+    } else {
+      send(res, 404, 'not found: try /healthz, /readyz or /metrics\n');
+    }
+  }
+
+  async close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+  }
+}

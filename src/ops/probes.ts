@@ -1,0 +1,143 @@
+// The readiness probes of a worker: does Redis answer, does PostgreSQL answer, and does the
+// database carry every migration of this build. Each probe is bounded by a timeout and needs no
+// privilege beyond `SELECT 1` and reading `_prisma_migrations`, so it works for a role that may
+// otherwise only execute the decision functions.
+import type { Redis } from 'ioredis';
+import pg from 'pg';
+import { redactUrl } from '../config/config.ts';
+import type { MigrationFile } from '../db/migrate.ts';
+
+export type ProbeVariable = 'REDIS_URL' | 'DATABASE_URL';
+
+export type ProbeResult =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly variable: ProbeVariable; readonly detail: string };
+
+/** Rejects with `what did not answer within …` when `work` takes longer than timeoutMs. */
+export async function withinMs<T>(work: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} did not answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function messageOf(err: unknown): string {
+  if (err instanceof AggregateError && err.errors.length > 0) return messageOf(err.errors[0]);
+  const text = err instanceof Error ? err.message : String(err);
+  return text === '' && err instanceof Error ? err.name : text;
+}
+
+/** `connectionError`: what the client's last connection attempt said, more telling than a failed PING. */
+export async function probeRedis(redis: Redis, redisUrl: string, timeoutMs: number,
+  connectionError: () => string | null = () => null): Promise<ProbeResult> {
+  try {
+    const reply = await withinMs(redis.ping(), timeoutMs, 'PING');
+    if (reply !== 'PONG') return { ok: false, variable: 'REDIS_URL', detail: `Redis at ${redactUrl(redisUrl)} answered PING with ${JSON.stringify(reply)}` };
+    return { ok: true };
+  } catch (err) {
+    return { ok: false, variable: 'REDIS_URL', detail: `Redis at ${redactUrl(redisUrl)}: ${connectionError() ?? messageOf(err)}` };
+  }
+}
+
+interface MigrationRow {
+  migration_name: string;
+  checksum: string;
+}
+
+/**
+ * What the database lacks of `expected`: folders without a finished, not rolled back row, or
+ * whose recorded checksum differs from the file. Null when nothing is missing.
+ */
+export function missingMigrations(expected: readonly Pick<MigrationFile, 'name' | 'checksum'>[], applied: readonly MigrationRow[]): string | null {
+  const byName = new Map(applied.map((r) => [r.migration_name, r.checksum]));
+  const absent = expected.filter((m) => !byName.has(m.name)).map((m) => m.name);
+  const changed = expected.filter((m) => byName.has(m.name) && byName.get(m.name) !== m.checksum).map((m) => m.name);
+  const parts: string[] = [];
+  if (absent.length > 0) parts.push(`migrations not applied: ${absent.join(', ')} (run npm run db:migrate)`);
+  if (changed.length > 0) parts.push(`applied migrations differ from this build's files: ${changed.join(', ')}`);
+  return parts.length === 0 ? null : parts.join('; ');
+}
+
+/**
+ * PostgreSQL through one connection of its own, outside the worker's pool: a pool busy with
+ * decisions must not look like a server that does not answer. The connection is opened again
+ * after any failure. The migrations are compared at the first success and again after every
+ * outage (the database may have been restored from a backup meanwhile).
+ */
+export class PostgresProbe {
+  private client: pg.Client | null = null;
+  private migrationsVerified = false;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly expectedMigrations: readonly Pick<MigrationFile, 'name' | 'checksum'>[],
+  ) {}
+
+  async probe(timeoutMs: number): Promise<ProbeResult> {
+    const where = `PostgreSQL at ${redactUrl(this.databaseUrl)}`;
+    try {
+      await withinMs(this.check(timeoutMs), timeoutMs, 'PostgreSQL');
+      if (!this.migrationsVerified) {
+        const detail = await withinMs(this.compareMigrations(), timeoutMs, 'PostgreSQL');
+        if (detail !== null) return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${detail}` };
+        this.migrationsVerified = true;
+      }
+      return { ok: true };
+    } catch (err) {
+      this.drop();
+      return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${messageOf(err)}` };
+    }
+  }
+
+  async close(timeoutMs: number): Promise<void> {
+    const client = this.client;
+    this.client = null;
+    if (client !== null) await withinMs(client.end(), timeoutMs, 'PostgreSQL').catch(() => undefined);
+  }
+
+  private async check(timeoutMs: number): Promise<void> {
+    if (this.client === null) {
+      const client = new pg.Client({
+        connectionString: this.databaseUrl,
+        connectionTimeoutMillis: timeoutMs,
+        statement_timeout: timeoutMs,
+        application_name: 'fenced-transfers-probe',
+      });
+      // A connection ended by the server (restart, pg_terminate_backend) emits here; the next probe reconnects.
+      client.on('error', () => { if (this.client === client) this.drop(); });
+      this.client = client;
+      await client.connect();
+    }
+    await this.client.query('SELECT 1');
+  }
+
+  private async compareMigrations(): Promise<string | null> {
+    const client = this.client;
+    if (client === null) throw new Error('not connected');
+    try {
+      const rows = (await client.query<MigrationRow>(
+        'SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL',
+      )).rows;
+      return missingMigrations(this.expectedMigrations, rows);
+    } catch (err) {
+      // 42P01: no _prisma_migrations table, so nothing was ever migrated here.
+      if ((err as { code?: unknown }).code === '42P01') return missingMigrations(this.expectedMigrations, []);
+      throw err;
+    }
+  }
+
+  /** Forgets the connection without waiting for it to close: on a stalled link, closing could hang too. */
+  private drop(): void {
+    const client = this.client;
+    this.client = null;
+    this.migrationsVerified = false;
+    if (client !== null) void client.end().catch(() => undefined);
+  }
+}

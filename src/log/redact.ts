@@ -10,14 +10,19 @@ const SECRET_KEY = /password|passwd|secret|connectionstring|credential|^pass$/i;
 /** Redis commands whose arguments carry credentials. */
 const SECRET_COMMANDS = new Set(['auth', 'hello', 'migrate']);
 /** scheme://user:password@ and ?password=... in any text. */
-const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:@/]*:)[^\s@/]*@/gi;
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:@/]*:)([^\s@/]*)@/gi;
+/** What redactUrl (src/config/config.ts) already put in place of a password: left as it is. */
+const ALREADY_MASKED = '***';
 const QUERY_PASSWORD = /([?&](?:ssl)?password=)[^&\s]*/gi;
 /** Deeper structures are cut: errors nest causes, never this deep. */
 const DEPTH_MAX = 8;
 
 /** The text with every URL password (user part or query parameter) replaced. */
 export function redactText(text: string): string {
-  return text.replace(URL_PASSWORD, `$1${REDACTED}@`).replace(QUERY_PASSWORD, `$1${REDACTED}`);
+  return text
+    .replace(URL_PASSWORD, (whole: string, head: string, password: string) =>
+      (password === ALREADY_MASKED ? whole : `${head}${REDACTED}@`))
+    .replace(QUERY_PASSWORD, `$1${REDACTED}`);
 }
 
 /** A copy of `value` safe to log: see the file header. */

@@ -29,9 +29,11 @@ describe('WorkerMetrics', () => {
     const families = parsePrometheusText(await busyMetrics().exposition());
     const ours = [...families.values()].filter((f) => f.name.startsWith('fenced_transfers_'));
     expect(ours.map((f) => `${f.name} ${f.type}`).sort()).toEqual([
+      'fenced_transfers_decision_batch_size histogram',
       'fenced_transfers_decision_duration_seconds histogram',
       'fenced_transfers_fence_advances_total counter',
       'fenced_transfers_invalid_messages_total counter',
+      'fenced_transfers_job_duration_seconds histogram',
       'fenced_transfers_jobs_in_progress gauge',
       'fenced_transfers_lock_busy_deferrals_total counter',
       'fenced_transfers_lock_losses_total counter',

@@ -109,7 +109,10 @@ export class TransferProcessor {
           onBatch: (stats) => this.onBatch(stats),
         })
       : null;
-    this.leases = new SharedLeases(deps.lock, { rideMsMax: deps.config.lockRideMsMax });
+    // Riders share one token, which is only safe when the database decides each transfer
+    // atomically (apply_transfers under row locks). A custom strategy (the harness's naive
+    // read-modify-write) gets the lease to itself, one job at a time, as the lock promises.
+    this.leases = new SharedLeases(deps.lock, { rideMsMax: deps.apply === undefined ? deps.config.lockRideMsMax : 0 });
     this.metrics = deps.metrics;
   }
 

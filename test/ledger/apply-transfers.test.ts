@@ -3,7 +3,7 @@
 // a batch that dies is retried whole, and crossing batches never deadlock.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { applyTransfers, type FencedTransfer } from '../../src/ledger/apply-transfer.ts';
+import { applyTransfer, applyTransfers, type FencedTransfer } from '../../src/ledger/apply-transfer.ts';
 import { reconcile } from '../../src/ledger/reconcile.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
@@ -65,6 +65,14 @@ describe('apply_transfers', () => {
     expect(await balance('w2')).toBe(1_093n);
     expect(await balance('w3')).toBe(999n);
     expect((await reconcile(db.prisma)).ok).toBe(true);
+  });
+
+  it('a transfer between two wallets that do not exist is a recorded unknown_wallet, one or many at a time', async () => {
+    expect(await applyTransfers(db.prisma, [at(req('ghosts', { from: 'ghost-a', to: 'ghost-b' }), 1n)]))
+      .toEqual([{ outcome: 'rejected', operationId: 'ghosts', reason: 'unknown_wallet', fence: '1' }]);
+    expect(await applyTransfer(db.prisma, req('ghosts-1', { from: 'ghost-a', to: 'ghost-b' }), 1n))
+      .toMatchObject({ outcome: 'rejected', reason: 'unknown_wallet' });
+    expect((await db.pg.query("SELECT count(*)::int AS n FROM transfers WHERE reason = 'unknown_wallet'")).rows[0]).toEqual({ n: 2 });
   });
 
   it('two debits of one wallet in one batch see each other, in array order', async () => {

@@ -2,18 +2,35 @@
 // started the way src/fleet starts workers: each its own process with its own environment
 // (a free METRICS_PORT each), its log in a file, and its memory sampled while it runs.
 import { join } from 'node:path';
+import { PROJECT_ROOT } from '../config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
 import { freePort } from '../services/free-port.ts';
 import { MemoryTracker, type ProcessPeak } from './process-memory.ts';
 
 export interface BenchFleetSpec {
   readonly count: number;
-  /** TypeScript entry; default the real worker (src/cli/worker.ts). */
+  /** TypeScript entry under src/; default the real worker. */
   readonly entry?: string;
+  /**
+   * Config.workerEntry (WORKER_ENTRY): the real worker's entry. When it is compiled JavaScript
+   * (dist/cli/worker.js), every process of the bench runs compiled: the other entries are
+   * mapped to their dist/ counterparts, so all cases pay the same runtime.
+   */
+  readonly workerEntry: string;
   readonly env: Readonly<Record<string, string>>;
   readonly logDir: string;
   /** Start the processes under `--cpu-prof`, writing profiles into this folder. */
   readonly cpuProfDir: string | null;
+}
+
+/** The file a bench process runs: see BenchFleetSpec.workerEntry. */
+export function processEntry(sourceEntry: string | undefined, workerEntry: string): string {
+  if (!workerEntry.endsWith('.js')) return sourceEntry ?? workerEntry;
+  if (sourceEntry === undefined) return workerEntry;
+  const sourceDir = join(PROJECT_ROOT, 'src');
+  const relative = sourceEntry.startsWith(`${sourceDir}/`) ? sourceEntry.slice(sourceDir.length + 1) : null;
+  if (relative === null || !relative.endsWith('.ts')) throw new Error(`no compiled counterpart for ${sourceEntry}`);
+  return join(PROJECT_ROOT, 'dist', relative.replace(/\.ts$/, '.js'));
 }
 
 export class BenchFleet {
@@ -29,7 +46,7 @@ export class BenchFleet {
         ? []
         : ['--cpu-prof', `--cpu-prof-dir=${join(spec.cpuProfDir, `worker-${index}`)}`];
       processes.push(new WorkerProcess(index, {
-        env, logDir: spec.logDir, nodeArgs, ...(spec.entry === undefined ? {} : { entry: spec.entry }),
+        env, logDir: spec.logDir, nodeArgs, entry: processEntry(spec.entry, spec.workerEntry),
       }, Number(env.METRICS_PORT)));
     }
     return new BenchFleet(processes);

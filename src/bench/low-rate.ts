@@ -42,6 +42,7 @@ export async function runLowRate(ctx: CaseContext): Promise<CaseRunResult> {
       env: workerEnv(ctx, sandbox, caseName === 'low-rate-unbatched' ? 'off' : 'default'),
       logDir: logDirOf(ctx.logRoot, caseName, run),
       cpuProfDir: null,
+      workerEntry: ctx.config.workerEntry,
     }, async (fleet) => {
       await enqueueStamped(queue, warmWires, config.transferAmountMax);
       await drainWithFleet(ctx, queue, fleet, warmup);

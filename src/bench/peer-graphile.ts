@@ -97,6 +97,7 @@ export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> 
       env: { DATABASE_URL: databaseUrl, WORKER_CONCURRENCY: String(options.concurrency), LOG_LEVEL: 'warn' },
       logDir: logDirOf(ctx.logRoot, 'peer-graphile-worker', run),
       cpuProfDir: null,
+      workerEntry: ctx.config.workerEntry,
     }, (fleet) => waitForGraphileDrain(ctx, pool, fleet, wires.length, (n) => { erroredMax = Math.max(erroredMax, n); }));
 
     const commits = await commitTimes(pool, operationPrefix);

@@ -35,6 +35,7 @@ export async function runQueueCeiling(ctx: CaseContext): Promise<CaseRunResult> 
       },
       logDir: logDirOf(ctx.logRoot, 'queue-ceiling', run),
       cpuProfDir: null,
+      workerEntry: ctx.config.workerEntry,
     }, wires.length);
     const span = spanOf(await finishTimes(sandbox.connection, queue, [...enqueued.jobIds.values()]));
     return {

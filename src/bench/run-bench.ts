@@ -106,6 +106,8 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
     transferBatchMax: options.batchMax ?? 'worker default',
     transferBatchWaitMs: options.batchWaitMs ?? 'worker default',
     workerLogLevel: 'warn',
+    runtime: config.workerEntry.endsWith('.js') ? 'compiled JavaScript (dist/, plain node)' : 'TypeScript sources through tsx',
+    workerEntry: config.workerEntry,
     workerDbPoolMax: config.dbPoolMax,
     jobAttemptsMax: config.jobAttemptsMax,
     unlockedFence: 'db-ceiling, seed-design and the Graphile task pass fence 1 (no lock issues tokens there)',

@@ -60,6 +60,7 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
       env: workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
       logDir: logDirOf(ctx.logRoot, caseName, run),
       cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, caseName, run),
+      workerEntry: ctx.config.workerEntry,
     }, wires.length);
 
     const commits = await commitTimes(sandbox.requirePool(), operationPrefix);

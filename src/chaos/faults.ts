@@ -2,14 +2,14 @@
 // records every start and end (with what it actually did) in the history. The clock is the
 // harness's; a fault that cannot be injected (Redis down for another fault) is logged, not fatal.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import { deleteMatching } from '../queue/redis-scan.ts';
+import type { RedisClient } from '../queue/redis-connection.ts';
 import type { ChaosFleet } from './fleet.ts';
 import type { History } from './history.ts';
 import type { FaultKind } from './options.ts';
 import { describeFault, type FaultEvent } from './schedule.ts';
 import type { ChaosServices } from './services.ts';
 
-const KEY_SCAN_COUNT = 1_000;
 /** delete-locks sweeps the lock keys this often during its window. */
 export const LOCK_SWEEP_INTERVAL_MS = 10;
 
@@ -25,18 +25,6 @@ export interface FaultRecord {
   error: string | null;
 }
 
-/** Deletes every key matching `pattern` (SCAN, never KEYS or FLUSH); returns how many. */
-export async function deleteMatching(redis: Redis, pattern: string): Promise<number> {
-  let cursor = '0';
-  let deleted = 0;
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', KEY_SCAN_COUNT);
-    cursor = next;
-    if (keys.length > 0) deleted += await redis.del(...keys);
-  } while (cursor !== '0');
-  return deleted;
-}
-
 export class FaultInjector {
   readonly records: FaultRecord[] = [];
   private readonly pending = new Map<number, { timer: NodeJS.Timeout; heal: () => Promise<void> }>();
@@ -45,7 +33,7 @@ export class FaultInjector {
     private readonly fleet: ChaosFleet,
     private readonly services: ChaosServices,
     /** A harness connection straight to Redis (not through a proxy). */
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly lockKeyPrefix: string,
     private readonly history: History,
     private readonly onChange?: () => void,

@@ -17,7 +17,8 @@ import { queueProgress, waitForDrain, type QueueProgress } from '../queue/queue-
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { renderTimelineSvg } from './chart.ts';
 import { runChecks, type FinalJob } from './checker.ts';
-import { deleteMatching, FaultInjector } from './faults.ts';
+import { FaultInjector } from './faults.ts';
+import { deleteMatching } from '../queue/redis-scan.ts';
 import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet } from './fleet.ts';
 import { History } from './history.ts';
 import type { ChaosOptions } from './options.ts';

@@ -8,7 +8,7 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { loadConfig } from '../config/config.ts';
 import { validateTransferRequest, type TransferWire } from '../ledger/transfer-request.ts';
-import { createTransferQueue, ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers } from '../queue/producer.ts';
+import { ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers, TransferQueues } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
 import { integerFlag, parseFlags, UsageError } from './args.ts';
@@ -43,8 +43,9 @@ await runCli(async () => {
   if (modes !== 1) throw new UsageError(`choose exactly one of --from/--to/--amount, --file, --random\nusage: ${USAGE}`);
 
   const config = loadConfig();
-  const connection = bullmqConnection(config.redisUrl);
-  const queue = createTransferQueue(connection, config.queueName, config.jobAttemptsMax);
+  const connection = bullmqConnection(config);
+  // QUEUE_SHARDS queues; each transfer goes to its source wallet's shard.
+  const queue = TransferQueues.open(connection, config, config.jobAttemptsMax);
   try {
     if (values.file !== undefined) {
       await enqueueFile(values.file, queue, config.transferAmountMax);
@@ -79,7 +80,7 @@ await runCli(async () => {
   }
 });
 
-async function enqueueFile(path: string, queue: ReturnType<typeof createTransferQueue>, amountMax: bigint): Promise<void> {
+async function enqueueFile(path: string, queue: TransferQueues, amountMax: bigint): Promise<void> {
   const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
   let lineNumber = 0;
   let enqueued = 0;

@@ -2,7 +2,6 @@
 // applies the transfer with the lock's token. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 import { applyTransfer, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
@@ -16,6 +15,8 @@ import { withLock } from '../lock/with-lock.ts';
 import type { Logger } from '../log/logger.ts';
 import { transferBackoffMs, TRANSFER_JOB_NAME } from './job-options.ts';
 import { metricsKey, recordEvents, type MetricEvent } from './metrics.ts';
+import { consumedQueueShardsOf, type QueueShard } from './queue-shards.ts';
+import type { RedisClient } from './redis-connection.ts';
 
 /** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
 export const STALE_FENCE_ROUNDS_MAX = 3;
@@ -61,9 +62,9 @@ export interface TransferWorkerDeps {
   readonly prisma: PrismaClient;
   readonly lock: FencedLock;
   /** A non-blocking connection for metrics (the lock's may be shared). */
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** BullMQ's connection (blocking commands). */
-  readonly connection: Redis;
+  readonly connection: RedisClient;
   readonly logger: Logger;
   readonly hooks?: TransferWorkerHooks;
   /** Default: applyTransfer with the configured unsafe switches. */
@@ -190,10 +191,29 @@ export class TransferProcessor {
   }
 }
 
-export function startTransferWorker(deps: TransferWorkerDeps): Worker {
+/**
+ * One BullMQ Worker per consumed queue shard (QUEUE_SHARDS, QUEUE_SHARDS_CONSUMED), all
+ * sharing one processor. BullMQ's concurrency is per Worker: WORKER_CONCURRENCY jobs per shard.
+ */
+export function startTransferWorkers(deps: TransferWorkerDeps): Worker[] {
   const processor = new TransferProcessor(deps);
-  const worker = new Worker(deps.config.queueName, (job, token) => processor.process(job, token), {
+  return consumedQueueShardsOf(deps.config).map((shard) => shardWorker(shard, processor, deps));
+}
+
+/** The unsharded form: the one Worker of a process that consumes exactly one queue. */
+export function startTransferWorker(deps: TransferWorkerDeps): Worker {
+  const workers = startTransferWorkers(deps);
+  if (workers.length !== 1) {
+    void Promise.all(workers.map((w) => w.close()));
+    throw new RangeError(`startTransferWorker serves one queue; this process consumes ${workers.length} (use startTransferWorkers)`);
+  }
+  return workers[0] as Worker;
+}
+
+function shardWorker(shard: QueueShard, processor: TransferProcessor, deps: TransferWorkerDeps): Worker {
+  const worker = new Worker(shard.name, (job, token) => processor.process(job, token), {
     connection: deps.connection,
+    prefix: shard.prefix,
     concurrency: deps.config.workerConcurrency,
     lockDuration: deps.config.jobLockDurationMs,
     stalledInterval: deps.config.jobStalledIntervalMs,
@@ -206,10 +226,10 @@ export function startTransferWorker(deps: TransferWorkerDeps): Worker {
   worker.on('failed', (job, err) => {
     const final = err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
     if (job !== undefined && final) {
-      deps.logger.error({ event: 'transfer_failed', jobId: job.id, attempt: job.attemptsMade, reason: err.message },
+      deps.logger.error({ event: 'transfer_failed', queue: shard.name, jobId: job.id, attempt: job.attemptsMade, reason: err.message },
         'job failed for good; it stays in the failed set');
     }
   });
-  worker.on('error', (err) => deps.logger.error({ err }, 'worker error'));
+  worker.on('error', (err) => deps.logger.error({ err, queue: shard.name }, 'worker error'));
   return worker;
 }

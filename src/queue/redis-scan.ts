@@ -1,0 +1,42 @@
+// Finding and deleting keys by pattern on one Redis or on every master of a cluster, with SCAN
+// (never KEYS or FLUSH): a cluster client sends SCAN to one node only, so each master is scanned
+// on its own, and keys are deleted one by one (a multi-key DEL across slots is refused).
+import type { Cluster, Redis } from 'ioredis';
+import { isCluster, type RedisClient } from './redis-connection.ts';
+
+/** Keys asked for per SCAN call. */
+export const KEY_SCAN_COUNT = 1_000;
+
+/** The servers holding data: the one server, or every master of the cluster as the client sees it now. */
+export function dataNodesOf(client: RedisClient): Redis[] {
+  return isCluster(client) ? (client as Cluster).nodes('master') : [client as Redis];
+}
+
+/** Every key matching `pattern` on one server, a page at a time. */
+export async function* scanNode(node: Redis, pattern: string): AsyncGenerator<string[]> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', KEY_SCAN_COUNT);
+    cursor = next;
+    if (keys.length > 0) yield keys;
+  } while (cursor !== '0');
+}
+
+/** Deletes every key matching `pattern` on every data node; returns how many. */
+export async function deleteMatching(client: RedisClient, pattern: string): Promise<number> {
+  let deleted = 0;
+  for (const node of dataNodesOf(client)) {
+    for await (const keys of scanNode(node, pattern)) {
+      if (!isCluster(client)) {
+        deleted += await node.del(...keys);
+        continue;
+      }
+      // Each key is in a slot this master serves (or did a moment ago): delete it here, one per command.
+      const pipeline = node.pipeline();
+      for (const key of keys) pipeline.del(key);
+      const replies = (await pipeline.exec()) ?? [];
+      for (const [err, n] of replies) if (err === null) deleted += Number(n);
+    }
+  }
+  return deleted;
+}

@@ -168,7 +168,7 @@ export class ClusterFaults {
   }
 
   /** Measures what the replica lacks, promotes it (TAKEOVER), and brings the old master back as its replica. */
-  async lossyTakeover(roles: { master: number; replica: number }): Promise<FailoverLoss> {
+  async lossyTakeover(roles: { master: number; replica: number }, onTakeover?: () => void): Promise<FailoverLoss> {
     const { master, replica } = roles;
     const front = this.frontOf(master);
     const oldMaster = this.cluster.nodeClient(master);
@@ -183,6 +183,7 @@ export class ClusterFaults {
       const replicaOffset = Number(infoField(String(await newMaster.call('INFO', 'replication')), 'slave_repl_offset'));
       const heldBytes = front.heldReplicationBytes();
       const tTakeover = performance.now();
+      onTakeover?.();
       await newMaster.call('CLUSTER', 'FAILOVER', 'TAKEOVER');
       const promotionMs = await waitFor(async () => {
         const role = await newMaster.call('ROLE');

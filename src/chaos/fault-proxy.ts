@@ -255,3 +255,60 @@ export class FaultProxy {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
+
+/** What a link fault acts on: one proxy, or a group of them (one worker's links to every cluster node). */
+export interface LinkProxy {
+  readonly name: string;
+  readonly stats: ProxyStats;
+  setDelay(delayMs: number, jitterMs: number): void;
+  stall(): void;
+  unstall(): void;
+  cut(): void;
+  uncut(): void;
+  heal(): void;
+  close(): Promise<void>;
+}
+
+/** Several proxies degraded as one link (a worker reaches each cluster node through its own proxy). */
+export class FaultProxyGroup implements LinkProxy {
+  constructor(readonly name: string, readonly members: readonly FaultProxy[]) {}
+
+  get stats(): ProxyStats {
+    const sum: ProxyStats = { connections: 0, resets: 0, refused: 0, replication: 0 };
+    for (const m of this.members) {
+      sum.connections += m.stats.connections;
+      sum.resets += m.stats.resets;
+      sum.refused += m.stats.refused;
+      sum.replication += m.stats.replication;
+    }
+    return sum;
+  }
+
+  setDelay(delayMs: number, jitterMs: number): void {
+    for (const m of this.members) m.setDelay(delayMs, jitterMs);
+  }
+
+  stall(): void {
+    for (const m of this.members) m.stall();
+  }
+
+  unstall(): void {
+    for (const m of this.members) m.unstall();
+  }
+
+  cut(): void {
+    for (const m of this.members) m.cut();
+  }
+
+  uncut(): void {
+    for (const m of this.members) m.uncut();
+  }
+
+  heal(): void {
+    for (const m of this.members) m.heal();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.members.map((m) => m.close()));
+  }
+}

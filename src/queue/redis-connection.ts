@@ -14,8 +14,14 @@ export const LOCK_COMMAND_TIMEOUT_MS = 2_000;
 export const CLUSTER_RETRY_DELAY_MS = 100;
 /** A CLUSTER SLOTS refresh that has not answered in this long tries another node. */
 export const CLUSTER_SLOTS_REFRESH_TIMEOUT_MS = 2_000;
-/** Redirections one command follows at most (MOVED/ASK during a resharding or a failover). */
+/** Redirections and retries one lock command makes at most (MOVED/ASK, a node gone): about 1.6 s, then the job retries. */
 export const CLUSTER_REDIRECTIONS_MAX = 16;
+/**
+ * BullMQ's commands must outlive a failover, which takes cluster-node-timeout (15 s by default)
+ * plus an election: retried every CLUSTER_FAILOVER_RETRY_DELAY_MS this many times, about 30 s.
+ */
+export const CLUSTER_FAILOVER_RETRY_DELAY_MS = 200;
+export const CLUSTER_FAILOVER_RETRIES_MAX = 150;
 
 export type RedisClient = Redis | Cluster;
 /** What a connection needs to know: REDIS_URL, and REDIS_CLUSTER_NODES when in cluster mode. */
@@ -35,15 +41,16 @@ export function clusterNodeOptionsOf(redisUrl: string): RedisOptions {
   };
 }
 
-function clusterClient(cluster: RedisClusterConfig, redisUrl: string, redisOptions: RedisOptions): Cluster {
+function clusterClient(cluster: RedisClusterConfig, redisUrl: string, redisOptions: RedisOptions,
+  retry: { delayMs: number; max: number }): Cluster {
   const options: ClusterOptions = {
     redisOptions: { ...clusterNodeOptionsOf(redisUrl), ...redisOptions },
     enableReadyCheck: true,
-    retryDelayOnFailover: CLUSTER_RETRY_DELAY_MS,
-    retryDelayOnClusterDown: CLUSTER_RETRY_DELAY_MS,
-    retryDelayOnTryAgain: CLUSTER_RETRY_DELAY_MS,
+    retryDelayOnFailover: retry.delayMs,
+    retryDelayOnClusterDown: retry.delayMs,
+    retryDelayOnTryAgain: retry.delayMs,
     slotsRefreshTimeout: CLUSTER_SLOTS_REFRESH_TIMEOUT_MS,
-    maxRedirections: CLUSTER_REDIRECTIONS_MAX,
+    maxRedirections: retry.max,
     // Every command goes to the master of its slot: the lock and BullMQ read what they wrote.
     scaleReads: 'master',
     ...(Object.keys(cluster.natMap).length === 0 ? {} : { natMap: { ...cluster.natMap } }),
@@ -63,7 +70,10 @@ export function bullmqConnection(redisUrl: string): Redis;
 export function bullmqConnection(target: RedisTarget): RedisClient;
 export function bullmqConnection(target: string | RedisTarget): RedisClient {
   if (typeof target === 'string') return new Redis(target, BULLMQ_OPTIONS);
-  if (target.redisCluster !== null) return clusterClient(target.redisCluster, target.redisUrl, BULLMQ_OPTIONS);
+  if (target.redisCluster !== null) {
+    return clusterClient(target.redisCluster, target.redisUrl, BULLMQ_OPTIONS,
+      { delayMs: CLUSTER_FAILOVER_RETRY_DELAY_MS, max: CLUSTER_FAILOVER_RETRIES_MAX });
+  }
   return new Redis(target.redisUrl, BULLMQ_OPTIONS);
 }
 
@@ -71,7 +81,9 @@ export function lockConnection(redisUrl: string): Redis;
 export function lockConnection(target: RedisTarget): RedisClient;
 export function lockConnection(target: string | RedisTarget): RedisClient {
   if (typeof target === 'string') return new Redis(target, LOCK_OPTIONS);
-  if (target.redisCluster !== null) return clusterClient(target.redisCluster, target.redisUrl, LOCK_OPTIONS);
+  if (target.redisCluster !== null) {
+    return clusterClient(target.redisCluster, target.redisUrl, LOCK_OPTIONS, { delayMs: CLUSTER_RETRY_DELAY_MS, max: CLUSTER_REDIRECTIONS_MAX });
+  }
   return new Redis(target.redisUrl, LOCK_OPTIONS);
 }
 

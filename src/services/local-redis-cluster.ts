@@ -7,7 +7,7 @@
 // queue tests, the chaos harness (`--redis cluster`) and the scaling runs.
 import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis, type ClusterOptions } from 'ioredis';
 import { CLUSTER_SLOT_COUNT } from '../lock/key-slot.ts';
@@ -194,7 +194,8 @@ export class LocalRedisCluster {
 
   /** A port can be taken between picking and binding (other tests pick too): retry. */
   private static async startNode(index: number, options: LocalRedisClusterOptions, taken: ReadonlySet<number>): Promise<LocalClusterNode> {
-    const dir = join(options.dir, `node-${index}`);
+    // Absolute: redis-server changes into --dir before it opens the log file.
+    const dir = resolve(options.dir, `node-${index}`);
     let lastError: unknown = null;
     for (let attempt = 0; attempt < NODE_START_ATTEMPTS_MAX; attempt += 1) {
       const port = await clusterPort(taken);

@@ -2,8 +2,8 @@
 // records every start and end (with what it actually did) in the history. The clock is the
 // harness's; a fault that cannot be injected (Redis down for another fault) is logged, not fatal.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { deleteMatching } from '../queue/redis-scan.ts';
-import type { RedisClient } from '../queue/redis-connection.ts';
+import { dataNodesOf, deleteMatching, deleteMatchingOnNode } from '../queue/redis-scan.ts';
+import { isCluster, type RedisClient } from '../queue/redis-connection.ts';
 import type { SlotGroup } from '../services/local-redis-cluster.ts';
 import type { ClusterFaults, FailoverLoss, KillMasterResult } from './cluster-faults.ts';
 import type { FailoverRecovery } from './fault-load.ts';
@@ -19,6 +19,8 @@ export const LOCK_SWEEP_INTERVAL_MS = 10;
 /** A topology fault (failover, restart of the masters) waits this long at most for the previous one to finish. */
 export const TOPOLOGY_WAIT_MAX_MS = 120_000;
 const TOPOLOGY_FAULTS: readonly FaultKind[] = ['failover-lossy', 'kill-master', 'restart-redis'];
+/** Faults that act on every master: on a cluster they wait for a failover in progress to end (without holding the next one). */
+const ALL_MASTERS_FAULTS: readonly FaultKind[] = ['delete-fences'];
 
 /** What a failover did, measured (cluster-faults.ts), and on which slots. */
 export type FailoverFigures =
@@ -113,13 +115,12 @@ export class FaultInjector {
     const topological = TOPOLOGY_FAULTS.includes(event.kind) && this.cluster !== null;
     let waitedMs = 0;
     let endTopology = () => {};
-    if (topological) {
+    if (topological || (ALL_MASTERS_FAULTS.includes(event.kind) && this.cluster !== null)) {
       const t = performance.now();
-      const previous = this.topology;
-      await Promise.race([previous, sleep(TOPOLOGY_WAIT_MAX_MS)]);
+      await Promise.race([this.topology, sleep(TOPOLOGY_WAIT_MAX_MS)]);
       waitedMs = Math.round(performance.now() - t);
-      this.topology = new Promise<void>((resolve) => { endTopology = resolve; });
     }
+    if (topological) this.topology = new Promise<void>((resolve) => { endTopology = resolve; });
     const record: FaultRecord = { id: event.id, kind: event.kind, startMs: this.history.nowMs(), endMs: 0,
       worker: event.worker, link: event.link, detail: describeFault(event), error: null };
     if (waitedMs > 100) record.detail += ` (started ${waitedMs} ms late: the previous failover was still going)`;
@@ -201,12 +202,15 @@ export class FaultInjector {
         let sweeping = true;
         const storm = (async () => {
           while (sweeping) {
-            try {
-              deleted += await deleteMatching(this.redis, lockPattern);
-              sweeps += 1;
-            } catch {
-              // Redis restarting for another fault: sweep again on the next tick.
+            // Master by master: one that is down (restarting, failing over) does not spare the others.
+            for (const node of dataNodesOf(this.redis)) {
+              try {
+                deleted += await deleteMatchingOnNode(node, lockPattern, isCluster(this.redis));
+              } catch {
+                // Down for another fault: swept again on the next tick.
+              }
             }
+            sweeps += 1;
             await sleep(LOCK_SWEEP_INTERVAL_MS);
           }
         })();

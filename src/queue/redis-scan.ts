@@ -22,21 +22,26 @@ export async function* scanNode(node: Redis, pattern: string): AsyncGenerator<st
   } while (cursor !== '0');
 }
 
+/** Deletes every key matching `pattern` on one server; `oneByOne` on a cluster node (keys of many slots). */
+export async function deleteMatchingOnNode(node: Redis, pattern: string, oneByOne: boolean): Promise<number> {
+  let deleted = 0;
+  for await (const keys of scanNode(node, pattern)) {
+    if (!oneByOne) {
+      deleted += await node.del(...keys);
+      continue;
+    }
+    // Each key is in a slot this master serves (or did a moment ago): delete it here, one per command.
+    const pipeline = node.pipeline();
+    for (const key of keys) pipeline.del(key);
+    const replies = (await pipeline.exec()) ?? [];
+    for (const [err, n] of replies) if (err === null) deleted += Number(n);
+  }
+  return deleted;
+}
+
 /** Deletes every key matching `pattern` on every data node; returns how many. */
 export async function deleteMatching(client: RedisClient, pattern: string): Promise<number> {
   let deleted = 0;
-  for (const node of dataNodesOf(client)) {
-    for await (const keys of scanNode(node, pattern)) {
-      if (!isCluster(client)) {
-        deleted += await node.del(...keys);
-        continue;
-      }
-      // Each key is in a slot this master serves (or did a moment ago): delete it here, one per command.
-      const pipeline = node.pipeline();
-      for (const key of keys) pipeline.del(key);
-      const replies = (await pipeline.exec()) ?? [];
-      for (const [err, n] of replies) if (err === null) deleted += Number(n);
-    }
-  }
+  for (const node of dataNodesOf(client)) deleted += await deleteMatchingOnNode(node, pattern, isCluster(client));
   return deleted;
 }

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ChaosCliRun } from './chaos-cli.ts';
 
 /** Set-up (six redis-server, PostgreSQL, four workers) + 30 s of faults + drain + checks, on a loaded machine. */
-const RUN_TIMEOUT_MS = 240_000;
+const RUN_TIMEOUT_MS = 300_000;
 
 describe('chaos run on Redis Cluster (short)', () => {
   const run = new ChaosCliRun();

@@ -1,6 +1,9 @@
 // After a run: what each fault met and what followed it. The load of a fault is the number of
-// transfers in flight during its window (enqueued before it ended, answered after it began, or
-// never) and the number answered inside it: a fault that met none tested nothing. The recovery
+// transfers in flight during its window (submitted before it ended — the producer's first try,
+// so a transfer it could not enqueue because of the fault counts —, answered after it began,
+// or never) and the number answered inside it: a fault that met none tested nothing. A fault
+// shorter than a second (a deletion, a termination) is measured over the second after its
+// start: what it does lasts until the next transfers arrive. The recovery
 // of a lossy failover is read from the workers' logs and from Redis: the refusals of the stale
 // tokens the new master handed out on the wallets whose counters went back, the fences raised
 // past the database's, and whether each of those counters is back above its lost value.
@@ -13,6 +16,8 @@ import type { FaultRecord } from './faults.ts';
 import type { History } from './history.ts';
 import type { ChaosMessage } from './workload.ts';
 
+/** Faults shorter than this are measured over this long from their start. */
+export const FAULT_AFTERMATH_MS = 1_000;
 /** Refusals and fence advances on a lost wallet count for its failover within this long after the takeover. */
 export const RECOVERY_WINDOW_MS = 15_000;
 /** Faults after which a stale fence may have another cause: they close a failover's recovery window. */
@@ -30,12 +35,15 @@ export interface FailoverRecovery {
 
 /** Sets `load` on every fault record from the valid transfers' enqueue and answer times. */
 export function attachFaultLoads(records: FaultRecord[], jobs: readonly FinalJob[], sent: ReadonlyMap<string, ChaosMessage>,
-  history: Pick<History, 'offsetOfWallMs'>): void {
+  history: Pick<History, 'offsetOfWallMs'>, firstTryMs: ReadonlyMap<string, number> = new Map()): void {
   const spans = jobs
     .filter((j) => sent.get(j.jobId)?.kind !== 'invalid' && sent.has(j.jobId))
-    .map((j) => ({ from: history.offsetOfWallMs(j.timestamp), to: j.finishedOn === null ? Infinity : history.offsetOfWallMs(j.finishedOn) }));
+    .map((j) => ({
+      from: Math.min(firstTryMs.get(j.jobId) ?? Infinity, history.offsetOfWallMs(j.timestamp)),
+      to: j.finishedOn === null ? Infinity : history.offsetOfWallMs(j.finishedOn),
+    }));
   for (const r of records) {
-    const end = Math.max(r.endMs, r.startMs);
+    const end = Math.max(r.endMs, r.startMs + FAULT_AFTERMATH_MS);
     r.load = {
       inFlight: spans.filter((s) => s.from <= end && s.to >= r.startMs).length,
       answeredDuring: spans.filter((s) => s.to >= r.startMs && s.to <= end).length,

@@ -4,7 +4,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CheckResult, FinalJob } from './checker.ts';
-import { RECOVERY_WINDOW_MS } from './fault-load.ts';
+import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
 import type { FaultRecord } from './faults.ts';
 import type { ChaosOptions, FaultKind } from './options.ts';
 import { faultKindsOf } from './options.ts';
@@ -209,7 +209,8 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     lines.push(`| ${kind} | ${f.faults.byKind[kind] ?? 0} |`);
   }
   lines.push('', 'Every fault, with its window (s from the start of the fault phase) and the load it met: transfers in flight ' +
-    '(enqueued before the window ended, answered after it began) and answered inside the window.', '',
+    '(submitted by the producer before the window ended, answered after it began) and answered inside the window; a fault ' +
+    `shorter than ${FAULT_AFTERMATH_MS / 1000} s is measured over the ${FAULT_AFTERMATH_MS / 1000} s after its start.`, '',
     '| # | start | end | in flight | answered during | what | error |', '| ---: | ---: | ---: | ---: | ---: | --- | --- |');
   for (const r of f.faults.list) {
     lines.push(`| ${r.id} | ${(r.startMs / 1000).toFixed(2)} | ${(r.endMs / 1000).toFixed(2)} | ${r.load?.inFlight ?? ''} | ` +

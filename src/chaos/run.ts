@@ -146,12 +146,13 @@ async function producerRetry<T>(send: () => Promise<T>, progress: Progress): Pro
 
 /** Sends the messages in order, a slice every tick, so they spread over `windowMs`. */
 async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMessage[], windowMs: number, history: History,
-  sent: Map<string, ChaosMessage>, progress: Progress, signal: AbortSignal): Promise<void> {
+  sent: Map<string, ChaosMessage>, progress: Progress, signal: AbortSignal, firstTryMs?: Map<string, number>): Promise<void> {
   const shardCount = queues.shards.length;
   const shardOfName = new Map(queues.shards.map(({ shard }) => [shard.name, shard]));
   const ticks = Math.max(1, Math.floor(windowMs / ENQUEUE_TICK_MS));
-  const record = (message: ChaosMessage, jobId: string) => {
+  const record = (message: ChaosMessage, jobId: string, triedAtMs: number) => {
     sent.set(jobId, message);
+    firstTryMs?.set(jobId, triedAtMs);
     progress.enqueued = sent.size;
     const wire = message.kind === 'invalid' ? null : (message.data as TransferWire);
     history.write({ type: 'enqueue', jobId, seq: message.seq, kind: message.kind, operationId: message.operationId,
@@ -170,8 +171,9 @@ async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMess
     const flush = async () => {
       if (run.length === 0) return;
       const batch = run;
+      const triedAtMs = history.nowMs();
       const done = await producerRetry(() => enqueueTransfers(queues, batch.map((m) => m.data as TransferWire), AMOUNT_MAX), progress);
-      done.forEach((d, i) => record(run[i] as ChaosMessage, jobRef(shardOfName.get(d.queueName) as QueueShard, d.jobId, shardCount)));
+      done.forEach((d, i) => record(run[i] as ChaosMessage, jobRef(shardOfName.get(d.queueName) as QueueShard, d.jobId, shardCount), triedAtMs));
       run = [];
     };
     for (const message of slice) {
@@ -182,8 +184,9 @@ async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMess
       await flush();
       // Hostile messages have no trustworthy source wallet: spread them over the shards by position.
       const target = queues.shards[message.seq % shardCount] as (typeof queues.shards)[number];
+      const triedAtMs = history.nowMs();
       const job = await producerRetry(() => target.queue.add(message.jobName, message.data as object), progress);
-      if (job.id !== undefined) record(message, jobRef(target.shard, job.id, shardCount));
+      if (job.id !== undefined) record(message, jobRef(target.shard, job.id, shardCount), triedAtMs);
     }
     await flush();
   }
@@ -339,7 +342,9 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
 
     const phaseMs = options.durationS * 1000;
     const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
-    const enqueueing = enqueuePaced(queues, workload.messages.slice(warmUp.length), phaseMs * ENQUEUE_SHARE, history, sent, progress, interrupted);
+    const firstTryMs = new Map<string, number>();
+    const enqueueing = enqueuePaced(queues, workload.messages.slice(warmUp.length), phaseMs * ENQUEUE_SHARE, history, sent, progress, interrupted,
+      firstTryMs);
     // Awaited after the fault phase; until then a failure must not count as unhandled.
     enqueueing.catch(() => undefined);
     await injector.run(schedule, phaseAbort.signal);
@@ -384,7 +389,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     }
     prisma = createPrisma(dbConfig(services.databaseUrl));
     const { checks, totals } = await runChecks(prisma, { workload, sent, jobs, drained });
-    attachFaultLoads(injector.records, jobs, sent, history);
+    attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
     await attachRecovery(injector.records, join(outDir, 'workers'), history.origin.t0WallMs, directRedis, names.lockKeyPrefix);
     for (const c of checks) history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
     const checkMs = performance.now() - tCheck;

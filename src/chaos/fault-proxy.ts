@@ -10,7 +10,8 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 export const PROXY_HELD_BYTES_MAX = 64 * 1024 * 1024;
 /** A connection is looked at for REPLCONF/PSYNC in its first this many bytes from the client; after that it is a client. */
 export const REPLICATION_SNIFF_BYTES_MAX = 4_096;
-const REPLICATION_COMMANDS = /REPLCONF|PSYNC/i;
+/** A RESP command (array header, then the name as its first bulk string) named REPLCONF or PSYNC. */
+const REPLICATION_COMMANDS = /(?:^|\r\n)\*\d+\r\n\$(?:8\r\nREPLCONF|5\r\nPSYNC)\r\n/i;
 
 interface Chunk {
   readonly data: Buffer;

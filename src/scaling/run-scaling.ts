@@ -1,9 +1,11 @@
 // Throughput of the whole pipeline against worker processes and queue shards, on private
 // servers started here: a Redis Cluster of 3 masters (and one single redis-server for the
 // reference row) and a PostgreSQL with fsync on. Each case gets a fresh database of seeded
-// wallets and empty queues, the transfers are enqueued first (the producer is not measured),
-// then the worker processes start; throughput is the transfers answered divided by the time
-// from the first job a worker took to the last answer, both as BullMQ recorded them.
+// wallets and empty queues; the queues are paused, the worker processes started, the transfers
+// enqueued (the producer is not measured), then the queues resumed. Throughput is the transfers
+// answered divided by the time from the first job a worker took to the last answer, both as
+// BullMQ recorded them; CPU per transfer is what the worker processes, the Redis servers and
+// PostgreSQL (postmaster and backends) spent between resume and drain.
 // The figures of docs/scaling.md come from here (`npm run scaling`).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -25,6 +27,7 @@ import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
 import { LocalRedisCluster } from '../services/local-redis-cluster.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
+import { cpuMsOf, processTree } from './process-cpu.ts';
 
 export const SCALING_WALLETS = 10_000;
 export const SCALING_BALANCE_MINOR = 1_000_000_000n;
@@ -49,6 +52,8 @@ export interface ScalingResult extends ScalingCase {
   readonly enqueuedPerSecond: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** CPU milliseconds per transfer, between resume and drain. */
+  readonly cpuMsPerTransfer: { readonly workers: number; readonly redis: number; readonly postgres: number };
   /** 1-minute load average of the machine before and after the case. */
   readonly loadBefore: number;
   readonly loadAfter: number;
@@ -89,8 +94,8 @@ async function answeredJobs(queues: readonly Queue[]): Promise<{ processedOn: nu
   return out;
 }
 
-async function runCase(c: ScalingCase, index: number, target: RedisTarget, postgres: LocalPostgres, o: ScalingOptions,
-  logDir: string): Promise<ScalingResult> {
+async function runCase(c: ScalingCase, index: number, target: RedisTarget, postgres: LocalPostgres, redisPids: readonly number[],
+  o: ScalingOptions, logDir: string): Promise<ScalingResult> {
   const databaseUrl = withDatabase(postgres.url, `scaling_${index}`);
   await dropDatabase(databaseUrl);
   await migrate(databaseUrl, MIGRATIONS_DIR);
@@ -109,11 +114,12 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
       transfers: o.transfers, wallets: SCALING_WALLETS, walletPrefix: 'w', duplicateRate: 0, conflicts: 0,
       amountMaxMinor: 100, seed: 1_000 + index, operationPrefix: `s${index}-`,
     }).map((m) => m.wire);
+    // Paused while the workers start and the transfers go in: neither is measured.
+    for (const q of queues.queues) await q.pause();
     const tEnqueue = performance.now();
     await enqueueTransfers(queues, wires, SCALING_BALANCE_MINOR);
     const enqueuedPerSecond = wires.length / ((performance.now() - tEnqueue) / 1000);
 
-    const loadBefore = loadavg()[0] as number;
     const env: Record<string, string> = {
       DATABASE_URL: databaseUrl, ...redisTargetEnv(target), QUEUE_NAME: 'transfers', QUEUE_SHARDS: String(c.shards),
       QUEUE_SHARDS_CONSUMED: '', LOCK_KEY_PREFIX: 'sc:', WORKER_CONCURRENCY: String(SCALING_WORKER_CONCURRENCY),
@@ -124,7 +130,24 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
       proc.start();
       workers.push(proc);
     }
+    const deadline = performance.now() + SCALING_WORKERS_READY_TIMEOUT_MS;
+    for (const q of queues.queues) {
+      while ((await q.getWorkersCount()) < c.workers) {
+        if (performance.now() > deadline) throw new Error(`workers did not register with ${q.name}; logs in ${logDir}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    const pgPid = postgres.postmasterPid();
+    const parts = () => ({
+      workers: cpuMsOf(workers.map((w) => w.pid).filter((p): p is number => p !== undefined)),
+      redis: cpuMsOf(redisPids),
+      postgres: pgPid === null ? 0 : cpuMsOf(processTree(pgPid)),
+    });
+    const loadBefore = loadavg()[0] as number;
+    const cpuBefore = parts();
+    for (const q of queues.queues) await q.resume();
     await waitForDrain(queues.queues, SCALING_DRAIN_TIMEOUT_MS);
+    const cpuAfter = parts();
     const loadAfter = loadavg()[0] as number;
     const jobs = await answeredJobs(queues.queues);
     const first = Math.min(...jobs.map((j) => j.processedOn));
@@ -134,7 +157,13 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
     const report = await reconcile(prisma);
     return {
       ...c, transfers: jobs.length, busyMs, perSecond: Math.round(jobs.length / (busyMs / 1000)),
-      enqueuedPerSecond: Math.round(enqueuedPerSecond), p50Ms: quantile(latencies, 0.5), p99Ms: quantile(latencies, 0.99),
+      enqueuedPerSecond: Math.round(enqueuedPerSecond),
+      cpuMsPerTransfer: {
+        workers: Math.round(((cpuAfter.workers - cpuBefore.workers) / jobs.length) * 100) / 100,
+        redis: Math.round(((cpuAfter.redis - cpuBefore.redis) / jobs.length) * 100) / 100,
+        postgres: Math.round(((cpuAfter.postgres - cpuBefore.postgres) / jobs.length) * 100) / 100,
+      },
+      p50Ms: quantile(latencies, 0.5), p99Ms: quantile(latencies, 0.99),
       loadBefore: Math.round(loadBefore * 10) / 10, loadAfter: Math.round(loadAfter * 10) / 10, reconciled: report.ok,
     };
   } finally {
@@ -148,12 +177,13 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
 
 export function renderTable(results: readonly ScalingResult[]): string {
   const lines = [
-    '| Redis | queue shards | worker processes | transfers/s | p50 / p99 job time (ms) | producer enqueue/s | load avg before → after | reconciled |',
-    '| --- | ---: | ---: | ---: | --- | ---: | --- | --- |',
+    '| Redis | queue shards | worker processes | transfers/s | CPU ms per transfer: workers / Redis / PostgreSQL | p50 / p99 job time (ms) | ' +
+      'producer enqueue/s | load avg before → after | reconciled |',
+    '| --- | ---: | ---: | ---: | --- | --- | ---: | --- | --- |',
   ];
   for (const r of results) {
     lines.push(`| ${r.redis === 'cluster' ? 'cluster, 3 masters' : 'single node'} | ${r.shards} | ${r.workers} | ${r.perSecond} | ` +
-      `${r.p50Ms} / ${r.p99Ms} | ${r.enqueuedPerSecond} | ${r.loadBefore} → ${r.loadAfter} | ${r.reconciled ? 'yes' : 'NO'} |`);
+      `${r.cpuMsPerTransfer.workers} / ${r.cpuMsPerTransfer.redis} / ${r.cpuMsPerTransfer.postgres} | ${r.p50Ms} / ${r.p99Ms} | ${r.enqueuedPerSecond} | ${r.loadBefore} → ${r.loadAfter} | ${r.reconciled ? 'yes' : 'NO'} |`);
   }
   return lines.join('\n');
 }
@@ -176,8 +206,11 @@ export async function runScaling(o: ScalingOptions): Promise<ScalingResult[]> {
         ? { redisUrl: (single as LocalRedis).url, redisCluster: null }
         : { redisUrl: 'redis://127.0.0.1', redisCluster: { nodes: (cluster as LocalRedisCluster).seedNodes, natMap: {} } satisfies RedisClusterConfig };
       o.log(`case ${i + 1}/${o.cases.length}: ${c.redis}, ${c.shards} shard(s), ${c.workers} worker(s), ${o.transfers} transfers`);
-      const r = await runCase(c, i, target, postgres, o, join(o.out, 'workers'));
-      o.log(`  ${r.perSecond} transfers/s (p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms), load ${r.loadBefore} → ${r.loadAfter}`);
+      const redisPids = (c.redis === 'single' ? [single?.pid] : (cluster as LocalRedisCluster).nodes.map((n) => n.server.pid))
+        .filter((p): p is number => p !== undefined);
+      const r = await runCase(c, i, target, postgres, redisPids, o, join(o.out, 'workers'));
+      o.log(`  ${r.perSecond} transfers/s (p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms), CPU ms per transfer ${JSON.stringify(r.cpuMsPerTransfer)}, ` +
+        `load ${r.loadBefore} → ${r.loadAfter}`);
       results.push(r);
       writeFileSync(join(o.out, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
     }

@@ -203,7 +203,7 @@ export class FaultInjector {
         const storm = (async () => {
           while (sweeping) {
             // Master by master: one that is down (restarting, failing over) does not spare the others.
-            for (const node of dataNodesOf(this.redis)) {
+            for (const node of await dataNodesOf(this.redis).catch(() => [])) {
               try {
                 deleted += await deleteMatchingOnNode(node, lockPattern, isCluster(this.redis));
               } catch {

@@ -7,9 +7,27 @@ import { isCluster, type RedisClient } from './redis-connection.ts';
 /** Keys asked for per SCAN call. */
 export const KEY_SCAN_COUNT = 1_000;
 
-/** The servers holding data: the one server, or every master of the cluster as the client sees it now. */
-export function dataNodesOf(client: RedisClient): Redis[] {
-  return isCluster(client) ? (client as Cluster).nodes('master') : [client as Redis];
+/** A cluster client that has not connected yet knows no node: waiting this long at most for it. */
+export const CLUSTER_READY_TIMEOUT_MS = 10_000;
+
+/**
+ * The servers holding data: the one server, or every master of the cluster as the client sees
+ * it (after waiting for the client to know the cluster: a fresh one knows no node at all).
+ */
+export async function dataNodesOf(client: RedisClient): Promise<Redis[]> {
+  if (!isCluster(client)) return [client as Redis];
+  const cluster = client as Cluster;
+  if (cluster.status !== 'ready') {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`Redis Cluster not ready after ${CLUSTER_READY_TIMEOUT_MS} ms`)), CLUSTER_READY_TIMEOUT_MS);
+      cluster.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      if (cluster.status === 'wait') void cluster.connect().catch(() => undefined);
+    });
+  }
+  return cluster.nodes('master');
 }
 
 /** Every key matching `pattern` on one server, a page at a time. */
@@ -42,6 +60,6 @@ export async function deleteMatchingOnNode(node: Redis, pattern: string, oneByOn
 /** Deletes every key matching `pattern` on every data node; returns how many. */
 export async function deleteMatching(client: RedisClient, pattern: string): Promise<number> {
   let deleted = 0;
-  for (const node of dataNodesOf(client)) deleted += await deleteMatchingOnNode(node, pattern, isCluster(client));
+  for (const node of await dataNodesOf(client)) deleted += await deleteMatchingOnNode(node, pattern, isCluster(client));
   return deleted;
 }

@@ -106,7 +106,7 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
   const connection = bullmqConnection(target);
   connection.on('error', () => undefined);
   // A clean slate: this case's queues and lock keys only (the servers are private to the run).
-  for (const node of dataNodesOf(connection)) await node.flushall();
+  for (const node of await dataNodesOf(connection)) await node.flushall();
   const queues = TransferQueues.open(connection, config, 20);
   const workers: WorkerProcess[] = [];
   try {
@@ -150,6 +150,8 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
     const cpuAfter = parts();
     const loadAfter = loadavg()[0] as number;
     const jobs = await answeredJobs(queues.queues);
+    // Exactly this case's transfers, or the figures would mix cases.
+    if (jobs.length !== wires.length) throw new Error(`expected ${wires.length} answered jobs, found ${jobs.length}`);
     const first = Math.min(...jobs.map((j) => j.processedOn));
     const last = Math.max(...jobs.map((j) => j.finishedOn));
     const busyMs = Math.max(1, last - first);

@@ -27,6 +27,8 @@ export interface TimelineData {
   readonly points: { t: number; latencyMs: number; answer: string }[];
   readonly perSecond: { t: number; applied: number }[];
   readonly windows: { start: number; end: number; kind: string; detail: string }[];
+  /** The instants a slot range changed master (failovers), with a label. */
+  readonly failovers: { t: number; label: string }[];
 }
 
 export function timelineData(input: ChartInput): TimelineData {
@@ -56,7 +58,11 @@ export function timelineData(input: ChartInput): TimelineData {
     kind: f.kind,
     detail: f.detail,
   }));
-  return { points, perSecond, windows };
+  const failovers = input.faults.filter((f) => f.failoverAtMs !== undefined).map((f) => ({
+    t: (f.failoverAtMs as number) / 1000,
+    label: f.kind === 'failover-lossy' && f.failover?.kind === 'lossy' ? `takeover, ${f.failover.fenceIncrementsLost} incr. lost` : 'master killed → promoted',
+  }));
+  return { points, perSecond, windows, failovers };
 }
 
 export function timelineSpec(input: ChartInput, data: TimelineData): vl.TopLevelSpec {
@@ -69,8 +75,16 @@ export function timelineSpec(input: ChartInput, data: TimelineData): vl.TopLevel
     encoding: {
       x: { field: 'start', type: 'quantitative', scale: { domain } },
       x2: { field: 'end' },
-      color: { field: 'kind', type: 'nominal', title: 'fault', scale: { scheme: 'tableau10' } },
+      color: { field: 'kind', type: 'nominal', title: 'fault', scale: { scheme: 'tableau20' } },
     },
+  } as const;
+  const failoverRules = {
+    data: { values: data.failovers },
+    layer: [
+      { mark: { type: 'rule', color: '#b00020', strokeWidth: 2 }, encoding: { x: { field: 't', type: 'quantitative', scale: { domain } } } },
+      { mark: { type: 'text', color: '#b00020', angle: 270, align: 'right', baseline: 'bottom', dy: -2, fontSize: 9, y: 2 },
+        encoding: { x: { field: 't', type: 'quantitative', scale: { domain } }, text: { field: 'label' } } },
+    ],
   } as const;
   const phaseEnd = {
     data: { values: [{ t: input.faultPhaseEndS }] },
@@ -88,6 +102,7 @@ export function timelineSpec(input: ChartInput, data: TimelineData): vl.TopLevel
         layer: [
           faultLayer,
           phaseEnd,
+          ...(data.failovers.length > 0 ? [failoverRules] : []),
           {
             data: { values: data.perSecond },
             mark: { type: 'line', interpolate: 'step-after', color: '#1f3b73' },

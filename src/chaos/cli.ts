@@ -5,7 +5,17 @@
 import { relative } from 'node:path';
 import { runCli } from '../cli/run-cli.ts';
 import { CHAOS_USAGE, parseChaosArgs } from './options.ts';
+import type { RunFigures } from './report.ts';
 import { runChaos } from './run.ts';
+
+function failoverLine(f: RunFigures): string {
+  const failovers = f.faults.list.filter((r) => r.failover !== undefined);
+  if (failovers.length === 0) return '';
+  const lossy = failovers.flatMap((r) => (r.failover?.kind === 'lossy' ? [r] : []));
+  const lost = lossy.map((r) => (r.failover?.kind === 'lossy' ? `${r.failover.fenceIncrementsLost}/${r.failover.lockKeysLost}` : '')).join(', ');
+  return `  failovers: ${lossy.length} lossy (fence increments/lock keys lost: ${lost || 'none'}), ` +
+    `${failovers.length - lossy.length} master kills; faults that met no transfer in flight: ${f.faults.idle}\n`;
+}
 
 await runCli(async () => {
   const argv = process.argv.slice(2);
@@ -46,6 +56,7 @@ await runCli(async () => {
     `${f.metrics.stale_fence ?? 0} stale fences refused, ${f.metrics.lock_lost ?? 0} lock losses, ${f.jobs.retries} retries, ` +
     `${(f.durationMs.total / 1000).toFixed(1)} s\n` +
     (failed.length > 0 ? `  failed checks: ${failed.join('; ')}\n` : '') +
+    failoverLine(f) +
     `  report: ${relative(process.cwd(), result.outDir) || '.'}/report.md\n`,
   );
   if (!result.pass) process.exitCode = 1;

@@ -1,10 +1,17 @@
 // A TCP proxy per link (one worker's connection to Redis or to PostgreSQL) that the harness
 // can degrade: add delay with jitter, stall (hold every byte until released, like a partition
 // that heals), or cut (reset every connection and refuse new ones for a while).
+// In front of a Redis Cluster node it also tells replication links apart (a replica's
+// connection to its master sends REPLCONF and PSYNC, which no client does) and can stall those
+// alone: the master goes on acknowledging writes that its replica never receives.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
 /** Bytes held per direction of one connection while delayed or stalled, before that connection is reset. */
 export const PROXY_HELD_BYTES_MAX = 64 * 1024 * 1024;
+/** A connection is looked at for REPLCONF/PSYNC in its first this many bytes from the client; after that it is a client. */
+export const REPLICATION_SNIFF_BYTES_MAX = 4_096;
+/** A RESP command (array header, then the name as its first bulk string) named REPLCONF or PSYNC. */
+const REPLICATION_COMMANDS = /(?:^|\r\n)\*\d+\r\n\$(?:8\r\nREPLCONF|5\r\nPSYNC)\r\n/i;
 
 interface Chunk {
   readonly data: Buffer;
@@ -20,13 +27,19 @@ class Lane {
   private waitingForDrain = false;
 
   constructor(private readonly proxy: FaultProxy, private readonly from: Socket, private readonly to: Socket,
-    private readonly onOverflow: () => void) {
+    private readonly onOverflow: () => void, private readonly stalled: () => boolean,
+    private readonly inspect: ((data: Buffer) => void) | null) {
     from.on('data', (data: Buffer) => this.push(data));
   }
 
+  get held(): number {
+    return this.heldBytes;
+  }
+
   private push(data: Buffer): void {
+    this.inspect?.(data);
     const delayMs = this.proxy.currentDelayMs();
-    if (delayMs === 0 && !this.proxy.isStalled && this.queue.length === 0) {
+    if (delayMs === 0 && !this.stalled() && this.queue.length === 0) {
       this.write(data);
       return;
     }
@@ -59,7 +72,7 @@ class Lane {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.proxy.isStalled) return;
+    if (this.stalled()) return;
     const now = performance.now();
     while (this.queue.length > 0) {
       const head = this.queue[0] as Chunk;
@@ -84,12 +97,17 @@ interface Connection {
   readonly client: Socket;
   readonly upstream: Socket;
   readonly lanes: readonly Lane[];
+  /** A replica's link to its master (it sent REPLCONF or PSYNC). */
+  replication: boolean;
+  sniffedBytes: number;
 }
 
 export interface ProxyStats {
   connections: number;
   resets: number;
   refused: number;
+  /** Connections recognised as replication links. */
+  replication: number;
 }
 
 export class FaultProxy {
@@ -97,8 +115,9 @@ export class FaultProxy {
   private delayMs = 0;
   private jitterMs = 0;
   private stalled = false;
+  private replicationStalled = false;
   private cutting = false;
-  readonly stats: ProxyStats = { connections: 0, resets: 0, refused: 0 };
+  readonly stats: ProxyStats = { connections: 0, resets: 0, refused: 0, replication: 0 };
 
   private constructor(readonly name: string, private readonly server: Server, readonly port: number,
     readonly targetHost: string, readonly targetPort: number) {}
@@ -140,9 +159,18 @@ export class FaultProxy {
     client.setNoDelay(true);
     const upstream = connect({ host: this.targetHost, port: this.targetPort, noDelay: true });
     const lanes: Lane[] = [];
-    const connection: Connection = { client, upstream, lanes };
+    const connection: Connection = { client, upstream, lanes, replication: false, sniffedBytes: 0 };
     const close = () => this.drop(connection, false);
-    lanes.push(new Lane(this, client, upstream, close), new Lane(this, upstream, client, close));
+    const stalled = () => this.stalled || (this.replicationStalled && connection.replication);
+    const sniff = (data: Buffer) => {
+      if (connection.replication || connection.sniffedBytes >= REPLICATION_SNIFF_BYTES_MAX) return;
+      connection.sniffedBytes += data.length;
+      if (REPLICATION_COMMANDS.test(data.toString('latin1'))) {
+        connection.replication = true;
+        this.stats.replication += 1;
+      }
+    };
+    lanes.push(new Lane(this, client, upstream, close, stalled, sniff), new Lane(this, upstream, client, close, stalled, null));
     this.connections.add(connection);
     client.on('error', close);
     upstream.on('error', close);
@@ -180,6 +208,30 @@ export class FaultProxy {
     for (const c of this.connections) for (const lane of c.lanes) lane.pump();
   }
 
+  /** Holds every byte of replication links only (both directions); clients pass as before. */
+  stallReplication(): void {
+    this.replicationStalled = true;
+  }
+
+  unstallReplication(): void {
+    this.replicationStalled = false;
+    for (const c of this.connections) for (const lane of c.lanes) lane.pump();
+  }
+
+  /** Resets the replication links, discarding what they hold (the replica never sees those bytes). */
+  resetReplication(): number {
+    const links = [...this.connections].filter((c) => c.replication);
+    for (const c of links) this.drop(c, true);
+    return links.length;
+  }
+
+  /** Bytes held now on replication links (master → replica and back). */
+  heldReplicationBytes(): number {
+    let bytes = 0;
+    for (const c of this.connections) if (c.replication) for (const lane of c.lanes) bytes += lane.held;
+    return bytes;
+  }
+
   /** Resets every open connection and refuses new ones until uncut(). */
   cut(): void {
     this.cutting = true;
@@ -194,6 +246,7 @@ export class FaultProxy {
   heal(): void {
     this.setDelay(0, 0);
     this.uncut();
+    this.replicationStalled = false;
     this.unstall();
   }
 
@@ -201,5 +254,62 @@ export class FaultProxy {
     this.cutting = true;
     for (const c of [...this.connections]) this.drop(c, false);
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** What a link fault acts on: one proxy, or a group of them (one worker's links to every cluster node). */
+export interface LinkProxy {
+  readonly name: string;
+  readonly stats: ProxyStats;
+  setDelay(delayMs: number, jitterMs: number): void;
+  stall(): void;
+  unstall(): void;
+  cut(): void;
+  uncut(): void;
+  heal(): void;
+  close(): Promise<void>;
+}
+
+/** Several proxies degraded as one link (a worker reaches each cluster node through its own proxy). */
+export class FaultProxyGroup implements LinkProxy {
+  constructor(readonly name: string, readonly members: readonly FaultProxy[]) {}
+
+  get stats(): ProxyStats {
+    const sum: ProxyStats = { connections: 0, resets: 0, refused: 0, replication: 0 };
+    for (const m of this.members) {
+      sum.connections += m.stats.connections;
+      sum.resets += m.stats.resets;
+      sum.refused += m.stats.refused;
+      sum.replication += m.stats.replication;
+    }
+    return sum;
+  }
+
+  setDelay(delayMs: number, jitterMs: number): void {
+    for (const m of this.members) m.setDelay(delayMs, jitterMs);
+  }
+
+  stall(): void {
+    for (const m of this.members) m.stall();
+  }
+
+  unstall(): void {
+    for (const m of this.members) m.unstall();
+  }
+
+  cut(): void {
+    for (const m of this.members) m.cut();
+  }
+
+  uncut(): void {
+    for (const m of this.members) m.uncut();
+  }
+
+  heal(): void {
+    for (const m of this.members) m.heal();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.members.map((m) => m.close()));
   }
 }

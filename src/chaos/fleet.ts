@@ -1,11 +1,14 @@
 // The workers of a chaos run: N real processes, each reaching Redis and PostgreSQL through a
 // pair of fault proxies of its own, so a link fault can partition one worker from one service.
+// On a cluster a worker's Redis link is a proxy per node: the worker's ioredis Cluster maps
+// each node's announced address to its own proxy (REDIS_CLUSTER_NAT_MAP).
 // The standard apply runs `src/cli/worker.ts` through src/fleet; the naive apply runs
 // `src/chaos/naive-worker.ts` the same way (a process of its own, so SIGSTOP freezes it whole).
 import { join } from 'node:path';
+import { redisTargetEnv } from '../config/config.ts';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
-import { FaultProxy } from './fault-proxy.ts';
+import { FaultProxy, FaultProxyGroup, type LinkProxy } from './fault-proxy.ts';
 import type { ChaosOptions } from './options.ts';
 import type { LinkName } from './schedule.ts';
 import type { ChaosServices } from './services.ts';
@@ -21,7 +24,7 @@ export const CHAOS_JOB_LOCK_DURATION_MS = 5_000;
 export interface ChaosWorker {
   readonly index: number;
   readonly process: WorkerProcess;
-  readonly proxies: Readonly<Record<LinkName, FaultProxy>>;
+  readonly proxies: Readonly<Record<LinkName, LinkProxy>>;
 }
 
 export interface FleetNames {
@@ -29,20 +32,46 @@ export interface FleetNames {
   readonly lockKeyPrefix: string;
 }
 
+/** A worker's Redis link and the environment that makes it use it. */
+async function redisLinkOf(index: number, services: ChaosServices): Promise<{ proxy: LinkProxy; env: Record<string, string> }> {
+  const cluster = services.cluster;
+  if (cluster === null) {
+    const target = services.redisEndpoint;
+    const proxy = await FaultProxy.start(`worker-${index}:redis`, target.host, target.port);
+    const redisUrl = new URL(services.redisUrl);
+    redisUrl.hostname = '127.0.0.1';
+    redisUrl.port = String(proxy.port);
+    return { proxy, env: { REDIS_URL: redisUrl.toString() } };
+  }
+  const members: FaultProxy[] = [];
+  try {
+    for (const node of cluster.nodes) members.push(await FaultProxy.start(`worker-${index}:redis-node-${node.index}`, '127.0.0.1', node.port));
+  } catch (err) {
+    await Promise.all(members.map((m) => m.close()));
+    throw err;
+  }
+  const env = redisTargetEnv({
+    redisUrl: services.redisTarget.redisUrl,
+    redisCluster: {
+      nodes: members.map((m) => ({ host: '127.0.0.1', port: m.port })),
+      natMap: Object.fromEntries(cluster.nodes.map((n, i) => [`127.0.0.1:${n.announcedPort}`,
+        { host: '127.0.0.1', port: (members[i] as FaultProxy).port }])),
+    },
+  });
+  return { proxy: new FaultProxyGroup(`worker-${index}:redis`, members), env };
+}
+
 export class ChaosFleet {
   private constructor(readonly workers: readonly ChaosWorker[]) {}
 
   static async create(options: ChaosOptions, services: ChaosServices, names: FleetNames, logDir: string): Promise<ChaosFleet> {
     const workers: ChaosWorker[] = [];
-    const redisTarget = services.redisEndpoint;
     const pgTarget = services.postgresEndpoint;
     try {
       for (let index = 1; index <= options.workers; index++) {
-        const redisProxy = await FaultProxy.start(`worker-${index}:redis`, redisTarget.host, redisTarget.port);
+        const redisLink = await redisLinkOf(index, services);
+        const redisProxy = redisLink.proxy;
         const pgProxy = await FaultProxy.start(`worker-${index}:postgres`, pgTarget.host, pgTarget.port);
-        const redisUrl = new URL(services.redisUrl);
-        redisUrl.hostname = '127.0.0.1';
-        redisUrl.port = String(redisProxy.port);
         // The real worker logs in as the least-privilege role. The negative controls that need
         // the owner keep the owner's URL: the naive worker reads and writes the tables itself,
         // and switching a database check off goes through apply_transfers_unsafe(), which the
@@ -53,8 +82,10 @@ export class ChaosFleet {
         databaseUrl.port = String(pgProxy.port);
         const env: Record<string, string> = {
           DATABASE_URL: databaseUrl.toString(),
-          REDIS_URL: redisUrl.toString(),
+          ...redisLink.env,
           QUEUE_NAME: names.queueName,
+          QUEUE_SHARDS: String(options.queueShards),
+          QUEUE_SHARDS_CONSUMED: '',
           LOCK_KEY_PREFIX: names.lockKeyPrefix,
           LOCK_TTL_MS: String(options.lockTtlMs),
           WORKER_CONCURRENCY: String(options.concurrency),
@@ -112,7 +143,7 @@ export class ChaosFleet {
   }
 
   proxyStats(): Record<string, { connections: number; resets: number; refused: number }> {
-    const out: Record<string, { connections: number; resets: number; refused: number }> = {};
+    const out: Record<string, { connections: number; resets: number; refused: number; replication?: number }> = {};
     for (const w of this.workers) {
       out[w.proxies.redis.name] = { ...w.proxies.redis.stats };
       out[w.proxies.postgres.name] = { ...w.proxies.postgres.stats };

@@ -17,10 +17,20 @@ export const FAULT_KINDS = [
   'link-stall',
   'link-cut',
 ] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
+/** Faults only a Redis Cluster with replicas has (`--redis cluster`): real failovers. */
+export const CLUSTER_FAULT_KINDS = ['failover-lossy', 'kill-master'] as const;
+/** Every kind, in the canonical order schedules are built from. */
+export const ALL_FAULT_KINDS = [...FAULT_KINDS, ...CLUSTER_FAULT_KINDS] as const;
+export type FaultKind = (typeof ALL_FAULT_KINDS)[number];
+export type RedisMode = 'single' | 'cluster';
 
 /** Faults that stop or restart a service: refused when the harness does not own the service. */
 export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
+
+/** The kinds `all` means: the nine everywhere, plus the failovers on a cluster. */
+export function faultKindsOf(redis: RedisMode): readonly FaultKind[] {
+  return redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
+}
 
 export const UNSAFE_CHOICES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
 export type ApplyMode = 'sql' | 'naive';
@@ -31,6 +41,8 @@ export const TRANSFERS_MAX = 200_000;
 export const DURATION_S_MAX = 3_600;
 export const FAULTS_MAX_LIMIT = 10_000;
 export const INVALID_MAX = 10_000;
+/** Same bound as QUEUE_SHARDS. */
+export const CHAOS_QUEUE_SHARDS_MAX = 16;
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -50,7 +62,7 @@ export interface ChaosOptions {
   /** Largest transfer amount in minor units. */
   readonly amountMaxMinor: number;
   readonly faults: readonly FaultKind[];
-  /** Length of the fault phase; the workload is enqueued over its first 70 %. */
+  /** Length of the fault phase; the workload is enqueued over all of it. */
   readonly durationS: number;
   /** At most this many faults (null: as many as fit, about one per faultIntervalMs). */
   readonly faultsMax: number | null;
@@ -62,6 +74,10 @@ export interface ChaosOptions {
   /** Bound on waiting for the queue to drain after the fault phase; a stuck queue fails the run. */
   readonly drainTimeoutS: number;
   readonly out: string;
+  /** `cluster`: a private Redis Cluster of 3 masters with 1 replica each instead of one redis-server. */
+  readonly redis: RedisMode;
+  /** QUEUE_SHARDS of the run (default 1, and 2 on a cluster: see CHAOS_DEFAULTS). */
+  readonly queueShards: number;
   /** Use these servers instead of private ones (service faults are then refused). */
   readonly redisUrl: string | null;
   readonly databaseUrl: string | null;
@@ -73,8 +89,9 @@ export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurr
     [--duplicates R] [--conflicts K] [--invalid M] [--hot-wallet] [--hot-wallet-rate R] [--amount-max N]
     [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
     [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock] [--apply sql|naive]
-    [--drain-timeout-s S] [--out DIR] [--redis-url URL] [--database-url URL] [--quiet]
-  fault kinds: ${FAULT_KINDS.join(', ')}`;
+    [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
+    [--redis-url URL] [--database-url URL] [--quiet]
+  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}`;
 
 export const CHAOS_DEFAULTS = Object.freeze({
   seed: 1,
@@ -93,6 +110,12 @@ export const CHAOS_DEFAULTS = Object.freeze({
   faultIntervalMs: 2_500,
   lockTtlMs: 1_000,
   drainTimeoutS: 180,
+  queueShards: 1,
+  /**
+   * On a cluster: two shards over three slot groups, so at least one group holds lock keys only
+   * and the lossy failover can hit it without losing acknowledged queue writes (docs/chaos.md).
+   */
+  queueShardsCluster: 2,
 });
 
 function wholeNumber(raw: string | undefined, flag: string, min: number, max: number, fallback: number): number {
@@ -112,17 +135,21 @@ function rate(raw: string | undefined, flag: string, fallback: number): number {
   return value;
 }
 
-export function parseFaultKinds(raw: string | undefined): FaultKind[] {
-  if (raw === undefined || raw === 'all') return [...FAULT_KINDS];
+export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'single'): FaultKind[] {
+  const allowed = faultKindsOf(redis);
+  if (raw === undefined || raw === 'all') return [...allowed];
   if (raw === 'none' || raw === '') return [];
   const kinds = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
   for (const kind of kinds) {
-    if (!(FAULT_KINDS as readonly string[]).includes(kind)) {
-      throw new UsageError(`unknown fault kind ${JSON.stringify(kind)}; expected ${FAULT_KINDS.join(', ')}, all or none`);
+    if ((CLUSTER_FAULT_KINDS as readonly string[]).includes(kind) && redis !== 'cluster') {
+      throw new UsageError(`fault kind ${kind} needs a cluster with replicas: add --redis cluster`);
+    }
+    if (!(allowed as readonly string[]).includes(kind)) {
+      throw new UsageError(`unknown fault kind ${JSON.stringify(kind)}; expected ${allowed.join(', ')}, all or none`);
     }
   }
   // Canonical order, no repeats: the schedule must not depend on how the list was written.
-  return FAULT_KINDS.filter((k) => kinds.includes(k));
+  return allowed.filter((k) => kinds.includes(k));
 }
 
 function urlFlag(raw: string | undefined, flag: string, protocols: readonly string[]): string | null {
@@ -167,6 +194,8 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     out: { type: 'string' },
     'redis-url': { type: 'string' },
     'database-url': { type: 'string' },
+    redis: { type: 'string' },
+    'queue-shards': { type: 'string' },
     quiet: { type: 'boolean' },
   }, CHAOS_USAGE);
   if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}\nusage: ${CHAOS_USAGE}`);
@@ -185,9 +214,14 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     throw new UsageError('--apply naive runs under the lock by definition; combine it with --unsafe no-fencing or nothing');
   }
 
+  const redis = values.redis ?? 'single';
+  if (redis !== 'single' && redis !== 'cluster') throw new UsageError(`--redis must be single or cluster, got ${JSON.stringify(redis)}`);
   const redisUrl = urlFlag(values['redis-url'], '--redis-url', ['redis:', 'rediss:']);
+  if (redis === 'cluster' && redisUrl !== null) {
+    throw new UsageError('--redis cluster starts a private cluster (its failovers need servers the harness owns); drop --redis-url');
+  }
   const databaseUrl = urlFlag(values['database-url'], '--database-url', ['postgresql:', 'postgres:']);
-  let faults = parseFaultKinds(values.faults);
+  let faults = parseFaultKinds(values.faults, redis);
   if (redisUrl !== null) {
     const refused = faults.filter((k) => SERVICE_FAULTS.includes(k));
     if (refused.length > 0) {
@@ -222,6 +256,9 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     apply,
     drainTimeoutS: wholeNumber(values['drain-timeout-s'], '--drain-timeout-s', 5, 3_600, d.drainTimeoutS),
     out: values.out ?? defaultOutDir(seed),
+    redis,
+    queueShards: wholeNumber(values['queue-shards'], '--queue-shards', 1, CHAOS_QUEUE_SHARDS_MAX,
+      redis === 'cluster' ? d.queueShardsCluster : d.queueShards),
     redisUrl,
     databaseUrl,
     quiet: values.quiet === true,
@@ -244,7 +281,7 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     invalid: d.invalid,
     hotWalletRate: d.hotWalletRate,
     amountMaxMinor: d.amountMaxMinor,
-    faults: [...FAULT_KINDS],
+    faults: [...faultKindsOf(overrides.redis ?? 'single')],
     durationS: d.durationS,
     faultsMax: null,
     faultIntervalMs: d.faultIntervalMs,
@@ -253,6 +290,8 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     apply: 'sql' as ApplyMode,
     drainTimeoutS: d.drainTimeoutS,
     out: defaultOutDir(seed),
+    redis: 'single' as RedisMode,
+    queueShards: overrides.redis === 'cluster' ? d.queueShardsCluster : d.queueShards,
     redisUrl: null,
     databaseUrl: null,
     quiet: false,

@@ -4,9 +4,10 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CheckResult, FinalJob } from './checker.ts';
+import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
 import type { FaultRecord } from './faults.ts';
 import type { ChaosOptions, FaultKind } from './options.ts';
-import { FAULT_KINDS } from './options.ts';
+import { faultKindsOf } from './options.ts';
 import type { ChaosWorkload } from './workload.ts';
 
 export type Expectation = 'all-hold' | 'violation-detected' | 'money-holds';
@@ -22,7 +23,7 @@ export interface RunFigures {
   readonly seed: number;
   readonly startedAt: string;
   readonly command: string;
-  readonly mode: { readonly unsafe: string | null; readonly apply: string };
+  readonly mode: { readonly unsafe: string | null; readonly apply: string; readonly redis?: string; readonly queueShards?: number };
   readonly options: Record<string, unknown>;
   readonly verdict: Verdict;
   readonly durationMs: { total: number; setup: number; faultPhase: number; drain: number; check: number };
@@ -44,9 +45,16 @@ export interface RunFigures {
   readonly answers: Record<string, number>;
   /** The workers' counters summed over the run (src/metrics/counter-aggregate.ts), under their short names. */
   readonly metrics: Record<string, number>;
-  /** Events counted in the workers' logs: the watchdog's reasons for a lost lease, which the counters do not split. */
+  /** Enqueue calls the harness's producer repeated after an error (a master failing over). */
+  readonly producerRetries?: number;
+  /** Events counted in the workers' logs: what the counters do not split (a lease lost while the decision was in flight). */
   readonly workerLogEvents: Record<string, number>;
-  readonly faults: { scheduled: number; injected: number; errors: number; byKind: Record<string, number>; list: readonly FaultRecord[] };
+  readonly faults: {
+    scheduled: number; injected: number; errors: number; byKind: Record<string, number>;
+    /** Injected faults whose window met no transfer in flight (they tested nothing). */
+    idle: number;
+    list: readonly FaultRecord[];
+  };
   readonly latencyMs: { p50: number; p95: number; p99: number; max: number };
   readonly appliedPerSecond: { mean: number; peak: number };
   readonly checks: readonly CheckResult[];
@@ -149,7 +157,7 @@ export function faultFigures(scheduled: number, records: readonly FaultRecord[])
   const byKind: Record<string, number> = {};
   for (const r of records) if (r.error === null) byKind[r.kind] = (byKind[r.kind] ?? 0) + 1;
   return { scheduled, injected: records.filter((r) => r.error === null).length, errors: records.filter((r) => r.error !== null).length,
-    byKind, list: records };
+    byKind, idle: records.filter((r) => r.error === null && r.load !== undefined && r.load.inFlight === 0).length, list: records };
 }
 
 const fmt = (n: number) => n.toLocaleString('en-US');
@@ -162,7 +170,8 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
   lines.push(`\`${f.command}\` — started ${f.startedAt}, ${(f.durationMs.total / 1000).toFixed(1)} s in all ` +
     `(set-up ${(f.durationMs.setup / 1000).toFixed(1)} s, faults ${(f.durationMs.faultPhase / 1000).toFixed(1)} s, ` +
     `drain ${(f.durationMs.drain / 1000).toFixed(1)} s, checks ${(f.durationMs.check / 1000).toFixed(1)} s).`, '');
-  lines.push(`- Mode: apply **${f.mode.apply}**, unsafe **${f.mode.unsafe ?? 'none'}**`);
+  lines.push(`- Mode: apply **${f.mode.apply}**, unsafe **${f.mode.unsafe ?? 'none'}**, Redis **${f.mode.redis === 'cluster'
+    ? 'Cluster (3 masters, 1 replica each)' : 'single node'}**, ${f.mode.queueShards ?? 1} queue shard(s)`);
   lines.push(`- Expectation: ${v.expectationText}`);
   lines.push(`- Verdict: **${v.pass ? 'as expected' : 'NOT as expected'}** — ${v.detail}`, '');
   if (chartFile !== null) lines.push(`![timeline](${chartFile})`, '');
@@ -176,6 +185,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     ['conflicting reuses of an id', m.conflicts], ['invalid messages', m.invalid],
     ['jobs completed', j.completed], ['jobs failed (all reasons)', j.failed], ['valid jobs failed', j.failedValid],
     ['jobs the harness did not send (resent by a client)', j.unrecorded],
+    ['producer calls retried after a Redis error', f.producerRetries ?? 0],
     ['deliveries (job starts)', j.deliveries], ['retries (failed attempts retried)', j.retries], ['busy deferrals and stalled re-runs', j.deferralsAndStalls],
     ['transfers applied (ledger)', f.ledger.transfersApplied], ['transfers rejected (ledger)', f.ledger.transfersRejected],
     ['answers: applied', f.answers.applied ?? 0], ['answers: duplicate (answered from the record)', f.answers.duplicate ?? 0],
@@ -193,15 +203,44 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
   for (const [k, val] of rows) lines.push(`| ${k} | ${typeof val === 'number' ? fmt(val) : val} |`);
   lines.push('');
 
-  lines.push('## Faults', '', `${f.faults.injected} injected of ${f.faults.scheduled} scheduled${f.faults.errors > 0 ? `, ${f.faults.errors} could not be injected` : ''}.`, '');
+  lines.push('## Faults', '', `${f.faults.injected} injected of ${f.faults.scheduled} scheduled${f.faults.errors > 0 ? `, ${f.faults.errors} could not be injected` : ''}; ` +
+    `${f.faults.idle ?? 0} met no transfer in flight.`, '');
   lines.push('| kind | count |', '| --- | ---: |');
-  for (const kind of FAULT_KINDS as readonly FaultKind[]) lines.push(`| ${kind} | ${f.faults.byKind[kind] ?? 0} |`);
-  lines.push('', '<details><summary>every fault, with its window (s from the start of the fault phase)</summary>', '',
-    '| # | start | end | what | error |', '| ---: | ---: | ---: | --- | --- |');
-  for (const r of f.faults.list) {
-    lines.push(`| ${r.id} | ${(r.startMs / 1000).toFixed(2)} | ${(r.endMs / 1000).toFixed(2)} | ${cell(r.detail)} | ${cell(r.error ?? '')} |`);
+  for (const kind of faultKindsOf(f.mode.redis === 'cluster' ? 'cluster' : 'single') as readonly FaultKind[]) {
+    lines.push(`| ${kind} | ${f.faults.byKind[kind] ?? 0} |`);
   }
-  lines.push('', '</details>', '');
+  lines.push('', 'Every fault, with its window (s from the start of the fault phase) and the load it met: transfers in flight ' +
+    '(submitted by the producer before the window ended, answered after it began) and answered inside the window; a fault ' +
+    `shorter than ${FAULT_AFTERMATH_MS / 1000} s is measured over the ${FAULT_AFTERMATH_MS / 1000} s after its start.`, '',
+    '| # | start | end | in flight | answered during | what | error |', '| ---: | ---: | ---: | ---: | ---: | --- | --- |');
+  for (const r of f.faults.list) {
+    lines.push(`| ${r.id} | ${(r.startMs / 1000).toFixed(2)} | ${(r.endMs / 1000).toFixed(2)} | ${r.load?.inFlight ?? ''} | ` +
+      `${r.load?.answeredDuring ?? ''} | ${cell(r.detail)} | ${cell(r.error ?? '')} |`);
+  }
+  lines.push('');
+  const failovers = f.faults.list.filter((r) => r.failover !== undefined);
+  if (failovers.length > 0) {
+    lines.push('## Failovers', '', 'Lossy: the replica\'s link was stalled, then it took over (CLUSTER FAILOVER TAKEOVER); the lock keys ' +
+      'and fence counters of the old master were read with its writes paused and compared with the new master\'s. ' +
+      'Recovery: decisions refused with a stale token on the wallets whose counter went back, counters raised past the ' +
+      `database's fence (within ${RECOVERY_WINDOW_MS / 1000} s of the takeover), and counters back at or above their lost value by the end.`, '',
+      '| # | kind | slots | master → new master | replica behind (bytes) | fence increments lost (wallets) | lock keys lost | ' +
+      'promoted after (ms) | stale-fence refusals | fences advanced | counters recovered |',
+      '| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const r of failovers) {
+      const fo = r.failover;
+      if (fo === undefined) continue;
+      const rec = r.recovery;
+      if (fo.kind === 'lossy') {
+        lines.push(`| ${r.id} | failover-lossy | ${fo.slots} | node ${fo.master} → node ${fo.replica} | ${fmt(fo.replicationLagBytes)} | ` +
+          `${fo.fenceIncrementsLost} (${fo.fenceKeysBehind}) | ${fo.lockKeysLost} of ${fo.lockKeysBefore} | ${fo.promotionMs} | ` +
+          `${rec?.staleFenceRefusals ?? 0} | ${rec?.fencesAdvanced ?? 0} | ${rec === undefined ? '' : `${rec.walletsRecovered} of ${rec.walletsBehind}`} |`);
+      } else {
+        lines.push(`| ${r.id} | kill-master | ${fo.slots} | node ${fo.master} → node ${fo.replica} | | | | ${fo.promotionMs} | | | |`);
+      }
+    }
+    lines.push('');
+  }
 
   lines.push('## Invariants', '', '| invariant | group | result | violations |', '| --- | --- | --- | ---: |');
   for (const c of f.checks) lines.push(`| ${cell(c.name)} | ${c.group} | ${c.ok ? 'pass' : '**FAIL**'} | ${c.violations}${c.capped ? '+' : ''} |`);

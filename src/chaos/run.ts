@@ -6,18 +6,22 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { CONFIG_DEFAULTS } from '../config/config.ts';
 import { createPrisma, type PrismaClient } from '../db/prisma.ts';
 import { SEED_BALANCE_MAX, seedWallets } from '../ledger/seed-wallets.ts';
 import type { TransferWire } from '../ledger/transfer-request.ts';
 import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../metrics/counter-aggregate.ts';
-import { createTransferQueue, enqueueTransfers } from '../queue/producer.ts';
+import { enqueueTransfers, TransferQueues } from '../queue/producer.ts';
 import { queueProgress, waitForDrain, type QueueProgress } from '../queue/queue-drain.ts';
-import { bullmqConnection } from '../queue/redis-connection.ts';
+import type { QueueShard } from '../queue/queue-shards.ts';
+import { bullmqConnection, type RedisClient } from '../queue/redis-connection.ts';
+import { deleteMatching } from '../queue/redis-scan.ts';
+import { keySlot } from '../lock/key-slot.ts';
 import { renderTimelineSvg } from './chart.ts';
 import { runChecks, type FinalJob } from './checker.ts';
-import { deleteMatching, FaultInjector } from './faults.ts';
+import { ClusterFaults } from './cluster-faults.ts';
+import { FaultInjector, type ClusterTargets } from './faults.ts';
+import { attachFaultLoads, attachRecovery } from './fault-load.ts';
 import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet } from './fleet.ts';
 import { History } from './history.ts';
 import type { ChaosOptions } from './options.ts';
@@ -28,8 +32,11 @@ import { buildSchedule } from './schedule.ts';
 import { ChaosServices, ProcessRegistry } from './services.ts';
 import { buildWorkload, CURRENCY, WALLET_PREFIX, type ChaosMessage } from './workload.ts';
 
-/** The workload is enqueued over this share of the fault phase; faults go on after it. */
-export const ENQUEUE_SHARE = 0.7;
+/**
+ * The workload is enqueued over this share of the fault phase: all of it, so that every fault
+ * window meets transfers in flight (the report counts them per fault).
+ */
+export const ENQUEUE_SHARE = 1;
 export const ENQUEUE_TICK_MS = 100;
 export const WORKERS_READY_TIMEOUT_MS = 60_000;
 export const PROGRESS_INTERVAL_MS = 1_000;
@@ -55,6 +62,8 @@ type Log = (line: string) => void;
 interface Progress {
   phase: string;
   enqueued: number;
+  /** Enqueue calls the producer repeated after an error. */
+  producerRetries: number;
   queue: QueueProgress | null;
   faults: number;
   lastFault: string;
@@ -70,7 +79,23 @@ function dbConfig(databaseUrl: string) {
   };
 }
 
-async function readFinalJobs(queue: Queue): Promise<FinalJob[]> {
+/**
+ * How the run names a job: its BullMQ id with one queue; `<shard>:<id>` with several (ids are
+ * unique per queue only).
+ */
+export function jobRef(shard: Pick<QueueShard, 'index'>, jobId: string, shardCount: number): string {
+  return shardCount === 1 ? jobId : `${shard.index}:${jobId}`;
+}
+
+async function readFinalJobs(queues: TransferQueues): Promise<FinalJob[]> {
+  const out: FinalJob[] = [];
+  for (const { shard, queue } of queues.shards) {
+    for (const job of await readShardJobs(queue)) out.push({ ...job, jobId: jobRef(shard, job.jobId, queues.shards.length) });
+  }
+  return out;
+}
+
+async function readShardJobs(queue: Queue): Promise<FinalJob[]> {
   const out: FinalJob[] = [];
   const states = ['completed', 'failed', 'active', 'waiting', 'delayed', 'prioritized', 'waiting-children'] as const;
   for (const state of states) {
@@ -98,13 +123,36 @@ async function readFinalJobs(queue: Queue): Promise<FinalJob[]> {
   return out;
 }
 
+/**
+ * A producer retries what Redis did not acknowledge (a master failing over, a restart): for this
+ * long at most, every PRODUCER_RETRY_DELAY_MS. A retried add whose first try did land leaves a
+ * job the harness has no record of (counted in the report, answered from the idempotency record).
+ */
+export const PRODUCER_RETRY_TIMEOUT_MS = 60_000;
+export const PRODUCER_RETRY_DELAY_MS = 250;
+
+async function producerRetry<T>(send: () => Promise<T>, progress: Progress): Promise<T> {
+  const deadline = performance.now() + PRODUCER_RETRY_TIMEOUT_MS;
+  for (;;) {
+    try {
+      return await send();
+    } catch (err) {
+      if (performance.now() > deadline) throw err;
+      progress.producerRetries += 1;
+      await sleep(PRODUCER_RETRY_DELAY_MS);
+    }
+  }
+}
+
 /** Sends the messages in order, a slice every tick, so they spread over `windowMs`. */
-async function enqueuePaced(queue: Queue, messages: readonly ChaosMessage[], windowMs: number, history: History,
-  sent: Map<string, ChaosMessage>, progress: Progress, signal: AbortSignal): Promise<void> {
+async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMessage[], windowMs: number, history: History,
+  sent: Map<string, ChaosMessage>, progress: Progress, signal: AbortSignal, firstTryMs?: Map<string, number>): Promise<void> {
+  const shardCount = queues.shards.length;
+  const shardOfName = new Map(queues.shards.map(({ shard }) => [shard.name, shard]));
   const ticks = Math.max(1, Math.floor(windowMs / ENQUEUE_TICK_MS));
-  const perTick = Math.ceil(messages.length / ticks);
-  const record = (message: ChaosMessage, jobId: string) => {
+  const record = (message: ChaosMessage, jobId: string, triedAtMs: number) => {
     sent.set(jobId, message);
+    firstTryMs?.set(jobId, triedAtMs);
     progress.enqueued = sent.size;
     const wire = message.kind === 'invalid' ? null : (message.data as TransferWire);
     history.write({ type: 'enqueue', jobId, seq: message.seq, kind: message.kind, operationId: message.operationId,
@@ -115,14 +163,17 @@ async function enqueuePaced(queue: Queue, messages: readonly ChaosMessage[], win
     const dueMs = tick * ENQUEUE_TICK_MS - history.nowMs();
     if (dueMs > 0) await sleep(dueMs);
     if (signal.aborted) return;
-    const slice = messages.slice(next, next + perTick);
+    // Tick k sends up to message ceil((k + 1) · n / ticks): the last one goes at the end of the window, not before.
+    const slice = messages.slice(next, Math.ceil(((tick + 1) * messages.length) / ticks));
     next += slice.length;
     // Valid messages go through the producer (validated, addBulk); hostile ones straight onto the queue.
     let run: ChaosMessage[] = [];
     const flush = async () => {
       if (run.length === 0) return;
-      const done = await enqueueTransfers(queue, run.map((m) => m.data as TransferWire), AMOUNT_MAX);
-      done.forEach((d, i) => record(run[i] as ChaosMessage, d.jobId));
+      const batch = run;
+      const triedAtMs = history.nowMs();
+      const done = await producerRetry(() => enqueueTransfers(queues, batch.map((m) => m.data as TransferWire), AMOUNT_MAX), progress);
+      done.forEach((d, i) => record(run[i] as ChaosMessage, jobRef(shardOfName.get(d.queueName) as QueueShard, d.jobId, shardCount), triedAtMs));
       run = [];
     };
     for (const message of slice) {
@@ -131,8 +182,11 @@ async function enqueuePaced(queue: Queue, messages: readonly ChaosMessage[], win
         continue;
       }
       await flush();
-      const job = await queue.add(message.jobName, message.data as object);
-      if (job.id !== undefined) record(message, job.id);
+      // Hostile messages have no trustworthy source wallet: spread them over the shards by position.
+      const target = queues.shards[message.seq % shardCount] as (typeof queues.shards)[number];
+      const triedAtMs = history.nowMs();
+      const job = await producerRetry(() => target.queue.add(message.jobName, message.data as object), progress);
+      if (job.id !== undefined) record(message, jobRef(target.shard, job.id, shardCount), triedAtMs);
     }
     await flush();
   }
@@ -147,6 +201,27 @@ async function waitForWorkers(queue: Queue, count: number, timeoutMs: number, si
     if (performance.now() > deadline) throw new Error(`only ${ready} of ${count} workers connected within ${timeoutMs} ms; see workers/*.log`);
     await sleep(200);
   }
+}
+
+/**
+ * The failovers' targets on a cluster run: a lossy failover only hits slot groups holding no
+ * queue shard (BullMQ's own acknowledged writes would be lost with the lock's: see
+ * docs/chaos.md), a killed master any group.
+ */
+function clusterTargets(services: ChaosServices, queues: TransferQueues, lockKeyPrefix: string): ClusterTargets | null {
+  const cluster = services.cluster;
+  if (cluster === null) return null;
+  const fronts = services.fronts;
+  const queueSlots = queues.shards.map(({ shard }) => keySlot(`${shard.prefix}:${shard.name}:meta`));
+  return {
+    faults: new ClusterFaults(cluster, (i) => {
+      const front = fronts[i];
+      if (front === undefined) throw new RangeError(`no proxy in front of node ${i}`);
+      return front;
+    }, lockKeyPrefix),
+    lossyGroups: cluster.groups.filter((g) => !queueSlots.some((slot) => slot >= g.fromSlot && slot <= g.toSlot)),
+    allGroups: cluster.groups,
+  };
 }
 
 export function commandLine(argv: readonly string[]): string {
@@ -170,13 +245,14 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
 
   const suffix = options.redisUrl === null ? '' : `-${Math.random().toString(16).slice(2, 10)}`;
   const names = { queueName: `chaos-${options.seed}${suffix}`, lockKeyPrefix: `chaos${suffix.replace('-', '.')}:` };
-  const progress: Progress = { phase: 'set-up', enqueued: 0, queue: null, faults: 0, lastFault: '' };
+  const sharding = { queueName: names.queueName, queueShards: options.queueShards };
+  const progress: Progress = { phase: 'set-up', enqueued: 0, producerRetries: 0, queue: null, faults: 0, lastFault: '' };
 
   let services: ChaosServices | null = null;
   let fleet: ChaosFleet | null = null;
-  let queue: Queue | null = null;
-  let queueEvents: QueueEvents | null = null;
-  const connections: Redis[] = [];
+  let queues: TransferQueues | null = null;
+  const queueEvents: QueueEvents[] = [];
+  const connections: RedisClient[] = [];
   let prisma: PrismaClient | null = null;
   let ticker: NodeJS.Timeout | null = null;
   const phaseAbort = new AbortController();
@@ -186,7 +262,8 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
   try {
     log(`chaos seed ${options.seed}: ${workload.messages.length} messages (${workload.operations.size} operations), ` +
       `${schedule.length} faults scheduled, ${options.workers} workers, out ${outDir}`);
-    services = await ChaosServices.start({ redisUrl: options.redisUrl, databaseUrl: options.databaseUrl, seed: options.seed }, registry);
+    services = await ChaosServices.start({ redis: options.redis, redisUrl: options.redisUrl, databaseUrl: options.databaseUrl,
+      seed: options.seed, runDir: outDir }, registry);
     history.write({ type: 'phase', phase: 'services', detail: { ownsRedis: services.ownsRedis, ownsPostgres: services.ownsPostgres } });
 
     prisma = createPrisma(dbConfig(services.databaseUrl));
@@ -195,26 +272,33 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     await prisma.$disconnect();
     prisma = null;
 
-    const queueConnection = bullmqConnection({ redisUrl: services.redisUrl, redisTlsCaFile: null });
+    const redisTarget = services.redisTarget;
+    const shardingConfig = { ...sharding, redisCluster: redisTarget.redisCluster };
+    const queueConnection = bullmqConnection(redisTarget);
     queueConnection.on('error', () => undefined);
     connections.push(queueConnection);
-    queue = createTransferQueue(queueConnection, names.queueName, CHAOS_JOB_ATTEMPTS_MAX);
-    queue.on('error', () => undefined);
-    const eventsConnection = bullmqConnection({ redisUrl: services.redisUrl, redisTlsCaFile: null });
+    queues = TransferQueues.open(queueConnection, shardingConfig, CHAOS_JOB_ATTEMPTS_MAX);
+    for (const q of queues.queues) q.on('error', () => undefined);
+    const eventsConnection = bullmqConnection(redisTarget);
     eventsConnection.on('error', () => undefined);
     connections.push(eventsConnection);
-    queueEvents = new QueueEvents(names.queueName, { connection: eventsConnection });
-    queueEvents.on('error', () => undefined);
-    queueEvents.on('active', ({ jobId, prev }) => history.write({ type: 'job_active', jobId, ...(prev === undefined ? {} : { prev }) }));
-    queueEvents.on('completed', ({ jobId, returnvalue }) => {
-      const v = returnvalue as unknown;
-      const outcome = typeof v === 'object' && v !== null && 'outcome' in v ? String((v as { outcome: unknown }).outcome)
-        : typeof v === 'string' ? (/"outcome":"(\w+)"/.exec(v)?.[1] ?? v.slice(0, 40)) : 'unknown';
-      history.write({ type: 'job_completed', jobId, outcome });
-    });
-    queueEvents.on('failed', ({ jobId, failedReason }) => history.write({ type: 'job_failed', jobId, reason: failedReason }));
-    queueEvents.on('stalled', ({ jobId }) => history.write({ type: 'job_stalled', jobId }));
-    await queueEvents.waitUntilReady();
+    const shardCount = queues.shards.length;
+    for (const { shard } of queues.shards) {
+      const events = new QueueEvents(shard.name, { connection: eventsConnection, prefix: shard.prefix });
+      queueEvents.push(events);
+      const ref = (jobId: string) => jobRef(shard, jobId, shardCount);
+      events.on('error', () => undefined);
+      events.on('active', ({ jobId, prev }) => history.write({ type: 'job_active', jobId: ref(jobId), ...(prev === undefined ? {} : { prev }) }));
+      events.on('completed', ({ jobId, returnvalue }) => {
+        const v = returnvalue as unknown;
+        const outcome = typeof v === 'object' && v !== null && 'outcome' in v ? String((v as { outcome: unknown }).outcome)
+          : typeof v === 'string' ? (/"outcome":"(\w+)"/.exec(v)?.[1] ?? v.slice(0, 40)) : 'unknown';
+        history.write({ type: 'job_completed', jobId: ref(jobId), outcome });
+      });
+      events.on('failed', ({ jobId, failedReason }) => history.write({ type: 'job_failed', jobId: ref(jobId), reason: failedReason }));
+      events.on('stalled', ({ jobId }) => history.write({ type: 'job_stalled', jobId: ref(jobId) }));
+      await events.waitUntilReady();
+    }
 
     const directRedis = services.redisClient();
     connections.push(directRedis);
@@ -222,11 +306,12 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     fleet.startAll();
     registry.update({ workerPids: fleet.pids() });
     const interrupted = stop ?? new AbortController().signal;
-    await waitForWorkers(queue, options.workers, WORKERS_READY_TIMEOUT_MS, interrupted);
+    // Every worker process consumes every shard: the first shard's worker count says who is up.
+    await waitForWorkers(queues.queues[0] as Queue, options.workers, WORKERS_READY_TIMEOUT_MS, interrupted);
     const sent = new Map<string, ChaosMessage>();
     const warmUp = workload.messages.slice(0, Math.min(WARM_UP_MESSAGES, Math.floor(workload.messages.length / 10)));
-    await enqueuePaced(queue, warmUp, 0, history, sent, progress, interrupted);
-    await waitForDrain(queue, WARM_UP_TIMEOUT_MS, undefined, interrupted);
+    await enqueuePaced(queues, warmUp, 0, history, sent, progress, interrupted);
+    await waitForDrain(queues.queues, WARM_UP_TIMEOUT_MS, undefined, interrupted);
     history.write({ type: 'phase', phase: 'warmed-up', detail: { messages: warmUp.length } });
     const setupMs = performance.now() - tStart;
 
@@ -240,8 +325,8 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
       const last = injector.records.at(-1);
       progress.lastFault = last === undefined ? '' : last.detail;
       registry.update({ workerPids: currentFleet.pids() });
-    });
-    const statusQueue = queue;
+    }, clusterTargets(services, queues, names.lockKeyPrefix));
+    const statusQueue = queues.queues;
     const tty = process.stderr.isTTY === true;
     let ticks = 0;
     ticker = setInterval(() => {
@@ -257,7 +342,11 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
 
     const phaseMs = options.durationS * 1000;
     const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
-    const enqueueing = enqueuePaced(queue, workload.messages.slice(warmUp.length), phaseMs * ENQUEUE_SHARE, history, sent, progress, interrupted);
+    const firstTryMs = new Map<string, number>();
+    const enqueueing = enqueuePaced(queues, workload.messages.slice(warmUp.length), phaseMs * ENQUEUE_SHARE, history, sent, progress, interrupted,
+      firstTryMs);
+    // Awaited after the fault phase; until then a failure must not count as unhandled.
+    enqueueing.catch(() => undefined);
     await injector.run(schedule, phaseAbort.signal);
     if (!phaseAbort.signal.aborted) {
       await new Promise<void>((resolve) => phaseAbort.signal.addEventListener('abort', () => resolve(), { once: true }));
@@ -274,7 +363,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     const tDrain = performance.now();
     let drained = { ok: true, detail: '' };
     try {
-      await waitForDrain(queue, options.drainTimeoutS * 1000, (p) => { progress.queue = p; }, interrupted);
+      await waitForDrain(queues.queues, options.drainTimeoutS * 1000, (p) => { progress.queue = p; }, interrupted);
     } catch (err) {
       if (interrupted.aborted) throw err;
       drained = { ok: false, detail: err instanceof Error ? err.message : String(err) };
@@ -292,7 +381,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     // The workers' counters as they flushed them (a worker copies them as it stops; one killed
     // by a fault lost at most its last second of counts).
     const metrics = transferCounterSummary(await readCounterTotals(directRedis, aggregateKeys(names.lockKeyPrefix, names.queueName)));
-    const jobs = await readFinalJobs(queue);
+    const jobs = await readFinalJobs(queues);
     for (const j of jobs) {
       const message = sent.get(j.jobId);
       history.write({ type: 'final', jobId: j.jobId, state: j.state, operationId: message?.operationId ?? null,
@@ -302,6 +391,8 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     }
     prisma = createPrisma(dbConfig(services.databaseUrl));
     const { checks, totals } = await runChecks(prisma, { workload, sent, jobs, drained });
+    attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
+    await attachRecovery(injector.records, join(outDir, 'workers'), history.origin.t0WallMs, directRedis, names.lockKeyPrefix);
     for (const c of checks) history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
     const checkMs = performance.now() - tCheck;
 
@@ -324,7 +415,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
       seed: options.seed,
       startedAt: startedAt.toISOString(),
       command: commandLine(argv),
-      mode: { unsafe: options.unsafe, apply: options.apply },
+      mode: { unsafe: options.unsafe, apply: options.apply, redis: options.redis, queueShards: options.queueShards },
       options: { ...options },
       verdict,
       durationMs: { total: Math.round(performance.now() - tStart), setup: Math.round(setupMs), faultPhase: faultPhaseMs,
@@ -334,6 +425,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
       ledger: totals,
       answers,
       metrics,
+      producerRetries: progress.producerRetries,
       workerLogEvents: countWorkerLogEvents(join(outDir, 'workers')),
       faults: faultFigures(schedule.length, injector.records),
       latencyMs: { p50: quantile(latencies, 0.5), p95: quantile(latencies, 0.95), p99: quantile(latencies, 0.99), max: latencies.at(-1) ?? 0 },
@@ -345,7 +437,8 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     let chartFile: string | null = 'timeline.svg';
     try {
       const svg = await renderTimelineSvg({
-        title: `chaos seed ${options.seed} — apply ${options.apply}, unsafe ${options.unsafe ?? 'none'}: ${verdict.pass ? 'PASS' : 'FAIL'}`,
+        title: `chaos seed ${options.seed} — ${options.redis === 'cluster' ? 'Redis Cluster, ' : ''}apply ${options.apply}, ` +
+          `unsafe ${options.unsafe ?? 'none'}: ${verdict.pass ? 'PASS' : 'FAIL'}`,
         jobs, faults: injector.records, t0WallMs: history.origin.t0WallMs, faultPhaseEndS: faultPhaseMs / 1000,
       });
       writeFileSync(join(outDir, chartFile), svg);
@@ -364,15 +457,15 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     await fleet?.stopAll().catch(() => undefined);
     await fleet?.closeProxies().catch(() => undefined);
     registry.update({ workerPids: [] });
-    if (services !== null && !services.ownsRedis && queue !== null) {
-      // A server we do not own keeps nothing of ours: the queue and every key under our prefix go.
-      await queue.obliterate({ force: true }).catch((err: unknown) => log(`could not remove queue ${names.queueName}: ${String(err)}`));
+    if (services !== null && !services.ownsRedis && queues !== null) {
+      // A server we do not own keeps nothing of ours: the queues and every key under our prefix go.
+      for (const q of queues.queues) await q.obliterate({ force: true }).catch((err: unknown) => log(`could not remove queue ${q.name}: ${String(err)}`));
       const cleaner = services.redisClient();
       await deleteMatching(cleaner, `${names.lockKeyPrefix}*`).catch((err: unknown) => log(`could not remove keys ${names.lockKeyPrefix}*: ${String(err)}`));
       cleaner.disconnect();
     }
-    await queueEvents?.close().catch(() => undefined);
-    await queue?.close().catch(() => undefined);
+    for (const events of queueEvents) await events.close().catch(() => undefined);
+    await queues?.close().catch(() => undefined);
     for (const c of connections) c.disconnect();
     await services?.stop().catch(() => undefined);
     await history.close();

@@ -19,6 +19,11 @@ export interface FaultEvent {
   /** link-delay only. */
   readonly delayMs: number | null;
   readonly jitterMs: number | null;
+  /**
+   * Cluster faults only: picks the slot group among those the fault may hit at its start
+   * (index modulo their number), so the same seed aims at the same group.
+   */
+  readonly target?: number;
 }
 
 export type ScheduleOptions = Pick<ChaosOptions, 'faults' | 'durationS' | 'faultsMax' | 'faultIntervalMs' | 'lockTtlMs' | 'workers'>;
@@ -32,6 +37,14 @@ const SCHEDULE_SEED_SALT = 0x5eed_fa17;
 
 const WORKER_FAULTS: readonly FaultKind[] = ['kill-worker', 'pause-worker'];
 const LINK_FAULTS: readonly FaultKind[] = ['link-delay', 'link-stall', 'link-cut'];
+/** How long the replication link is stalled before the lossy takeover (the writes that will be lost). */
+export const LOSSY_STALL_MS_MIN = 1_500;
+export const LOSSY_STALL_MS_MAX = 4_000;
+/** How long a killed master stays down; its replica is promoted after cluster-node-timeout meanwhile. */
+export const MASTER_DOWN_MS_MIN = 3_000;
+export const MASTER_DOWN_MS_MAX = 6_000;
+/** Slot groups the target index picks among (modulo the candidates at run time). */
+const TARGET_SPREAD = 1_000;
 
 function shuffled<T>(random: Random, items: readonly T[]): T[] {
   const out = [...items];
@@ -99,6 +112,13 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
       }
     }
     if (kind === 'delete-locks') durationMs = randomInt(random, 1_000, 3_000);
+    // Only cluster kinds draw these numbers: the single-node schedule of a seed stays what it was.
+    let target: number | null = null;
+    if (kind === 'failover-lossy' || kind === 'kill-master') {
+      durationMs = kind === 'failover-lossy' ? randomInt(random, LOSSY_STALL_MS_MIN, LOSSY_STALL_MS_MAX)
+        : randomInt(random, MASTER_DOWN_MS_MIN, MASTER_DOWN_MS_MAX);
+      target = randomInt(random, 0, TARGET_SPREAD - 1);
+    }
     if (LINK_FAULTS.includes(kind)) {
       link = random() < 0.5 ? 'redis' : 'postgres';
       const candidates = Array.from({ length: o.workers }, (_, w) => w + 1)
@@ -116,7 +136,7 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
       }
       linkBusyUntil.set(`${worker}:${link}`, atMs + durationMs);
     }
-    events.push({ kind, atMs, durationMs, worker, link, delayMs, jitterMs });
+    events.push({ kind, atMs, durationMs, worker, link, delayMs, jitterMs, ...(target === null ? {} : { target }) });
   }
   return events.sort((a, b) => a.atMs - b.atMs).map((e, i) => Object.freeze({ id: i + 1, ...e }));
 }
@@ -130,6 +150,8 @@ export function countByKind(events: readonly { kind: FaultKind }[]): Record<stri
 export function describeFault(e: FaultEvent): string {
   const target = e.worker === null ? '' : ` worker ${e.worker}${e.link === null ? '' : ` ${e.link} link`}`;
   const extra = e.delayMs === null ? '' : ` +${e.delayMs}±${e.jitterMs ?? 0} ms`;
+  if (e.kind === 'failover-lossy') return `failover-lossy: replication stalled for ${e.durationMs} ms, then TAKEOVER`;
+  if (e.kind === 'kill-master') return `kill-master: down for ${e.durationMs} ms`;
   const lasting = e.durationMs > 0 ? ` for ${e.durationMs} ms` : '';
   return `${e.kind}${target}${extra}${lasting}`;
 }

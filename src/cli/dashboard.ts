@@ -1,9 +1,10 @@
-// `npm run dashboard`: Bull Board for the transfers queue (QUEUE_NAME) on DASHBOARD_HOST:DASHBOARD_PORT,
+// `npm run dashboard`: Bull Board for the transfers queue (QUEUE_NAME, every shard of it) on DASHBOARD_HOST:DASHBOARD_PORT,
 // read-only unless DASHBOARD_READ_ONLY=false. Prints {url, queues, readOnly} once listening;
 // SIGINT/SIGTERM stop it.
 import { loadConfig } from '../config/config.ts';
 import { startDashboard } from '../dashboard/server.ts';
 import { createLogger } from '../log/logger.ts';
+import { queueShardsOf } from '../queue/queue-shards.ts';
 import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
@@ -19,12 +20,17 @@ await runCli(async () => {
   const config = loadConfig();
   const logger = createLogger(config.logLevel, 'dashboard');
   const stopped = stopSignal();
-  const queueNames = [config.queueName];
+  // Every shard of the queue (QUEUE_SHARDS), with its BullMQ prefix.
+  const shards = queueShardsOf(config);
+  const queueNames = shards.map((s) => s.name);
   const dashboard = await startDashboard({
     host: config.dashboardHost,
     port: config.dashboardPort,
     queueNames,
+    queuePrefixes: Object.fromEntries(shards.map((s) => [s.name, s.prefix])),
     redisUrl: config.redisUrl,
+    redisTlsCaFile: config.redisTlsCaFile,
+    redisCluster: config.redisCluster,
     readOnly: config.dashboardReadOnly,
     logger,
   });

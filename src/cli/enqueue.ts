@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { loadConfig } from '../config/config.ts';
 import { validateTransferRequest, type TransferWire } from '../ledger/transfer-request.ts';
 import { redactText } from '../log/redact.ts';
-import { createTransferQueue, ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers } from '../queue/producer.ts';
+import { ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers, TransferQueues } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
 import { integerFlag, parseFlags, UsageError } from './args.ts';
@@ -45,9 +45,10 @@ await runCli(async () => {
 
   const config = loadConfig();
   const connection = bullmqConnection(config);
-  const queue = createTransferQueue(connection, config.queueName, config.jobAttemptsMax);
+  // QUEUE_SHARDS queues; each transfer goes to its source wallet's shard.
+  const queue = TransferQueues.open(connection, config, config.jobAttemptsMax);
   // The message only: a refused password's error object carries the password (see redact.ts).
-  queue.on('error', (err) => process.stderr.write(`queue error: ${redactText(err.message)}\n`));
+  for (const q of queue.queues) q.on('error', (err) => process.stderr.write(`queue error: ${redactText(err.message)}\n`));
   try {
     if (values.file !== undefined) {
       await enqueueFile(values.file, queue, config.transferAmountMax);
@@ -82,7 +83,7 @@ await runCli(async () => {
   }
 });
 
-async function enqueueFile(path: string, queue: ReturnType<typeof createTransferQueue>, amountMax: bigint): Promise<void> {
+async function enqueueFile(path: string, queue: TransferQueues, amountMax: bigint): Promise<void> {
   const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
   let lineNumber = 0;
   let enqueued = 0;

@@ -1,19 +1,42 @@
 // `npm run status -- <operationId>`: the stored outcome as JSON; exit 1 when unknown.
-import { loadConfig } from '../config/config.ts';
+// `npm run status` (no argument): the job counts of every queue shard, and their sum, as JSON.
+import { loadConfig, type Config } from '../config/config.ts';
 import { createPrisma } from '../db/prisma.ts';
 import { ID_PATTERN } from '../ledger/transfer-request.ts';
 import { readTransfer } from '../ledger/transfer-status.ts';
+import { TransferQueues } from '../queue/producer.ts';
+import { queueProgress } from '../queue/queue-drain.ts';
+import { bullmqConnection, describeRedisTarget } from '../queue/redis-connection.ts';
 import { parseFlags, UsageError } from './args.ts';
 import { runCli } from './run-cli.ts';
 
-const USAGE = 'npm run status -- <operationId>';
+const USAGE = 'npm run status -- [<operationId>]';
+
+async function queueStatus(config: Config): Promise<void> {
+  const connection = bullmqConnection(config);
+  connection.on('error', () => undefined);
+  const queues = TransferQueues.open(connection, config, config.jobAttemptsMax);
+  try {
+    const shards = await Promise.all(queues.shards.map(async ({ shard, queue }) => ({
+      shard: shard.index, queue: shard.name, prefix: shard.prefix, ...(await queueProgress(queue)),
+    })));
+    process.stdout.write(`${JSON.stringify({ redis: describeRedisTarget(config), shards, total: await queueProgress(queues.queues) })}\n`);
+  } finally {
+    await queues.close();
+    connection.disconnect();
+  }
+}
 
 await runCli(async () => {
   const { positionals } = parseFlags(process.argv.slice(2), {}, USAGE, 1);
+  const config = loadConfig();
   const operationId = positionals[0];
-  if (positionals.length !== 1 || operationId === undefined) throw new UsageError(`expected one operation id\nusage: ${USAGE}`);
+  if (operationId === undefined) {
+    await queueStatus(config);
+    return;
+  }
   if (!ID_PATTERN.test(operationId)) throw new UsageError('an operation id is 1-128 characters of [A-Za-z0-9._:-]');
-  const prisma = createPrisma(loadConfig());
+  const prisma = createPrisma(config);
   try {
     const record = await readTransfer(prisma, operationId);
     if (record === null) {

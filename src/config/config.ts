@@ -13,12 +13,41 @@ import { PROJECT_ROOT } from './paths.ts';
 export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock' | 'no-readiness' | 'no-graceful-shutdown';
 const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock', 'no-readiness', 'no-graceful-shutdown'];
 
+/** One Redis Cluster node as given in REDIS_CLUSTER_NODES or REDIS_CLUSTER_NAT_MAP. */
+export interface RedisNodeAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Cluster mode: the seed nodes and, when nodes announce addresses the client cannot reach, where to reach them. */
+export interface RedisClusterConfig {
+  readonly nodes: readonly RedisNodeAddress[];
+  /** `announcedHost:port` → the address to connect to instead (ioredis natMap). */
+  readonly natMap: Readonly<Record<string, RedisNodeAddress>>;
+}
+
+/** Seed nodes and NAT entries accepted at most; a cluster has at most ~1000 nodes and a handful of seeds suffice. */
+export const REDIS_CLUSTER_NODES_MAX = 64;
+/** Queue shards at most (QUEUE_SHARDS); each is one BullMQ queue, consumed by every worker that lists it. */
+export const QUEUE_SHARDS_MAX = 64;
+
 export interface Config {
   readonly databaseUrl: string;
+  /**
+   * Single-node Redis. In cluster mode only its credentials (user, password) are used, for
+   * every node; the addresses come from redisCluster.
+   */
   readonly redisUrl: string;
   /** PEM file of the CA that signed the Redis server's certificate (rediss:// only); null: the system's CAs. */
   readonly redisTlsCaFile: string | null;
+  /** Null: one Redis at redisUrl (the default). Set: an ioredis Cluster over these nodes. */
+  readonly redisCluster: RedisClusterConfig | null;
+  /** Base name of the queue; shard 0 carries it unchanged (see src/queue/queue-shards.ts). */
   readonly queueName: string;
+  /** Queues the producer spreads transfers over, by a stable hash of the source wallet. */
+  readonly queueShards: number;
+  /** Shard indexes this process consumes (workers); every shard unless QUEUE_SHARDS_CONSUMED lists some. */
+  readonly queueShardsConsumed: readonly number[];
   /** Prefix of every Redis key the lock writes (`<prefix>{wallet:<id>}:lock`). */
   readonly lockKeyPrefix: string;
   readonly lockTtlMs: number;
@@ -81,7 +110,11 @@ export const CONFIG_DEFAULTS = Object.freeze({
   DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/transfers',
   REDIS_URL: 'redis://127.0.0.1:6379',
   REDIS_TLS_CA_FILE: '',
+  REDIS_CLUSTER_NODES: '',
+  REDIS_CLUSTER_NAT_MAP: '',
   QUEUE_NAME: 'transfers',
+  QUEUE_SHARDS: '1',
+  QUEUE_SHARDS_CONSUMED: '',
   LOCK_KEY_PREFIX: 'ft:',
   LOCK_TTL_MS: '10000',
   WORKER_CONCURRENCY: '8',
@@ -221,6 +254,69 @@ function metricsPort(env: Env): number | null {
   return Number(raw);
 }
 
+/** `host:port` with a DNS name, an IPv4 address or a bracketed IPv6 address. */
+const NODE_ADDRESS_PATTERN = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):(\d{1,5})$/;
+
+function nodeAddress(variable: string, raw: string): RedisNodeAddress {
+  const match = NODE_ADDRESS_PATTERN.exec(raw);
+  const port = Number(match?.[2]);
+  if (match === null || !(port >= 1 && port <= 65535)) {
+    throw new ConfigError(variable, `expected host:port (port 1-65535), got ${JSON.stringify(raw)}`);
+  }
+  return { host: (match[1] as string).replace(/^\[(.*)\]$/, '$1'), port };
+}
+
+function list(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string[] {
+  const raw = read(env, variable).trim();
+  return raw === '' ? [] : raw.split(',').map((s) => s.trim());
+}
+
+function redisCluster(env: Env): RedisClusterConfig | null {
+  const nodesRaw = list(env, 'REDIS_CLUSTER_NODES');
+  const natRaw = list(env, 'REDIS_CLUSTER_NAT_MAP');
+  if (nodesRaw.length === 0) {
+    if (natRaw.length > 0) throw new ConfigError('REDIS_CLUSTER_NAT_MAP', 'only applies with REDIS_CLUSTER_NODES');
+    return null;
+  }
+  if (nodesRaw.length > REDIS_CLUSTER_NODES_MAX) {
+    throw new ConfigError('REDIS_CLUSTER_NODES', `at most ${REDIS_CLUSTER_NODES_MAX} nodes, got ${nodesRaw.length}`);
+  }
+  const nodes = nodesRaw.map((raw) => nodeAddress('REDIS_CLUSTER_NODES', raw));
+  const seen = new Set<string>();
+  for (const n of nodes) {
+    const key = `${n.host}:${n.port}`;
+    if (seen.has(key)) throw new ConfigError('REDIS_CLUSTER_NODES', `${key} is listed twice`);
+    seen.add(key);
+  }
+  if (natRaw.length > REDIS_CLUSTER_NODES_MAX) {
+    throw new ConfigError('REDIS_CLUSTER_NAT_MAP', `at most ${REDIS_CLUSTER_NODES_MAX} entries, got ${natRaw.length}`);
+  }
+  const natMap: Record<string, RedisNodeAddress> = {};
+  for (const entry of natRaw) {
+    const parts = entry.split('=');
+    if (parts.length !== 2) throw new ConfigError('REDIS_CLUSTER_NAT_MAP', `expected announced-host:port=reachable-host:port, got ${JSON.stringify(entry)}`);
+    const from = nodeAddress('REDIS_CLUSTER_NAT_MAP', parts[0] as string);
+    const key = `${from.host}:${from.port}`;
+    if (key in natMap) throw new ConfigError('REDIS_CLUSTER_NAT_MAP', `${key} is mapped twice`);
+    natMap[key] = Object.freeze(nodeAddress('REDIS_CLUSTER_NAT_MAP', parts[1] as string));
+  }
+  return Object.freeze({ nodes: Object.freeze(nodes.map((n) => Object.freeze(n))), natMap: Object.freeze(natMap) });
+}
+
+function shardsConsumed(env: Env, shards: number): readonly number[] {
+  const raw = list(env, 'QUEUE_SHARDS_CONSUMED');
+  if (raw.length === 0) return Object.freeze(Array.from({ length: shards }, (_, i) => i));
+  const out = new Set<number>();
+  for (const item of raw) {
+    if (!/^\d{1,3}$/.test(item) || Number(item) >= shards) {
+      throw new ConfigError('QUEUE_SHARDS_CONSUMED', `expected shard indexes from 0 to ${shards - 1} (QUEUE_SHARDS=${shards}), got ${JSON.stringify(item)}`);
+    }
+    if (out.has(Number(item))) throw new ConfigError('QUEUE_SHARDS_CONSUMED', `shard ${item} is listed twice`);
+    out.add(Number(item));
+  }
+  return Object.freeze([...out].sort((a, b) => a - b));
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export function loadConfig(env: Env = process.env): Config {
@@ -267,11 +363,15 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/\.(ts|js)$/.test(workerEntryRaw)) {
     throw new ConfigError('WORKER_ENTRY', `expected a .ts source or a compiled .js file, got ${JSON.stringify(workerEntryRaw)}`);
   }
+  const queueShards = integer(env, 'QUEUE_SHARDS', 1, QUEUE_SHARDS_MAX);
   const config: Config = {
     databaseUrl,
     redisUrl,
+    redisCluster: redisCluster(env),
     redisTlsCaFile: redisTlsCaRaw === '' ? null : certificateFile('REDIS_TLS_CA_FILE', redisTlsCaRaw),
     queueName: name(env, 'QUEUE_NAME', /^[A-Za-z0-9._-]{1,64}$/, '1-64 characters of [A-Za-z0-9._-]'),
+    queueShards,
+    queueShardsConsumed: shardsConsumed(env, queueShards),
     lockKeyPrefix: name(env, 'LOCK_KEY_PREFIX', /^[A-Za-z0-9._:-]{0,64}$/, 'up to 64 characters of [A-Za-z0-9._:-]'),
     lockTtlMs,
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', 1, 256),
@@ -299,6 +399,17 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 1_000, 600_000),
   };
   return Object.freeze(config);
+}
+
+/** The Redis variables that reproduce `config`'s Redis target in a child process's environment. */
+export function redisTargetEnv(config: Pick<Config, 'redisUrl' | 'redisCluster'>): Record<string, string> {
+  const cluster = config.redisCluster;
+  return {
+    REDIS_URL: config.redisUrl,
+    REDIS_CLUSTER_NODES: cluster === null ? '' : cluster.nodes.map((n) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(','),
+    REDIS_CLUSTER_NAT_MAP: cluster === null ? '' : Object.entries(cluster.natMap)
+      .map(([from, to]) => `${from}=${to.host.includes(':') ? `[${to.host}]` : to.host}:${to.port}`).join(','),
+  };
 }
 
 /** The database name in a PostgreSQL URL (`/transfers` → `transfers`). */

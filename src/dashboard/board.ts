@@ -8,7 +8,7 @@ import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
 import { Queue } from 'bullmq';
 import { Hono } from 'hono';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 
 /** Queues one dashboard shows at most. */
 export const DASHBOARD_QUEUES_MAX = 64;
@@ -18,8 +18,10 @@ export const DASHBOARD_TITLE = 'fenced transfers';
 
 export interface BoardOptions {
   queueNames: readonly string[];
+  /** BullMQ prefix of each queue; default BullMQ's `bull` (cluster mode gives each shard its own). */
+  queuePrefixes?: Readonly<Record<string, string>>;
   /** Shared by every queue of the board; the caller owns it and closes it. */
-  connection: Redis;
+  connection: Redis | Cluster;
   readOnly: boolean;
   /** Errors the queues report (a lost Redis connection); without it BullMQ prints them. */
   onError?: (err: Error, queueName: string) => void;
@@ -47,7 +49,8 @@ export function createBoard(options: BoardOptions): Board {
   validateQueueNames(options.queueNames);
   // skipMetasUpdate: the dashboard never writes the queue's meta hash; producers and workers own it.
   const queues = options.queueNames.map((name) => {
-    const queue = new Queue(name, { connection: options.connection, skipMetasUpdate: true });
+    const prefix = options.queuePrefixes?.[name];
+    const queue = new Queue(name, { connection: options.connection, skipMetasUpdate: true, ...(prefix === undefined ? {} : { prefix }) });
     queue.on('error', (err) => options.onError?.(err, name));
     return queue;
   });

@@ -6,8 +6,10 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
 import { Redis } from 'ioredis';
-import { ConfigError, redactUrl } from '../config/config.ts';
+import { ConfigError, redactUrl, type RedisClusterConfig } from '../config/config.ts';
 import type { Logger } from '../log/logger.ts';
+import { withinMs } from '../ops/probes.ts';
+import { describeRedisTarget, lockConnection, redisTlsOptions, type RedisClient } from '../queue/redis-connection.ts';
 import { createBoard } from './board.ts';
 
 /** A Redis command of the dashboard that has not answered in this long fails (the page shows an error). */
@@ -22,7 +24,13 @@ export interface DashboardOptions {
   /** 0 takes any free port. */
   port: number;
   queueNames: readonly string[];
+  /** BullMQ prefix of each queue (cluster mode: `{<name>}`, see src/queue/queue-shards.ts); default `bull`. */
+  queuePrefixes?: Readonly<Record<string, string>>;
   redisUrl: string;
+  /** REDIS_TLS_CA_FILE, for rediss://. */
+  redisTlsCaFile?: string | null;
+  /** REDIS_CLUSTER_NODES: an ioredis Cluster instead of one Redis at redisUrl. */
+  redisCluster?: RedisClusterConfig | null;
   readOnly: boolean;
   logger: Logger;
 }
@@ -57,12 +65,26 @@ function listen(server: Server, host: string, port: number): Promise<number> {
   });
 }
 
-async function connectRedis(redisUrl: string): Promise<Redis> {
-  const connection = new Redis(redisUrl, {
+async function connectRedis(options: DashboardOptions): Promise<RedisClient> {
+  const target = { redisUrl: options.redisUrl, redisTlsCaFile: options.redisTlsCaFile ?? null, redisCluster: options.redisCluster ?? null };
+  if (target.redisCluster !== null) {
+    // The lock's kind of connection: every command bounded, retried briefly through a failover.
+    const cluster = lockConnection(target);
+    cluster.on('error', () => undefined);
+    try {
+      await withinMs(cluster.ping(), DASHBOARD_REDIS_CONNECT_TIMEOUT_MS, 'Redis Cluster');
+    } catch (err) {
+      cluster.disconnect();
+      throw new ConfigError('REDIS_CLUSTER_NODES', `Redis Cluster does not answer at ${describeRedisTarget(target)}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    return cluster;
+  }
+  const connection = new Redis(options.redisUrl, {
     lazyConnect: true,
     maxRetriesPerRequest: 1,
     commandTimeout: DASHBOARD_REDIS_COMMAND_TIMEOUT_MS,
     connectTimeout: DASHBOARD_REDIS_CONNECT_TIMEOUT_MS,
+    ...redisTlsOptions(target),
   });
   // Errors after start reach the requests that fail with them; this keeps them off the console.
   connection.on('error', () => undefined);
@@ -71,16 +93,17 @@ async function connectRedis(redisUrl: string): Promise<Redis> {
     await connection.ping();
   } catch (err) {
     connection.disconnect();
-    throw new ConfigError('REDIS_URL', `Redis does not answer at ${redactUrl(redisUrl)}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new ConfigError('REDIS_URL', `Redis does not answer at ${redactUrl(options.redisUrl)}: ${err instanceof Error ? err.message : String(err)}`);
   }
   return connection;
 }
 
 export async function startDashboard(options: DashboardOptions): Promise<RunningDashboard> {
   const { logger } = options;
-  const connection = await connectRedis(options.redisUrl);
+  const connection = await connectRedis(options);
   const board = createBoard({
     queueNames: options.queueNames,
+    ...(options.queuePrefixes === undefined ? {} : { queuePrefixes: options.queuePrefixes }),
     connection,
     readOnly: options.readOnly,
     onError: (err, queueName) => logger.warn({ err: err.message, queueName }, 'dashboard queue error'),
@@ -95,7 +118,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     throw err;
   }
   const url = urlOf(options.host, port);
-  logger.info({ url, queues: options.queueNames, readOnly: options.readOnly, redis: redactUrl(options.redisUrl) }, 'dashboard listening');
+  logger.info({ url, queues: options.queueNames, readOnly: options.readOnly, redis: describeRedisTarget({ redisUrl: options.redisUrl, redisTlsCaFile: options.redisTlsCaFile ?? null, redisCluster: options.redisCluster ?? null }) }, 'dashboard listening');
   if (!options.readOnly) logger.warn({ url }, 'dashboard is NOT read-only: anyone who can open it can retry, clean and remove jobs');
   if (!isLoopback(options.host)) logger.warn({ host: options.host }, 'dashboard listens beyond this machine and has no authentication');
 

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Queue } from 'bullmq';
-import { withDatabase, type Config } from '../config/config.ts';
+import { redisTargetEnv, withDatabase, type Config } from '../config/config.ts';
 import { MIGRATIONS_DIR, PROJECT_ROOT } from '../config/paths.ts';
 import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
@@ -17,9 +17,10 @@ import { reconcile, type ReconcileReport } from '../ledger/reconcile.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
 import type { Logger } from '../log/logger.ts';
 import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../metrics/counter-aggregate.ts';
-import { createTransferQueue, enqueueTransfers } from '../queue/producer.ts';
-import { waitForDrain } from '../queue/queue-drain.ts';
-import { bullmqConnection } from '../queue/redis-connection.ts';
+import { enqueueTransfers, TransferQueues } from '../queue/producer.ts';
+import { queueProgress, waitForDrain } from '../queue/queue-drain.ts';
+import { bullmqConnection, type RedisClient } from '../queue/redis-connection.ts';
+import { deleteMatching } from '../queue/redis-scan.ts';
 import { TRANSFER_JOB_NAME } from '../queue/job-options.ts';
 import { ensureServices } from '../services/ensure-services.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
@@ -43,9 +44,9 @@ export const DEMO_DRAIN_TIMEOUT_MS = 100_000;
 export const DEMO_FREEZE_AFTER_COMPLETED = 600;
 export const DEMO_PROGRESS_INTERVAL_MS = 2_000;
 
-async function waitForCompleted(queue: Queue, count: number, timeoutMs: number): Promise<void> {
+async function waitForCompleted(queues: readonly Queue[], count: number, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
-  while ((await queue.getCompletedCount()) < count) {
+  while ((await queueProgress(queues)).completed < count) {
     if (performance.now() > deadline) throw new Error(`fewer than ${count} jobs completed within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -72,12 +73,11 @@ export interface DemoSummary {
   ok: boolean;
 }
 
-async function resetDemoState(config: Config, queue: Queue, connection: ReturnType<typeof bullmqConnection>): Promise<string> {
+async function resetDemoState(config: Config, queues: TransferQueues, connection: RedisClient): Promise<string> {
   const databaseUrl = withDatabase(config.databaseUrl, DEMO_DATABASE);
   await dropDatabase(databaseUrl);
-  await queue.obliterate({ force: true });
-  const keys = await connection.keys(`${DEMO_KEY_PREFIX}*`);
-  if (keys.length > 0) await connection.del(...keys);
+  for (const queue of queues.queues) await queue.obliterate({ force: true });
+  await deleteMatching(connection, `${DEMO_KEY_PREFIX}*`);
   return databaseUrl;
 }
 
@@ -88,10 +88,12 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
   await ensureServices(config, logger);
 
   const connection = bullmqConnection(config);
-  const queue = createTransferQueue(connection, DEMO_QUEUE, config.jobAttemptsMax);
+  // Cluster mode and QUEUE_SHARDS carry over from the configuration; the names are the demo's own.
+  const queues = TransferQueues.open(connection, { ...config, queueName: DEMO_QUEUE }, config.jobAttemptsMax);
+  const queue = queues.queues[0] as Queue;
   const runDir = join(PROJECT_ROOT, '.runs', `demo-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   mkdirSync(runDir, { recursive: true });
-  const databaseUrl = await resetDemoState(config, queue, connection);
+  const databaseUrl = await resetDemoState(config, queues, connection);
   const prisma = createPrisma({ ...config, databaseUrl });
   let fleet: WorkerFleet | null = null;
   try {
@@ -110,8 +112,10 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
       entry: config.workerEntry,
       env: {
         DATABASE_URL: roleUrl(databaseUrl, DEMO_WORKER_ROLE, workerPassword),
-        REDIS_URL: config.redisUrl,
+        ...redisTargetEnv(config),
         QUEUE_NAME: DEMO_QUEUE,
+        QUEUE_SHARDS: String(config.queueShards),
+        QUEUE_SHARDS_CONSUMED: '',
         LOCK_KEY_PREFIX: DEMO_KEY_PREFIX,
         LOCK_TTL_MS: String(DEMO_LOCK_TTL_MS),
         LOG_LEVEL: 'info',
@@ -127,7 +131,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
       conflicts: DEMO_CONFLICTS, amountMaxMinor: 100, seed: 2026, operationPrefix: 'demo-',
     });
     say(`· enqueueing ${workload.length} transfer jobs and ${INVALID_MESSAGES.length} invalid messages`);
-    await enqueueTransfers(queue, workload.map((m) => m.wire), config.transferAmountMax);
+    await enqueueTransfers(queues, workload.map((m) => m.wire), config.transferAmountMax);
     await queue.addBulk(INVALID_MESSAGES.map((data) => ({ name: TRANSFER_JOB_NAME, data })));
 
     const frozen = fleet.workers[1];
@@ -135,7 +139,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     const frozeForMs = Math.round(DEMO_LOCK_TTL_MS * DEMO_FREEZE_TTLS);
     // Freeze in full flight: once every worker is up and jobs are completing, the frozen
     // one is almost surely holding locks and has decisions in hand.
-    await waitForCompleted(queue, DEMO_FREEZE_AFTER_COMPLETED, DEMO_DRAIN_TIMEOUT_MS);
+    await waitForCompleted(queues.queues, DEMO_FREEZE_AFTER_COMPLETED, DEMO_DRAIN_TIMEOUT_MS);
     say(`· freezing worker ${frozen.index} (SIGSTOP) for ${frozeForMs} ms, longer than its ${DEMO_LOCK_TTL_MS} ms lock TTL`);
     frozen.freeze();
     const thaw = setTimeout(() => {
@@ -145,7 +149,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
 
     const total = workload.length + INVALID_MESSAGES.length;
     let lastProgressMs = 0;
-    await waitForDrain(queue, DEMO_DRAIN_TIMEOUT_MS, (p) => {
+    await waitForDrain(queues.queues, DEMO_DRAIN_TIMEOUT_MS, (p) => {
       if (performance.now() - lastProgressMs < DEMO_PROGRESS_INTERVAL_MS) return;
       lastProgressMs = performance.now();
       say(`  progress: ${p.completed + p.failed}/${total} done, ${p.active} active, ${p.waiting + p.delayed + p.prioritized} queued`);
@@ -163,7 +167,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     const recorded = await prisma.$queryRaw<{ n: bigint }[]>`
       SELECT count(*) AS n FROM transfers WHERE operation_id = ANY(${[...operations]}::text[])`;
     const operationsWithoutOutcome = operations.size - Number(recorded[0]?.n ?? 0n);
-    const failedJobs = await queue.getFailedCount();
+    const failedJobs = (await queueProgress(queues.queues)).failed;
     const summary: DemoSummary = {
       durationS: Math.round((performance.now() - startedAtMs) / 100) / 10,
       enqueued: {
@@ -184,7 +188,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
   } finally {
     await fleet?.stopAll();
     await prisma.$disconnect();
-    await queue.close();
+    await queues.close();
     connection.disconnect();
   }
 }

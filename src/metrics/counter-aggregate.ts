@@ -11,7 +11,7 @@
 // twice, and a killed worker leaves its last flushed values behind. A reader sums the hashes of
 // the instances listed in the queue's set. A worker killed with SIGKILL loses at most its last
 // interval of counts; the ledger, not these counters, is the record of what happened.
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../log/logger.ts';
 import { METRIC_PREFIX, seriesId, type WorkerMetrics } from './worker-metrics.ts';
 
@@ -100,7 +100,7 @@ export class CounterAggregatePublisher {
 /** Series id (as /metrics prints it) → value summed over every instance that flushed for this queue. */
 export type CounterTotals = Readonly<Record<string, number>>;
 
-export async function readCounterTotals(redis: Redis, keys: AggregateKeys): Promise<CounterTotals> {
+export async function readCounterTotals(redis: Redis | Cluster, keys: AggregateKeys): Promise<CounterTotals> {
   const instances = await redis.smembers(keys.instances);
   if (instances.length === 0) return {};
   const pipeline = redis.pipeline();

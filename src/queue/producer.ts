@@ -2,9 +2,10 @@
 // Every call makes new jobs (ids assigned by BullMQ), so a re-sent operation is a second job:
 // the idempotency record, not the queue, is what makes it harmless.
 import { Queue, type JobsOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { validateTransferRequest, type TransferWire } from '../ledger/transfer-request.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from './job-options.ts';
+import { queueShardsOf, shardIndexOf, SINGLE_NODE_QUEUE_PREFIX, type QueueShard, type ShardingConfig } from './queue-shards.ts';
+import type { RedisClient } from './redis-connection.ts';
 
 /** Jobs per addBulk call: one Redis round trip each, bounded memory per call. */
 export const ENQUEUE_BATCH_MAX = 1_000;
@@ -16,10 +17,43 @@ export class InvalidTransferError extends Error {
 export interface EnqueuedTransfer {
   operationId: string;
   jobId: string;
+  /** The shard queue it went to (job ids are unique per queue only). */
+  queueName: string;
 }
 
-export function createTransferQueue(connection: Redis, queueName: string, attemptsMax: number): Queue {
-  return new Queue(queueName, { connection, defaultJobOptions: defaultJobOptions(attemptsMax) });
+export function createTransferQueue(connection: RedisClient, queueName: string, attemptsMax: number,
+  prefix: string = SINGLE_NODE_QUEUE_PREFIX): Queue {
+  return new Queue(queueName, { connection, prefix, defaultJobOptions: defaultJobOptions(attemptsMax) });
+}
+
+/** The producer's view of a sharded deployment: one BullMQ Queue per shard, and the routing rule. */
+export class TransferQueues {
+  private constructor(readonly shards: readonly { readonly shard: QueueShard; readonly queue: Queue }[]) {}
+
+  static open(connection: RedisClient, config: ShardingConfig, attemptsMax: number): TransferQueues {
+    return new TransferQueues(queueShardsOf(config).map((shard) => ({
+      shard, queue: createTransferQueue(connection, shard.name, attemptsMax, shard.prefix),
+    })));
+  }
+
+  get queues(): Queue[] {
+    return this.shards.map((s) => s.queue);
+  }
+
+  /** The queue of the shard a transfer from this wallet goes to. */
+  queueOf(sourceWalletId: string): Queue {
+    return (this.shards[shardIndexOf(sourceWalletId, this.shards.length)] as { queue: Queue }).queue;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.shards.map((s) => s.queue.close()));
+  }
+}
+
+type EnqueueTarget = Queue | TransferQueues;
+
+function queueFor(target: EnqueueTarget, wire: TransferWire): Queue {
+  return target instanceof TransferQueues ? target.queueOf(wire.from) : target;
 }
 
 function checked(wire: unknown, amountMax: bigint): TransferWire {
@@ -29,19 +63,23 @@ function checked(wire: unknown, amountMax: bigint): TransferWire {
 }
 
 export async function enqueueTransfer(
-  queue: Queue,
+  target: EnqueueTarget,
   wire: TransferWire,
   amountMax: bigint,
   options: JobsOptions = {},
 ): Promise<EnqueuedTransfer> {
-  const job = await queue.add(TRANSFER_JOB_NAME, checked(wire, amountMax), options);
+  const queue = queueFor(target, checked(wire, amountMax));
+  const job = await queue.add(TRANSFER_JOB_NAME, wire, options);
   if (job.id === undefined) throw new Error('BullMQ assigned no job id');
-  return { operationId: wire.operationId, jobId: job.id };
+  return { operationId: wire.operationId, jobId: job.id, queueName: queue.name };
 }
 
-/** Enqueues many transfers with addBulk; all are validated before any is added. */
+/**
+ * Enqueues many transfers with addBulk (one call per shard and slice); all are validated before
+ * any is added. The results come back in the order of `wires`.
+ */
 export async function enqueueTransfers(
-  queue: Queue,
+  target: EnqueueTarget,
   wires: readonly TransferWire[],
   amountMax: bigint,
   options: JobsOptions = {},
@@ -54,16 +92,28 @@ export async function enqueueTransfers(
       throw new InvalidTransferError(`transfer #${i + 1}: ${(err as Error).message}`);
     }
   });
-  const out: EnqueuedTransfer[] = [];
+  const out: EnqueuedTransfer[] = new Array(data.length);
+  let done = 0;
   for (let start = 0; start < data.length; start += ENQUEUE_BATCH_MAX) {
-    const batch = data.slice(start, start + ENQUEUE_BATCH_MAX);
-    const jobs = await queue.addBulk(batch.map((d) => ({ name: TRANSFER_JOB_NAME, data: d, opts: options })));
-    jobs.forEach((job, i) => {
-      const wire = batch[i];
-      if (job.id === undefined || wire === undefined) throw new Error('BullMQ assigned no job id');
-      out.push({ operationId: wire.operationId, jobId: job.id });
+    const slice = data.slice(start, start + ENQUEUE_BATCH_MAX);
+    const byQueue = new Map<Queue, number[]>();
+    slice.forEach((wire, i) => {
+      const queue = queueFor(target, wire);
+      const positions = byQueue.get(queue) ?? [];
+      positions.push(start + i);
+      byQueue.set(queue, positions);
     });
-    onProgress?.(out.length);
+    for (const [queue, positions] of byQueue) {
+      const jobs = await queue.addBulk(positions.map((p) => ({ name: TRANSFER_JOB_NAME, data: data[p] as TransferWire, opts: options })));
+      jobs.forEach((job, i) => {
+        const position = positions[i] as number;
+        const wire = data[position];
+        if (job.id === undefined || wire === undefined) throw new Error('BullMQ assigned no job id');
+        out[position] = { operationId: wire.operationId, jobId: job.id, queueName: queue.name };
+      });
+    }
+    done += slice.length;
+    onProgress?.(done);
   }
   return out;
 }

@@ -13,15 +13,18 @@ export interface QueueProgress {
   failed: number;
 }
 
-export async function queueProgress(queue: Queue): Promise<QueueProgress> {
-  const c = await queue.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'completed', 'failed');
+/** The counts of one queue, or summed over several (the shards of one deployment). */
+export async function queueProgress(queues: Queue | readonly Queue[]): Promise<QueueProgress> {
+  const list = Array.isArray(queues) ? queues : [queues as Queue];
+  const all = await Promise.all(list.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'completed', 'failed')));
+  const sum = (state: keyof QueueProgress) => all.reduce((n, c) => n + (c[state] ?? 0), 0);
   return {
-    waiting: c.waiting ?? 0,
-    delayed: c.delayed ?? 0,
-    active: c.active ?? 0,
-    prioritized: c.prioritized ?? 0,
-    completed: c.completed ?? 0,
-    failed: c.failed ?? 0,
+    waiting: sum('waiting'),
+    delayed: sum('delayed'),
+    active: sum('active'),
+    prioritized: sum('prioritized'),
+    completed: sum('completed'),
+    failed: sum('failed'),
   };
 }
 
@@ -34,7 +37,7 @@ export function isDrained(p: QueueProgress): boolean {
  * or as soon as `signal` is aborted (an interrupted run stops waiting).
  */
 export async function waitForDrain(
-  queue: Queue,
+  queue: Queue | readonly Queue[],
   timeoutMs: number,
   onProgress?: (p: QueueProgress) => void,
   signal?: AbortSignal,
@@ -45,7 +48,8 @@ export async function waitForDrain(
     onProgress?.(progress);
     if (isDrained(progress)) return progress;
     if (performance.now() > deadline) {
-      throw new Error(`queue ${queue.name} did not drain within ${timeoutMs} ms: ${JSON.stringify(progress)}`);
+      const names = (Array.isArray(queue) ? queue : [queue as Queue]).map((q) => q.name).join(', ');
+      throw new Error(`queue ${names} did not drain within ${timeoutMs} ms: ${JSON.stringify(progress)}`);
     }
     if (signal?.aborted) throw new Error('interrupted');
     await new Promise((r) => setTimeout(r, DRAIN_POLL_INTERVAL_MS));

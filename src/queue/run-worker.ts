@@ -28,7 +28,8 @@ import { OpsServer, type Readiness } from '../ops/ops-server.ts';
 import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import type { Admission } from './gated-worker.ts';
-import { bullmqConnection, lockConnection } from './redis-connection.ts';
+import { consumedQueueShardsOf } from './queue-shards.ts';
+import { bullmqConnection, describeRedisTarget, lockConnection, type RedisClient } from './redis-connection.ts';
 import { startTransferWorker, type ApplyStrategy, type TransferWorker } from './transfer-worker.ts';
 
 /** Bound on each lock release at shutdown; a lease not released in time expires by its TTL. */
@@ -125,26 +126,25 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
     const health = monitor.state;
     if (phase === 'starting') return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
     if (!health.healthy) return { ready: false, reason: describeFailures(health) };
-    const worker = running?.worker;
-    if (worker === undefined || !worker.isRunning() || worker.isPaused()) return { ready: false, reason: 'the queue worker is not running' };
+    if (running === null || !running.isRunning() || running.isPaused()) return { ready: false, reason: 'the queue worker is not running' };
     return { ready: true };
   };
   const admission: Admission | undefined = gated ? { admit: () => phase === 'running' && monitor.state.healthy } : undefined;
 
   /** After every probe round: pause while a server does not answer, resume when it does. */
   async function gate(state: HealthState): Promise<void> {
-    const worker = running?.worker;
-    if (phase === 'running' && worker !== undefined && gated) {
+    const worker = running;
+    if (phase === 'running' && worker !== null && gated) {
       if (!state.healthy && !worker.isPaused()) {
         logger.warn({ event: 'worker_paused', jobsInHand: metrics.jobsInProgress }, 'not taking new jobs until the servers answer');
-        await worker.pause(true);
+        await worker.pause();
       } else if (state.healthy && worker.isPaused()) {
         logger.info({ event: 'worker_resumed' }, 'taking jobs again');
-        await worker.resume();
+        worker.resume();
       } else if (state.healthy && !worker.isRunning()) {
         // BullMQ's main loop ended on an error it could not handle; start it again.
         logger.warn({ event: 'worker_loop_restarted' }, 'the queue worker had stopped; starting it again');
-        void worker.run();
+        worker.run();
       }
     }
     metrics.setReady(readiness().ready);
@@ -159,13 +159,13 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
       });
 
   let prisma: PrismaClient | null = null;
-  let connection: Redis | null = null;
-  let depthQueue: Queue | null = null;
+  let connection: RedisClient | null = null;
+  let depthQueues: Queue[] = [];
   let publisher: CounterAggregatePublisher | null = null;
   let lock: FencedLock | null = null;
   const closeAll = async () => {
     await publisher?.stop();
-    await depthQueue?.close().catch(() => undefined);
+    await Promise.all(depthQueues.map((q) => q.close().catch(() => undefined)));
     await server?.close();
     await prisma?.$disconnect().catch(() => undefined);
     await pgProbe.close(SHUTDOWN_CLOSE_TIMEOUT_MS);
@@ -175,7 +175,7 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
 
   if (gated) {
     logger.info({ event: 'worker_starting', instanceId, metricsPort: config.metricsPort, startupTimeoutMs: config.startupTimeoutMs,
-      redis: redactUrl(config.redisUrl), database: redactUrl(config.databaseUrl) }, 'waiting for Redis, PostgreSQL and the migrations');
+      redis: describeRedisTarget(config), database: redactUrl(config.databaseUrl) }, 'waiting for Redis, PostgreSQL and the migrations');
     const state = await monitor.waitUntilHealthy(config.startupTimeoutMs, stop.signal);
     if (stop.signal.aborted) {
       logger.info({ signal: stopSignal }, 'stopped before it was ready');
@@ -196,17 +196,21 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   const apply = makeApply?.({ config, prisma, logger });
   running = startTransferWorker({ config, prisma, lock, connection, logger, metrics, ...(apply ? { apply } : {}), ...(admission ? { admission } : {}) });
   // The queues this worker reports the depth of; one today, the shards of the queue later.
-  depthQueue = new Queue(config.queueName, { connection: redis });
-  depthQueue.on('error', (err) => logger.debug({ err: err.message }, 'queue depth connection error'));
-  metrics.setQueueDepthSource(queueDepthSource([depthQueue]));
+  // The queues this worker consumes: every shard it takes jobs from.
+  depthQueues = consumedQueueShardsOf(config).map((shard) => {
+    const queue = new Queue(shard.name, { connection: redis, prefix: shard.prefix });
+    queue.on('error', (err) => logger.debug({ err: err.message, queue: shard.name }, 'queue depth connection error'));
+    return queue;
+  });
+  metrics.setQueueDepthSource(queueDepthSource(depthQueues));
   publisher = new CounterAggregatePublisher({ redis, keys: aggregateKeys(config.lockKeyPrefix, config.queueName), metrics, logger });
   publisher.start();
   phase = 'running';
-  if (gated) void running.worker.run();
+  if (gated) running.run();
   monitor.start();
   metrics.setReady(readiness().ready);
-  logger.info({ event: 'worker_started', instanceId, queue: config.queueName, concurrency: config.workerConcurrency,
-    lockTtlMs: config.lockTtlMs, batchMax: config.transferBatchMax, batchWaitMs: config.transferBatchWaitMs, metricsPort: config.metricsPort, redis: redactUrl(config.redisUrl),
+  logger.info({ event: 'worker_started', instanceId, queues: consumedQueueShardsOf(config).map((s) => s.name), concurrency: config.workerConcurrency,
+    lockTtlMs: config.lockTtlMs, batchMax: config.transferBatchMax, batchWaitMs: config.transferBatchWaitMs, metricsPort: config.metricsPort, redis: describeRedisTarget(config),
     database: redactUrl(config.databaseUrl) }, 'worker started');
 
   await stopRequested;

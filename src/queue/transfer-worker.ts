@@ -3,7 +3,6 @@
 // transfers the process holds at the same time. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
 import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 import { applyTransfers, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
@@ -19,6 +18,8 @@ import type { Logger } from '../log/logger.ts';
 import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { GatedWorker, type Admission } from './gated-worker.ts';
 import { transferBackoffMs, TRANSFER_JOB_NAME } from './job-options.ts';
+import { consumedQueueShardsOf, type QueueShard } from './queue-shards.ts';
+import type { RedisClient } from './redis-connection.ts';
 
 /** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
 export const STALE_FENCE_ROUNDS_MAX = 3;
@@ -67,7 +68,7 @@ export interface TransferWorkerDeps {
   readonly prisma: PrismaClient;
   readonly lock: FencedLock;
   /** BullMQ's connection (blocking commands). */
-  readonly connection: Redis;
+  readonly connection: RedisClient;
   readonly logger: Logger;
   /** This process's counters and histograms (in memory; /metrics renders them). */
   readonly metrics: WorkerMetrics;
@@ -259,10 +260,23 @@ export class TransferProcessor {
   }
 }
 
-/** A started worker: BullMQ's Worker and the processor behind it (batcher, shared leases). */
+/**
+ * A started worker: one BullMQ Worker per consumed queue shard (QUEUE_SHARDS,
+ * QUEUE_SHARDS_CONSUMED), all sharing one processor (one batcher, one lease table).
+ * BullMQ's concurrency is per Worker: WORKER_CONCURRENCY jobs per shard.
+ */
 export interface TransferWorker {
-  readonly worker: Worker;
+  readonly workers: readonly Worker[];
   readonly processor: TransferProcessor;
+  /** Starts every shard's fetch loop (when the workers were created gated, autorun off). */
+  run(): void;
+  /** Stops taking new jobs on every shard; the jobs in hand go on. */
+  pause(): Promise<void>;
+  resume(): void;
+  /** Every shard's loop runs. */
+  isRunning(): boolean;
+  /** Some shard is paused. */
+  isPaused(): boolean;
   /**
    * Stops taking jobs, waits for the jobs in hand (unless force), then for their batches and
    * the lock releases they sent. Does not close the connections: their owner does.
@@ -284,8 +298,33 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
       deps.metrics.jobFinished((performance.now() - startedAtMs) / 1000);
     }
   };
-  const worker = new GatedWorker(deps.config.queueName, process, {
+  const workers = consumedQueueShardsOf(deps.config).map((shard) => shardWorker(shard, process, deps));
+  return {
+    workers,
+    processor,
+    run() {
+      for (const w of workers) void w.run();
+    },
+    async pause() {
+      await Promise.all(workers.map((w) => w.pause(true)));
+    },
+    resume() {
+      for (const w of workers) w.resume();
+    },
+    isRunning: () => workers.every((w) => w.isRunning()),
+    isPaused: () => workers.some((w) => w.isPaused()),
+    async close(force = false) {
+      await Promise.all(workers.map((w) => w.close(force)));
+      await processor.close();
+    },
+  };
+}
+
+function shardWorker(shard: QueueShard, process: (job: Job, token: string | undefined) => Promise<TransferOutcome>,
+  deps: TransferWorkerDeps): Worker {
+  const worker = new GatedWorker(shard.name, process, {
     connection: deps.connection,
+    prefix: shard.prefix,
     concurrency: deps.config.workerConcurrency,
     lockDuration: deps.config.jobLockDurationMs,
     stalledInterval: deps.config.jobStalledIntervalMs,
@@ -298,17 +337,10 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
   worker.on('failed', (job, err) => {
     const final = err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
     if (job !== undefined && final) {
-      deps.logger.error({ event: 'transfer_failed', jobId: job.id, attempt: job.attemptsMade, reason: err.message },
+      deps.logger.error({ event: 'transfer_failed', queue: shard.name, jobId: job.id, attempt: job.attemptsMade, reason: err.message },
         'job failed for good; it stays in the failed set');
     }
   });
-  worker.on('error', (err) => deps.logger.error({ err }, 'worker error'));
-  return {
-    worker,
-    processor,
-    async close(force = false) {
-      await worker.close(force);
-      await processor.close();
-    },
-  };
+  worker.on('error', (err) => deps.logger.error({ err, queue: shard.name }, 'worker error'));
+  return worker;
 }

@@ -8,10 +8,11 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
 import { redactUrl, withDatabase, type Config } from '../config/config.ts';
-import { PROJECT_ROOT } from '../config/paths.ts';
+import { DATA_DIR, PROJECT_ROOT } from '../config/paths.ts';
+import { clusterNodeOptionsOf } from '../queue/redis-connection.ts';
 import type { Logger } from '../log/logger.ts';
 import { waitForPort } from './free-port.ts';
 import { redisTlsOptions, type RedisEndpoint } from '../queue/redis-connection.ts';
@@ -44,6 +45,30 @@ export async function redisAnswers(endpoint: RedisEndpoint): Promise<boolean> {
   try {
     await client.connect();
     return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** A Redis Cluster is never started here (REDIS_CLUSTER_NODES): it must answer with every slot served. */
+export async function redisClusterAnswers(cluster: NonNullable<Config['redisCluster']>, endpoint: RedisEndpoint): Promise<boolean> {
+  const client = new Cluster(cluster.nodes.map((n) => ({ host: n.host, port: n.port })), {
+    lazyConnect: true,
+    clusterRetryStrategy: () => null,
+    ...(Object.keys(cluster.natMap).length === 0 ? {} : { natMap: { ...cluster.natMap } }),
+    redisOptions: {
+      connectTimeout: SERVICE_PROBE_TIMEOUT_MS,
+      commandTimeout: SERVICE_PROBE_TIMEOUT_MS,
+      maxRetriesPerRequest: 0,
+      ...clusterNodeOptionsOf(endpoint),
+    },
+  });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return /cluster_state:ok/.test(String(await client.cluster('INFO')));
   } catch {
     return false;
   } finally {
@@ -158,11 +183,18 @@ async function ensureOne(
   return action;
 }
 
+async function ensureCluster(cluster: NonNullable<Config['redisCluster']>, endpoint: RedisEndpoint): Promise<ServiceAction> {
+  if (await redisClusterAnswers(cluster, endpoint)) return 'already-running';
+  throw new Error(`Redis Cluster at ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')} does not answer with ` +
+    'cluster_state:ok; a cluster is never started here: start it, or unset REDIS_CLUSTER_NODES for single-node Redis.');
+}
+
 export async function ensureServices(
-  config: Pick<Config, 'redisUrl' | 'redisTlsCaFile' | 'databaseUrl'>, logger?: Logger,
+  config: Pick<Config, 'redisUrl' | 'redisTlsCaFile' | 'databaseUrl'> & Partial<Pick<Config, 'redisCluster'>>, logger?: Logger,
 ): Promise<ServicesReport> {
+  const cluster = config.redisCluster ?? null;
   const [redis, postgres] = await Promise.all([
-    ensureOne('Redis', config.redisUrl, (redisUrl) => redisAnswers({ ...config, redisUrl }), startLocalRedis, 'redis',
+    cluster !== null ? ensureCluster(cluster, config) : ensureOne('Redis', config.redisUrl, (redisUrl) => redisAnswers({ ...config, redisUrl }), startLocalRedis, 'redis',
       'install Redis 7 (Debian: apt-get install redis-server)', logger),
     ensureOne('PostgreSQL', config.databaseUrl, postgresAnswers, startLocalPostgres, 'postgres',
       'install PostgreSQL 15 or later (Debian: apt-get install postgresql)', logger),

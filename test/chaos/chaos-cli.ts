@@ -92,7 +92,7 @@ function alive(pid: number): boolean {
 function killLeftovers(recordPath: string): void {
   if (!existsSync(recordPath)) return;
   const record = JSON.parse(readFileSync(recordPath, 'utf8')) as ProcessRecord;
-  for (const pid of [...record.workerPids, ...(record.redisPid === null ? [] : [record.redisPid])]) {
+  for (const pid of [...record.workerPids, ...(record.redisPid === null ? [] : [record.redisPid]), ...(record.redisClusterPids ?? [])]) {
     if (alive(pid)) process.kill(pid, 'SIGKILL');
   }
   const binDir = postgresBinDir();

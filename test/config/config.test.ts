@@ -9,6 +9,7 @@ import {
   databaseName,
   loadConfig,
   redactUrl,
+  redisTargetEnv,
   withDatabase,
 } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
@@ -34,7 +35,10 @@ describe('loadConfig defaults', () => {
       databaseUrl: 'postgresql://postgres@127.0.0.1:5432/transfers',
       redisUrl: 'redis://127.0.0.1:6379',
       redisTlsCaFile: null,
+      redisCluster: null,
       queueName: 'transfers',
+      queueShards: 1,
+      queueShardsConsumed: [0],
       lockKeyPrefix: 'ft:',
       lockTtlMs: 10_000,
       workerConcurrency: 8,
@@ -212,6 +216,50 @@ describe('the unsafe modes', () => {
 
   it('keeps every layer on when only TRANSFERS_ALLOW_UNSAFE is set', () => {
     expect(loadConfig({ TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE }).unsafe).toEqual([]);
+  });
+});
+
+describe('Redis Cluster and queue shards', () => {
+  it('reads the cluster nodes and the NAT map into addresses', () => {
+    const config = loadConfig({
+      REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-b.example:7001,[::1]:7002',
+      REDIS_CLUSTER_NAT_MAP: '10.0.0.1:7000=127.0.0.1:17000',
+    });
+    expect(config.redisCluster).toEqual({
+      nodes: [{ host: '10.0.0.1', port: 7000 }, { host: 'redis-b.example', port: 7001 }, { host: '::1', port: 7002 }],
+      natMap: { '10.0.0.1:7000': { host: '127.0.0.1', port: 17000 } },
+    });
+    expect(Object.isFrozen(config.redisCluster)).toBe(true);
+    expect(redisTargetEnv(config)).toEqual({
+      REDIS_URL: CONFIG_DEFAULTS.REDIS_URL,
+      REDIS_CLUSTER_NODES: '10.0.0.1:7000,redis-b.example:7001,[::1]:7002',
+      REDIS_CLUSTER_NAT_MAP: '10.0.0.1:7000=127.0.0.1:17000',
+    });
+    expect(loadConfig(redisTargetEnv(config)).redisCluster).toEqual(config.redisCluster);
+  });
+
+  it.each([
+    [{ REDIS_CLUSTER_NODES: '127.0.0.1' }, 'REDIS_CLUSTER_NODES', 'host:port'],
+    [{ REDIS_CLUSTER_NODES: '127.0.0.1:0' }, 'REDIS_CLUSTER_NODES', 'port 1-65535'],
+    [{ REDIS_CLUSTER_NODES: '127.0.0.1:70000' }, 'REDIS_CLUSTER_NODES', 'port 1-65535'],
+    [{ REDIS_CLUSTER_NODES: 'a:1,a:1' }, 'REDIS_CLUSTER_NODES', 'listed twice'],
+    [{ REDIS_CLUSTER_NODES: Array.from({ length: 65 }, (_, i) => `h:${i + 1}`).join(',') }, 'REDIS_CLUSTER_NODES', 'at most 64'],
+    [{ REDIS_CLUSTER_NAT_MAP: 'a:1=b:2' }, 'REDIS_CLUSTER_NAT_MAP', 'only applies with REDIS_CLUSTER_NODES'],
+    [{ REDIS_CLUSTER_NODES: 'a:1', REDIS_CLUSTER_NAT_MAP: 'a:1' }, 'REDIS_CLUSTER_NAT_MAP', 'announced-host:port=reachable-host:port'],
+    [{ QUEUE_SHARDS: '0' }, 'QUEUE_SHARDS', 'between 1 and 64'],
+    [{ QUEUE_SHARDS: '65' }, 'QUEUE_SHARDS', 'between 1 and 64'],
+    [{ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '3' }, 'QUEUE_SHARDS_CONSUMED', 'from 0 to 2'],
+    [{ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '1,1' }, 'QUEUE_SHARDS_CONSUMED', 'listed twice'],
+    [{ QUEUE_SHARDS_CONSUMED: 'all' }, 'QUEUE_SHARDS_CONSUMED', 'from 0 to 0'],
+  ])('refuses %j naming %s', (env, variable, detail) => {
+    const err = configErrorOf(env);
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(detail);
+  });
+
+  it('consumes every shard unless a subset is listed', () => {
+    expect(loadConfig({ QUEUE_SHARDS: '3' }).queueShardsConsumed).toEqual([0, 1, 2]);
+    expect(loadConfig({ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '2, 0' }).queueShardsConsumed).toEqual([0, 2]);
   });
 });
 

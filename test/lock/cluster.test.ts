@@ -8,7 +8,8 @@ import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
 import { withLock } from '../../src/lock/with-lock.ts';
-import { LocalCluster } from './local-cluster.ts';
+import { LocalRedisCluster } from '../../src/services/local-redis-cluster.ts';
+import { makeTempDir } from './lock-fixtures.ts';
 
 const NODE_COUNT = 3;
 const TTL_MS = 2_000;
@@ -16,14 +17,14 @@ const KEY_PREFIX = 'ft:';
 /** Enough candidate ids that every master owns some of them. */
 const CANDIDATE_WALLETS_MAX = 200;
 
-let localCluster: LocalCluster | null = null;
+let localCluster: LocalRedisCluster | null = null;
 let startError: unknown = null;
 let cluster: Cluster | null = null;
 let node: Redis | null = null;
 
 beforeAll(async () => {
   try {
-    localCluster = await LocalCluster.start(NODE_COUNT);
+    localCluster = await LocalRedisCluster.start({ dir: makeTempDir('cluster'), masters: NODE_COUNT });
   } catch (error) {
     startError = error;
     console.warn(`cluster.test.ts: could not start a local Redis Cluster, only the key-slot checks run: ${String(error)}`);

@@ -112,8 +112,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
         redis: lockRedis, keys: aggregateKeys(workerConfig.lockKeyPrefix, queueName), metrics, logger,
       });
       const running = startTransferWorker({ config: workerConfig, prisma, lock, connection, logger, metrics, ...(hooks ? { hooks } : {}) });
-      const { worker } = running;
-      await worker.waitUntilReady();
+      await Promise.all(running.workers.map((w) => w.waitUntilReady()));
       let closed = false;
       const handle: PipelineWorker = {
         kind: 'in-process',

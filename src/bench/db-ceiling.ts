@@ -2,6 +2,7 @@
 // straight from a `pg` pool (the worker's pool settings, workers × concurrency connections),
 // one transfer per commit, no queue, no lock: what the database decision alone can do here.
 import type pg from 'pg';
+import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { decide } from './decision-call.ts';
@@ -27,7 +28,7 @@ export function runDbCeiling(ctx: CaseContext): Promise<CaseRunResult> {
         if (outcome !== 'applied') unexpected += 1;
       },
       async close() {
-        await pool?.end();
+        if (pool !== null) await endPool(pool);
       },
       notes: () => ({ unexpectedOutcomes: unexpected }),
     };

@@ -10,7 +10,8 @@ import { withDatabase, type Config } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
-import { createPrisma, type PrismaClient } from '../db/prisma.ts';
+import { endPool, trackConnections } from '../db/pool-close.ts';
+import { closePrisma, createPrisma, type PrismaClient } from '../db/prisma.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
 import { createTransferQueue } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
@@ -89,7 +90,9 @@ export class Sandbox {
     try {
       if (databaseUrl !== null) {
         await migrate(databaseUrl, MIGRATIONS_DIR);
-        pool = new pg.Pool({ connectionString: databaseUrl, max: MEASURE_POOL_MAX, options: '-c TimeZone=UTC' });
+        pool = trackConnections(new pg.Pool({ connectionString: databaseUrl, max: MEASURE_POOL_MAX, options: '-c TimeZone=UTC' }));
+        // An idle connection the server ends must not crash the bench (see src/db/pool-close.ts).
+        pool.on('error', () => undefined);
         prisma = createPrisma({ ...config, databaseUrl, dbPoolMax: MEASURE_POOL_MAX });
         await seedWallets(prisma, {
           wallets: spec.wallets, balanceMinor: spec.balanceMinor, prefix: BENCH_WALLET_PREFIX, currency: BENCH_CURRENCY,
@@ -129,8 +132,9 @@ export class Sandbox {
         errors.push(err);
       }
     };
-    if (this.prisma !== null) await step(() => (this.prisma as PrismaClient).$disconnect());
-    if (this.pool !== null) await step(() => (this.pool as pg.Pool).end());
+    // Every socket closed first, so the drop's FORCE has no session of ours left to end.
+    if (this.prisma !== null) await step(() => closePrisma(this.prisma as PrismaClient));
+    if (this.pool !== null) await step(() => endPool(this.pool as pg.Pool));
     if (this.databaseUrl !== null) await step(() => dropDatabase(this.databaseUrl as string));
     if (this.queue !== null) {
       await step(() => (this.queue as Queue).obliterate({ force: true }));

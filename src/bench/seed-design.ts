@@ -5,7 +5,7 @@
 // (The two ledger entries go in one multi-row INSERT, one round trip fewer than most
 // write-ups: the comparison is, if anything, kind to this design.)
 import { Prisma } from '../generated/prisma/client.ts';
-import { createPrisma, type PrismaClient } from '../db/prisma.ts';
+import { closePrisma, createPrisma, type PrismaClient } from '../db/prisma.ts';
 import { postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
 import { requestHash } from '../ledger/request-hash.ts';
 import type { TransferRequest } from '../ledger/transfer-request.ts';
@@ -87,7 +87,7 @@ export function runSeedDesign(ctx: CaseContext): Promise<CaseRunResult> {
         }
       },
       async close() {
-        await prisma?.$disconnect();
+        if (prisma !== null) await closePrisma(prisma);
       },
       notes: () => ({ retries, debitsRefused: refused }),
     };

@@ -32,7 +32,7 @@ export const DRAIN_TIMEOUT_S_MAX = 3_600;
 
 export const BENCH_DEFAULTS = Object.freeze({
   workers: 2,
-  concurrency: 8,
+  concurrency: 32,
   transfers: 20_000,
   wallets: 10_000,
   runs: 3,

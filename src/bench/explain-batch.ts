@@ -1,0 +1,76 @@
+// `npm run bench:explain -- [--batch N] [--wallets W]`: where one batched decision spends its
+// time inside PostgreSQL. On a fresh database (created and dropped here) it sends one warm-up
+// batch, then one measured batch of N transfers through apply_transfers() with auto_explain
+// switched on for that session alone (nested statements, ANALYZE, BUFFERS, sent back to the
+// client as notices), and prints each statement's plan with its timing.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { loadConfig, withDatabase } from '../config/config.ts';
+import { MIGRATIONS_DIR } from '../config/paths.ts';
+import { dropDatabase } from '../db/database-admin.ts';
+import { migrate } from '../db/migrate.ts';
+import { endPool } from '../db/pool-close.ts';
+import { closePrisma, createPrisma } from '../db/prisma.ts';
+import { requestHash } from '../ledger/request-hash.ts';
+import { seedWallets } from '../ledger/seed-wallets.ts';
+import type { TransferRequest } from '../ledger/transfer-request.ts';
+import { parseFlags } from '../cli/args.ts';
+import { runCli } from '../cli/run-cli.ts';
+import { bounded } from './options.ts';
+
+export const EXPLAIN_BATCH_DEFAULT = 64;
+export const EXPLAIN_WALLETS_DEFAULT = 10_000;
+
+function batchOf(n: number, wallets: number, tag: string): TransferRequest[] {
+  return Array.from({ length: n }, (_, i) => {
+    const from = 1 + ((i * 7_919) % wallets);
+    const to = 1 + ((from + 1 + (i % 97)) % wallets);
+    return { operationId: `${tag}-${i}`, from: `wallet-${from}`, to: `wallet-${to === from ? (to % wallets) + 1 : to}`, amountMinor: 1n, currency: null };
+  });
+}
+
+function callOf(requests: readonly TransferRequest[]): [string, unknown[]] {
+  return ['SELECT * FROM apply_transfers($1, $2, $3, $4, $5, $6, $7)', [
+    requests.map((r) => r.operationId), requests.map((r) => requestHash(r)), requests.map((r) => r.from),
+    requests.map((r) => r.to), requests.map((r) => r.amountMinor.toString()), requests.map(() => null), requests.map(() => '1'),
+  ]];
+}
+
+await runCli(async () => {
+  const usage = 'npm run bench:explain -- [--batch N] [--wallets W]';
+  const { values } = parseFlags(process.argv.slice(2), { batch: { type: 'string' }, wallets: { type: 'string' } }, usage);
+  const batch = bounded(values.batch, '--batch', 1, 1_000, EXPLAIN_BATCH_DEFAULT);
+  const wallets = bounded(values.wallets, '--wallets', 2, 100_000, EXPLAIN_WALLETS_DEFAULT);
+  const config = loadConfig();
+  const databaseUrl = withDatabase(config.databaseUrl, `bench_explain_${randomBytes(4).toString('hex')}`);
+  await migrate(databaseUrl, MIGRATIONS_DIR);
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1, options: '-c TimeZone=UTC' });
+  pool.on('error', () => undefined);
+  try {
+    const prisma = createPrisma({ ...config, databaseUrl });
+    await seedWallets(prisma, { wallets, balanceMinor: 1_000_000n, prefix: 'wallet-', currency: 'EUR' });
+    await closePrisma(prisma);
+    const client = await pool.connect();
+    try {
+      await client.query(...callOf(batchOf(batch, wallets, 'warm')));
+      const notices: string[] = [];
+      client.on('notice', (n) => notices.push(n.message ?? ''));
+      await client.query(`LOAD 'auto_explain'`);
+      await client.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+        SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on; SET auto_explain.log_timing = on;
+        SET auto_explain.log_level = notice; SET client_min_messages = notice`);
+      const startedMs = performance.now();
+      const result = await client.query(...callOf(batchOf(batch, wallets, 'measured')));
+      const wallMs = performance.now() - startedMs;
+      await client.query('RESET auto_explain.log_min_duration');
+      process.stdout.write(`# apply_transfers() with ${batch} transfers over ${wallets} wallets: ${result.rowCount} answers, ` +
+        `${wallMs.toFixed(1)} ms round trip (with auto_explain's own cost)\n\n`);
+      for (const n of notices) process.stdout.write(`${n}\n\n`);
+    } finally {
+      client.release();
+    }
+  } finally {
+    await endPool(pool);
+    await dropDatabase(databaseUrl);
+  }
+});

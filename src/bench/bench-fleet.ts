@@ -33,6 +33,25 @@ export function processEntry(sourceEntry: string | undefined, workerEntry: strin
   return join(PROJECT_ROOT, 'dist', relative.replace(/\.ts$/, '.js'));
 }
 
+/** Slot time of the real workers (see BenchFleet.slotTimes). */
+export interface SlotTimes {
+  readonly slotSeconds: number;
+  readonly lockWaitSeconds: number;
+}
+
+const SCRAPE_TIMEOUT_MS = 5_000;
+
+/** The sum of every series of one metric in a Prometheus text exposition. */
+function sumOf(exposition: string, metric: string): number {
+  let total = 0;
+  for (const line of exposition.split('\n')) {
+    if (line !== metric && !line.startsWith(`${metric} `) && !line.startsWith(`${metric}{`)) continue;
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (Number.isFinite(value)) total += value;
+  }
+  return total;
+}
+
 export class BenchFleet {
   private trackers: MemoryTracker[] = [];
 
@@ -67,6 +86,21 @@ export class BenchFleet {
 
   sampleMemory(): void {
     for (const t of this.trackers) t.sample();
+  }
+
+  /**
+   * The real workers' own account of their slots (their /metrics): seconds jobs held a slot, and
+   * seconds of that spent waiting for a wallet lease. Summed over the processes.
+   */
+  async slotTimes(): Promise<SlotTimes> {
+    let slotSeconds = 0;
+    let lockWaitSeconds = 0;
+    for (const p of this.processes) {
+      const text = await (await fetch(p.url('/metrics'), { signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) })).text();
+      slotSeconds += sumOf(text, 'fenced_transfers_job_duration_seconds_sum');
+      lockWaitSeconds += sumOf(text, 'fenced_transfers_lock_wait_seconds_sum');
+    }
+    return { slotSeconds, lockWaitSeconds };
   }
 
   /** Reads every process's peak (VmHWM) and then stops them all (SIGTERM, SIGKILL after a grace). */

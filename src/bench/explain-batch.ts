@@ -20,6 +20,8 @@ import { bounded } from './options.ts';
 
 export const EXPLAIN_BATCH_DEFAULT = 64;
 export const EXPLAIN_WALLETS_DEFAULT = 10_000;
+/** Plans of statements that took at least this long in total are printed in full. */
+export const EXPLAIN_PLAN_SHOWN_MS = 0.1;
 
 function batchOf(n: number, wallets: number, tag: string): TransferRequest[] {
   return Array.from({ length: n }, (_, i) => {
@@ -65,7 +67,23 @@ await runCli(async () => {
       await client.query('RESET auto_explain.log_min_duration');
       process.stdout.write(`# apply_transfers() with ${batch} transfers over ${wallets} wallets: ${result.rowCount} answers, ` +
         `${wallMs.toFixed(1)} ms round trip (with auto_explain's own cost)\n\n`);
-      for (const n of notices) process.stdout.write(`${n}\n\n`);
+      // One line per statement of the function, summed over its repeats (the advisory lock is
+      // taken once per operation), then the full plans of the statements that cost something.
+      const byStatement = new Map<string, { calls: number; ms: number; plan: string }>();
+      for (const n of notices) {
+        const ms = Number(/^duration: ([\d.]+) ms/.exec(n)?.[1] ?? NaN);
+        const text = (/Query Text: ([\s\S]*?)\n(?=[A-Z][a-zA-Z ]+ {2}\(|[A-Z][a-zA-Z ]+ on |Result|Insert|Update|LockRows|Aggregate|Function Scan)/.exec(n)?.[1] ?? n)
+          .replace(/\s+/g, ' ').trim();
+        const entry = byStatement.get(text) ?? { calls: 0, ms: 0, plan: n };
+        entry.calls += 1;
+        entry.ms += Number.isFinite(ms) ? ms : 0;
+        byStatement.set(text, entry);
+      }
+      const rows = [...byStatement.entries()].sort((a, b) => b[1].ms - a[1].ms);
+      process.stdout.write('| ms | calls | statement |\n|---:|---:|---|\n');
+      for (const [text, e] of rows) process.stdout.write(`| ${e.ms.toFixed(3)} | ${e.calls} | \`${text.slice(0, 110)}\` |\n`);
+      process.stdout.write('\n');
+      for (const [, e] of rows.filter(([, e]) => e.ms >= EXPLAIN_PLAN_SHOWN_MS)) process.stdout.write(`${e.plan}\n\n`);
     } finally {
       client.release();
     }

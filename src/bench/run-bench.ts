@@ -80,6 +80,8 @@ export interface BenchReport {
   e2eToQueueCeilingRatio: number | null;
   lowRateBatchingAddedP50Ms: number | null;
   lowRateBatchingAddedP95Ms: number | null;
+  hotLockWaitShareOfSlotTime: number | null;
+  e2eLockWaitShareOfSlotTime: number | null;
   /** Largest peak RSS of a worker process in the e2e case, MiB. */
   e2ePeakRssMbPerWorker: number | null;
   summary: CaseSummary[];
@@ -188,6 +190,8 @@ export async function runBench(
     e2eToQueueCeilingRatio: null,
     lowRateBatchingAddedP50Ms: null,
     lowRateBatchingAddedP95Ms: null,
+    hotLockWaitShareOfSlotTime: null,
+    e2eLockWaitShareOfSlotTime: null,
     e2ePeakRssMbPerWorker: null,
     summary: [],
     runs: [],
@@ -225,7 +229,7 @@ export async function runBench(
     report.failure = signal.aborted ? 'interrupted' : err instanceof Error ? err.message : String(err);
   }
   report.summary = summarize(report.runs, cases);
-  const r: Ratios = ratios(report.summary);
+  const r: Ratios = ratios(report.summary, report.runs);
   Object.assign(report, r);
   report.e2ePeakRssMbPerWorker = e2ePeakRssMb(report.summary);
   report.machine.loadAverage1mEnd = currentLoadAverage1m();

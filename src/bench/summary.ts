@@ -34,6 +34,9 @@ export interface Ratios {
   /** low-rate p50 − low-rate-unbatched p50, enqueue→commit, ms (medians over the runs). */
   readonly lowRateBatchingAddedP50Ms: number | null;
   readonly lowRateBatchingAddedP95Ms: number | null;
+  /** Of the slot time of the hot case's workers, the share spent waiting for wallet leases (median over the runs). */
+  readonly hotLockWaitShareOfSlotTime: number | null;
+  readonly e2eLockWaitShareOfSlotTime: number | null;
 }
 
 const round = (value: number, places: number) => Math.round(value * 10 ** places) / 10 ** places;
@@ -81,7 +84,14 @@ export function summarize(results: readonly CaseRunResult[], cases: readonly Cas
   });
 }
 
-export function ratios(summaries: readonly CaseSummary[]): Ratios {
+/** Median over the runs of a case of one numeric note. */
+function noteMedian(results: readonly CaseRunResult[], caseName: CaseName, note: string): number | null {
+  const values = results.filter((r) => r.case === caseName).map((r) => r.notes[note])
+    .filter((v): v is number => typeof v === 'number');
+  return values.length === 0 ? null : median(values);
+}
+
+export function ratios(summaries: readonly CaseSummary[], results: readonly CaseRunResult[] = []): Ratios {
   const throughput = (c: CaseName) => summaries.find((s) => s.case === c)?.throughputPerS.median ?? null;
   const ratio = (a: CaseName, b: CaseName) => {
     const x = throughput(a);
@@ -103,6 +113,8 @@ export function ratios(summaries: readonly CaseSummary[]): Ratios {
     e2eToQueueCeilingRatio: ratio('e2e', 'queue-ceiling'),
     lowRateBatchingAddedP50Ms: added('p50'),
     lowRateBatchingAddedP95Ms: added('p95'),
+    hotLockWaitShareOfSlotTime: noteMedian(results, 'hot', 'lockWaitShareOfSlotTime'),
+    e2eLockWaitShareOfSlotTime: noteMedian(results, 'e2e', 'lockWaitShareOfSlotTime'),
   };
 }
 

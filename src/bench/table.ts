@@ -44,6 +44,7 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
     `e2eToQueueCeilingRatio       ${show(r.e2eToQueueCeilingRatio)}`,
     `lowRateBatchingAddedP50Ms    ${show(r.lowRateBatchingAddedP50Ms, ' ms')}`,
     `lowRateBatchingAddedP95Ms    ${show(r.lowRateBatchingAddedP95Ms, ' ms')}`,
+    `slot time waiting for locks  e2e ${show(r.e2eLockWaitShareOfSlotTime)}, hot ${show(r.hotLockWaitShareOfSlotTime)}`,
   );
   return lines.join('\n');
 }

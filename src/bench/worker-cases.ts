@@ -3,8 +3,8 @@
 // producer, then the workers start; throughput is transfers / (last − first deciding
 // transaction) read from PostgreSQL, so process start-up is not in it.
 import type { CaseContext, CaseRunResult } from './case-result.ts';
-import { logDirOf } from './bench-fleet.ts';
-import { bullmqLatencies, enqueueStamped, runFleetUntilDrained } from './bullmq-drive.ts';
+import { logDirOf, type SlotTimes } from './bench-fleet.ts';
+import { bullmqLatencies, drainWithFleet, enqueueStamped, withFleet } from './bullmq-drive.ts';
 import { commitTimes, createdAtThroughput } from './measure.ts';
 import { sandboxNames, withSandbox, type Sandbox } from './sandbox.ts';
 import { bullmqState, verifyLedger } from './verify.ts';
@@ -55,13 +55,18 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
     const queue = sandbox.requireQueue();
     const enqueued = await enqueueStamped(queue, wires, config.transferAmountMax);
     ctx.progress.note(`${wires.length} transfers enqueued; starting ${options.workers} workers`);
-    const { processes, wallMs } = await runFleetUntilDrained(ctx, queue, {
+    let slots: SlotTimes | null = null;
+    const { processes, wallMs } = await withFleet({
       count: options.workers,
       env: workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
       logDir: logDirOf(ctx.logRoot, caseName, run),
       cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, caseName, run),
       workerEntry: ctx.config.workerEntry,
-    }, wires.length);
+    }, async (fleet) => {
+      await drainWithFleet(ctx, queue, fleet, wires.length);
+      slots = await fleet.slotTimes();
+    });
+    const slotTimes = slots as SlotTimes | null;
 
     const commits = await commitTimes(sandbox.requirePool(), operationPrefix);
     const latencyMs = await bullmqLatencies(sandbox.connection, queue, enqueued, commits);
@@ -77,6 +82,11 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
       notes: {
         hotWalletShare: caseName === 'hot' ? HOT_WALLET_RATE : 0,
         transferBatchMax: caseName === 'e2e-unbatched' ? 1 : options.batchMax,
+        // Of the time jobs held worker slots, the share spent waiting for a wallet lease.
+        slotSeconds: slotTimes === null ? null : Math.round(slotTimes.slotSeconds * 1000) / 1000,
+        lockWaitSeconds: slotTimes === null ? null : Math.round(slotTimes.lockWaitSeconds * 1000) / 1000,
+        lockWaitShareOfSlotTime: slotTimes === null || slotTimes.slotSeconds === 0 ? null
+          : Math.round((slotTimes.lockWaitSeconds / slotTimes.slotSeconds) * 10_000) / 10_000,
       },
     } satisfies CaseRunResult;
   }, (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`));

@@ -347,7 +347,11 @@ export function loadConfig(env: Env = process.env): Config {
 
   const lockTtlMs = integer(env, 'LOCK_TTL_MS', 100, 600_000);
   const dbPoolMax = integer(env, 'DB_POOL_MAX', 1, 100);
-  const transferBatchesInFlightMax = integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, 100);
+  // Left unset, it follows a smaller pool down; set, it must fit in the pool.
+  const inFlightSet = (env.TRANSFER_BATCHES_IN_FLIGHT_MAX ?? '') !== '';
+  const transferBatchesInFlightMax = inFlightSet
+    ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, 100)
+    : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
   if (transferBatchesInFlightMax > dbPoolMax) {
     throw new ConfigError('TRANSFER_BATCHES_IN_FLIGHT_MAX',
       `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`);

@@ -4,7 +4,7 @@
 // 0. Pointed at a database it cannot reach (a TCP proxy that refuses every connection) it takes
 // no job and says so on /readyz, and takes the job once the database answers; the same at run
 // time. A bad URL or a taken port stops it at start with one line naming the variable.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -169,8 +169,10 @@ describe('readiness gate', () => {
     const viaProxy = new URL(p.db.url);
     viaProxy.hostname = '127.0.0.1';
     viaProxy.port = String(proxy.port);
+    const logDir = mkdtempSync(join(tmpdir(), 'ft-gate-'));
+    cleanups.push(async () => rmSync(logDir, { recursive: true, force: true }));
     const worker = await WorkerProcess.create(1, {
-      logDir: mkdtempSync(join(tmpdir(), 'ft-gate-')),
+      logDir,
       env: workerEnv(p, { DATABASE_URL: viaProxy.toString(), STARTUP_TIMEOUT_MS: '300000', ...env }),
     });
     cleanups.push(() => worker.stop());
@@ -241,8 +243,10 @@ describe('forced exits', () => {
     await holder.query('BEGIN');
     await holder.query('SELECT id FROM wallets FOR UPDATE');
     const start = async (index: number, shutdownTimeoutMs: number) => {
+      const logDir = mkdtempSync(join(tmpdir(), 'ft-forced-'));
+      cleanups.push(async () => rmSync(logDir, { recursive: true, force: true }));
       const w = await WorkerProcess.create(index, {
-        logDir: mkdtempSync(join(tmpdir(), 'ft-forced-')),
+        logDir,
         env: workerEnv(p, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs), DB_LOCK_TIMEOUT_MS: '600000', DB_STATEMENT_TIMEOUT_MS: '600000', LOCK_TTL_MS: '5000' }),
       });
       cleanups.push(() => w.stop());

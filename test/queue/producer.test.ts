@@ -1,7 +1,7 @@
 // The producer: the library refuses what the wire format refuses, and `npm run enqueue --file`
 // turns every valid NDJSON line into its own job and reports the others by line number.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -60,7 +60,8 @@ it('npm run enqueue -- --file: one job per valid line, invalid lines reported wi
   const before = await queue.count();
   const result = await run(process.execPath, ['--import', 'tsx', 'src/cli/enqueue.ts', '--file', file], {
     cwd: PROJECT_ROOT, env: { ...process.env, QUEUE_NAME: queueName },
-  }).catch((err: { code: number; stdout: string; stderr: string }) => err);
+  }).catch((err: { code: number; stdout: string; stderr: string }) => err)
+    .finally(() => rmSync(dir, { recursive: true, force: true }));
   expect('code' in result ? result.code : 0).toBe(2);
   const summary = JSON.parse(result.stdout);
   expect(summary).toMatchObject({ lines: 6, enqueued: 2, invalid: 3 });

@@ -2,17 +2,19 @@
 // worker role) and queue, with a free METRICS_PORT of its own, and waits until its /readyz says
 // it takes jobs. The entry is WORKER_ENTRY: the sources by default, the compiled
 // dist/cli/worker.js in the `compiled` project.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
+import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WorkerProcess } from '../../src/fleet/worker-processes.ts';
 import type { Pipeline } from './pipeline.ts';
 
 export const WORKER_READY_TIMEOUT_MS = 60_000;
+export const TEST_WORKER_LOG_ROOT = join(PROJECT_ROOT, '.runs', 'test-workers');
 
 export async function spawnWorkerProcess(p: Pipeline, env: Record<string, string> = {}, index = 1): Promise<WorkerProcess> {
   const w = await WorkerProcess.create(index, {
-    logDir: mkdtempSync(join(tmpdir(), 'ft-worker-')),
+    // Under the project's git-ignored run folder, not the system's temp folder, which nothing empties.
+    logDir: mkdtempSync(join(mkdirSync(TEST_WORKER_LOG_ROOT, { recursive: true }) ?? TEST_WORKER_LOG_ROOT, 'worker-')),
     entry: p.config.workerEntry,
     env: { ...p.workerEnv, LOG_LEVEL: 'info', ...env },
   });

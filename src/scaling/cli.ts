@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { integerFlag, parseFlags, UsageError } from '../cli/args.ts';
 import { runCli } from '../cli/run-cli.ts';
+import { loadConfig } from '../config/config.ts';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import { defaultCases, renderTable, runScaling } from './run-scaling.ts';
 
@@ -22,7 +23,8 @@ await runCli(async () => {
   if (workers.some((w) => w < 1 || w > SCALING_WORKERS_MAX)) throw new UsageError(`--workers: each count from 1 to ${SCALING_WORKERS_MAX}`);
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
   const out = values.out ?? join(PROJECT_ROOT, '.runs', `scaling-${stamp}`);
-  const results = await runScaling({ cases: defaultCases(workers), transfers, out, log: (l) => process.stderr.write(`${l}\n`) });
+  const results = await runScaling({ cases: defaultCases(workers), transfers, out, workerEntry: loadConfig().workerEntry,
+    log: (l) => process.stderr.write(`${l}\n`) });
   process.stdout.write(`${renderTable(results)}\n\nfigures: ${out}\n`);
   if (results.some((r) => !r.reconciled)) process.exitCode = 1;
 });

@@ -31,7 +31,8 @@ import { cpuMsOf, processTree } from './process-cpu.ts';
 
 export const SCALING_WALLETS = 10_000;
 export const SCALING_BALANCE_MINOR = 1_000_000_000n;
-export const SCALING_WORKER_CONCURRENCY = 8;
+/** The worker's default (WORKER_CONCURRENCY): batches form from the jobs a process holds. */
+export const SCALING_WORKER_CONCURRENCY = 32;
 export const SCALING_DB_POOL_MAX = 8;
 export const SCALING_WORKERS_READY_TIMEOUT_MS = 60_000;
 export const SCALING_DRAIN_TIMEOUT_MS = 600_000;
@@ -65,6 +66,8 @@ export interface ScalingOptions {
   readonly transfers: number;
   readonly out: string;
   readonly log: (line: string) => void;
+  /** The worker entry (WORKER_ENTRY): the sources through tsx, or dist/cli/worker.js. */
+  readonly workerEntry?: string;
 }
 
 /** Every (redis, shards, workers) the docs table holds. */
@@ -126,7 +129,7 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
       DB_POOL_MAX: String(SCALING_DB_POOL_MAX), LOG_LEVEL: 'warn', TRANSFERS_UNSAFE: '',
     };
     for (let w = 1; w <= c.workers; w += 1) {
-      const proc = await WorkerProcess.create(w, { env, logDir: join(logDir, `case-${index}`) });
+      const proc = await WorkerProcess.create(w, { env, logDir: join(logDir, `case-${index}`), ...(o.workerEntry === undefined ? {} : { entry: o.workerEntry }) });
       proc.start();
       workers.push(proc);
     }

@@ -2,6 +2,7 @@
 // together: one round trip and one commit for up to batchMax transfers. A transfer waits at most
 // waitMs for company, and not at all when nothing else in the process is on its way (a quiet
 // system pays no latency for batching). Every transfer keeps its own answer.
+import { wholeNumberIn } from '../config/bounds.ts';
 import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
 import type { FencedTransfer } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
@@ -58,12 +59,6 @@ interface Pending {
 export const BATCH_WAIT_MS_LIMIT = 1_000;
 export const BATCHES_IN_FLIGHT_LIMIT = 100;
 
-function wholeNumberIn(name: string, value: number, min: number, max: number): number {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${value}`);
-  }
-  return value;
-}
 
 export class DecisionBatcher {
   readonly batchMax: number;

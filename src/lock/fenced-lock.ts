@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
+import { wholeNumberIn } from '../config/bounds.ts';
 import type { Logger } from '../log/logger.ts';
 import { fullJitterDelayMs } from './backoff.ts';
 import { assertKeyPrefix, lockKeysOf, type LockKeys } from './lock-keys.ts';
@@ -79,12 +80,6 @@ export type AcquireResult =
 
 export type AdvanceFenceResult = AdvanceFenceReply;
 
-function wholeNumberIn(name: string, value: number, min: number, max: number): number {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${value}`);
-  }
-  return value;
-}
 
 export class FencedLock {
   readonly lockTtlMs: number;

@@ -6,6 +6,7 @@
 // again, so other processes get their turn at the wallet. A wallet held elsewhere is waited for
 // by one poll loop per wallet per process (never one per job), for a bounded time.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { wholeNumberIn } from '../config/bounds.ts';
 import { Watchdog, type HeldLease } from './watchdog.ts';
 import type { AcquireResult, FencedLock } from './fenced-lock.ts';
 import { releaseWithin } from './with-lock.ts';
@@ -72,12 +73,6 @@ type Entry =
       readonly markReleased: () => void;
     };
 
-function wholeNumberIn(name: string, value: number, min: number, max: number): number {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${value}`);
-  }
-  return value;
-}
 
 export class SharedLeases {
   readonly rideMsMax: number;

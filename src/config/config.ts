@@ -347,11 +347,14 @@ export function loadConfig(env: Env = process.env): Config {
 
   const lockTtlMs = integer(env, 'LOCK_TTL_MS', 100, 600_000);
   const dbPoolMax = integer(env, 'DB_POOL_MAX', 1, 100);
-  // Left unset, it follows a smaller pool down; set, it must fit in the pool.
+  const transferBatchMax = integer(env, 'TRANSFER_BATCH_MAX', 1, TRANSFER_BATCH_MAX_LIMIT);
+  // Left unset, it follows a smaller pool down, and without batching (one transfer per call) it
+  // is the whole pool, as one call per job slot was before batching: holding calls back only
+  // helps batches form. Set, it must fit in the pool.
   const inFlightSet = (env.TRANSFER_BATCHES_IN_FLIGHT_MAX ?? '') !== '';
   const transferBatchesInFlightMax = inFlightSet
     ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, 100)
-    : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
+    : transferBatchMax === 1 ? dbPoolMax : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
   if (transferBatchesInFlightMax > dbPoolMax) {
     throw new ConfigError('TRANSFER_BATCHES_IN_FLIGHT_MAX',
       `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`);
@@ -388,7 +391,7 @@ export function loadConfig(env: Env = process.env): Config {
     jobAttemptsMax: integer(env, 'JOB_ATTEMPTS_MAX', 1, 1000),
     jobLockDurationMs: integer(env, 'JOB_LOCK_DURATION_MS', 1000, 600_000),
     jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS', 1000, 600_000),
-    transferBatchMax: integer(env, 'TRANSFER_BATCH_MAX', 1, TRANSFER_BATCH_MAX_LIMIT),
+    transferBatchMax,
     transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS', 0, 1_000),
     transferBatchesInFlightMax,
     lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX', 0, 60_000),

@@ -76,6 +76,9 @@ describe('loadConfig defaults', () => {
     expect(() => loadConfig({ TRANSFER_BATCH_MAX: '1001' })).toThrow(/^TRANSFER_BATCH_MAX: .*between 1 and 1000/);
     expect(() => loadConfig({ TRANSFER_BATCH_WAIT_MS: '1001' })).toThrow(/^TRANSFER_BATCH_WAIT_MS: /);
     expect(loadConfig({ DB_POOL_MAX: '2' }).transferBatchesInFlightMax).toBe(2);
+    expect(loadConfig({}).transferBatchesInFlightMax).toBe(4);
+    expect(loadConfig({ TRANSFER_BATCH_MAX: '1' }).transferBatchesInFlightMax).toBe(8);
+    expect(loadConfig({ TRANSFER_BATCH_MAX: '1', TRANSFER_BATCHES_IN_FLIGHT_MAX: '3' }).transferBatchesInFlightMax).toBe(3);
     expect(() => loadConfig({ DB_POOL_MAX: '2', TRANSFER_BATCHES_IN_FLIGHT_MAX: '3' }))
       .toThrow(/^TRANSFER_BATCHES_IN_FLIGHT_MAX: must not exceed DB_POOL_MAX \(2\)/);
   });

@@ -117,7 +117,14 @@ export class FaultInjector {
     let endTopology = () => {};
     if (topological || (ALL_MASTERS_FAULTS.includes(event.kind) && this.cluster !== null)) {
       const t = performance.now();
-      await Promise.race([this.topology, sleep(TOPOLOGY_WAIT_MAX_MS)]);
+      // The bound's timer is cancelled as soon as the failover in progress ends: left running, it
+      // kept the harness alive for up to two minutes after its report.
+      const bound = new AbortController();
+      try {
+        await Promise.race([this.topology, sleep(TOPOLOGY_WAIT_MAX_MS, undefined, { signal: bound.signal })]);
+      } finally {
+        bound.abort();
+      }
       waitedMs = Math.round(performance.now() - t);
     }
     if (topological) this.topology = new Promise<void>((resolve) => { endTopology = resolve; });

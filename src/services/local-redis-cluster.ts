@@ -196,6 +196,9 @@ export class LocalRedisCluster {
   private static async startNode(index: number, options: LocalRedisClusterOptions, taken: ReadonlySet<number>): Promise<LocalClusterNode> {
     // Absolute: redis-server changes into --dir before it opens the log file.
     const dir = resolve(options.dir, `node-${index}`);
+    // A new cluster starts from nothing: a nodes.conf or AOF left by an earlier run in the same
+    // folder (a chaos run repeated with the same --out) would bring back its slots and identity.
+    rmSync(dir, { recursive: true, force: true });
     let lastError: unknown = null;
     for (let attempt = 0; attempt < NODE_START_ATTEMPTS_MAX; attempt += 1) {
       const port = await clusterPort(taken);

@@ -23,6 +23,8 @@ export interface ChaosCliResult {
   stderr: string;
   report: RunFigures | null;
   outDir: string;
+  /** From the verdict line on stdout (PASS/FAIL seed …) to the process's exit; null without one. */
+  exitAfterVerdictMs: number | null;
 }
 
 export class ChaosCliRun {
@@ -41,7 +43,11 @@ export class ChaosCliRun {
       this.child = child;
       let stdout = '';
       let stderr = '';
-      child.stdout?.setEncoding('utf8').on('data', (c: string) => { stdout += c; });
+      let verdictAtMs: number | null = null;
+      child.stdout?.setEncoding('utf8').on('data', (c: string) => {
+        stdout += c;
+        if (verdictAtMs === null && /^(PASS|FAIL) seed /m.test(stdout)) verdictAtMs = performance.now();
+      });
       child.stderr?.setEncoding('utf8').on('data', (c: string) => { stderr += c; });
       const timer = setTimeout(() => {
         reject(new Error(`chaos run still going after ${timeoutMs} ms\nstdout:\n${stdout}\nstderr (tail):\n${stderr.slice(-4000)}`));
@@ -52,7 +58,8 @@ export class ChaosCliRun {
         this.child = null;
         const reportPath = join(this.outDir, 'report.json');
         const report = existsSync(reportPath) ? (JSON.parse(readFileSync(reportPath, 'utf8')) as RunFigures) : null;
-        resolve({ code, stdout, stderr, report, outDir: this.outDir });
+        const exitAfterVerdictMs = verdictAtMs === null ? null : Math.round(performance.now() - verdictAtMs);
+        resolve({ code, stdout, stderr, report, outDir: this.outDir, exitAfterVerdictMs });
       });
     });
   }

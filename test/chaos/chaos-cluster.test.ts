@@ -6,6 +6,8 @@ import { ChaosCliRun } from './chaos-cli.ts';
 
 /** Set-up (six redis-server, PostgreSQL, four workers) + 30 s of faults + drain + checks, on a loaded machine. */
 const RUN_TIMEOUT_MS = 300_000;
+/** The harness has stopped every server before it prints its verdict; exiting is immediate. */
+const EXIT_AFTER_VERDICT_MS_MAX = 10_000;
 
 describe('chaos run on Redis Cluster (short)', () => {
   const run = new ChaosCliRun();
@@ -34,5 +36,9 @@ describe('chaos run on Redis Cluster (short)', () => {
     }
     expect(report.faults.idle, context).toBe(0);
     expect(report.faults.errors, context).toBe(0);
+    // Everything is stopped before the verdict is printed: nothing may keep the process alive
+    // after it (a forgotten two-minute timer once did, after every run with a failover).
+    expect(result.exitAfterVerdictMs, context).not.toBeNull();
+    expect(result.exitAfterVerdictMs!, context).toBeLessThan(EXIT_AFTER_VERDICT_MS_MAX);
   }, RUN_TIMEOUT_MS + 30_000);
 });

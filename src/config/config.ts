@@ -144,6 +144,13 @@ export const CONFIG_DEFAULTS = Object.freeze({
 
 /** Upper bound of TRANSFER_BATCH_MAX; apply_transfers() refuses larger calls (APPLY_BATCH_LIMIT). */
 export const TRANSFER_BATCH_MAX_LIMIT = 1_000;
+/**
+ * Upper bounds of the other batching and riding settings, here and in the classes that take
+ * them (DecisionBatcher, SharedLeases): a typo cannot ask for a wait of minutes.
+ */
+export const TRANSFER_BATCH_WAIT_MS_LIMIT = 1_000;
+export const TRANSFER_BATCHES_IN_FLIGHT_LIMIT = 100;
+export const LOCK_RIDE_MS_MAX_LIMIT = 60_000;
 
 /** The METRICS_PORT value that switches the worker's HTTP server off. */
 export const METRICS_PORT_OFF = 'off';
@@ -353,7 +360,7 @@ export function loadConfig(env: Env = process.env): Config {
   // helps batches form. Set, it must fit in the pool.
   const inFlightSet = (env.TRANSFER_BATCHES_IN_FLIGHT_MAX ?? '') !== '';
   const transferBatchesInFlightMax = inFlightSet
-    ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, 100)
+    ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, TRANSFER_BATCHES_IN_FLIGHT_LIMIT)
     : transferBatchMax === 1 ? dbPoolMax : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
   if (transferBatchesInFlightMax > dbPoolMax) {
     throw new ConfigError('TRANSFER_BATCHES_IN_FLIGHT_MAX',
@@ -392,9 +399,9 @@ export function loadConfig(env: Env = process.env): Config {
     jobLockDurationMs: integer(env, 'JOB_LOCK_DURATION_MS', 1000, 600_000),
     jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS', 1000, 600_000),
     transferBatchMax,
-    transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS', 0, 1_000),
+    transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS', 0, TRANSFER_BATCH_WAIT_MS_LIMIT),
     transferBatchesInFlightMax,
-    lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX', 0, 60_000),
+    lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX', 0, LOCK_RIDE_MS_MAX_LIMIT),
     unsafe: Object.freeze(unsafe as UnsafeMode[]),
     dashboardHost: listenHost(env, 'DASHBOARD_HOST'),
     dashboardPort: integer(env, 'DASHBOARD_PORT', 0, 65_535),

@@ -3,7 +3,7 @@
 // waitMs for company, and not at all when nothing else in the process is on its way (a quiet
 // system pays no latency for batching). Every transfer keeps its own answer.
 import { wholeNumberIn } from '../config/bounds.ts';
-import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
+import { TRANSFER_BATCHES_IN_FLIGHT_LIMIT, TRANSFER_BATCH_MAX_LIMIT, TRANSFER_BATCH_WAIT_MS_LIMIT } from '../config/config.ts';
 import type { FencedTransfer } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
 
@@ -55,11 +55,6 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-/** Limits on the options, so a typo cannot build a batch the database refuses or a wait of minutes. */
-export const BATCH_WAIT_MS_LIMIT = 1_000;
-export const BATCHES_IN_FLIGHT_LIMIT = 100;
-
-
 export class DecisionBatcher {
   readonly batchMax: number;
   readonly waitMs: number;
@@ -76,8 +71,8 @@ export class DecisionBatcher {
   constructor(options: DecisionBatcherOptions) {
     this.decide = options.decide;
     this.batchMax = wholeNumberIn('batchMax', options.batchMax, 1, TRANSFER_BATCH_MAX_LIMIT);
-    this.waitMs = wholeNumberIn('waitMs', options.waitMs, 0, BATCH_WAIT_MS_LIMIT);
-    this.inFlightMax = wholeNumberIn('inFlightMax', options.inFlightMax, 1, BATCHES_IN_FLIGHT_LIMIT);
+    this.waitMs = wholeNumberIn('waitMs', options.waitMs, 0, TRANSFER_BATCH_WAIT_MS_LIMIT);
+    this.inFlightMax = wholeNumberIn('inFlightMax', options.inFlightMax, 1, TRANSFER_BATCHES_IN_FLIGHT_LIMIT);
     this.onBatch = options.onBatch;
   }
 

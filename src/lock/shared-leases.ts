@@ -7,6 +7,7 @@
 // by one poll loop per wallet per process (never one per job), for a bounded time.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { wholeNumberIn } from '../config/bounds.ts';
+import { LOCK_RIDE_MS_MAX_LIMIT } from '../config/config.ts';
 import { Watchdog, type HeldLease } from './watchdog.ts';
 import type { AcquireResult, FencedLock } from './fenced-lock.ts';
 import { releaseWithin } from './with-lock.ts';
@@ -23,7 +24,6 @@ export const LEASE_POLL_MS_MAX = 25;
 /** ...for at most this long; then the jobs waiting for it go back to the queue, delayed. */
 export const LEASE_WAIT_MS_MAX_DEFAULT = 1_000;
 /** Limits on the options. */
-export const LEASE_RIDE_MS_MAX_LIMIT = 60_000;
 export const LEASE_RIDERS_MAX_LIMIT = 10_000;
 export const LEASE_WAIT_MS_MAX_LIMIT = 60_000;
 
@@ -86,7 +86,7 @@ export class SharedLeases {
   private readonly releases = new Set<Promise<void>>();
 
   constructor(private readonly lock: FencedLock, options: SharedLeasesOptions = {}) {
-    this.rideMsMax = wholeNumberIn('rideMsMax', options.rideMsMax ?? LEASE_RIDE_MS_MAX_DEFAULT, 0, LEASE_RIDE_MS_MAX_LIMIT);
+    this.rideMsMax = wholeNumberIn('rideMsMax', options.rideMsMax ?? LEASE_RIDE_MS_MAX_DEFAULT, 0, LOCK_RIDE_MS_MAX_LIMIT);
     this.ridersMax = wholeNumberIn('ridersMax', options.ridersMax ?? LEASE_RIDERS_MAX_DEFAULT, 1, LEASE_RIDERS_MAX_LIMIT);
     this.waitMsMax = wholeNumberIn('waitMsMax', options.waitMsMax ?? LEASE_WAIT_MS_MAX_DEFAULT, 0, LEASE_WAIT_MS_MAX_LIMIT);
     this.releaseTimeoutMs = options.releaseTimeoutMs ?? lock.lockTtlMs;

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import type { RunFigures } from '../../src/chaos/report.ts';
 import type { ProcessRecord } from '../../src/chaos/services.ts';
@@ -25,6 +26,26 @@ export interface ChaosCliResult {
   outDir: string;
   /** From the verdict line on stdout (PASS/FAIL seed …) to the process's exit; null without one. */
   exitAfterVerdictMs: number | null;
+}
+
+/** The harness stops everything it started before it prints its verdict; exiting is immediate. */
+const EXIT_AFTER_VERDICT_MS_MAX = 10_000;
+
+/**
+ * What every chaos run must show, whatever it tests: a report, the verdict "as expected" (for a
+ * negative control: the violation was detected) with exit code 0, and an exit right after the
+ * verdict (a forgotten two-minute timer once kept the process alive after every run with a
+ * failover). Answers the report and the output to attach to the test's own assertions.
+ */
+export function expectVerdictAsExpected(result: ChaosCliResult): { report: RunFigures; context: string } {
+  const context = `${result.stdout}\n${result.stderr.slice(-3000)}`;
+  expect(result.report, context).not.toBeNull();
+  const report = result.report!;
+  expect(report.verdict.pass, context).toBe(true);
+  expect(result.code, context).toBe(0);
+  expect(result.exitAfterVerdictMs, context).not.toBeNull();
+  expect(result.exitAfterVerdictMs!, context).toBeLessThan(EXIT_AFTER_VERDICT_MS_MAX);
+  return { report, context };
 }
 
 export class ChaosCliRun {

@@ -1,24 +1,15 @@
 // Batched decisions through real BullMQ workers against the real Redis and PostgreSQL: jobs a
 // process holds at once share a round trip and a commit, a hot wallet's jobs ride on one lease,
 // and a batch whose backend is killed is retried with every transfer ending exactly once.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { BatchStats } from '../../src/ledger/decision-batcher.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconcile.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
-import { createPipeline, type Pipeline } from '../support/pipeline.ts';
+import { pipelinePerTest, type Pipeline } from '../support/pipeline.ts';
 
-let pipeline: Pipeline | null = null;
-afterEach(async () => {
-  await pipeline?.close();
-  pipeline = null;
-});
-
-async function open(env: Record<string, string> = {}): Promise<Pipeline> {
-  pipeline = await createPipeline(env);
-  return pipeline;
-}
+const open = pipelinePerTest();
 
 async function runAll(p: Pipeline, wires: object[]): Promise<TransferOutcome[]> {
   const jobs = await p.queue.addBulk(wires.map((data) => ({ name: 'transfer', data })));

@@ -1,23 +1,14 @@
 // The pipeline end to end against the real Redis and PostgreSQL: duplicates, stale holders,
 // lost fence counters, opposite transfers, overdrafts and conflicts, through real BullMQ workers.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconcile.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
 import type { WorkerProcess } from '../../src/fleet/worker-processes.ts';
-import { createPipeline, type Pipeline } from '../support/pipeline.ts';
+import { pipelinePerTest, type Pipeline } from '../support/pipeline.ts';
 import { spawnWorkerProcess } from '../support/worker-process.ts';
 
-let pipeline: Pipeline | null = null;
-afterEach(async () => {
-  await pipeline?.close();
-  pipeline = null;
-});
-
-async function open(env: Record<string, string> = {}): Promise<Pipeline> {
-  pipeline = await createPipeline(env);
-  return pipeline;
-}
+const open = pipelinePerTest();
 
 /** Blocks the whole thread, timers included, like a stop-the-world GC pause. */
 function freezeThread(ms: number): void {

@@ -7,6 +7,7 @@
 import { Queue, QueueEvents, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
+import { afterEach } from 'vitest';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
@@ -50,6 +51,22 @@ export interface Pipeline {
   metrics(): Promise<Record<string, number>>;
   seed(wallets: number, balance: bigint, prefix?: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * A fresh pipeline for each test that asks for one, closed after that test: call it once at the
+ * top of a test file and open the pipeline inside each test.
+ */
+export function pipelinePerTest(): (env?: Record<string, string>) => Promise<Pipeline> {
+  let current: Pipeline | null = null;
+  afterEach(async () => {
+    await current?.close();
+    current = null;
+  });
+  return async (env = {}) => {
+    current = await createPipeline(env);
+    return current;
+  };
 }
 
 export async function createPipeline(env: Record<string, string> = {}): Promise<Pipeline> {

@@ -21,6 +21,8 @@ export interface BenchFleetSpec {
   readonly logDir: string;
   /** Start the processes under `--cpu-prof`, writing profiles into this folder. */
   readonly cpuProfDir: string | null;
+  /** Node flags of the processes; default the worker's own (WORKER_NODE_FLAGS). */
+  readonly runtimeFlags?: readonly string[];
 }
 
 /** The file a bench process runs: see BenchFleetSpec.workerEntry. */
@@ -66,6 +68,7 @@ export class BenchFleet {
         : ['--cpu-prof', `--cpu-prof-dir=${join(spec.cpuProfDir, `worker-${index}`)}`];
       processes.push(new WorkerProcess(index, {
         env, logDir: spec.logDir, nodeArgs, entry: processEntry(spec.entry, spec.workerEntry),
+        ...(spec.runtimeFlags === undefined ? {} : { runtimeFlags: spec.runtimeFlags }),
       }, Number(env.METRICS_PORT)));
     }
     return new BenchFleet(processes);

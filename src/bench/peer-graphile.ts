@@ -98,6 +98,8 @@ export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> 
       logDir: logDirOf(ctx.logRoot, 'peer-graphile-worker', run),
       cpuProfDir: null,
       workerEntry: ctx.config.workerEntry,
+      // Graphile Worker as its documentation runs it: node's defaults, not our worker's flags.
+      runtimeFlags: [],
     }, (fleet) => waitForGraphileDrain(ctx, pool, fleet, wires.length, (n) => { erroredMax = Math.max(erroredMax, n); }));
 
     const commits = await commitTimes(pool, operationPrefix);

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { UsageError } from '../cli/args.ts';
 import { withDatabase, type Config } from '../config/config.ts';
 import { PROJECT_ROOT } from '../config/paths.ts';
+import { WORKER_NODE_FLAGS } from '../config/worker-runtime.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';
 import { VerificationFailedError, type CaseContext, type CaseRunResult } from './case-result.ts';
@@ -110,6 +111,7 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
     workerLogLevel: 'warn',
     runtime: config.workerEntry.endsWith('.js') ? 'compiled JavaScript (dist/, plain node)' : 'TypeScript sources through tsx',
     workerEntry: config.workerEntry,
+    workerNodeFlags: WORKER_NODE_FLAGS,
     workerDbPoolMax: config.dbPoolMax,
     jobAttemptsMax: config.jobAttemptsMax,
     unlockedFence: 'db-ceiling, seed-design and the Graphile task pass fence 1 (no lock issues tokens there)',

@@ -9,6 +9,7 @@ import { createWriteStream, existsSync, mkdirSync, type WriteStream } from 'node
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../config/paths.ts';
+import { WORKER_NODE_FLAGS } from '../config/worker-runtime.ts';
 import { freePort } from '../services/free-port.ts';
 
 /** The worker's TypeScript source: the default entry (the default of WORKER_ENTRY). */
@@ -37,6 +38,11 @@ export interface WorkerProcessOptions {
   logDir: string;
   /** Node options before the entry, e.g. `--cpu-prof` (which NODE_OPTIONS does not accept). */
   nodeArgs?: readonly string[];
+  /**
+   * The runtime flags the process starts with, before nodeArgs; default WORKER_NODE_FLAGS, as
+   * every launcher of the worker sets them. The bench's peer (Graphile Worker) runs with none.
+   */
+  runtimeFlags?: readonly string[];
 }
 
 export interface WorkerExit {
@@ -98,7 +104,12 @@ export class WorkerProcess {
     mkdirSync(this.options.logDir, { recursive: true });
     this.starts += 1;
     this.log = createWriteStream(this.logFile, { flags: 'a' });
-    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), ...nodeArgsFor(this.options.entry ?? WORKER_SOURCE_ENTRY)], {
+    const args = [
+      ...(this.options.runtimeFlags ?? WORKER_NODE_FLAGS),
+      ...(this.options.nodeArgs ?? []),
+      ...nodeArgsFor(this.options.entry ?? WORKER_SOURCE_ENTRY),
+    ];
+    const child = spawn(process.execPath, args, {
       cwd: PROJECT_ROOT,
       env: { ...process.env, ...this.options.env, METRICS_PORT: String(this.metricsPort), METRICS_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],

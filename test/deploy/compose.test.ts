@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
 
 interface Service {
   image?: string;
@@ -74,7 +75,7 @@ describe('docker-compose.yml', () => {
     expect(loginOf(migrate.environment?.DATABASE_URL)).toBe('postgres');
     expect(loginOf(worker.environment?.DATABASE_URL)).toBe(role);
     expect(worker.environment?.DATABASE_URL).toContain('${WORKER_DB_PASSWORD');
-    expect(worker.command).toEqual(['node', 'dist/cli/worker.js']);
+    expect(worker.command).toEqual(['node', ...WORKER_NODE_FLAGS, 'dist/cli/worker.js']);
   });
 
   it('the worker stops more slowly than its own shutdown timeout, and servers are published on loopback only', () => {

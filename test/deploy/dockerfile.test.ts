@@ -3,6 +3,7 @@
 // a HEALTHCHECK and the compiled worker as its command. (The compiled project replays that final
 // stage and runs the pipeline tests on it: test/compiled/.)
 import { describe, expect, it } from 'vitest';
+import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
 import { copyParts, parseDockerfile } from '../support/dockerfile.ts';
 
 const stages = parseDockerfile();
@@ -47,7 +48,7 @@ describe('Dockerfile', () => {
     expect(health).toMatch(/CMD \["node", "-e",/);
     expect(health).toContain('/healthz');
     expect(health).toContain('METRICS_PORT');
-    expect(ops('CMD').at(-1)).toBe('["node", "dist/cli/worker.js"]');
+    expect(JSON.parse(ops('CMD').at(-1) ?? '[]')).toEqual(['node', ...WORKER_NODE_FLAGS, 'dist/cli/worker.js']);
     expect(ops('EXPOSE')).toContain('9464');
   });
 });

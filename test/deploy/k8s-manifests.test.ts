@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { uniqueName } from '../support/test-db.ts';
@@ -163,7 +164,7 @@ describe('worker Deployment', () => {
   });
 
   it('runs the compiled worker; both URLs come from secrets, the worker\'s DATABASE_URL not from the owner\'s secret', () => {
-    expect(workerContainer.command).toEqual(['node', 'dist/cli/worker.js']);
+    expect(workerContainer.command).toEqual(['node', ...WORKER_NODE_FLAGS, 'dist/cli/worker.js']);
     const job = podSpec(one('Job')).containers[0] as Container;
     const workerDb = secretRef(workerContainer, 'DATABASE_URL');
     const ownerDb = secretRef(job, 'DATABASE_URL');

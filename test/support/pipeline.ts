@@ -94,6 +94,10 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
   const queueConnection = bullmqConnection(config);
   const queue = new Queue(queueName, { connection: queueConnection, defaultJobOptions: defaultJobOptions(config.jobAttemptsMax) });
   const events = new QueueEvents(queueName, { connection: bullmqConnection(config) });
+  // Each job.waitUntilFinished() adds a listener on both while it waits; tests wait for many
+  // jobs at once, which is no leak (node would warn at 10).
+  queue.setMaxListeners(0);
+  events.setMaxListeners(0);
   await events.waitUntilReady();
   const redis = lockConnection(config);
   const workers: PipelineWorker[] = [];

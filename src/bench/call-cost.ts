@@ -20,9 +20,9 @@ import { migrate } from '../db/migrate.ts';
 import { endPool, trackConnections } from '../db/pool-close.ts';
 import { closePrisma, createPrisma } from '../db/prisma.ts';
 import { applyTransfers } from '../ledger/apply-transfer.ts';
-import { requestHash } from '../ledger/request-hash.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
-import type { TransferRequest } from '../ledger/transfer-request.ts';
+import { batchQuery, spreadTransfers, UNLOCKED_FENCE } from './decision-call.ts';
+import { median } from './measure.ts';
 import { bounded } from './options.ts';
 
 const WALLETS = 10_000;
@@ -38,12 +38,6 @@ interface Measure {
   readonly transfersPerS: number;
 }
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
-
 await runCli(async () => {
   const { values } = parseFlags(process.argv.slice(2), {
     calls: { type: 'string' }, 'in-flight': { type: 'string' }, rounds: { type: 'string' },
@@ -55,32 +49,23 @@ await runCli(async () => {
   const databaseUrl = withDatabase(config.databaseUrl, `bench_callcost_${randomBytes(4).toString('hex')}`);
   process.stderr.write(`database ${new URL(databaseUrl).pathname.slice(1)} (dropped at the end)\n`);
   await migrate(databaseUrl, MIGRATIONS_DIR);
-  const dbConfig = { ...config, databaseUrl, dbPoolMax: inFlight };
-  const prisma = createPrisma(dbConfig);
+  const prisma = createPrisma({ ...config, databaseUrl, dbPoolMax: inFlight });
   const pool = trackConnections(new pg.Pool({ connectionString: databaseUrl, max: inFlight, options: '-c TimeZone=UTC' }));
   pool.on('error', () => undefined);
   try {
     // Funded so that every transfer of every round applies.
     await seedWallets(prisma, { wallets: WALLETS, balanceMinor: 1_000_000_000n, prefix: 'wallet-', currency: 'EUR' });
     let serial = 0;
-    const next = (): TransferRequest => {
-      const n = serial++;
-      const from = 1 + ((n * 7_919) % WALLETS);
-      const to = 1 + ((from + 1 + (n % 97)) % WALLETS);
-      return { operationId: `cc-${n}`, from: `wallet-${from}`, to: `wallet-${to === from ? (to % WALLETS) + 1 : to}`, amountMinor: 1n, currency: 'EUR' };
-    };
     const send = async (variant: Variant): Promise<number> => {
-      if (variant === 'pg-1') {
-        const r = next();
-        await pool.query(
-          'SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(' +
-          '$1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[])',
-          [[r.operationId], [requestHash(r)], [r.from], [r.to], [r.amountMinor.toString()], [r.currency], ['1']],
-        );
-        return 1;
-      }
       const size = variant === 'prisma-64' ? BATCH : 1;
-      const results = await applyTransfers(prisma, Array.from({ length: size }, () => ({ request: next(), fence: 1n })));
+      const requests = spreadTransfers(size, WALLETS, 'cc', serial);
+      serial += size;
+      if (variant === 'pg-1') {
+        const { text, values } = batchQuery(requests);
+        await pool.query(text, values);
+        return size;
+      }
+      const results = await applyTransfers(prisma, requests.map((request) => ({ request, fence: UNLOCKED_FENCE })));
       const notApplied = results.filter((x) => x.outcome !== 'applied');
       if (notApplied.length > 0) throw new Error(`${variant}: ${notApplied.length} transfers not applied (${notApplied[0]?.outcome})`);
       return size;
@@ -117,7 +102,7 @@ await runCli(async () => {
     process.stdout.write('| variant | this process\'s CPU per transfer (µs) | transfers/s |\n|---|---:|---:|\n');
     for (const variant of VARIANTS) {
       const ms = byVariant.get(variant) ?? [];
-      process.stdout.write(`| ${variant} | ${median(ms.map((m) => m.cpuUsPerTransfer)).toFixed(0)} | ${median(ms.map((m) => m.transfersPerS)).toFixed(0)} |\n`);
+      process.stdout.write(`| ${variant} | ${(median(ms.map((m) => m.cpuUsPerTransfer)) ?? NaN).toFixed(0)} | ${(median(ms.map((m) => m.transfersPerS)) ?? NaN).toFixed(0)} |\n`);
     }
   } finally {
     await closePrisma(prisma);

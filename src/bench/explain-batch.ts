@@ -11,32 +11,16 @@ import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
 import { endPool } from '../db/pool-close.ts';
 import { closePrisma, createPrisma } from '../db/prisma.ts';
-import { requestHash } from '../ledger/request-hash.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
-import type { TransferRequest } from '../ledger/transfer-request.ts';
 import { parseFlags } from '../cli/args.ts';
 import { runCli } from '../cli/run-cli.ts';
+import { batchQuery, spreadTransfers } from './decision-call.ts';
 import { bounded } from './options.ts';
 
 export const EXPLAIN_BATCH_DEFAULT = 64;
 export const EXPLAIN_WALLETS_DEFAULT = 10_000;
 /** Plans of statements that took at least this long in total are printed in full. */
 export const EXPLAIN_PLAN_SHOWN_MS = 0.1;
-
-function batchOf(n: number, wallets: number, tag: string): TransferRequest[] {
-  return Array.from({ length: n }, (_, i) => {
-    const from = 1 + ((i * 7_919) % wallets);
-    const to = 1 + ((from + 1 + (i % 97)) % wallets);
-    return { operationId: `${tag}-${i}`, from: `wallet-${from}`, to: `wallet-${to === from ? (to % wallets) + 1 : to}`, amountMinor: 1n, currency: null };
-  });
-}
-
-function callOf(requests: readonly TransferRequest[]): [string, unknown[]] {
-  return ['SELECT * FROM apply_transfers($1, $2, $3, $4, $5, $6, $7)', [
-    requests.map((r) => r.operationId), requests.map((r) => requestHash(r)), requests.map((r) => r.from),
-    requests.map((r) => r.to), requests.map((r) => r.amountMinor.toString()), requests.map(() => null), requests.map(() => '1'),
-  ]];
-}
 
 await runCli(async () => {
   const usage = 'npm run bench:explain -- [--batch N] [--wallets W]';
@@ -54,15 +38,17 @@ await runCli(async () => {
     await closePrisma(prisma);
     const client = await pool.connect();
     try {
-      await client.query(...callOf(batchOf(batch, wallets, 'warm')));
+      const warm = batchQuery(spreadTransfers(batch, wallets, 'warm'));
+      await client.query(warm.text, warm.values);
       const notices: string[] = [];
       client.on('notice', (n) => notices.push(n.message ?? ''));
       await client.query(`LOAD 'auto_explain'`);
       await client.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
         SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on; SET auto_explain.log_timing = on;
         SET auto_explain.log_level = notice; SET client_min_messages = notice`);
+      const measured = batchQuery(spreadTransfers(batch, wallets, 'measured'));
       const startedMs = performance.now();
-      const result = await client.query(...callOf(batchOf(batch, wallets, 'measured')));
+      const result = await client.query(measured.text, measured.values);
       const wallMs = performance.now() - startedMs;
       await client.query('RESET auto_explain.log_min_duration');
       process.stdout.write(`# apply_transfers() with ${batch} transfers over ${wallets} wallets: ${result.rowCount} answers, ` +

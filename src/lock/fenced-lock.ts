@@ -80,7 +80,6 @@ export type AcquireResult =
 
 export type AdvanceFenceResult = AdvanceFenceReply;
 
-
 export class FencedLock {
   readonly lockTtlMs: number;
   readonly keyPrefix: string;

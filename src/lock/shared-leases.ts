@@ -73,7 +73,6 @@ type Entry =
       readonly markReleased: () => void;
     };
 
-
 export class SharedLeases {
   readonly rideMsMax: number;
   readonly ridersMax: number;

@@ -87,6 +87,11 @@ export class BenchFleet {
     return this.processes.filter((p) => !p.running).map((p) => p.index);
   }
 
+  /** The pids of the processes running now. */
+  pids(): number[] {
+    return this.processes.flatMap((p) => (p.running && p.pid !== undefined ? [p.pid] : []));
+  }
+
   sampleMemory(): void {
     for (const t of this.trackers) t.sample();
   }

@@ -8,6 +8,7 @@ import { ENQUEUE_BATCH_MAX, enqueueTransfers } from '../queue/producer.ts';
 import { waitForDrain } from '../queue/queue-drain.ts';
 import { BenchFleet, type BenchFleetSpec } from './bench-fleet.ts';
 import type { CaseContext, LatencyFigures } from './case-result.ts';
+import { startCpuSampler, type CpuSample, type CpuServers } from './cpu-account.ts';
 import { differences, jobTimes, percentiles } from './measure.ts';
 import type { ProcessPeak } from './process-memory.ts';
 
@@ -54,27 +55,40 @@ export interface FleetRun {
   readonly processes: ProcessPeak[];
   /** Bench clock from starting the processes until `use` was done. */
   readonly wallMs: number;
+  /** CPU samples of the processes and the servers while `use` ran (see cpu-account.ts). */
+  readonly cpuSamples: readonly CpuSample[];
 }
 
-/** Starts the processes, runs `use`, then reads their peak memory and stops them (also on error). */
-export async function withFleet(spec: BenchFleetSpec, use: (fleet: BenchFleet) => Promise<void>): Promise<FleetRun> {
+/**
+ * Starts the processes, samples their CPU and the servers', runs `use`, then reads their peak
+ * memory and stops them (also on error).
+ */
+export async function withFleet(spec: BenchFleetSpec, servers: CpuServers,
+  use: (fleet: BenchFleet) => Promise<void>): Promise<FleetRun> {
   const fleet = await BenchFleet.create(spec);
   const startedMs = performance.now();
   fleet.startAll();
   let processes: ProcessPeak[];
   let wallMs: number;
+  let cpuSamples: readonly CpuSample[] = [];
   try {
-    await use(fleet);
+    const sampler = await startCpuSampler({ processPids: () => fleet.pids(), ...servers });
+    try {
+      await use(fleet);
+    } finally {
+      cpuSamples = await sampler.stop();
+    }
   } finally {
     wallMs = performance.now() - startedMs;
     processes = await fleet.stopAll();
   }
-  return { processes, wallMs };
+  return { processes, wallMs, cpuSamples };
 }
 
 /** Starts the processes on a filled queue and waits for it to drain. */
-export function runFleetUntilDrained(ctx: CaseContext, queue: Queue, spec: BenchFleetSpec, total: number): Promise<FleetRun> {
-  return withFleet(spec, (fleet) => drainWithFleet(ctx, queue, fleet, total));
+export function runFleetUntilDrained(ctx: CaseContext, queue: Queue, spec: BenchFleetSpec, servers: CpuServers,
+  total: number): Promise<FleetRun> {
+  return withFleet(spec, servers, (fleet) => drainWithFleet(ctx, queue, fleet, total));
 }
 
 /** Latencies of the operations in `enqueued` from BullMQ's job hashes and the commit times. */

@@ -9,21 +9,17 @@
 // For each it prints this process's CPU (user + system, from process.cpuUsage()) per transfer
 // and the transfers/s it reached: PostgreSQL's own CPU is not in those figures, so the
 // difference between prisma-1 and pg-1 is the client's alone.
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { parseFlags } from '../cli/args.ts';
 import { runCli } from '../cli/run-cli.ts';
-import { loadConfig, withDatabase } from '../config/config.ts';
-import { MIGRATIONS_DIR } from '../config/paths.ts';
-import { dropDatabase } from '../db/database-admin.ts';
-import { migrate } from '../db/migrate.ts';
+import { loadConfig } from '../config/config.ts';
 import { endPool, trackConnections } from '../db/pool-close.ts';
 import { closePrisma, createPrisma } from '../db/prisma.ts';
 import { applyTransfers } from '../ledger/apply-transfer.ts';
-import { seedWallets } from '../ledger/seed-wallets.ts';
 import { batchQuery, spreadTransfers, UNLOCKED_FENCE } from './decision-call.ts';
 import { median } from './measure.ts';
 import { bounded } from './options.ts';
+import { withScratchDatabase } from './scratch-database.ts';
 
 const WALLETS = 10_000;
 const BATCH = 64;
@@ -46,67 +42,69 @@ await runCli(async () => {
   const inFlight = bounded(values['in-flight'], '--in-flight', 1, 64, 8);
   const rounds = bounded(values.rounds, '--rounds', 1, 20, 3);
   const config = loadConfig();
-  const databaseUrl = withDatabase(config.databaseUrl, `bench_callcost_${randomBytes(4).toString('hex')}`);
-  process.stderr.write(`database ${new URL(databaseUrl).pathname.slice(1)} (dropped at the end)\n`);
-  await migrate(databaseUrl, MIGRATIONS_DIR);
-  const prisma = createPrisma({ ...config, databaseUrl, dbPoolMax: inFlight });
-  const pool = trackConnections(new pg.Pool({ connectionString: databaseUrl, max: inFlight, options: '-c TimeZone=UTC' }));
-  pool.on('error', () => undefined);
-  try {
+  const scratch = {
+    config, tag: 'callcost', wallets: WALLETS,
     // Funded so that every transfer of every round applies.
-    await seedWallets(prisma, { wallets: WALLETS, balanceMinor: 1_000_000_000n, prefix: 'wallet-', currency: 'EUR' });
-    let serial = 0;
-    const send = async (variant: Variant): Promise<number> => {
-      const size = variant === 'prisma-64' ? BATCH : 1;
-      const requests = spreadTransfers(size, WALLETS, 'cc', serial);
-      serial += size;
-      if (variant === 'pg-1') {
-        const { text, values } = batchQuery(requests);
-        await pool.query(text, values);
-        return size;
-      }
-      const results = await applyTransfers(prisma, requests.map((request) => ({ request, fence: UNLOCKED_FENCE })));
-      const notApplied = results.filter((x) => x.outcome !== 'applied');
-      if (notApplied.length > 0) throw new Error(`${variant}: ${notApplied.length} transfers not applied (${notApplied[0]?.outcome})`);
-      return size;
-    };
-    const measure = async (variant: Variant, callCount: number): Promise<Measure> => {
-      let started = 0;
-      let transfers = 0;
-      const cpu0 = process.cpuUsage();
-      const t0 = performance.now();
-      await Promise.all(Array.from({ length: inFlight }, async () => {
-        while (started < callCount) {
-          started += 1;
-          // Not `transfers += await ...`: that reads the total before the await and loses the
-          // other loops' additions made meanwhile.
-          const sent = await send(variant);
-          transfers += sent;
+    balanceMinor: 1_000_000_000n,
+    onCreated: (name: string) => process.stderr.write(`database ${name} (dropped at the end)\n`),
+  };
+  await withScratchDatabase(scratch, async (databaseUrl) => {
+    const prisma = createPrisma({ ...config, databaseUrl, dbPoolMax: inFlight });
+    const pool = trackConnections(new pg.Pool({ connectionString: databaseUrl, max: inFlight, options: '-c TimeZone=UTC' }));
+    pool.on('error', () => undefined);
+    try {
+      let serial = 0;
+      const send = async (variant: Variant): Promise<number> => {
+        const size = variant === 'prisma-64' ? BATCH : 1;
+        const requests = spreadTransfers(size, WALLETS, 'cc', serial);
+        serial += size;
+        if (variant === 'pg-1') {
+          const { text, values } = batchQuery(requests);
+          await pool.query(text, values);
+          return size;
         }
-      }));
-      const cpu = process.cpuUsage(cpu0);
-      const seconds = (performance.now() - t0) / 1_000;
-      return { cpuUsPerTransfer: (cpu.user + cpu.system) / transfers, transfersPerS: transfers / seconds };
-    };
-    for (const variant of VARIANTS) await measure(variant, WARMUP_CALLS);
-    const byVariant = new Map<Variant, Measure[]>(VARIANTS.map((v) => [v, []]));
-    for (let round = 1; round <= rounds; round++) {
-      for (const variant of VARIANTS) {
-        // The batched variant sends as many transfers as the others, in 64 times fewer calls.
-        const m = await measure(variant, variant === 'prisma-64' ? Math.ceil(calls / BATCH) : calls);
-        byVariant.get(variant)?.push(m);
-        process.stderr.write(`round ${round}/${rounds} ${variant}: ${m.cpuUsPerTransfer.toFixed(0)} µs CPU per transfer, ${m.transfersPerS.toFixed(0)} transfers/s\n`);
+        const results = await applyTransfers(prisma, requests.map((request) => ({ request, fence: UNLOCKED_FENCE })));
+        const notApplied = results.filter((x) => x.outcome !== 'applied');
+        if (notApplied.length > 0) throw new Error(`${variant}: ${notApplied.length} transfers not applied (${notApplied[0]?.outcome})`);
+        return size;
+      };
+      const measure = async (variant: Variant, callCount: number): Promise<Measure> => {
+        let started = 0;
+        let transfers = 0;
+        const cpu0 = process.cpuUsage();
+        const t0 = performance.now();
+        await Promise.all(Array.from({ length: inFlight }, async () => {
+          while (started < callCount) {
+            started += 1;
+            // Not `transfers += await ...`: that reads the total before the await and loses the
+            // other loops' additions made meanwhile.
+            const sent = await send(variant);
+            transfers += sent;
+          }
+        }));
+        const cpu = process.cpuUsage(cpu0);
+        const seconds = (performance.now() - t0) / 1_000;
+        return { cpuUsPerTransfer: (cpu.user + cpu.system) / transfers, transfersPerS: transfers / seconds };
+      };
+      for (const variant of VARIANTS) await measure(variant, WARMUP_CALLS);
+      const byVariant = new Map<Variant, Measure[]>(VARIANTS.map((v) => [v, []]));
+      for (let round = 1; round <= rounds; round++) {
+        for (const variant of VARIANTS) {
+          // The batched variant sends as many transfers as the others, in 64 times fewer calls.
+          const m = await measure(variant, variant === 'prisma-64' ? Math.ceil(calls / BATCH) : calls);
+          byVariant.get(variant)?.push(m);
+          process.stderr.write(`round ${round}/${rounds} ${variant}: ${m.cpuUsPerTransfer.toFixed(0)} µs CPU per transfer, ${m.transfersPerS.toFixed(0)} transfers/s\n`);
+        }
       }
+      process.stdout.write(`# ${calls} transfers per variant and round, ${inFlight} calls in flight, medians of ${rounds} rounds\n\n`);
+      process.stdout.write('| variant | this process\'s CPU per transfer (µs) | transfers/s |\n|---|---:|---:|\n');
+      for (const variant of VARIANTS) {
+        const ms = byVariant.get(variant) ?? [];
+        process.stdout.write(`| ${variant} | ${(median(ms.map((m) => m.cpuUsPerTransfer)) ?? NaN).toFixed(0)} | ${(median(ms.map((m) => m.transfersPerS)) ?? NaN).toFixed(0)} |\n`);
+      }
+    } finally {
+      await closePrisma(prisma);
+      await endPool(pool);
     }
-    process.stdout.write(`# ${calls} transfers per variant and round, ${inFlight} calls in flight, medians of ${rounds} rounds\n\n`);
-    process.stdout.write('| variant | this process\'s CPU per transfer (µs) | transfers/s |\n|---|---:|---:|\n');
-    for (const variant of VARIANTS) {
-      const ms = byVariant.get(variant) ?? [];
-      process.stdout.write(`| ${variant} | ${(median(ms.map((m) => m.cpuUsPerTransfer)) ?? NaN).toFixed(0)} | ${(median(ms.map((m) => m.transfersPerS)) ?? NaN).toFixed(0)} |\n`);
-    }
-  } finally {
-    await closePrisma(prisma);
-    await endPool(pool);
-    await dropDatabase(databaseUrl);
-  }
+  });
 });

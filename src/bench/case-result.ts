@@ -1,6 +1,7 @@
 // What every case gets (its context) and gives back (one run's figures and its verification),
 // shared by the case files, the run loop, the summary, the table and the chart.
 import type { Config } from '../config/config.ts';
+import type { CpuAccount } from './cpu-account.ts';
 import type { Percentiles } from './measure.ts';
 import type { BenchOptions, CaseName } from './options.ts';
 import type { ProcessPeak } from './process-memory.ts';
@@ -63,6 +64,8 @@ export interface CaseRunResult {
   readonly wallMs: number;
   readonly latencyMs: LatencyFigures;
   readonly processes: readonly ProcessPeak[];
+  /** CPU per transfer of each part of the system inside the throughput span; null when not measured. */
+  readonly cpu: CpuAccount | null;
   readonly verification: Verification;
   /** Case-specific figures (retries, achieved rate, warm-up size, ...). */
   readonly notes: Readonly<Record<string, number | string | null>>;

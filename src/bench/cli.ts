@@ -9,7 +9,7 @@ import { VerificationFailedError } from './case-result.ts';
 import { BENCH_USAGE, parseBenchArgs } from './options.ts';
 import { writeResults } from './results-file.ts';
 import { preflight, runBench } from './run-bench.ts';
-import { formatTable } from './table.ts';
+import { formatCpuTable, formatTable } from './table.ts';
 
 /** Signals within this long of the first are the same interruption, delivered twice. */
 export const REPEAT_SIGNAL_WINDOW_MS = 2_000;
@@ -52,6 +52,8 @@ await runCli(async () => {
   const paths = await writeResults(options.out, report);
   process.stdout.write(`${formatTable(report.summary, report, options.runs)}\n`);
   process.stdout.write(`e2ePeakRssMbPerWorker        ${report.e2ePeakRssMbPerWorker ?? 'n/a'}\n`);
+  const cpuTable = formatCpuTable(report.summary);
+  if (cpuTable !== null) process.stdout.write(`\n${cpuTable}\n\n`);
   process.stdout.write(`results: ${shown(paths.json)}\nchart:   ${shown(paths.svg)}\n`);
   if (error !== null) {
     if (stop.signal.aborted) {

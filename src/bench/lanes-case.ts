@@ -4,6 +4,7 @@
 // ratios compare like with like; each call's round trip is reported as its latency.
 import { validateTransferRequest, type TransferRequest } from '../ledger/transfer-request.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
+import { cpuAccount, sampleIntervalMs, startCpuSampler, type CpuSample } from './cpu-account.ts';
 import { driveLanes } from './drive-lanes.ts';
 import { commitTimes, createdAtThroughput, percentiles } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
@@ -41,10 +42,17 @@ export async function runLanesCase(ctx: CaseContext, makeDriver: LaneDriverFacto
   }, async (sandbox) => {
     const driver = makeDriver(sandbox.requireDatabaseUrl(), lanes);
     let lanesRun;
+    let cpuSamples: readonly CpuSample[] = [];
     try {
       await driver.open();
-      lanesRun = await driveLanes(requests.length, lanes, (i) => driver.apply(requests[i] as TransferRequest),
-        (done) => ctx.progress.tick(done, requests.length), ctx.signal);
+      // This process is the client here: its CPU is the account's `bench` part.
+      const sampler = await startCpuSampler({ pool: sandbox.pool, redis: null, intervalMs: sampleIntervalMs(options.quick) });
+      try {
+        lanesRun = await driveLanes(requests.length, lanes, (i) => driver.apply(requests[i] as TransferRequest),
+          (done) => ctx.progress.tick(done, requests.length), ctx.signal);
+      } finally {
+        cpuSamples = await sampler.stop();
+      }
     } finally {
       await driver.close();
     }
@@ -56,6 +64,7 @@ export async function runLanesCase(ctx: CaseContext, makeDriver: LaneDriverFacto
       wallMs: lanesRun.finishedMs - lanesRun.startedMs,
       latencyMs: { enqueueToCommit: null, enqueueToAnswer: null, activeToCommit: null, call: percentiles(lanesRun.taskMs) },
       processes: [],
+      cpu: cpuAccount(cpuSamples, [...commits.values()]),
       verification: await verifyLedger(sandbox, operationPrefix, requests.length, null),
       notes: { connections: lanes, ...driver.notes() },
     } satisfies CaseRunResult;

@@ -8,6 +8,7 @@ import { enqueueTransfer } from '../queue/producer.ts';
 import { logDirOf } from './bench-fleet.ts';
 import { bullmqLatencies, drainWithFleet, emptyEnqueued, enqueueStamped, withFleet } from './bullmq-drive.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
+import { SAMPLE_INTERVAL_MS } from './cpu-account.ts';
 import { commitTimes } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
 import { bullmqState, verifyLedger } from './verify.ts';
@@ -43,7 +44,8 @@ export async function runLowRate(ctx: CaseContext): Promise<CaseRunResult> {
       logDir: logDirOf(ctx.logRoot, caseName, run),
       cpuProfDir: null,
       workerEntry: ctx.config.workerEntry,
-    }, async (fleet) => {
+      // Paced, the machine is mostly idle: its CPU per transfer says little, and is not taken.
+    }, { pool: null, redis: null, intervalMs: SAMPLE_INTERVAL_MS }, async (fleet) => {
       await enqueueStamped(queue, warmWires, config.transferAmountMax);
       await drainWithFleet(ctx, queue, fleet, warmup);
       ctx.progress.note(`warmed up; pacing ${paced} transfers at ${options.lowRatePerS}/s`);
@@ -75,6 +77,7 @@ export async function runLowRate(ctx: CaseContext): Promise<CaseRunResult> {
       wallMs,
       latencyMs,
       processes,
+      cpu: null,
       verification,
       notes: {
         targetRatePerS: options.lowRatePerS,

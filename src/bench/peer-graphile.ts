@@ -10,6 +10,7 @@ import { ENQUEUE_BATCH_MAX } from '../queue/producer.ts';
 import { DRAIN_POLL_INTERVAL_MS } from '../queue/queue-drain.ts';
 import { logDirOf, type BenchFleet } from './bench-fleet.ts';
 import { withFleet } from './bullmq-drive.ts';
+import { cpuAccount, sampleIntervalMs } from './cpu-account.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { GRAPHILE_TASK } from './graphile-settings.ts';
 import { commitTimes, createdAtThroughput, differences, percentiles } from './measure.ts';
@@ -91,7 +92,7 @@ export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> 
     ctx.progress.note(`${wires.length} jobs added; starting ${options.workers} Graphile Worker processes`);
 
     let erroredMax = 0;
-    const { processes, wallMs } = await withFleet({
+    const { processes, wallMs, cpuSamples } = await withFleet({
       count: options.workers,
       entry: GRAPHILE_WORKER_ENTRY,
       env: { DATABASE_URL: databaseUrl, WORKER_CONCURRENCY: String(options.concurrency), LOG_LEVEL: 'warn' },
@@ -100,7 +101,7 @@ export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> 
       workerEntry: ctx.config.workerEntry,
       // Graphile Worker as its documentation runs it: node's defaults, not our worker's flags.
       runtimeFlags: [],
-    }, (fleet) => waitForGraphileDrain(ctx, pool, fleet, wires.length, (n) => { erroredMax = Math.max(erroredMax, n); }));
+    }, sandbox.cpuServers(sampleIntervalMs(options.quick)), (fleet) => waitForGraphileDrain(ctx, pool, fleet, wires.length, (n) => { erroredMax = Math.max(erroredMax, n); }));
 
     const commits = await commitTimes(pool, operationPrefix);
     const jobs = await graphileJobs(pool);
@@ -114,6 +115,7 @@ export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> 
         enqueueToCommit: percentiles(differences(commits, enqueuedAtMs)), enqueueToAnswer: null, activeToCommit: null, call: null,
       },
       processes,
+      cpu: cpuAccount(cpuSamples, [...commits.values()]),
       verification: await verifyLedger(sandbox, operationPrefix, wires.length, state),
       notes: { jobsWithErrorsSeenMax: erroredMax },
     } satisfies CaseRunResult;

@@ -6,6 +6,7 @@ import { PROJECT_ROOT } from '../config/paths.ts';
 import { logDirOf } from './bench-fleet.ts';
 import { bullmqLatencies, enqueueStamped, finishTimes, runFleetUntilDrained } from './bullmq-drive.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
+import { cpuAccount, sampleIntervalMs } from './cpu-account.ts';
 import { spanOf } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
 import { bullmqState, verifyJobs } from './verify.ts';
@@ -24,7 +25,7 @@ export async function runQueueCeiling(ctx: CaseContext): Promise<CaseRunResult> 
   return withSandbox({ config, names, wallets: 0, balanceMinor: 0n, withQueue: true }, async (sandbox) => {
     const queue = sandbox.requireQueue();
     const enqueued = await enqueueStamped(queue, wires, config.transferAmountMax);
-    const { processes, wallMs } = await runFleetUntilDrained(ctx, queue, {
+    const { processes, wallMs, cpuSamples } = await runFleetUntilDrained(ctx, queue, {
       count: options.workers,
       entry: NOOP_WORKER_ENTRY,
       env: {
@@ -36,8 +37,9 @@ export async function runQueueCeiling(ctx: CaseContext): Promise<CaseRunResult> 
       logDir: logDirOf(ctx.logRoot, 'queue-ceiling', run),
       cpuProfDir: null,
       workerEntry: ctx.config.workerEntry,
-    }, wires.length);
-    const span = spanOf(await finishTimes(sandbox.connection, queue, [...enqueued.jobIds.values()]));
+    }, sandbox.cpuServers(sampleIntervalMs(options.quick)), wires.length);
+    const finished = await finishTimes(sandbox.connection, queue, [...enqueued.jobIds.values()]);
+    const span = spanOf(finished);
     return {
       case: 'queue-ceiling',
       run,
@@ -48,6 +50,7 @@ export async function runQueueCeiling(ctx: CaseContext): Promise<CaseRunResult> 
       wallMs,
       latencyMs: await bullmqLatencies(sandbox.connection, queue, enqueued, null),
       processes,
+      cpu: cpuAccount(cpuSamples, finished),
       verification: verifyJobs(wires.length, await bullmqState(queue)),
       notes: {},
     } satisfies CaseRunResult;

@@ -58,6 +58,13 @@ export const DEFINITIONS = Object.freeze({
   peakRssMb:
     'per process, the larger of VmHWM (/proc/<pid>/status, read just before the process was told to stop) and every ' +
     'VmRSS sampled during the case (each drain poll, 250 ms): VmHWM alone can lag a sampled VmRSS (vmHwmCoversSamples).',
+  cpu:
+    'per case run, CPU milliseconds per transfer of each part inside the throughput span (samples every 250 ms; from ' +
+    'the first sample after the first commit to the last before the last, over the transfers committed between them): ' +
+    'processes = the case\'s worker processes (/proc/<pid>/stat, all threads); postgres = the whole local server ' +
+    '(postmaster, its live children and the ones it reaped); redis = INFO cpu of the server; bench = this process; ' +
+    'machine = all busy CPU (/proc/stat); other = machine minus the parts. Null where a part cannot be read ' +
+    '(a remote server, no /proc). Summaries hold the medians over the runs.',
   ratios: 'median transfers/s of one case over the median of the other; lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs).',
 });
 

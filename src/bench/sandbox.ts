@@ -15,6 +15,7 @@ import { closePrisma, createPrisma, type PrismaClient } from '../db/prisma.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
 import { createTransferQueue } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
+import type { CpuServers } from './cpu-account.ts';
 import type { CaseName } from './options.ts';
 
 export const BENCH_WALLET_PREFIX = 'wallet-';
@@ -103,6 +104,11 @@ export class Sandbox {
       await sandbox().dispose().catch(() => undefined);
       throw err;
     }
+  }
+
+  /** The servers this case runs on, for its CPU account (see cpu-account.ts). */
+  cpuServers(intervalMs: number): CpuServers {
+    return { pool: this.pool, redis: this.connection, intervalMs };
   }
 
   requirePool(): pg.Pool {

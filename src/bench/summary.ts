@@ -2,6 +2,7 @@
 // the spread), the peak memory of its processes, and the ratios between cases. A ratio is null
 // when one of its cases was not run (a --modes subset) or gave no figure.
 import type { CaseRunResult, LatencyFigures } from './case-result.ts';
+import { CPU_PARTS, type CpuPart } from './cpu-account.ts';
 import { median, type Percentiles } from './measure.ts';
 import type { CaseName } from './options.ts';
 
@@ -19,6 +20,10 @@ export interface CaseSummary {
   readonly latencyMs: Readonly<Record<keyof LatencyFigures, MedianPercentiles | null>>;
   /** The largest VmHWM of any of the case's processes over all runs, MiB; null when it has none. */
   readonly peakRssMbMax: number | null;
+  /** Medians over the runs of each part's CPU ms per transfer (cpu-account.ts); null when no run had an account. */
+  readonly cpuMsPerTransfer: Readonly<Record<CpuPart | 'other', number | null>> | null;
+  /** Median over the runs of the machine's busy cores during the account's window. */
+  readonly machineCores: number | null;
   readonly verified: boolean;
 }
 
@@ -79,9 +84,24 @@ export function summarize(results: readonly CaseRunResult[], cases: readonly Cas
         call: latency('call'),
       },
       peakRssMbMax: peaks.length === 0 ? null : Math.max(...peaks),
+      ...cpuMedians(runs),
       verified: runs.every((r) => r.verification.ok),
     }];
   });
+}
+
+function cpuMedians(runs: readonly CaseRunResult[]): Pick<CaseSummary, 'cpuMsPerTransfer' | 'machineCores'> {
+  const accounts = runs.flatMap((r) => (r.cpu === null ? [] : [r.cpu]));
+  if (accounts.length === 0) return { cpuMsPerTransfer: null, machineCores: null };
+  const part = (p: CpuPart | 'other') => {
+    const m = medianOf(accounts.map((a) => a.msPerTransfer[p]));
+    return m === null ? null : round(m, 3);
+  };
+  const cores = medianOf(accounts.map((a) => a.machineCores));
+  return {
+    cpuMsPerTransfer: Object.fromEntries([...CPU_PARTS, 'other' as const].map((p) => [p, part(p)])) as Record<CpuPart | 'other', number | null>,
+    machineCores: cores === null ? null : round(cores, 2),
+  };
 }
 
 /** Median over the runs of a case of one numeric note. */

@@ -48,3 +48,27 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
   );
   return lines.join('\n');
 }
+
+/**
+ * Where each case's machine time went: CPU milliseconds per transfer by part (medians over the
+ * runs), and the machine's total against db-ceiling's. On a saturated machine throughput is
+ * cores ÷ CPU per transfer, so that last column is close to the inverse of "× db-ceiling" above,
+ * and unlike throughput it does not move with how fast the machine is this hour.
+ */
+export function formatCpuTable(summaries: readonly CaseSummary[]): string | null {
+  const withCpu = summaries.filter((s) => s.cpuMsPerTransfer !== null);
+  if (withCpu.length === 0) return null;
+  const ceiling = summaries.find((s) => s.case === 'db-ceiling')?.cpuMsPerTransfer?.machine ?? null;
+  const f = (v: number | null | undefined) => (v === null || v === undefined ? '' : v.toFixed(3));
+  const lines = [
+    '| case | CPU ms per transfer: processes | postgres | redis | bench | other | machine | machine × db-ceiling | busy cores |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const s of withCpu) {
+    const c = s.cpuMsPerTransfer;
+    if (c === null) continue;
+    const vs = c.machine !== null && ceiling !== null && ceiling > 0 ? (c.machine / ceiling).toFixed(2) : '';
+    lines.push(`| ${s.case} | ${f(c.processes)} | ${f(c.postgres)} | ${f(c.redis)} | ${f(c.bench)} | ${f(c.other)} | ${f(c.machine)} | ${vs} | ${s.machineCores === null ? '' : s.machineCores.toFixed(2)} |`);
+  }
+  return lines.join('\n');
+}

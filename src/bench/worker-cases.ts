@@ -3,6 +3,7 @@
 // producer, then the workers start; throughput is transfers / (last − first deciding
 // transaction) read from PostgreSQL, so process start-up is not in it.
 import type { CaseContext, CaseRunResult } from './case-result.ts';
+import { cpuAccount, sampleIntervalMs } from './cpu-account.ts';
 import { logDirOf, type SlotTimes } from './bench-fleet.ts';
 import { bullmqLatencies, drainWithFleet, enqueueStamped, withFleet } from './bullmq-drive.ts';
 import { commitTimes, createdAtThroughput } from './measure.ts';
@@ -56,13 +57,13 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
     const enqueued = await enqueueStamped(queue, wires, config.transferAmountMax);
     ctx.progress.note(`${wires.length} transfers enqueued; starting ${options.workers} workers`);
     let slots: SlotTimes | null = null;
-    const { processes, wallMs } = await withFleet({
+    const { processes, wallMs, cpuSamples } = await withFleet({
       count: options.workers,
       env: workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
       logDir: logDirOf(ctx.logRoot, caseName, run),
       cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, caseName, run),
       workerEntry: ctx.config.workerEntry,
-    }, async (fleet) => {
+    }, sandbox.cpuServers(sampleIntervalMs(options.quick)), async (fleet) => {
       await drainWithFleet(ctx, queue, fleet, wires.length);
       slots = await fleet.slotTimes();
     });
@@ -78,6 +79,7 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
       wallMs,
       latencyMs,
       processes,
+      cpu: cpuAccount(cpuSamples, [...commits.values()]),
       verification,
       notes: {
         hotWalletShare: caseName === 'hot' ? HOT_WALLET_RATE : 0,

@@ -7,13 +7,17 @@
 // by one poll loop per wallet per process (never one per job), for a bounded time.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { wholeNumberIn } from '../config/bounds.ts';
-import { LOCK_RIDE_MS_MAX_LIMIT } from '../config/config.ts';
+import { CONFIG_DEFAULTS, LOCK_RIDE_MS_MAX_LIMIT } from '../config/config.ts';
 import { Watchdog, type HeldLease } from './watchdog.ts';
 import type { AcquireResult, FencedLock } from './fenced-lock.ts';
 import { releaseWithin } from './with-lock.ts';
 
-/** How long after its acquisition a lease still takes new riders; then it drains and is released. */
-export const LEASE_RIDE_MS_MAX_DEFAULT = 250;
+/**
+ * How long after its acquisition a lease still takes new riders; then it drains and is released.
+ * The same default as the worker's LOCK_RIDE_MS_MAX, so a lease table built without a config
+ * (tests, tools) rides like a worker.
+ */
+export const LEASE_RIDE_MS_MAX_DEFAULT = Number(CONFIG_DEFAULTS.LOCK_RIDE_MS_MAX);
 /** Riders on one lease at once. */
 export const LEASE_RIDERS_MAX_DEFAULT = 256;
 /** After a ride that ended on its time bound, the process waits this long before competing again. */

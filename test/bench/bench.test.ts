@@ -71,6 +71,24 @@ describe('npm run bench -- --quick', () => {
     expect(report.summary.map((s) => s.case)).toEqual([...CASES]);
     expect(result.stdout).toContain('| e2e |');
 
+    // The CPU account: the two cases of the unbatched ratio always have one (both servers are
+    // local here), the paced cases never; every account splits a busy machine into its parts.
+    for (const name of ['db-ceiling', 'e2e-unbatched']) expect(report.runs.find((r) => r.case === name)?.cpu, name).not.toBeNull();
+    for (const run of report.runs) {
+      if (run.case === 'low-rate' || run.case === 'low-rate-unbatched') {
+        expect(run.cpu, run.case).toBeNull();
+        continue;
+      }
+      if (run.cpu === null) continue;
+      const c = run.cpu.msPerTransfer;
+      expect(run.cpu.transfers, run.case).toBeGreaterThan(0);
+      expect(c.machine, run.case).toBeGreaterThan(0);
+      if (run.case !== 'queue-ceiling') expect(c.postgres, run.case).toBeGreaterThan(0);
+      if (PROCESS_CASES.includes(run.case)) expect(c.processes, run.case).toBeGreaterThan(0);
+      else expect(c.processes, run.case).toBeNull();
+    }
+    expect(result.stdout).toContain('| case | CPU ms per transfer: processes |');
+
     // Nothing left behind on the shared servers under this run's names.
     const runId = /bench (\w+):/.exec(result.stderr)?.[1];
     expect(runId, context).toBeDefined();

@@ -1,10 +1,9 @@
 // `npm run bench:call-cost` as a user runs it, on small sizes: it measures the three variants,
 // prints one row each, refuses bad flags with a clear message, and drops its database. No figure
 // is asserted beyond being measured (positive): a timed test on a shared machine means nothing.
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { describeRun, runCommand } from '../support/cli-process.ts';
+import { databaseExists } from '../support/test-db.ts';
 
 const TIMEOUT_MS = 120_000;
 
@@ -21,13 +20,7 @@ describe('npm run bench:call-cost', () => {
     }
     const database = /database (bench_callcost_\w+)/.exec(result.stderr)?.[1];
     expect(database, context).toBeDefined();
-    const admin = new pg.Client({ connectionString: withDatabase(loadConfig().databaseUrl, 'postgres') });
-    await admin.connect();
-    try {
-      expect((await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database])).rows).toEqual([]);
-    } finally {
-      await admin.end();
-    }
+    expect(await databaseExists(database ?? ''), `${database} left behind`).toBe(false);
   }, TIMEOUT_MS + 10_000);
 
   it('refuses an out-of-range flag with the allowed range, before touching the database', async () => {

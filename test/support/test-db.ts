@@ -91,3 +91,14 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
     },
   };
 }
+
+/** Whether a database of this name exists on the configured server (asked as the admin, in `postgres`). */
+export async function databaseExists(name: string): Promise<boolean> {
+  const admin = new pg.Client({ connectionString: withDatabase(loadConfig().databaseUrl, 'postgres') });
+  await admin.connect();
+  try {
+    return (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rows.length > 0;
+  } finally {
+    await admin.end();
+  }
+}

@@ -193,20 +193,18 @@ export class CpuSampler {
   }
 
   private async sample(): Promise<void> {
-    const redis = await this.redisCpuMs();
+    // The local counters first, together, at the sample's time; then Redis's, one round trip later.
+    const atMs = Date.now();
     const machineStat = readText('/proc/stat');
     const machine = machineStat === null ? null : parseMachineStat(machineStat);
     const own = process.cpuUsage();
     const pids = this.sources.processPids();
+    const processes = pids.length === 0 ? null : processesCpuMs(pids);
+    const postgres = this.sources.postmasterPid === null ? null : serverCpuMs(this.sources.postmasterPid);
+    const redis = await this.redisCpuMs();
     this.samples.push({
-      atMs: Date.now(),
-      cpuMs: {
-        processes: pids.length === 0 ? null : processesCpuMs(pids),
-        postgres: this.sources.postmasterPid === null ? null : serverCpuMs(this.sources.postmasterPid),
-        redis,
-        bench: (own.user + own.system) / 1000,
-        machine: machine === null ? null : ticksToMs(machine.busyTicks),
-      },
+      atMs,
+      cpuMs: { processes, postgres, redis, bench: (own.user + own.system) / 1000, machine: machine === null ? null : ticksToMs(machine.busyTicks) },
     });
     if (this.samples.length > SAMPLES_MAX) this.samples.splice(1, this.samples.length - SAMPLES_MAX);
   }

@@ -2,9 +2,10 @@
 // SIGTERM to one of them while it holds jobs. It must exit 0 within SHUTDOWN_TIMEOUT_MS and
 // leave no lock key of its own in Redis; the queue drains, the ledger reconciles, every
 // operation has exactly one recorded outcome, none is applied twice, and the counters the
-// workers flushed (the stopped one included) equal the database's counts. The negative control
-// runs the same scenario with the shutdown switched off (TRANSFERS_UNSAFE=no-graceful-shutdown:
-// exit at once, jobs in hand abandoned) and shows the lock check catching it.
+// workers flushed (the stopped one included) equal the database's counts, and no job stalled
+// (none was abandoned mid-way). The negative control runs the same scenario with the shutdown
+// switched off (TRANSFERS_UNSAFE=no-graceful-shutdown: exit at once, jobs in hand abandoned) and
+// shows the stall check catching it.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WorkerProcess } from '../../src/fleet/worker-processes.ts';
 import { reconcile } from '../../src/ledger/reconcile.ts';
@@ -24,6 +25,8 @@ const PRODUCER_JOBS_MAX = 6_000;
 const SHUTDOWN_TIMEOUT_MS = 30_000;
 const DRAIN_TIMEOUT_MS = 240_000;
 const ALLOW_UNSAFE = 'i-understand-this-breaks-guarantees';
+/** Wallet locks the target holds when it is signalled, so the check that it leaves none means something. */
+const LOCKS_AT_SIGNAL_MIN = 3;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -69,6 +72,8 @@ interface ScenarioResult {
   stopping: Record<string, unknown>;
   /** Lock keys owned by the stopped worker right after it exited. */
   leftLocks: string[];
+  /** Jobs BullMQ found stalled (a worker took them and never finished them) at least once. */
+  stalledJobs: number;
   /** Jobs answered `applied` / `rejected` versus the decisions the database recorded. */
   answered: { applied: number; rejected: number };
   recorded: { applied: number; rejected: number };
@@ -93,12 +98,12 @@ async function scenario(p: Pipeline, targetEnv: Record<string, string>): Promise
   cleanups.push(() => producer.stop());
 
   // Mid-batch: the target has decided transfers already, holds jobs and wallet locks right now.
-  await waitFor('worker 1 busy, with jobs and locks in hand', 120_000, async () => {
+  await waitFor(`worker 1 busy, with jobs and at least ${LOCKS_AT_SIGNAL_MIN} locks in hand`, 120_000, async () => {
     const m = await scrape(target.url('/metrics')).catch(() => null);
     if (m === null) return undefined;
     if (sampleValue(m, 'fenced_transfers_outcomes_total', { outcome: 'applied' }) < 50) return undefined;
     if (sampleValue(m, 'fenced_transfers_jobs_in_progress') < 1) return undefined;
-    return (await lockKeysOwnedBy(p.redis, p.config.lockKeyPrefix, instanceId)).length >= 1 ? true : undefined;
+    return (await lockKeysOwnedBy(p.redis, p.config.lockKeyPrefix, instanceId)).length >= LOCKS_AT_SIGNAL_MIN ? true : undefined;
   });
   const exit = await target.stop(SHUTDOWN_TIMEOUT_MS + 30_000);
   const leftLocks = await lockKeysOwnedBy(p.redis, p.config.lockKeyPrefix, instanceId);
@@ -121,7 +126,7 @@ async function scenario(p: Pipeline, targetEnv: Record<string, string>): Promise
   const db = await databaseCounts(p.db.pg);
   const answers = jobs.map((j) => (j.returnvalue as { outcome: string }).outcome);
   return {
-    exit, stopping, leftLocks,
+    exit, stopping, leftLocks, stalledJobs: jobs.filter((j) => j.stalledCounter > 0).length,
     answered: { applied: answers.filter((a) => a === 'applied').length, rejected: answers.filter((a) => a === 'rejected').length },
     recorded: { applied: db.applied, rejected: db.rejected },
   };
@@ -135,6 +140,7 @@ describe('SIGTERM to one of three workers under steady load', () => {
     expect(r.stopping.jobsInHand).toBeGreaterThanOrEqual(1);
     expect(r.exit).toEqual({ code: 0, signal: null });
     expect(r.leftLocks).toEqual([]);
+    expect(r.stalledJobs).toBe(0);
     // No decision was cut off from its answer: each recorded decision was answered once as such,
     // every other delivery of the operation from the record.
     expect(r.answered).toEqual(r.recorded);
@@ -145,12 +151,16 @@ describe('SIGTERM to one of three workers under steady load', () => {
       .toEqual({ applied: db.applied, rejected: db.rejected, unknown: db.byReason.unknown_wallet ?? 0, poor: db.byReason.insufficient_funds ?? 0 });
   });
 
-  it('negative control: without the graceful shutdown (TRANSFERS_UNSAFE=no-graceful-shutdown) the lock check catches the abandoned jobs', { timeout: 360_000 }, async () => {
+  it('negative control: without the graceful shutdown (TRANSFERS_UNSAFE=no-graceful-shutdown) the stall check catches the abandoned jobs', { timeout: 360_000 }, async () => {
     const p = await createPipeline({ WORKER_CONCURRENCY: '8', LOCK_TTL_MS: '10000', JOB_ATTEMPTS_MAX: '50' });
     cleanups.push(() => p.close());
     const r = await scenario(p, { TRANSFERS_UNSAFE: 'no-graceful-shutdown', TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE });
     expect(r.stopping.jobsInHand).toBeGreaterThanOrEqual(1);
-    // The check the graceful test passes fails here: the dead worker's lock keys are still in Redis.
-    expect(r.leftLocks.length).toBeGreaterThan(0);
+    // The check the graceful test passes fails here: every job the worker had in hand stayed
+    // active until its BullMQ lock expired, and came back as stalled.
+    expect(r.stalledJobs).toBeGreaterThan(0);
+    // Its wallet locks are usually left behind too, but not always: a lease whose release was
+    // already on the wire when the signal landed is gone from Redis (seen in CI: 7 jobs and 1
+    // lock in hand at the signal, no key left after the exit), so that check cannot be the control.
   });
 });

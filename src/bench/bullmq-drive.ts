@@ -60,10 +60,10 @@ export interface FleetRun {
 }
 
 /**
- * Starts the processes, samples their CPU and the servers', runs `use`, then reads their peak
- * memory and stops them (also on error).
+ * Starts the processes, samples their CPU and the servers' (unless `servers` is null: no
+ * account), runs `use`, then reads their peak memory and stops them (also on error).
  */
-export async function withFleet(spec: BenchFleetSpec, servers: CpuServers,
+export async function withFleet(spec: BenchFleetSpec, servers: CpuServers | null,
   use: (fleet: BenchFleet) => Promise<void>): Promise<FleetRun> {
   const fleet = await BenchFleet.create(spec);
   const startedMs = performance.now();
@@ -72,11 +72,11 @@ export async function withFleet(spec: BenchFleetSpec, servers: CpuServers,
   let wallMs: number;
   let cpuSamples: readonly CpuSample[] = [];
   try {
-    const sampler = await startCpuSampler({ processPids: () => fleet.pids(), ...servers });
+    const sampler = servers === null ? null : await startCpuSampler({ processPids: () => fleet.pids(), ...servers });
     try {
       await use(fleet);
     } finally {
-      cpuSamples = await sampler.stop();
+      cpuSamples = (await sampler?.stop()) ?? [];
     }
   } finally {
     wallMs = performance.now() - startedMs;

@@ -248,7 +248,7 @@ export function cpuAccount(samples: readonly CpuSample[], times: readonly number
   };
   const msPerTransfer = Object.fromEntries(CPU_PARTS.map((p) => [p, per(p)])) as Record<CpuPart, number | null>;
   const { machine } = msPerTransfer;
-  const parts = (['processes', 'postgres', 'redis', 'bench'] as const).reduce((sum, p) => sum + (msPerTransfer[p] ?? 0), 0);
+  const parts = CPU_PARTS.filter((p) => p !== 'machine').reduce((sum, p) => sum + (msPerTransfer[p] ?? 0), 0);
   const other = machine === null ? null : round3(Math.max(0, machine - parts));
   const machineCores = machine === null ? null : round3((machine * transfers) / windowMs);
   return { windowMs: Math.round(windowMs), transfers, msPerTransfer: { ...msPerTransfer, other }, machineCores };

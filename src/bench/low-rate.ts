@@ -8,7 +8,6 @@ import { enqueueTransfer } from '../queue/producer.ts';
 import { logDirOf } from './bench-fleet.ts';
 import { bullmqLatencies, drainWithFleet, emptyEnqueued, enqueueStamped, withFleet } from './bullmq-drive.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
-import { SAMPLE_INTERVAL_MS } from './cpu-account.ts';
 import { commitTimes } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
 import { bullmqState, verifyLedger } from './verify.ts';
@@ -45,7 +44,7 @@ export async function runLowRate(ctx: CaseContext): Promise<CaseRunResult> {
       cpuProfDir: null,
       workerEntry: ctx.config.workerEntry,
       // Paced, the machine is mostly idle: its CPU per transfer says little, and is not taken.
-    }, { pool: null, redis: null, intervalMs: SAMPLE_INTERVAL_MS }, async (fleet) => {
+    }, null, async (fleet) => {
       await enqueueStamped(queue, warmWires, config.transferAmountMax);
       await drainWithFleet(ctx, queue, fleet, warmup);
       ctx.progress.note(`warmed up; pacing ${paced} transfers at ${options.lowRatePerS}/s`);

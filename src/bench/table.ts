@@ -52,8 +52,8 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
 /**
  * Where each case's machine time went: CPU milliseconds per transfer by part (medians over the
  * runs), and the machine's total against db-ceiling's. On a saturated machine throughput is
- * cores ÷ CPU per transfer, so that last column is close to the inverse of "× db-ceiling" above,
- * and unlike throughput it does not move with how fast the machine is this hour.
+ * cores ÷ CPU per transfer, so that column is close to the inverse of "× db-ceiling" above; it
+ * moves with the machine's hour less than throughput does, and it says which part a case pays for.
  */
 export function formatCpuTable(summaries: readonly CaseSummary[]): string | null {
   const withCpu = summaries.filter((s) => s.cpuMsPerTransfer !== null);

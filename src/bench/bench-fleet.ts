@@ -1,10 +1,9 @@
 // The processes of one case (real workers, no-op BullMQ workers or Graphile Worker instances),
 // started the way src/fleet starts workers: each its own process with its own environment
-// (a free METRICS_PORT each), its log in a file, and its memory sampled while it runs.
+// (its HTTP port reported by the process itself), its log in a file, and its memory sampled while it runs.
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
-import { freePort } from '../services/free-port.ts';
 import { MemoryTracker, type ProcessPeak } from './process-memory.ts';
 
 export interface BenchFleetSpec {
@@ -59,17 +58,16 @@ export class BenchFleet {
 
   private constructor(private readonly processes: readonly WorkerProcess[]) {}
 
-  static async create(spec: BenchFleetSpec): Promise<BenchFleet> {
+  static create(spec: BenchFleetSpec): BenchFleet {
     const processes: WorkerProcess[] = [];
     for (let index = 1; index <= spec.count; index++) {
-      const env = { ...spec.env, METRICS_PORT: String(await freePort()) };
       const nodeArgs = spec.cpuProfDir === null
         ? []
         : ['--cpu-prof', `--cpu-prof-dir=${join(spec.cpuProfDir, `worker-${index}`)}`];
       processes.push(new WorkerProcess(index, {
-        env, logDir: spec.logDir, nodeArgs, entry: processEntry(spec.entry, spec.workerEntry),
+        env: spec.env, logDir: spec.logDir, nodeArgs, entry: processEntry(spec.entry, spec.workerEntry),
         ...(spec.runtimeFlags === undefined ? {} : { runtimeFlags: spec.runtimeFlags }),
-      }, Number(env.METRICS_PORT)));
+      }));
     }
     return new BenchFleet(processes);
   }

@@ -65,7 +65,7 @@ export interface FleetRun {
  */
 export async function withFleet(spec: BenchFleetSpec, servers: CpuServers | null,
   use: (fleet: BenchFleet) => Promise<void>): Promise<FleetRun> {
-  const fleet = await BenchFleet.create(spec);
+  const fleet = BenchFleet.create(spec);
   const startedMs = performance.now();
   fleet.startAll();
   let processes: ProcessPeak[];

@@ -98,7 +98,7 @@ export class ChaosFleet {
           TRANSFERS_UNSAFE: options.unsafe ?? '',
           TRANSFERS_ALLOW_UNSAFE: options.unsafe === null ? '' : ALLOW_UNSAFE_VALUE,
         };
-        const proc = await WorkerProcess.create(index, {
+        const proc = new WorkerProcess(index, {
           env, logDir, ...(options.apply === 'naive' ? { entry: NAIVE_WORKER_ENTRY } : {}),
         });
         workers.push({ index, process: proc, proxies: { redis: redisProxy, postgres: pgProxy } });

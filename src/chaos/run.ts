@@ -16,6 +16,7 @@ import { queueProgress, waitForDrain, type QueueProgress } from '../queue/queue-
 import type { QueueShard } from '../queue/queue-shards.ts';
 import { bullmqConnection, type RedisClient } from '../queue/redis-connection.ts';
 import { deleteMatching } from '../queue/redis-scan.ts';
+import { waitForWorkersConnected } from '../fleet/worker-processes.ts';
 import { keySlot } from '../lock/key-slot.ts';
 import { renderTimelineSvg } from './chart.ts';
 import { runChecks, type FinalJob } from './checker.ts';
@@ -192,15 +193,9 @@ async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMess
   }
 }
 
-async function waitForWorkers(queue: Queue, count: number, timeoutMs: number, signal: AbortSignal): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    if (signal.aborted) throw new Error('interrupted');
-    const ready = await queue.getWorkersCount();
-    if (ready >= count) return;
-    if (performance.now() > deadline) throw new Error(`only ${ready} of ${count} workers connected within ${timeoutMs} ms; see workers/*.log`);
-    await sleep(200);
-  }
+/** Every worker process consumes every shard: the first shard's worker count says who is up. */
+function waitForWorkers(queue: Queue, fleet: ChaosFleet, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  return waitForWorkersConnected(fleet.workers.map((w) => w.process), () => queue.getWorkersCount(), timeoutMs, signal);
 }
 
 /**
@@ -306,8 +301,7 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     fleet.startAll();
     registry.update({ workerPids: fleet.pids() });
     const interrupted = stop ?? new AbortController().signal;
-    // Every worker process consumes every shard: the first shard's worker count says who is up.
-    await waitForWorkers(queues.queues[0] as Queue, options.workers, WORKERS_READY_TIMEOUT_MS, interrupted);
+    await waitForWorkers(queues.queues[0] as Queue, fleet, WORKERS_READY_TIMEOUT_MS, interrupted);
     const sent = new Map<string, ChaosMessage>();
     const warmUp = workload.messages.slice(0, Math.min(WARM_UP_MESSAGES, Math.floor(workload.messages.length / 10)));
     await enqueuePaced(queues, warmUp, 0, history, sent, progress, interrupted);

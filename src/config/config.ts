@@ -89,7 +89,11 @@ export interface Config {
    * the TypeScript source (run through tsx) or the compiled `dist/cli/worker.js` (plain node).
    */
   readonly workerEntry: string;
-  /** Port of the worker's HTTP server (/healthz, /readyz, /metrics); null when METRICS_PORT=off. */
+  /**
+   * Port of the worker's HTTP server (/healthz, /readyz, /metrics); null when METRICS_PORT=off;
+   * 0 for any free port (the port bound is in the worker's log, and reported to a parent process
+   * that started it with an IPC channel: src/fleet/worker-processes.ts).
+   */
   readonly metricsPort: number | null;
   /** Address that server listens on. */
   readonly metricsHost: string;
@@ -255,8 +259,8 @@ function listenHost(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string {
 function metricsPort(env: Env): number | null {
   const raw = read(env, 'METRICS_PORT');
   if (raw === METRICS_PORT_OFF) return null;
-  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 65_535) {
-    throw new ConfigError('METRICS_PORT', `expected a port between 1 and 65535 or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`);
+  if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65_535) {
+    throw new ConfigError('METRICS_PORT', `expected a port between 0 (any free port) and 65535, or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`);
   }
   return Number(raw);
 }

@@ -107,7 +107,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
     await ensureWorkerRole(databaseUrl, DEMO_WORKER_ROLE, workerPassword);
     say(`· workers log in as the role ${DEMO_WORKER_ROLE} (EXECUTE on the decision function only)`);
-    fleet = await WorkerFleet.create(DEMO_WORKERS, {
+    fleet = WorkerFleet.create(DEMO_WORKERS, {
       logDir: runDir,
       entry: config.workerEntry,
       env: {

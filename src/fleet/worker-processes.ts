@@ -1,16 +1,18 @@
 // Starts and controls real worker processes from outside, as an operator or an orchestrator
 // would: used by the demo, the chaos harness and the tests. Each process gets its own
-// environment (URLs, queue, lock TTL), its own METRICS_PORT (several workers on one machine
-// cannot share one), and its log goes to a file. The entry is the TypeScript source (run
+// environment (URLs, queue, lock TTL) and its log goes to a file. Its HTTP server listens on
+// METRICS_PORT=0, a port the kernel picks when the worker binds it, and the worker reports that
+// port over an IPC channel: a port picked here in advance could be taken by another process in
+// the seconds before the worker binds it, and the worker would stop at start. The entry is the TypeScript source (run
 // through tsx) or the compiled JavaScript of the production image (plain node), chosen by
 // WORKER_ENTRY (Config.workerEntry).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, type WriteStream } from 'node:fs';
+import { closeSync, createWriteStream, existsSync, fstatSync, mkdirSync, openSync, readSync, type WriteStream } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../config/worker-runtime.ts';
-import { freePort } from '../services/free-port.ts';
+import { listeningPortOf } from '../ops/ops-server.ts';
 
 /** The worker's TypeScript source: the default entry (the default of WORKER_ENTRY). */
 export const WORKER_SOURCE_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'worker.ts');
@@ -19,6 +21,8 @@ export const WORKER_STOP_GRACE_MS = 10_000;
 /** Poll interval and per-request bound of waitUntilReady(). */
 export const READY_POLL_INTERVAL_MS = 200;
 export const READY_REQUEST_TIMEOUT_MS = 2_000;
+/** How much of the end of a worker's log a start-up failure quotes. */
+export const LOG_TAIL_BYTES = 2_000;
 
 /** node's arguments for an entry: a .ts source through tsx (a development dependency), a .js file as is. */
 export function nodeArgsFor(entry: string): string[] {
@@ -55,13 +59,14 @@ export class WorkerProcess {
   private log: WriteStream | null = null;
   private starts = 0;
   private frozen = false;
+  private port: number | null = null;
 
-  /** `metricsPort`: the worker's METRICS_PORT (its /healthz, /readyz and /metrics). */
-  constructor(readonly index: number, private readonly options: WorkerProcessOptions, readonly metricsPort: number) {}
+  /** A worker process (not started). */
+  constructor(readonly index: number, private readonly options: WorkerProcessOptions) {}
 
-  /** A worker process with a free METRICS_PORT of its own (not started). */
-  static async create(index: number, options: WorkerProcessOptions): Promise<WorkerProcess> {
-    return new WorkerProcess(index, options, await freePort());
+  /** The port of its /healthz, /readyz and /metrics as the running process reported it; null before. */
+  get metricsPort(): number | null {
+    return this.port;
   }
 
   /** Where this worker's stdout and stderr go. */
@@ -69,21 +74,73 @@ export class WorkerProcess {
     return join(this.options.logDir, `worker-${this.index}.log`);
   }
 
-  /** http://127.0.0.1:<metricsPort><path> */
+  /** http://127.0.0.1:<metricsPort><path>; throws before the process has reported its port. */
   url(path: '/healthz' | '/readyz' | '/metrics'): string {
-    return `http://127.0.0.1:${this.metricsPort}${path}`;
+    if (this.port === null) throw new Error(`worker ${this.index} has not reported its HTTP port yet (wait for waitUntilReady())`);
+    return `http://127.0.0.1:${this.port}${path}`;
   }
 
-  /** Resolves once /readyz answers 200; rejects if the process exits or timeoutMs passes first. */
+  /** Its /readyz status now: 0 when it does not answer or has not reported its port yet. */
+  async readyStatus(): Promise<number> {
+    if (this.port === null) return 0;
+    return fetch(this.url('/readyz'), { signal: AbortSignal.timeout(READY_REQUEST_TIMEOUT_MS) }).then((r) => r.status, () => 0);
+  }
+
+  /** Resolves once /readyz answers 200; rejects, quoting the end of its log, if the process exits or timeoutMs passes first. */
   async waitUntilReady(timeoutMs: number): Promise<void> {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
-      if (!this.running) throw new Error(`worker ${this.index} exited before it was ready; see worker-${this.index}.log`);
-      const status = await fetch(this.url('/readyz'), { signal: AbortSignal.timeout(READY_REQUEST_TIMEOUT_MS) })
-        .then((r) => r.status, () => 0);
+      this.assertRunning();
+      const status = await this.readyStatus();
       if (status === 200) return;
-      if (performance.now() > deadline) throw new Error(`worker ${this.index} not ready after ${timeoutMs} ms (last /readyz status ${status})`);
+      if (performance.now() > deadline) {
+        throw new Error(`worker ${this.index} not ready after ${timeoutMs} ms (${this.describe()}, last /readyz status ${status}); ` +
+          `the end of ${this.logFile}:\n${this.logTail()}`);
+      }
       await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
+    }
+  }
+
+  /** Resolves with its HTTP port once the process has reported it; rejects if it exits or timeoutMs passes first. */
+  async waitForPort(timeoutMs: number): Promise<number> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      this.assertRunning();
+      if (this.port !== null) return this.port;
+      if (performance.now() > deadline) throw new Error(`worker ${this.index} reported no HTTP port within ${timeoutMs} ms; the end of ${this.logFile}:\n${this.logTail()}`);
+      await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
+    }
+  }
+
+  /** Throws, with how it ended and the end of its log, when the process has exited. */
+  assertRunning(): void {
+    if (this.running) return;
+    throw new Error(`worker ${this.index} ${this.describe()}; the end of ${this.logFile}:\n${this.logTail()}`);
+  }
+
+  /** "running, HTTP port 41234", "running, no HTTP port reported yet", "exited with code 1", … */
+  describe(): string {
+    const child = this.child;
+    if (child === null) return 'not started';
+    if (child.exitCode !== null) return `exited with code ${child.exitCode}`;
+    if (child.signalCode !== null) return `ended by ${child.signalCode}`;
+    return `running${this.frozen ? ' (frozen)' : ''}, ${this.port === null ? 'no HTTP port reported yet' : `HTTP port ${this.port}`}`;
+  }
+
+  /** The last LOG_TAIL_BYTES of its log file (what is written so far); empty when there is none. */
+  logTail(bytes = LOG_TAIL_BYTES): string {
+    if (!existsSync(this.logFile)) return '';
+    const fd = openSync(this.logFile, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const length = Math.min(size, bytes);
+      const buffer = Buffer.alloc(length);
+      readSync(fd, buffer, 0, length, size - length);
+      const text = buffer.toString('utf8');
+      // From the first whole line on, unless the whole file fitted.
+      return length < size ? text.slice(text.indexOf('\n') + 1) : text;
+    } finally {
+      closeSync(fd);
     }
   }
 
@@ -109,14 +166,20 @@ export class WorkerProcess {
       ...(this.options.nodeArgs ?? []),
       ...nodeArgsFor(this.options.entry ?? WORKER_SOURCE_ENTRY),
     ];
+    // METRICS_PORT=0 and an IPC channel: the worker binds a free port and reports it.
     const child = spawn(process.execPath, args, {
       cwd: PROJECT_ROOT,
-      env: { ...process.env, ...this.options.env, METRICS_PORT: String(this.metricsPort), METRICS_HOST: '127.0.0.1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...this.options.env, METRICS_PORT: '0', METRICS_HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     child.stdout?.pipe(this.log, { end: false });
     child.stderr?.pipe(this.log, { end: false });
+    child.on('message', (message) => {
+      const port = listeningPortOf(message);
+      if (port !== null && this.child === child) this.port = port;
+    });
     this.child = child;
+    this.port = null;
     this.frozen = false;
   }
 
@@ -170,11 +233,9 @@ export class WorkerProcess {
 export class WorkerFleet {
   private constructor(readonly workers: WorkerProcess[]) {}
 
-  /** `count` workers, numbered from 1, each with a free METRICS_PORT of its own. */
-  static async create(count: number, options: WorkerProcessOptions): Promise<WorkerFleet> {
-    const workers: WorkerProcess[] = [];
-    for (let i = 1; i <= count; i++) workers.push(await WorkerProcess.create(i, options));
-    return new WorkerFleet(workers);
+  /** `count` workers, numbered from 1 (not started). */
+  static create(count: number, options: WorkerProcessOptions): WorkerFleet {
+    return new WorkerFleet(Array.from({ length: count }, (_, i) => new WorkerProcess(i + 1, options)));
   }
 
   startAll(): void {
@@ -183,5 +244,28 @@ export class WorkerFleet {
 
   async stopAll(): Promise<void> {
     await Promise.all(this.workers.map((w) => w.stop()));
+  }
+}
+
+/**
+ * Waits until `connected()` counts every worker (for BullMQ: the queue's worker count), failing
+ * at once, with the end of its log, when one of them exits first. A timeout names each worker's
+ * state and quotes the log of every one whose /readyz does not answer 200.
+ */
+export async function waitForWorkersConnected(workers: readonly WorkerProcess[], connected: () => Promise<number>,
+  timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    if (signal?.aborted === true) throw new Error('interrupted');
+    for (const w of workers) w.assertRunning();
+    const count = await connected();
+    if (count >= workers.length) return;
+    if (performance.now() > deadline) {
+      const states = await Promise.all(workers.map(async (w) => ({ w, status: await w.readyStatus() })));
+      const lines = states.map(({ w, status }) => `worker ${w.index}: ${w.describe()}, /readyz ${status === 0 ? 'no answer' : status}` +
+        (status === 200 ? '' : `; the end of ${w.logFile}:\n${w.logTail()}`));
+      throw new Error(`only ${count} of ${workers.length} workers connected within ${timeoutMs} ms\n${lines.join('\n')}`);
+    }
+    await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
   }
 }

@@ -6,6 +6,29 @@ import type { Logger } from '../log/logger.ts';
 import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { StartupError } from './startup-error.ts';
 
+/**
+ * The message a worker sends, when a parent started it with an IPC channel, once its HTTP server
+ * listens: how a launcher that asked for METRICS_PORT=0 learns the port, with no window in which
+ * another process could take a port picked in advance.
+ */
+export interface MetricsListeningMessage {
+  readonly type: 'metrics-listening';
+  readonly port: number;
+}
+
+/** Tells the parent process the port bound, when there is a parent listening (an IPC channel). */
+export function reportListeningPort(port: number): void {
+  const message: MetricsListeningMessage = { type: 'metrics-listening', port };
+  process.send?.(message);
+}
+
+/** The port a worker's message reports, or null for any other message. */
+export function listeningPortOf(message: unknown): number | null {
+  if (typeof message !== 'object' || message === null) return null;
+  const m = message as Partial<Record<keyof MetricsListeningMessage, unknown>>;
+  return m.type === 'metrics-listening' && typeof m.port === 'number' && Number.isInteger(m.port) && m.port > 0 ? m.port : null;
+}
+
 export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };
 
 export interface OpsServerOptions {
@@ -41,7 +64,9 @@ export class OpsServer {
       server.listen(options.port, options.host, () => resolve());
     });
     server.on('error', (err) => options.logger.error({ err }, 'metrics server error'));
-    return new OpsServer(server, options.port);
+    // The port bound: options.port, or the kernel's pick for port 0.
+    const address = server.address();
+    return new OpsServer(server, address !== null && typeof address === 'object' ? address.port : options.port);
   }
 
   private static async handle(options: OpsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -24,7 +24,7 @@ import { aggregateKeys, CounterAggregatePublisher } from '../metrics/counter-agg
 import { queueDepthSource } from '../metrics/queue-depth.ts';
 import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
-import { OpsServer, type Readiness } from '../ops/ops-server.ts';
+import { OpsServer, reportListeningPort, type Readiness } from '../ops/ops-server.ts';
 import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import type { Admission } from './gated-worker.ts';
@@ -157,6 +157,7 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
         redis.disconnect();
         throw err;
       });
+  if (server !== null) reportListeningPort(server.port);
 
   let prisma: PrismaClient | null = null;
   let connection: RedisClient | null = null;
@@ -174,7 +175,7 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   };
 
   if (gated) {
-    logger.info({ event: 'worker_starting', instanceId, metricsPort: config.metricsPort, startupTimeoutMs: config.startupTimeoutMs,
+    logger.info({ event: 'worker_starting', instanceId, metricsPort: server?.port ?? null, startupTimeoutMs: config.startupTimeoutMs,
       redis: describeRedisTarget(config), database: redactUrl(config.databaseUrl) }, 'waiting for Redis, PostgreSQL and the migrations');
     const state = await monitor.waitUntilHealthy(config.startupTimeoutMs, stop.signal);
     if (stop.signal.aborted) {
@@ -210,7 +211,7 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   monitor.start();
   metrics.setReady(readiness().ready);
   logger.info({ event: 'worker_started', instanceId, queues: consumedQueueShardsOf(config).map((s) => s.name), concurrency: config.workerConcurrency,
-    lockTtlMs: config.lockTtlMs, batchMax: config.transferBatchMax, batchWaitMs: config.transferBatchWaitMs, metricsPort: config.metricsPort, redis: describeRedisTarget(config),
+    lockTtlMs: config.lockTtlMs, batchMax: config.transferBatchMax, batchWaitMs: config.transferBatchWaitMs, metricsPort: server?.port ?? null, redis: describeRedisTarget(config),
     database: redactUrl(config.databaseUrl) }, 'worker started');
 
   await stopRequested;

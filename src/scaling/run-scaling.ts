@@ -16,7 +16,7 @@ import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { dropDatabase } from '../db/database-admin.ts';
 import { migrate } from '../db/migrate.ts';
 import { createPrisma } from '../db/prisma.ts';
-import { WorkerProcess } from '../fleet/worker-processes.ts';
+import { waitForWorkersConnected, WorkerProcess } from '../fleet/worker-processes.ts';
 import { reconcile } from '../ledger/reconcile.ts';
 import { seedWallets } from '../ledger/seed-wallets.ts';
 import { enqueueTransfers, TransferQueues } from '../queue/producer.ts';
@@ -129,17 +129,13 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
       DB_POOL_MAX: String(SCALING_DB_POOL_MAX), LOG_LEVEL: 'warn', TRANSFERS_UNSAFE: '',
     };
     for (let w = 1; w <= c.workers; w += 1) {
-      const proc = await WorkerProcess.create(w, { env, logDir: join(logDir, `case-${index}`), ...(o.workerEntry === undefined ? {} : { entry: o.workerEntry }) });
+      const proc = new WorkerProcess(w, { env, logDir: join(logDir, `case-${index}`), ...(o.workerEntry === undefined ? {} : { entry: o.workerEntry }) });
       proc.start();
       workers.push(proc);
     }
-    const deadline = performance.now() + SCALING_WORKERS_READY_TIMEOUT_MS;
-    for (const q of queues.queues) {
-      while ((await q.getWorkersCount()) < c.workers) {
-        if (performance.now() > deadline) throw new Error(`workers did not register with ${q.name}; logs in ${logDir}`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
+    // Every worker consumes every shard: the fewest a shard counts is how many are up.
+    await waitForWorkersConnected(workers, async () => Math.min(...(await Promise.all(queues.queues.map((q) => q.getWorkersCount())))),
+      SCALING_WORKERS_READY_TIMEOUT_MS);
     const pgPid = postgres.postmasterPid();
     const parts = () => ({
       workers: cpuMsOf(workers.map((w) => w.pid).filter((p): p is number => p !== undefined)),

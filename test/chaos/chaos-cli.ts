@@ -38,7 +38,7 @@ const EXIT_AFTER_VERDICT_MS_MAX = 10_000;
  * failover). Answers the report and the output to attach to the test's own assertions.
  */
 export function expectVerdictAsExpected(result: ChaosCliResult): { report: RunFigures; context: string } {
-  const context = `${result.stdout}\n${result.stderr.slice(-3000)}`;
+  const context = `${result.stdout}\n${result.stderr.slice(-6000)}`;
   expect(result.report, context).not.toBeNull();
   const report = result.report!;
   expect(report.verdict.pass, context).toBe(true);

@@ -160,8 +160,9 @@ describe('loadConfig rejects malformed values, naming the variable', () => {
     ['DASHBOARD_PORT', '-1'],
     ['DASHBOARD_READ_ONLY', 'yes'],
     ['DASHBOARD_READ_ONLY', 'TRUE'],
-    ['METRICS_PORT', '0'],
+    ['METRICS_PORT', '-1'],
     ['METRICS_PORT', '65536'],
+    ['METRICS_PORT', '000000'],
     ['METRICS_PORT', 'none'],
     ['METRICS_HOST', 'a host'],
     ['STARTUP_TIMEOUT_MS', '999'],
@@ -187,8 +188,9 @@ describe('the dashboard settings', () => {
 });
 
 describe('the worker\'s HTTP server and time limits', () => {
-  it('METRICS_PORT=off switches the server off; a port and the time limits are read as given', () => {
+  it('METRICS_PORT=off switches the server off, 0 asks for any free port; a port and the time limits are read as given', () => {
     expect(loadConfig({ METRICS_PORT: 'off' }).metricsPort).toBeNull();
+    expect(loadConfig({ METRICS_PORT: '0' }).metricsPort).toBe(0);
     expect(loadConfig({ METRICS_PORT: '19464', METRICS_HOST: '127.0.0.1', STARTUP_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '600000' }))
       .toMatchObject({ metricsPort: 19_464, metricsHost: '127.0.0.1', startupTimeoutMs: 1_000, shutdownTimeoutMs: 600_000 });
   });

@@ -65,7 +65,7 @@ describe('the worker\'s node flags', () => {
     const entry = join(dir, 'print-flags.js');
     writeFileSync(entry, 'process.stdout.write(JSON.stringify(process.execArgv) + "\\n");\n');
     const run = async (index: number, runtimeFlags?: readonly string[]): Promise<string[]> => {
-      const w = new WorkerProcess(index, { entry, env: {}, logDir: dir, ...(runtimeFlags === undefined ? {} : { runtimeFlags }) }, 0);
+      const w = new WorkerProcess(index, { entry, env: {}, logDir: dir, ...(runtimeFlags === undefined ? {} : { runtimeFlags }) });
       w.start();
       for (let i = 0; i < 100 && w.running; i++) await new Promise((r) => setTimeout(r, 50));
       await w.stop();

@@ -171,7 +171,7 @@ describe('readiness gate', () => {
     viaProxy.port = String(proxy.port);
     const logDir = mkdtempSync(join(tmpdir(), 'ft-gate-'));
     cleanups.push(async () => rmSync(logDir, { recursive: true, force: true }));
-    const worker = await WorkerProcess.create(1, {
+    const worker = new WorkerProcess(1, {
       logDir,
       env: workerEnv(p, { DATABASE_URL: viaProxy.toString(), STARTUP_TIMEOUT_MS: '300000', ...env }),
     });
@@ -185,6 +185,7 @@ describe('readiness gate', () => {
     const { proxy, worker } = await gatedWorker(p);
     proxy.cut();
     worker.start();
+    await worker.waitForPort(READY_TIMEOUT_MS);
     await waitFor('/healthz 200', READY_TIMEOUT_MS, async () => ((await httpStatus(worker.url('/healthz'))).status === 200 ? true : undefined));
     // Until the first probe round is over the reason is just "starting"; then it names the server.
     const notReady = await waitFor('/readyz to say why', 30_000, async () => {
@@ -224,6 +225,7 @@ describe('readiness gate', () => {
     const { proxy, worker } = await gatedWorker(p, { TRANSFERS_UNSAFE: 'no-readiness', TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE });
     proxy.cut();
     worker.start();
+    await worker.waitForPort(READY_TIMEOUT_MS);
     await waitFor('/healthz 200', READY_TIMEOUT_MS, async () => ((await httpStatus(worker.url('/healthz'))).status === 200 ? true : undefined));
     const job = await p.addRaw({ operationId: 'while-down-ungated', from: 'w1', to: 'w2', amount: '5' });
     const watched = await watchJob(p, job.id as string, worker.url('/readyz'));
@@ -247,7 +249,7 @@ describe('forced exits', () => {
     const start = async (index: number, shutdownTimeoutMs: number) => {
       const logDir = mkdtempSync(join(tmpdir(), 'ft-forced-'));
       cleanups.push(async () => rmSync(logDir, { recursive: true, force: true }));
-      const w = await WorkerProcess.create(index, {
+      const w = new WorkerProcess(index, {
         logDir,
         env: workerEnv(p, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs), DB_LOCK_TIMEOUT_MS: '600000', DB_STATEMENT_TIMEOUT_MS: '600000', LOCK_TTL_MS: '5000' }),
       });

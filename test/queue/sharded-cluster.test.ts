@@ -73,7 +73,7 @@ beforeAll(async () => {
   queues = TransferQueues.open(client, config, config.jobAttemptsMax);
   const logDir = temp('logs');
   for (let index = 1; index <= WORKERS; index += 1) {
-    const w = await WorkerProcess.create(index, { env: env(), logDir });
+    const w = new WorkerProcess(index, { env: env(), logDir });
     w.start();
     workers.push(w);
   }

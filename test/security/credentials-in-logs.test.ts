@@ -70,7 +70,7 @@ function workerLogDir(name: string): string {
 }
 
 async function startWorker(name: string, env: Record<string, string>): Promise<WorkerProcess> {
-  const w = await WorkerProcess.create(1, {
+  const w = new WorkerProcess(1, {
     logDir: workerLogDir(name),
     entry: loadConfig().workerEntry,
     env: { LOG_LEVEL: 'trace', QUEUE_NAME: 'creds', LOCK_KEY_PREFIX: 'creds:', DB_POOL_MAX: '2', WORKER_CONCURRENCY: '2', ...env },

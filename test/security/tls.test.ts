@@ -90,7 +90,7 @@ function queueOn(server: LocalRedis, caFile: string, name: string): { queue: Que
 }
 
 async function startWorker(env: Record<string, string>): Promise<WorkerProcess> {
-  const w = await WorkerProcess.create(processes.length + 1, {
+  const w = new WorkerProcess(processes.length + 1, {
     logDir: join(dir, 'logs'),
     entry: loadConfig().workerEntry,
     env: { LOG_LEVEL: 'info', LOCK_TTL_MS: '2000', WORKER_CONCURRENCY: '2', DB_POOL_MAX: '2', JOB_ATTEMPTS_MAX: '50', ...env },

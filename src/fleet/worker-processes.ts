@@ -3,9 +3,9 @@
 // environment (URLs, queue, lock TTL) and its log goes to a file. Its HTTP server listens on
 // METRICS_PORT=0, a port the kernel picks when the worker binds it, and the worker reports that
 // port over an IPC channel: a port picked here in advance could be taken by another process in
-// the seconds before the worker binds it, and the worker would stop at start. The entry is the TypeScript source (run
-// through tsx) or the compiled JavaScript of the production image (plain node), chosen by
-// WORKER_ENTRY (Config.workerEntry).
+// the seconds before the worker binds it, and the worker would stop at start. The entry is the
+// TypeScript source (run through tsx) or the compiled JavaScript of the production image (plain
+// node), chosen by WORKER_ENTRY (Config.workerEntry).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, createWriteStream, existsSync, fstatSync, mkdirSync, openSync, readSync, type WriteStream } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -88,34 +88,28 @@ export class WorkerProcess {
 
   /** Resolves once /readyz answers 200; rejects, quoting the end of its log, if the process exits or timeoutMs passes first. */
   async waitUntilReady(timeoutMs: number): Promise<void> {
-    const deadline = performance.now() + timeoutMs;
-    for (;;) {
-      this.assertRunning();
-      const status = await this.readyStatus();
-      if (status === 200) return;
-      if (performance.now() > deadline) {
-        throw new Error(`worker ${this.index} not ready after ${timeoutMs} ms (${this.describe()}, last /readyz status ${status}); ` +
-          `the end of ${this.logFile}:\n${this.logTail()}`);
-      }
-      await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
-    }
+    let status = 0;
+    await pollWhileRunning([this], timeoutMs, async () => {
+      status = await this.readyStatus();
+      return status === 200 ? true : undefined;
+    }, async () => this.withLogTail(`worker ${this.index} not ready after ${timeoutMs} ms (${this.describe()}, last /readyz status ${status})`));
   }
 
   /** Resolves with its HTTP port once the process has reported it; rejects if it exits or timeoutMs passes first. */
-  async waitForPort(timeoutMs: number): Promise<number> {
-    const deadline = performance.now() + timeoutMs;
-    for (;;) {
-      this.assertRunning();
-      if (this.port !== null) return this.port;
-      if (performance.now() > deadline) throw new Error(`worker ${this.index} reported no HTTP port within ${timeoutMs} ms; the end of ${this.logFile}:\n${this.logTail()}`);
-      await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
-    }
+  waitForPort(timeoutMs: number): Promise<number> {
+    return pollWhileRunning([this], timeoutMs, async () => this.port ?? undefined,
+      async () => this.withLogTail(`worker ${this.index} reported no HTTP port within ${timeoutMs} ms`));
   }
 
   /** Throws, with how it ended and the end of its log, when the process has exited. */
   assertRunning(): void {
     if (this.running) return;
-    throw new Error(`worker ${this.index} ${this.describe()}; the end of ${this.logFile}:\n${this.logTail()}`);
+    throw new Error(this.withLogTail(`worker ${this.index} ${this.describe()}`));
+  }
+
+  /** `message`, followed by the end of its log. */
+  withLogTail(message: string): string {
+    return `${message}; the end of ${this.logFile}:\n${this.logTail()}`;
   }
 
   /** "running, HTTP port 41234", "running, no HTTP port reported yet", "exited with code 1", … */
@@ -248,24 +242,40 @@ export class WorkerFleet {
 }
 
 /**
+ * Calls `check` every READY_POLL_INTERVAL_MS until it answers a value, and answers that. Throws at
+ * once, with the end of its log, when one of the workers has exited; throws `timedOut()`'s message
+ * once timeoutMs has passed, and 'interrupted' once `signal` aborts.
+ */
+async function pollWhileRunning<T>(workers: readonly WorkerProcess[], timeoutMs: number, check: () => Promise<T | undefined>,
+  timedOut: () => Promise<string>, signal?: AbortSignal): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    if (signal?.aborted === true) throw new Error('interrupted');
+    for (const w of workers) w.assertRunning();
+    const value = await check();
+    if (value !== undefined) return value;
+    if (performance.now() > deadline) throw new Error(await timedOut());
+    await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
+  }
+}
+
+/**
  * Waits until `connected()` counts every worker (for BullMQ: the queue's worker count), failing
  * at once, with the end of its log, when one of them exits first. A timeout names each worker's
  * state and quotes the log of every one whose /readyz does not answer 200.
  */
 export async function waitForWorkersConnected(workers: readonly WorkerProcess[], connected: () => Promise<number>,
   timeoutMs: number, signal?: AbortSignal): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    if (signal?.aborted === true) throw new Error('interrupted');
-    for (const w of workers) w.assertRunning();
-    const count = await connected();
-    if (count >= workers.length) return;
-    if (performance.now() > deadline) {
-      const states = await Promise.all(workers.map(async (w) => ({ w, status: await w.readyStatus() })));
-      const lines = states.map(({ w, status }) => `worker ${w.index}: ${w.describe()}, /readyz ${status === 0 ? 'no answer' : status}` +
-        (status === 200 ? '' : `; the end of ${w.logFile}:\n${w.logTail()}`));
-      throw new Error(`only ${count} of ${workers.length} workers connected within ${timeoutMs} ms\n${lines.join('\n')}`);
-    }
-    await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
-  }
+  let count = 0;
+  await pollWhileRunning(workers, timeoutMs, async () => {
+    count = await connected();
+    return count >= workers.length ? true : undefined;
+  }, async () => {
+    const lines = await Promise.all(workers.map(async (w) => {
+      const status = await w.readyStatus();
+      const state = `worker ${w.index}: ${w.describe()}, /readyz ${status === 0 ? 'no answer' : status}`;
+      return status === 200 ? state : w.withLogTail(state);
+    }));
+    return `only ${count} of ${workers.length} workers connected within ${timeoutMs} ms\n${lines.join('\n')}`;
+  }, signal);
 }

@@ -5,7 +5,7 @@
 // Two projects:
 // - `sources`: every test, workers from the TypeScript sources;
 // - `compiled`: `npm run build`, the Dockerfile's final stage replayed into
-//   .runs/compiled-image/app (test/compiled/global-setup.ts), then the pipeline tests again with
+//   .runs/compiled-image/app (test/compiled/compiled-image-setup.ts), then the pipeline tests again with
 //   every worker process started from that compiled dist/cli/worker.js with plain node, plus the
 //   checks of that production install. `npx vitest run --project sources` skips it.
 import { defineConfig } from 'vitest/config';
@@ -32,7 +32,7 @@ export default defineConfig({
         test: {
           name: 'compiled',
           include: ['test/queue/transfer-worker.test.ts', 'test/queue/hostile-messages.test.ts', 'test/compiled/**/*.test.ts'],
-          globalSetup: ['test/global-setup.ts', 'test/compiled/global-setup.ts'],
+          globalSetup: ['test/global-setup.ts', 'test/compiled/compiled-image-setup.ts'],
           env: { WORKER_ENTRY: COMPILED_WORKER_ENTRY },
         },
       },

@@ -8,12 +8,13 @@ export class UsageError extends Error {
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(
   argv: string[], options: T, usage: string, positionalsMax = 0,
 ) {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: true });
-  } catch (err) {
-    throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${usage}`);
-  }
+  const parsed = (() => {
+    try {
+      return parseArgs({ args: argv, options, strict: true, allowPositionals: true });
+    } catch (err) {
+      throw new UsageError(`${err instanceof Error ? err.message : String(err)}\nusage: ${usage}`);
+    }
+  })();
   if (parsed.positionals.length > positionalsMax) {
     throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[positionalsMax])}\nusage: ${usage}`);
   }

@@ -1,7 +1,7 @@
 // `npm run db:migrate`: create the database when missing and apply pending migrations.
 import { loadConfig } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
-import { migrate } from '../db/migrate.ts';
+import { migrate } from '../db/migrations.ts';
 import { createLogger } from '../log/logger.ts';
 import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';

@@ -1,7 +1,7 @@
 // `npm run reconcile`: check the ledger invariants; prints a JSON summary, exit 0 only if all hold.
 import { loadConfig } from '../config/config.ts';
 import { createPrisma } from '../db/prisma.ts';
-import { reconcile } from '../ledger/reconcile.ts';
+import { reconcile } from '../ledger/reconciliation.ts';
 import { runCli } from './run-cli.ts';
 
 await runCli(async () => {

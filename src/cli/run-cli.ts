@@ -1,8 +1,8 @@
 // Shared ending of every command: one clear line for an expected error (bad input, bad
 // configuration, a failed migration, a server that does not answer at start), the stack only for the unexpected; exit code 1.
 import { ConfigError } from '../config/config.ts';
-import { MigrationError } from '../db/migrate.ts';
-import { WorkerRoleError } from '../db/worker-role.ts';
+import { MigrationError } from '../db/migrations.ts';
+import { WorkerRoleError } from '../db/worker-role-grants.ts';
 import { redactText } from '../log/redact.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import { UsageError } from './args.ts';

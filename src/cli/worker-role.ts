@@ -2,7 +2,7 @@
 // from WORKER_DB_PASSWORD, never printed), connected as the owner in DATABASE_URL. Prints the
 // role's privileges as read back from the catalogs.
 import { loadConfig, loadWorkerDbPassword } from '../config/config.ts';
-import { ensureWorkerRole } from '../db/worker-role.ts';
+import { ensureWorkerRole } from '../db/worker-role-grants.ts';
 import { parseFlags, requireFlag } from './args.ts';
 import { runCli } from './run-cli.ts';
 

@@ -183,7 +183,9 @@ export class DecisionBatcher {
       if (results.length !== sent.length) {
         throw new Error(`the batch decision answered ${results.length} results for ${sent.length} transfers`);
       }
-      sent.forEach((p, i) => p.resolve(results[i] as ApplyResult));
+      sent.forEach((p, i) => {
+        p.resolve(results[i] as ApplyResult);
+      });
       ok = true;
     } catch (err) {
       for (const p of sent) p.reject(err);

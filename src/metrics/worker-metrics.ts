@@ -212,6 +212,6 @@ export class WorkerMetrics {
 export function seriesId(name: string, labels: Readonly<Record<string, string>>): string {
   const keys = Object.keys(labels).sort();
   if (keys.length === 0) return name;
-  const escape = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
-  return `${name}{${keys.map((k) => `${k}="${escape(labels[k] as string)}"`).join(',')}}`;
+  const escapeLabel = (v: string) => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+  return `${name}{${keys.map((k) => `${k}="${escapeLabel(labels[k] as string)}"`).join(',')}}`;
 }

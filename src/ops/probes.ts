@@ -5,7 +5,7 @@
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { redactUrl } from '../config/config.ts';
-import type { MigrationFile } from '../db/migrate.ts';
+import type { MigrationFile } from '../db/migrations.ts';
 
 export type ProbeVariable = 'REDIS_URL' | 'DATABASE_URL';
 

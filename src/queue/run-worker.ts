@@ -16,7 +16,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { loadConfig, redactUrl, type Config } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
-import { readMigrations } from '../db/migrate.ts';
+import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient } from '../db/prisma.ts';
 import { FencedLock } from '../lock/fenced-lock.ts';
 import { createLogger, type Logger } from '../log/logger.ts';

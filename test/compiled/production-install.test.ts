@@ -4,12 +4,12 @@
 // pipeline tests of this project.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
-import { dropWorkerRole } from '../../src/db/worker-role.ts';
+import { dropWorkerRole } from '../../src/db/worker-role-grants.ts';
 import { describeRun, lastJsonLine, runCommand } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
 import { IMAGE_APP_DIR } from './image-dir.ts';
@@ -54,6 +54,16 @@ describe('the image\'s production install', () => {
     // (@prisma/adapter-pg needs @types/pg); the build tools never are.
     for (const name of devPresent) expect(requiredBy(name, installed), `${name} is in the image without a production dependent`).not.toEqual([]);
     for (const tool of ['typescript', 'tsx', 'prisma', 'vitest', 'vite', 'esbuild', 'vega', 'yaml']) expect(installed.has(tool), tool).toBe(false);
+  });
+
+  it('carries the product only: no harness file in dist/', () => {
+    const files = (readdirSync(join(IMAGE_APP_DIR, 'dist'), { recursive: true }) as string[]).filter((f) => f.endsWith('.js'));
+    expect(files).toContain(join('cli', 'worker.js'));
+    expect(files.filter((f) => f.startsWith(`harness${sep}`))).toEqual([]);
+    // Every compiled file has its source in the product (src/ outside src/harness/).
+    for (const file of files.filter((f) => !f.startsWith(`generated${sep}`))) {
+      expect(existsSync(join(PROJECT_ROOT, 'src', file.replace(/\.js$/, '.ts'))), file).toBe(true);
+    }
   });
 
   it('`npm ls --omit=dev` in the project lists exactly the production dependencies', () => {

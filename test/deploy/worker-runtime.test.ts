@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
-import { WorkerProcess } from '../../src/fleet/worker-processes.ts';
+import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 
 const MIB = 1024 * 1024;
 

@@ -1,7 +1,7 @@
 // The database decision on its own (no queue, no lock), against a real PostgreSQL.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyTransfer } from '../../src/ledger/apply-transfer.ts';
-import { reconcile } from '../../src/ledger/reconcile.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import type { TransferRequest } from '../../src/ledger/transfer-request.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { applyTransfer, applyTransfers, type FencedTransfer } from '../../src/ledger/apply-transfer.ts';
-import { reconcile } from '../../src/ledger/reconcile.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import type { TransferRequest } from '../../src/ledger/transfer-request.ts';

@@ -8,7 +8,7 @@ import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
 import { withLock } from '../../src/lock/with-lock.ts';
-import { LocalRedisCluster } from '../../src/services/local-redis-cluster.ts';
+import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluster.ts';
 import { makeTempDir } from './lock-fixtures.ts';
 
 const NODE_COUNT = 3;

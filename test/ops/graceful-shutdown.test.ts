@@ -7,8 +7,8 @@
 // switched off (TRANSFERS_UNSAFE=no-graceful-shutdown: exit at once, jobs in hand abandoned) and
 // shows the stall check catching it.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { WorkerProcess } from '../../src/fleet/worker-processes.ts';
-import { reconcile } from '../../src/ledger/reconcile.ts';
+import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { waitForDrain } from '../../src/queue/queue-drain.ts';
 import { pick, randomInt, seededRandom } from '../../src/workload/prng.ts';

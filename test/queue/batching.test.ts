@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { BatchStats } from '../../src/ledger/decision-batcher.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
-import { reconcile } from '../../src/ledger/reconcile.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
 import { pipelinePerTest, type Pipeline } from '../support/pipeline.ts';
 

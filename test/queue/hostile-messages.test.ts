@@ -1,7 +1,7 @@
 // Malformed and hostile messages pushed straight onto the queue (as a foreign producer could):
 // each fails at once with its reason, without retries, and nothing moves.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { reconcile } from '../../src/ledger/reconcile.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { createPipeline, type Pipeline } from '../support/pipeline.ts';
 
 const good = { operationId: 'op-ok', from: 'w1', to: 'w2', amount: '5' };

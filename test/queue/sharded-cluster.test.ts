@@ -10,14 +10,14 @@ import type { Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, redisTargetEnv } from '../../src/config/config.ts';
-import { WorkerProcess } from '../../src/fleet/worker-processes.ts';
-import { reconcile } from '../../src/ledger/reconcile.ts';
+import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import { TransferQueues } from '../../src/queue/producer.ts';
 import { waitForDrain } from '../../src/queue/queue-drain.ts';
 import { queueShardsOf, shardIndexOf } from '../../src/queue/queue-shards.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { LocalRedisCluster, parseClusterNodes } from '../../src/services/local-redis-cluster.ts';
+import { LocalRedisCluster, parseClusterNodes } from '../../src/harness/services/local-redis-cluster.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 

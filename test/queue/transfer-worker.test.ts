@@ -2,9 +2,9 @@
 // lost fence counters, opposite transfers, overdrafts and conflicts, through real BullMQ workers.
 import { describe, expect, it } from 'vitest';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
-import { reconcile } from '../../src/ledger/reconcile.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
-import type { WorkerProcess } from '../../src/fleet/worker-processes.ts';
+import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import { pipelinePerTest, type Pipeline } from '../support/pipeline.ts';
 import { spawnWorkerProcess } from '../support/worker-process.ts';
 

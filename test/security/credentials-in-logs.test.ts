@@ -11,11 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
-import { roleUrl } from '../../src/db/worker-role.ts';
-import { WorkerProcess } from '../../src/fleet/worker-processes.ts';
-import { freePort } from '../../src/services/free-port.ts';
-import { LocalPostgres } from '../../src/services/local-postgres.ts';
-import { LocalRedis } from '../../src/services/local-redis.ts';
+import { roleUrl } from '../../src/db/worker-role-grants.ts';
+import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { freePort } from '../../src/harness/services/free-port.ts';
+import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
+import { LocalRedis } from '../../src/harness/services/local-redis.ts';
 import { describeRun, runTsx, type CliResult } from '../support/cli-process.ts';
 
 const WAIT_MS = 40_000;

@@ -14,15 +14,15 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
-import { migrate } from '../../src/db/migrate.ts';
+import { migrate } from '../../src/db/migrations.ts';
 import { createPrisma } from '../../src/db/prisma.ts';
-import { ensureWorkerRole, roleUrl } from '../../src/db/worker-role.ts';
-import { WorkerProcess } from '../../src/fleet/worker-processes.ts';
+import { ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
+import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { LocalPostgres } from '../../src/services/local-postgres.ts';
-import { LocalRedis } from '../../src/services/local-redis.ts';
+import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
+import { LocalRedis } from '../../src/harness/services/local-redis.ts';
 import { describeRun, runTsx } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
 import { issueServerCert, makeCa, type KeyPair } from '../support/throwaway-ca.ts';
@@ -51,7 +51,7 @@ let rogue: Servers;
 const processes: WorkerProcess[] = [];
 /** Every server started, stopped in afterAll even when the set-up failed half way. */
 const started: (LocalRedis | LocalPostgres)[] = [];
-const clients: { close(): Promise<unknown> | void }[] = [];
+const clients: { close(): unknown }[] = [];
 
 function pgUrl(server: LocalPostgres, caFile: string, mode = 'verify-full', host = '127.0.0.1'): string {
   return `postgresql://postgres@${host}:${server.port}/tls?sslmode=${mode}&sslrootcert=${encodeURIComponent(caFile)}`;

@@ -5,10 +5,10 @@ import pg from 'pg';
 import { loadConfig, withDatabase, type Config } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
-import { migrate } from '../../src/db/migrate.ts';
+import { migrate } from '../../src/db/migrations.ts';
 import { endPool, trackConnections } from '../../src/db/pool-close.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
-import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../src/db/worker-role.ts';
+import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 
 export interface TestDatabase {
   name: string;

@@ -80,7 +80,7 @@ export async function lockKeysOwnedBy(redis: Redis, keyPrefix: string, instanceI
     cursor = next;
     for (const key of keys) {
       const owner = await redis.get(key);
-      if (owner !== null && owner.startsWith(`${instanceId}:`)) owned.push(key);
+      if (owner?.startsWith(`${instanceId}:`)) owned.push(key);
     }
   } while (cursor !== '0');
   return owned;

@@ -5,7 +5,7 @@
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import { WorkerProcess } from '../../src/fleet/worker-processes.ts';
+import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import type { Pipeline } from './pipeline.ts';
 
 export const WORKER_READY_TIMEOUT_MS = 60_000;

@@ -1,0 +1,40 @@
+// The import rules of the project, checked by `npm run lint:imports` (part of `npm test`).
+// The product (everything under src/ but src/harness/) is what the production image carries; the
+// harnesses drive it from outside, so an import may go from a harness to the product and never
+// the other way.
+module.exports = {
+  forbidden: [
+    {
+      name: 'product-imports-harness',
+      comment: 'Product code must not import a harness: the production build leaves src/harness/ out.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/harness/' },
+      to: { path: '^src/harness/' },
+    },
+    {
+      name: 'source-imports-test',
+      comment: 'Nothing under src/ may import the tests or their support files.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^test/' },
+    },
+    {
+      name: 'unresolvable-import',
+      comment: 'An import that resolves to no file is a typo or a file that moved.',
+      severity: 'error',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^src/generated/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      extensions: ['.ts', '.js', '.json'],
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'node', 'default'],
+    },
+  },
+};

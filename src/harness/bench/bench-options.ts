@@ -1,0 +1,156 @@
+// The benchmark's options: what `npm run bench -- [flags]` accepts, its defaults, `--quick`
+// sizes and limits, parsed once into a frozen object that every other bench file takes.
+import { isAbsolute, join, resolve } from 'node:path';
+import { integerFlag, parseFlags, UsageError } from '../../cli/args.ts';
+import { PROJECT_ROOT } from '../../config/paths.ts';
+import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
+import { SEED_WALLETS_MAX } from '../../ledger/seed-wallets.ts';
+
+/** What the bench can measure; `low-rate` measures two cases (batching on and off). */
+export const MODES = [
+  'db-ceiling', 'seed-design', 'queue-ceiling', 'e2e', 'e2e-unbatched', 'peer-graphile-worker', 'hot', 'low-rate',
+] as const;
+export type Mode = (typeof MODES)[number];
+
+/** One measured thing in the results: every mode is one case, except low-rate which is two. */
+export const CASES = [
+  'db-ceiling', 'seed-design', 'queue-ceiling', 'e2e', 'e2e-unbatched', 'peer-graphile-worker', 'hot',
+  'low-rate', 'low-rate-unbatched',
+] as const;
+export type CaseName = (typeof CASES)[number];
+
+export const WORKERS_MAX = 16;
+export const CONCURRENCY_MAX = 256;
+/** Every job must still be in BullMQ's completed set when the run is checked. */
+export const TRANSFERS_MAX = COMPLETED_JOBS_KEPT_MAX;
+export const RUNS_MAX = 20;
+export const LOW_RATE_PER_S_MAX = 2_000;
+export const LOW_RATE_S_MAX = 120;
+export const BATCH_MAX_LIMIT = 10_000;
+export const BATCH_WAIT_MS_MAX = 1_000;
+export const DRAIN_TIMEOUT_S_MAX = 3_600;
+
+export const BENCH_DEFAULTS = Object.freeze({
+  workers: 2,
+  concurrency: 32,
+  transfers: 20_000,
+  wallets: 10_000,
+  runs: 3,
+  lowRatePerS: 100,
+  lowRateS: 5,
+  drainTimeoutS: 1_800,
+});
+
+/** `--quick`: every mode once on small sizes, to check that the bench works (CI). */
+export const BENCH_QUICK = Object.freeze({
+  transfers: 300,
+  wallets: 200,
+  runs: 1,
+  lowRatePerS: 50,
+  lowRateS: 2,
+  drainTimeoutS: 180,
+});
+
+export const BENCH_USAGE =
+  'npm run bench -- [--workers N] [--concurrency C] [--transfers T] [--wallets W] [--runs R] ' +
+  `[--modes ${MODES.join(',')}] [--quick] [--out DIR] [--low-rate-per-s N] [--low-rate-s S] ` +
+  '[--batch-max N] [--batch-wait-ms MS] [--cpu-prof] [--cpu-prof-dir DIR] [--drain-timeout-s S]';
+
+export interface BenchOptions {
+  readonly workers: number;
+  /** Jobs in flight per worker process (WORKER_CONCURRENCY); workers × concurrency is the total. */
+  readonly concurrency: number;
+  readonly transfers: number;
+  readonly wallets: number;
+  readonly runs: number;
+  readonly modes: readonly Mode[];
+  readonly quick: boolean;
+  /** Folder of the results JSON and SVG. */
+  readonly out: string;
+  readonly lowRatePerS: number;
+  readonly lowRateS: number;
+  /** TRANSFER_BATCH_MAX for the batched cases; null leaves the worker's default. */
+  readonly batchMax: number | null;
+  /** TRANSFER_BATCH_WAIT_MS for the batched cases; null leaves the worker's default. */
+  readonly batchWaitMs: number | null;
+  /** Folder for `--cpu-prof` profiles of the real worker processes; null: no profiling. */
+  readonly cpuProfDir: string | null;
+  readonly drainTimeoutS: number;
+}
+
+export const DEFAULT_OUT_DIR = join(PROJECT_ROOT, 'bench', 'results');
+
+export function bounded(raw: string | undefined, flag: string, min: number, max: number, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const value = integerFlag(raw, flag);
+  if (value < min || value > max) throw new UsageError(`${flag} must be from ${min} to ${max}, got ${value}`);
+  return value;
+}
+
+export function parseModes(raw: string | undefined): Mode[] {
+  if (raw === undefined || raw === 'all') return [...MODES];
+  const names = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (names.length === 0) throw new UsageError(`--modes names no mode; expected some of ${MODES.join(', ')}`);
+  for (const name of names) {
+    if (!(MODES as readonly string[]).includes(name)) {
+      throw new UsageError(`unknown mode ${JSON.stringify(name)} in --modes; expected ${MODES.join(', ')} or all`);
+    }
+  }
+  // Canonical order, no repeats: the runs interleave modes the same way however they were listed.
+  return MODES.filter((m) => names.includes(m));
+}
+
+export function parseBenchArgs(argv: string[]): BenchOptions {
+  const { values } = parseFlags(argv, {
+    workers: { type: 'string' },
+    concurrency: { type: 'string' },
+    transfers: { type: 'string' },
+    wallets: { type: 'string' },
+    runs: { type: 'string' },
+    modes: { type: 'string' },
+    quick: { type: 'boolean' },
+    out: { type: 'string' },
+    'low-rate-per-s': { type: 'string' },
+    'low-rate-s': { type: 'string' },
+    'batch-max': { type: 'string' },
+    'batch-wait-ms': { type: 'string' },
+    'cpu-prof': { type: 'boolean' },
+    'cpu-prof-dir': { type: 'string' },
+    'drain-timeout-s': { type: 'string' },
+  }, BENCH_USAGE);
+
+  const quick = values.quick === true;
+  const sizes = quick ? { ...BENCH_DEFAULTS, ...BENCH_QUICK } : BENCH_DEFAULTS;
+  const out = values.out === undefined ? DEFAULT_OUT_DIR : resolve(values.out);
+  let cpuProfDir: string | null = null;
+  if (values['cpu-prof-dir'] !== undefined) {
+    cpuProfDir = isAbsolute(values['cpu-prof-dir']) ? values['cpu-prof-dir'] : resolve(values['cpu-prof-dir']);
+  } else if (values['cpu-prof'] === true) {
+    cpuProfDir = join(out, 'profiles');
+  }
+
+  const options: BenchOptions = {
+    workers: bounded(values.workers, '--workers', 1, WORKERS_MAX, sizes.workers),
+    concurrency: bounded(values.concurrency, '--concurrency', 1, CONCURRENCY_MAX, sizes.concurrency),
+    transfers: bounded(values.transfers, '--transfers', 1, TRANSFERS_MAX, sizes.transfers),
+    wallets: bounded(values.wallets, '--wallets', 2, SEED_WALLETS_MAX, sizes.wallets),
+    runs: bounded(values.runs, '--runs', 1, RUNS_MAX, sizes.runs),
+    modes: parseModes(values.modes),
+    quick,
+    out,
+    lowRatePerS: bounded(values['low-rate-per-s'], '--low-rate-per-s', 1, LOW_RATE_PER_S_MAX, sizes.lowRatePerS),
+    lowRateS: bounded(values['low-rate-s'], '--low-rate-s', 1, LOW_RATE_S_MAX, sizes.lowRateS),
+    batchMax: values['batch-max'] === undefined ? null : bounded(values['batch-max'], '--batch-max', 1, BATCH_MAX_LIMIT, 1),
+    batchWaitMs: values['batch-wait-ms'] === undefined
+      ? null
+      : bounded(values['batch-wait-ms'], '--batch-wait-ms', 0, BATCH_WAIT_MS_MAX, 0),
+    cpuProfDir,
+    drainTimeoutS: bounded(values['drain-timeout-s'], '--drain-timeout-s', 10, DRAIN_TIMEOUT_S_MAX, sizes.drainTimeoutS),
+  };
+  return Object.freeze(options);
+}
+
+/** The cases a list of modes measures, in order. */
+export function casesOf(modes: readonly Mode[]): CaseName[] {
+  return modes.flatMap((m): CaseName[] => (m === 'low-rate' ? ['low-rate', 'low-rate-unbatched'] : [m]));
+}

@@ -1,0 +1,247 @@
+// The bench run: preflight() checks the servers and the connection budget before anything is
+// measured; runBench() then does R runs of every selected case, interleaved (run 1 of every
+// case, then run 2, ...) so a change in the machine's load falls on all cases alike. Each case
+// verifies itself; the first failed verification stops the bench. Whatever happened, the
+// report holds what was measured.
+import { join } from 'node:path';
+import pg from 'pg';
+import { UsageError } from '../../cli/args.ts';
+import { withDatabase, type Config } from '../../config/config.ts';
+import { PROJECT_ROOT } from '../../config/paths.ts';
+import { WORKER_NODE_FLAGS } from '../../config/worker-runtime.ts';
+import { bullmqConnection } from '../../queue/redis-connection.ts';
+import { ensureServices } from '../services/ensure-services.ts';
+import { VerificationFailedError, type CaseContext, type CaseRunResult } from './case-result.ts';
+import { runDbCeiling } from './db-ceiling.ts';
+import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
+import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
+import { currentLoadAverage1m, machineInfo, versions, type MachineInfo, type Versions } from './machine.ts';
+import { casesOf, type BenchOptions, type CaseName } from './bench-options.ts';
+import { runPeerGraphile } from './peer-graphile.ts';
+import { Progress } from './progress.ts';
+import { runQueueCeiling } from './queue-ceiling.ts';
+import { benchRunId } from './sandbox.ts';
+import { runSeedDesign } from './seed-design.ts';
+import { e2ePeakRssMb, ratios, summarize, type CaseSummary, type Ratios } from './summary.ts';
+import { runWorkerCase } from './worker-cases.ts';
+import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './bench-workload.ts';
+
+/** Connections left free for everyone else on the server when the bench checks its budget. */
+export const CONNECTIONS_RESERVE = 10;
+
+const RUNNERS: Readonly<Record<CaseName, (ctx: CaseContext) => Promise<CaseRunResult>>> = {
+  'db-ceiling': runDbCeiling,
+  'seed-design': runSeedDesign,
+  'queue-ceiling': runQueueCeiling,
+  e2e: runWorkerCase,
+  'e2e-unbatched': runWorkerCase,
+  'peer-graphile-worker': runPeerGraphile,
+  hot: runWorkerCase,
+  'low-rate': runLowRate,
+  'low-rate-unbatched': runLowRate,
+};
+
+/** What each figure means, written into every results file so it can be read on its own. */
+export const DEFINITIONS = Object.freeze({
+  throughputPerS:
+    'count / (last − first) of transfers.created_at, the start time of the transaction that decided each transfer ' +
+    '(PostgreSQL CURRENT_TIMESTAMP; for a batch, the batch transaction). Process start-up is outside this span. ' +
+    'queue-ceiling has no database: its span is BullMQ finishedOn, first → last job.',
+  enqueueToCommit:
+    'Date.now() in the bench just before the addBulk/add call that enqueued the transfer → its transfers.created_at ' +
+    '(same machine clock). In e2e, e2e-unbatched, hot and peer-graphile-worker the queue is filled before the workers ' +
+    'start, so this is mostly time spent waiting in the queue; the paced low-rate cases show the latency of a quiet system.',
+  enqueueToAnswer: 'bench enqueue time → BullMQ finishedOn (the worker had the answer and completed the job; worker clock).',
+  activeToCommit: 'BullMQ processedOn (a worker took the job, last attempt) → transfers.created_at: the time inside the worker before the decision started.',
+  call: 'db-ceiling and seed-design: one transfer’s call (round trips and commit) as the bench process saw it.',
+  wallMs: 'bench clock from starting the processes (or the first call) until everything was done; includes process start-up.',
+  peakRssMb:
+    'per process, the larger of VmHWM (/proc/<pid>/status, read just before the process was told to stop) and every ' +
+    'VmRSS sampled during the case (each drain poll, 250 ms): VmHWM alone can lag a sampled VmRSS (vmHwmCoversSamples).',
+  cpu:
+    'per case run, CPU milliseconds per transfer of each part inside the throughput span (samples every 250 ms; from ' +
+    'the first sample after the first commit to the last before the last, over the transfers committed between them): ' +
+    'processes = the case\'s worker processes (/proc/<pid>/stat, all threads); postgres = the whole local server ' +
+    '(postmaster, its live children and the ones it reaped); redis = INFO cpu of the server; bench = this process; ' +
+    'machine = all busy CPU (/proc/stat); other = machine minus the parts. Null where a part cannot be read ' +
+    '(a remote server, no /proc). Summaries hold the medians over the runs.',
+  ratios: 'median transfers/s of one case over the median of the other; lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs).',
+});
+
+export interface BenchReport {
+  readonly kind: 'fenced-transfers-bench';
+  readonly version: 1;
+  readonly startedAt: string;
+  finishedAt: string | null;
+  ok: boolean;
+  failure: string | null;
+  readonly command: string;
+  readonly parameters: Record<string, unknown>;
+  readonly machine: MachineInfo;
+  versions: Versions | null;
+  readonly definitions: typeof DEFINITIONS;
+  e2eToDbCeilingRatio: number | null;
+  e2eUnbatchedToDbCeilingRatio: number | null;
+  e2eToSeedDesignRatio: number | null;
+  e2eToPeerRatio: number | null;
+  hotToUniformRatio: number | null;
+  e2eToQueueCeilingRatio: number | null;
+  lowRateBatchingAddedP50Ms: number | null;
+  lowRateBatchingAddedP95Ms: number | null;
+  hotLockWaitShareOfSlotTime: number | null;
+  e2eLockWaitShareOfSlotTime: number | null;
+  /** Largest peak RSS of a worker process in the e2e case, MiB. */
+  e2ePeakRssMbPerWorker: number | null;
+  summary: CaseSummary[];
+  readonly runs: CaseRunResult[];
+}
+
+function parameters(options: BenchOptions, config: Config): Record<string, unknown> {
+  return {
+    workers: options.workers,
+    concurrency: options.concurrency,
+    totalConcurrency: options.workers * options.concurrency,
+    transfers: options.transfers,
+    wallets: options.wallets,
+    runs: options.runs,
+    modes: options.modes,
+    cases: casesOf(options.modes),
+    quick: options.quick,
+    amountMaxMinor: BENCH_AMOUNT_MAX_MINOR,
+    openingBalanceMinor: benchBalanceMinor(options.transfers).toString(),
+    hotWalletRate: HOT_WALLET_RATE,
+    lowRatePerS: options.lowRatePerS,
+    lowRateS: options.lowRateS,
+    lowRateWarmupTransfers: options.workers * options.concurrency * WARMUP_PER_SLOT,
+    transferBatchMax: options.batchMax ?? 'worker default',
+    transferBatchWaitMs: options.batchWaitMs ?? 'worker default',
+    workerLogLevel: 'warn',
+    runtime: config.workerEntry.endsWith('.js') ? 'compiled JavaScript (dist/, plain node)' : 'TypeScript sources through tsx',
+    workerEntry: config.workerEntry,
+    workerNodeFlags: WORKER_NODE_FLAGS,
+    workerDbPoolMax: config.dbPoolMax,
+    jobAttemptsMax: config.jobAttemptsMax,
+    unlockedFence: 'db-ceiling, seed-design and the Graphile task pass fence 1 (no lock issues tokens there)',
+    graphileWorker: {
+      processes: options.workers,
+      concurrentJobs: options.concurrency,
+      maxPoolSize: graphilePoolMax(options.concurrency),
+      localQueueSize: GRAPHILE_LOCAL_QUEUE_SIZE,
+      completeJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
+      failJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
+    },
+    cpuProfDir: options.cpuProfDir,
+    drainTimeoutS: options.drainTimeoutS,
+  };
+}
+
+/** Before anything is measured: the servers answer and have the connections the cases need. */
+export async function preflight(options: BenchOptions, config: Config): Promise<void> {
+  await ensureServices(config);
+  await checkConnectionBudget(options, config);
+}
+
+/** Connections the largest selected case opens at once, against what the server has free. */
+async function checkConnectionBudget(options: BenchOptions, config: Config): Promise<void> {
+  const needs: [string, number][] = [];
+  const lanes = options.workers * options.concurrency;
+  if (options.modes.includes('db-ceiling') || options.modes.includes('seed-design')) needs.push(['db-ceiling/seed-design', lanes]);
+  if (options.modes.includes('peer-graphile-worker')) needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.concurrency)]);
+  if (options.modes.some((m) => m === 'e2e' || m === 'e2e-unbatched' || m === 'hot' || m === 'low-rate')) {
+    needs.push(['worker processes', options.workers * config.dbPoolMax]);
+  }
+  const client = new pg.Client({ connectionString: withDatabase(config.databaseUrl, 'postgres') });
+  await client.connect();
+  let max: number;
+  let used: number;
+  try {
+    max = Number((await client.query<{ max_connections: string }>('SHOW max_connections')).rows[0]?.max_connections);
+    used = Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM pg_stat_activity')).rows[0]?.n);
+  } finally {
+    await client.end();
+  }
+  const free = max - used - CONNECTIONS_RESERVE;
+  for (const [what, n] of needs) {
+    if (n > free) {
+      throw new UsageError(
+        `${what} needs ${n} PostgreSQL connections (--workers ${options.workers} × --concurrency ${options.concurrency}), ` +
+        `but the server allows ${max} and ${used} are in use (${CONNECTIONS_RESERVE} kept free); lower --workers or --concurrency`,
+      );
+    }
+  }
+}
+
+export interface BenchRunOutcome {
+  readonly report: BenchReport;
+  readonly error: unknown;
+}
+
+export async function runBench(
+  options: BenchOptions, config: Config, argv: readonly string[], write: (line: string) => void, signal: AbortSignal,
+): Promise<BenchRunOutcome> {
+  const report: BenchReport = {
+    kind: 'fenced-transfers-bench',
+    version: 1,
+    startedAt: new Date().toISOString(),
+    finishedAt: null,
+    ok: false,
+    failure: null,
+    command: ['npm run bench --', ...argv].join(' '),
+    parameters: parameters(options, config),
+    machine: machineInfo(),
+    versions: null,
+    definitions: DEFINITIONS,
+    e2eToDbCeilingRatio: null,
+    e2eUnbatchedToDbCeilingRatio: null,
+    e2eToSeedDesignRatio: null,
+    e2eToPeerRatio: null,
+    hotToUniformRatio: null,
+    e2eToQueueCeilingRatio: null,
+    lowRateBatchingAddedP50Ms: null,
+    lowRateBatchingAddedP95Ms: null,
+    hotLockWaitShareOfSlotTime: null,
+    e2eLockWaitShareOfSlotTime: null,
+    e2ePeakRssMbPerWorker: null,
+    summary: [],
+    runs: [],
+  };
+  const cases = casesOf(options.modes);
+  let error: unknown = null;
+  try {
+    const redis = bullmqConnection(config);
+    try {
+      report.versions = await versions(config.databaseUrl, redis);
+    } finally {
+      redis.disconnect();
+    }
+    const runId = benchRunId();
+    const logRoot = join(PROJECT_ROOT, '.runs', `bench-${runId}`);
+    write(`bench ${runId}: ${cases.join(', ')} × ${options.runs} runs; worker logs in ${logRoot}`);
+    const progress = new Progress(write);
+    for (let run = 1; run <= options.runs; run++) {
+      for (const caseName of cases) {
+        const ctx: CaseContext = { options, config, caseName, run, runId, logRoot, progress, signal };
+        const result = await RUNNERS[caseName](ctx);
+        report.runs.push(result);
+        const t = result.throughputPerS;
+        progress.note(`${t === null ? '' : `${Math.round(t)} transfers/s, `}verified: ${result.verification.ok ? 'yes' : result.verification.problems.join('; ')}`);
+        if (!result.verification.ok) throw new VerificationFailedError(result);
+        const unread = result.processes.filter((p) => p.peakRssMb === null);
+        if (unread.length > 0) {
+          throw new Error(`${caseName} run ${run}: the memory of process ${unread.map((p) => p.index).join(', ')} could not be read`);
+        }
+      }
+    }
+    report.ok = true;
+  } catch (err) {
+    error = err;
+    report.failure = signal.aborted ? 'interrupted' : err instanceof Error ? err.message : String(err);
+  }
+  report.summary = summarize(report.runs, cases);
+  const r: Ratios = ratios(report.summary, report.runs);
+  Object.assign(report, r);
+  report.e2ePeakRssMbPerWorker = e2ePeakRssMb(report.summary);
+  report.machine.loadAverage1mEnd = currentLoadAverage1m();
+  report.finishedAt = new Date().toISOString();
+  return { report, error };
+}

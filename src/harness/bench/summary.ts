@@ -1,0 +1,144 @@
+// From the runs to what the acceptance reads: per case the median over the runs (and
+// the spread), the peak memory of its processes, and the ratios between cases. A ratio is null
+// when one of its cases was not run (a --modes subset) or gave no figure.
+import type { CaseRunResult, LatencyFigures } from './case-result.ts';
+import { CPU_PARTS, type CpuPart } from './cpu-account.ts';
+import { median, type Percentiles } from './measure.ts';
+import type { CaseName } from './bench-options.ts';
+
+export interface MedianPercentiles {
+  readonly p50: number | null;
+  readonly p95: number | null;
+  readonly p99: number | null;
+}
+
+export interface CaseSummary {
+  readonly case: CaseName;
+  readonly runs: number;
+  readonly throughputPerS: { readonly median: number | null; readonly min: number | null; readonly max: number | null };
+  /** Medians over the runs of each run's percentile. */
+  readonly latencyMs: Readonly<Record<keyof LatencyFigures, MedianPercentiles | null>>;
+  /** The largest VmHWM of any of the case's processes over all runs, MiB; null when it has none. */
+  readonly peakRssMbMax: number | null;
+  /** Medians over the runs of each part's CPU ms per transfer (cpu-account.ts); null when no run had an account. */
+  readonly cpuMsPerTransfer: Readonly<Record<CpuPart | 'other', number | null>> | null;
+  /** Median over the runs of the machine's busy cores during the account's window. */
+  readonly machineCores: number | null;
+  readonly verified: boolean;
+}
+
+export interface Ratios {
+  /** e2e / db-ceiling (median transfers/s). */
+  readonly e2eToDbCeilingRatio: number | null;
+  readonly e2eUnbatchedToDbCeilingRatio: number | null;
+  readonly e2eToSeedDesignRatio: number | null;
+  readonly e2eToPeerRatio: number | null;
+  /** hot / e2e. */
+  readonly hotToUniformRatio: number | null;
+  readonly e2eToQueueCeilingRatio: number | null;
+  /** low-rate p50 − low-rate-unbatched p50, enqueue→commit, ms (medians over the runs). */
+  readonly lowRateBatchingAddedP50Ms: number | null;
+  readonly lowRateBatchingAddedP95Ms: number | null;
+  /** Of the slot time of the hot case's workers, the share spent waiting for wallet leases (median over the runs). */
+  readonly hotLockWaitShareOfSlotTime: number | null;
+  readonly e2eLockWaitShareOfSlotTime: number | null;
+}
+
+const round = (value: number, places: number) => Math.round(value * 10 ** places) / 10 ** places;
+
+function medianOf(values: readonly (number | null)[]): number | null {
+  const present = values.filter((v): v is number => v !== null);
+  return present.length === 0 ? null : median(present);
+}
+
+function medianPercentiles(all: readonly (Percentiles | null)[]): MedianPercentiles | null {
+  const present = all.filter((p): p is Percentiles => p !== null);
+  if (present.length === 0) return null;
+  const pick = (key: 'p50' | 'p95' | 'p99') => {
+    const m = median(present.map((p) => p[key]));
+    return m === null ? null : round(m, 2);
+  };
+  return { p50: pick('p50'), p95: pick('p95'), p99: pick('p99') };
+}
+
+export function summarize(results: readonly CaseRunResult[], cases: readonly CaseName[]): CaseSummary[] {
+  return cases.flatMap((caseName): CaseSummary[] => {
+    const runs = results.filter((r) => r.case === caseName);
+    if (runs.length === 0) return [];
+    const throughputs = runs.map((r) => r.throughputPerS).filter((t): t is number => t !== null);
+    const peaks = runs.flatMap((r) => r.processes.map((p) => p.peakRssMb)).filter((p): p is number => p !== null);
+    const latency = (key: keyof LatencyFigures) => medianPercentiles(runs.map((r) => r.latencyMs[key]));
+    const med = median(throughputs);
+    return [{
+      case: caseName,
+      runs: runs.length,
+      throughputPerS: {
+        median: med === null ? null : round(med, 1),
+        min: throughputs.length === 0 ? null : round(Math.min(...throughputs), 1),
+        max: throughputs.length === 0 ? null : round(Math.max(...throughputs), 1),
+      },
+      latencyMs: {
+        enqueueToCommit: latency('enqueueToCommit'),
+        enqueueToAnswer: latency('enqueueToAnswer'),
+        activeToCommit: latency('activeToCommit'),
+        call: latency('call'),
+      },
+      peakRssMbMax: peaks.length === 0 ? null : Math.max(...peaks),
+      ...cpuMedians(runs),
+      verified: runs.every((r) => r.verification.ok),
+    }];
+  });
+}
+
+function cpuMedians(runs: readonly CaseRunResult[]): Pick<CaseSummary, 'cpuMsPerTransfer' | 'machineCores'> {
+  const accounts = runs.flatMap((r) => (r.cpu === null ? [] : [r.cpu]));
+  if (accounts.length === 0) return { cpuMsPerTransfer: null, machineCores: null };
+  const part = (p: CpuPart | 'other') => {
+    const m = medianOf(accounts.map((a) => a.msPerTransfer[p]));
+    return m === null ? null : round(m, 3);
+  };
+  const cores = medianOf(accounts.map((a) => a.machineCores));
+  return {
+    cpuMsPerTransfer: Object.fromEntries([...CPU_PARTS, 'other' as const].map((p) => [p, part(p)])) as Record<CpuPart | 'other', number | null>,
+    machineCores: cores === null ? null : round(cores, 2),
+  };
+}
+
+/** Median over the runs of a case of one numeric note. */
+function noteMedian(results: readonly CaseRunResult[], caseName: CaseName, note: string): number | null {
+  const values = results.filter((r) => r.case === caseName).map((r) => r.notes[note])
+    .filter((v): v is number => typeof v === 'number');
+  return values.length === 0 ? null : median(values);
+}
+
+export function ratios(summaries: readonly CaseSummary[], results: readonly CaseRunResult[] = []): Ratios {
+  const throughput = (c: CaseName) => summaries.find((s) => s.case === c)?.throughputPerS.median ?? null;
+  const ratio = (a: CaseName, b: CaseName) => {
+    const x = throughput(a);
+    const y = throughput(b);
+    return x === null || y === null || y === 0 ? null : round(x / y, 3);
+  };
+  const lowRate = (c: CaseName, key: 'p50' | 'p95') => summaries.find((s) => s.case === c)?.latencyMs.enqueueToCommit?.[key] ?? null;
+  const added = (key: 'p50' | 'p95') => {
+    const on = lowRate('low-rate', key);
+    const off = lowRate('low-rate-unbatched', key);
+    return on === null || off === null ? null : round(on - off, 2);
+  };
+  return {
+    e2eToDbCeilingRatio: ratio('e2e', 'db-ceiling'),
+    e2eUnbatchedToDbCeilingRatio: ratio('e2e-unbatched', 'db-ceiling'),
+    e2eToSeedDesignRatio: ratio('e2e', 'seed-design'),
+    e2eToPeerRatio: ratio('e2e', 'peer-graphile-worker'),
+    hotToUniformRatio: ratio('hot', 'e2e'),
+    e2eToQueueCeilingRatio: ratio('e2e', 'queue-ceiling'),
+    lowRateBatchingAddedP50Ms: added('p50'),
+    lowRateBatchingAddedP95Ms: added('p95'),
+    hotLockWaitShareOfSlotTime: noteMedian(results, 'hot', 'lockWaitShareOfSlotTime'),
+    e2eLockWaitShareOfSlotTime: noteMedian(results, 'e2e', 'lockWaitShareOfSlotTime'),
+  };
+}
+
+/** Largest peak RSS of a worker process under the uniform end-to-end load (the acceptance's figure). */
+export function e2ePeakRssMb(summaries: readonly CaseSummary[]): number | null {
+  return summaries.find((s) => s.case === 'e2e')?.peakRssMbMax ?? null;
+}

@@ -1,0 +1,300 @@
+// The chaos harness's options: what `npm run chaos -- [flags]` accepts, its defaults and limits,
+// parsed once into a frozen object. Every other chaos file takes a ChaosOptions.
+import { join } from 'node:path';
+import { UsageError, parseFlags } from '../../cli/args.ts';
+import type { UnsafeMode } from '../../config/config.ts';
+import { PROJECT_ROOT } from '../../config/paths.ts';
+
+/** Every fault the harness can inject (DESIGN.md, "Faults the harness injects"). */
+export const FAULT_KINDS = [
+  'kill-worker',
+  'pause-worker',
+  'delete-locks',
+  'delete-fences',
+  'restart-redis',
+  'terminate-backends',
+  'link-delay',
+  'link-stall',
+  'link-cut',
+] as const;
+/** Faults only a Redis Cluster with replicas has (`--redis cluster`): real failovers. */
+export const CLUSTER_FAULT_KINDS = ['failover-lossy', 'kill-master'] as const;
+/** Every kind, in the canonical order schedules are built from. */
+export const ALL_FAULT_KINDS = [...FAULT_KINDS, ...CLUSTER_FAULT_KINDS] as const;
+export type FaultKind = (typeof ALL_FAULT_KINDS)[number];
+export type RedisMode = 'single' | 'cluster';
+
+/** Faults that stop or restart a service: refused when the harness does not own the service. */
+export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
+
+/** The kinds `all` means: the nine everywhere, plus the failovers on a cluster. */
+export function faultKindsOf(redis: RedisMode): readonly FaultKind[] {
+  return redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
+}
+
+export const UNSAFE_CHOICES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
+export type ApplyMode = 'sql' | 'naive';
+
+export const WORKERS_MAX = 16;
+export const WALLETS_MAX = 100_000;
+export const TRANSFERS_MAX = 200_000;
+export const DURATION_S_MAX = 3_600;
+export const FAULTS_MAX_LIMIT = 10_000;
+export const INVALID_MAX = 10_000;
+/** Same bound as QUEUE_SHARDS. */
+export const CHAOS_QUEUE_SHARDS_MAX = 16;
+
+export interface ChaosOptions {
+  readonly seed: number;
+  readonly workers: number;
+  /** Jobs one worker process runs at once (WORKER_CONCURRENCY). */
+  readonly concurrency: number;
+  readonly wallets: number;
+  readonly transfers: number;
+  /** Extra deliveries of existing operations, as a share of `transfers`. */
+  readonly duplicateRate: number;
+  /** Messages reusing an operation id with another amount. */
+  readonly conflicts: number;
+  /** Hostile messages pushed straight onto the queue, bypassing the producer's validation. */
+  readonly invalid: number;
+  /** Share of transfers leaving wallet 1 (0 = uniform). */
+  readonly hotWalletRate: number;
+  /** Largest transfer amount in minor units. */
+  readonly amountMaxMinor: number;
+  readonly faults: readonly FaultKind[];
+  /** Length of the fault phase; the workload is enqueued over all of it. */
+  readonly durationS: number;
+  /** At most this many faults (null: as many as fit, about one per faultIntervalMs). */
+  readonly faultsMax: number | null;
+  /** Mean gap between two fault starts. */
+  readonly faultIntervalMs: number;
+  readonly lockTtlMs: number;
+  readonly unsafe: UnsafeMode | null;
+  readonly apply: ApplyMode;
+  /** Bound on waiting for the queue to drain after the fault phase; a stuck queue fails the run. */
+  readonly drainTimeoutS: number;
+  readonly out: string;
+  /** `cluster`: a private Redis Cluster of 3 masters with 1 replica each instead of one redis-server. */
+  readonly redis: RedisMode;
+  /** QUEUE_SHARDS of the run (default 1, and 2 on a cluster: see CHAOS_DEFAULTS). */
+  readonly queueShards: number;
+  /** Use these servers instead of private ones (service faults are then refused). */
+  readonly redisUrl: string | null;
+  readonly databaseUrl: string | null;
+  /** Print no progress line. */
+  readonly quiet: boolean;
+}
+
+export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurrency N] [--wallets W] [--transfers T]
+    [--duplicates R] [--conflicts K] [--invalid M] [--hot-wallet] [--hot-wallet-rate R] [--amount-max N]
+    [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
+    [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock] [--apply sql|naive]
+    [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
+    [--redis-url URL] [--database-url URL] [--quiet]
+  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}`;
+
+export const CHAOS_DEFAULTS = Object.freeze({
+  seed: 1,
+  workers: 4,
+  concurrency: 8,
+  wallets: 50,
+  transfers: 5_000,
+  duplicateRate: 0.2,
+  conflicts: 20,
+  invalid: 25,
+  hotWalletRate: 0,
+  /** With --hot-wallet and no rate. */
+  hotWalletRateFlag: 0.5,
+  amountMaxMinor: 1_000,
+  durationS: 60,
+  faultIntervalMs: 2_500,
+  lockTtlMs: 1_000,
+  drainTimeoutS: 180,
+  queueShards: 1,
+  /**
+   * On a cluster: two shards over three slot groups, so at least one group holds lock keys only
+   * and the lossy failover can hit it without losing acknowledged queue writes (docs/chaos.md).
+   */
+  queueShardsCluster: 2,
+});
+
+function wholeNumber(raw: string | undefined, flag: string, min: number, max: number, fallback: number): number {
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new UsageError(`${flag} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+function rate(raw: string | undefined, flag: string, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!/^\d*\.?\d+$/.test(raw) || !(value >= 0 && value <= 1)) {
+    throw new UsageError(`${flag} must be a number from 0 to 1, got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}
+
+export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'single'): FaultKind[] {
+  const allowed = faultKindsOf(redis);
+  if (raw === undefined || raw === 'all') return [...allowed];
+  if (raw === 'none' || raw === '') return [];
+  const kinds = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  for (const kind of kinds) {
+    if ((CLUSTER_FAULT_KINDS as readonly string[]).includes(kind) && redis !== 'cluster') {
+      throw new UsageError(`fault kind ${kind} needs a cluster with replicas: add --redis cluster`);
+    }
+    if (!(allowed as readonly string[]).includes(kind)) {
+      throw new UsageError(`unknown fault kind ${JSON.stringify(kind)}; expected ${allowed.join(', ')}, all or none`);
+    }
+  }
+  // Canonical order, no repeats: the schedule must not depend on how the list was written.
+  return allowed.filter((k) => kinds.includes(k));
+}
+
+function urlFlag(raw: string | undefined, flag: string, protocols: readonly string[]): string | null {
+  if (raw === undefined) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new UsageError(`${flag} is not a valid URL`);
+  }
+  if (!protocols.includes(parsed.protocol)) throw new UsageError(`${flag} must use ${protocols.join(' or ')}`);
+  return raw;
+}
+
+/** The default output folder of a run: `.runs/chaos-<seed>-<timestamp>/` under the project. */
+export function defaultOutDir(seed: number, now: Date = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  return join(PROJECT_ROOT, '.runs', `chaos-${seed}-${stamp}`);
+}
+
+export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices: string[] } {
+  const { values, positionals } = parseFlags(argv, {
+    seed: { type: 'string' },
+    workers: { type: 'string' },
+    concurrency: { type: 'string' },
+    wallets: { type: 'string' },
+    transfers: { type: 'string' },
+    duplicates: { type: 'string' },
+    conflicts: { type: 'string' },
+    invalid: { type: 'string' },
+    'hot-wallet': { type: 'boolean' },
+    'hot-wallet-rate': { type: 'string' },
+    'amount-max': { type: 'string' },
+    faults: { type: 'string' },
+    'duration-s': { type: 'string' },
+    'faults-max': { type: 'string' },
+    'fault-interval-ms': { type: 'string' },
+    'lock-ttl-ms': { type: 'string' },
+    unsafe: { type: 'string' },
+    apply: { type: 'string' },
+    'drain-timeout-s': { type: 'string' },
+    out: { type: 'string' },
+    'redis-url': { type: 'string' },
+    'database-url': { type: 'string' },
+    redis: { type: 'string' },
+    'queue-shards': { type: 'string' },
+    quiet: { type: 'boolean' },
+  }, CHAOS_USAGE);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}\nusage: ${CHAOS_USAGE}`);
+
+  const notices: string[] = [];
+  const d = CHAOS_DEFAULTS;
+  const seed = wholeNumber(values.seed, '--seed', 0, 2 ** 32 - 1, d.seed);
+  const transfers = wholeNumber(values.transfers, '--transfers', 1, TRANSFERS_MAX, d.transfers);
+  const unsafeRaw = values.unsafe;
+  if (unsafeRaw !== undefined && !(UNSAFE_CHOICES as readonly string[]).includes(unsafeRaw)) {
+    throw new UsageError(`--unsafe must be one of ${UNSAFE_CHOICES.join(', ')}, got ${JSON.stringify(unsafeRaw)}`);
+  }
+  const apply = values.apply ?? 'sql';
+  if (apply !== 'sql' && apply !== 'naive') throw new UsageError(`--apply must be sql or naive, got ${JSON.stringify(apply)}`);
+  if (apply === 'naive' && unsafeRaw === 'no-lock') {
+    throw new UsageError('--apply naive runs under the lock by definition; combine it with --unsafe no-fencing or nothing');
+  }
+
+  const redis = values.redis ?? 'single';
+  if (redis !== 'single' && redis !== 'cluster') throw new UsageError(`--redis must be single or cluster, got ${JSON.stringify(redis)}`);
+  const redisUrl = urlFlag(values['redis-url'], '--redis-url', ['redis:', 'rediss:']);
+  if (redis === 'cluster' && redisUrl !== null) {
+    throw new UsageError('--redis cluster starts a private cluster (its failovers need servers the harness owns); drop --redis-url');
+  }
+  const databaseUrl = urlFlag(values['database-url'], '--database-url', ['postgresql:', 'postgres:']);
+  let faults = parseFaultKinds(values.faults, redis);
+  if (redisUrl !== null) {
+    const refused = faults.filter((k) => SERVICE_FAULTS.includes(k));
+    if (refused.length > 0) {
+      if (values.faults !== undefined && values.faults !== 'all') {
+        throw new UsageError(`--faults ${refused.join(',')} restarts Redis, which the harness does not own with --redis-url; drop it`);
+      }
+      notices.push(`--redis-url given: ${refused.join(', ')} left out (the harness only restarts servers it started)`);
+      faults = faults.filter((k) => !SERVICE_FAULTS.includes(k));
+    }
+  }
+
+  let hotWalletRate = rate(values['hot-wallet-rate'], '--hot-wallet-rate', d.hotWalletRate);
+  if (values['hot-wallet'] === true && values['hot-wallet-rate'] === undefined) hotWalletRate = d.hotWalletRateFlag;
+
+  const options: ChaosOptions = {
+    seed,
+    workers: wholeNumber(values.workers, '--workers', 1, WORKERS_MAX, d.workers),
+    concurrency: wholeNumber(values.concurrency, '--concurrency', 1, 64, d.concurrency),
+    wallets: wholeNumber(values.wallets, '--wallets', 2, WALLETS_MAX, d.wallets),
+    transfers,
+    duplicateRate: rate(values.duplicates, '--duplicates', d.duplicateRate),
+    conflicts: wholeNumber(values.conflicts, '--conflicts', 0, transfers, Math.min(d.conflicts, transfers)),
+    invalid: wholeNumber(values.invalid, '--invalid', 0, INVALID_MAX, d.invalid),
+    hotWalletRate,
+    amountMaxMinor: wholeNumber(values['amount-max'], '--amount-max', 1, 1_000_000_000, d.amountMaxMinor),
+    faults,
+    durationS: wholeNumber(values['duration-s'], '--duration-s', 5, DURATION_S_MAX, d.durationS),
+    faultsMax: values['faults-max'] === undefined ? null : wholeNumber(values['faults-max'], '--faults-max', 0, FAULTS_MAX_LIMIT, 0),
+    faultIntervalMs: wholeNumber(values['fault-interval-ms'], '--fault-interval-ms', 100, 600_000, d.faultIntervalMs),
+    lockTtlMs: wholeNumber(values['lock-ttl-ms'], '--lock-ttl-ms', 100, 60_000, d.lockTtlMs),
+    unsafe: (unsafeRaw ?? null) as UnsafeMode | null,
+    apply,
+    drainTimeoutS: wholeNumber(values['drain-timeout-s'], '--drain-timeout-s', 5, 3_600, d.drainTimeoutS),
+    out: values.out ?? defaultOutDir(seed),
+    redis,
+    queueShards: wholeNumber(values['queue-shards'], '--queue-shards', 1, CHAOS_QUEUE_SHARDS_MAX,
+      redis === 'cluster' ? d.queueShardsCluster : d.queueShards),
+    redisUrl,
+    databaseUrl,
+    quiet: values.quiet === true,
+  };
+  return { options: Object.freeze(options), notices };
+}
+
+/** The options a test or a script gets without parsing flags: the defaults, overridden. */
+export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOptions {
+  const d = CHAOS_DEFAULTS;
+  const seed = overrides.seed ?? d.seed;
+  return Object.freeze({
+    seed,
+    workers: d.workers,
+    concurrency: d.concurrency,
+    wallets: d.wallets,
+    transfers: d.transfers,
+    duplicateRate: d.duplicateRate,
+    conflicts: d.conflicts,
+    invalid: d.invalid,
+    hotWalletRate: d.hotWalletRate,
+    amountMaxMinor: d.amountMaxMinor,
+    faults: [...faultKindsOf(overrides.redis ?? 'single')],
+    durationS: d.durationS,
+    faultsMax: null,
+    faultIntervalMs: d.faultIntervalMs,
+    lockTtlMs: d.lockTtlMs,
+    unsafe: null,
+    apply: 'sql' as ApplyMode,
+    drainTimeoutS: d.drainTimeoutS,
+    out: defaultOutDir(seed),
+    redis: 'single' as RedisMode,
+    queueShards: overrides.redis === 'cluster' ? d.queueShardsCluster : d.queueShards,
+    redisUrl: null,
+    databaseUrl: null,
+    quiet: false,
+    ...overrides,
+  });
+}

@@ -1,0 +1,168 @@
+// The messages one chaos run sends: the seeded random transfers of src/workload (originals,
+// re-deliveries under new job ids, conflicting reuses of an id), hostile messages that must
+// never reach the ledger, and the opening balance that makes every valid transfer apply, so
+// the expected final balances are exact whatever the order of execution.
+import { TRANSFER_JOB_NAME } from '../../queue/job-options.ts';
+import { requestHash } from '../../ledger/request-hash.ts';
+import { validateTransferRequest, type TransferWire } from '../../ledger/transfer-request.ts';
+import { seededRandom } from '../../workload/prng.ts';
+import { randomWorkload } from '../../workload/random-transfers.ts';
+import type { ChaosOptions } from './chaos-options.ts';
+
+export const WALLET_PREFIX = 'w';
+export const CURRENCY = 'EUR';
+/** Opening balances are this many times the largest total a wallet could send, so no transfer ever meets insufficient funds. */
+export const OPENING_HEADROOM = 3n;
+const INVALID_SEED_SALT = 0x0bad_f00d;
+
+export type MessageKind = 'original' | 'duplicate' | 'conflict' | 'invalid';
+
+export interface ChaosMessage {
+  /** Position in the send order (0-based). */
+  readonly seq: number;
+  readonly kind: MessageKind;
+  readonly jobName: string;
+  /** What goes on the queue, as is (for invalid messages, anything). */
+  readonly data: unknown;
+  /** The operation a valid message carries; for an invalid one, the id it names (if any), which must move nothing. */
+  readonly operationId: string | null;
+  /** Valid messages: the request hash the idempotency record compares. */
+  readonly hash: string | null;
+  /** Invalid messages: what is wrong with it. */
+  readonly defect: string | null;
+}
+
+export interface OperationModel {
+  readonly operationId: string;
+  readonly from: string;
+  readonly to: string;
+  /** Every request sent under this id: hash → amount. More than one means a conflict. */
+  readonly variants: ReadonlyMap<string, bigint>;
+  /** Messages (jobs) sent for it. */
+  readonly messages: number;
+}
+
+export interface ChaosWorkload {
+  readonly messages: readonly ChaosMessage[];
+  readonly wallets: readonly string[];
+  readonly openingBalanceMinor: bigint;
+  readonly operations: ReadonlyMap<string, OperationModel>;
+  /** Wallets that never send (naive mode: sinks; otherwise empty). */
+  readonly sinkWallets: ReadonlySet<string>;
+}
+
+type WorkloadOptions = Pick<ChaosOptions, 'seed' | 'wallets' | 'transfers' | 'duplicateRate' | 'conflicts' | 'invalid'
+  | 'hotWalletRate' | 'amountMaxMinor' | 'apply'>;
+
+/** Hostile messages, each with a name for the report. `op` is a fresh operation id. */
+const INVALID_MAKERS: readonly { defect: string; make: (op: string, w: (i: number) => string) => { name?: string; data: unknown } }[] = [
+  { defect: 'float amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: 12.5 } }) },
+  { defect: 'negative amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '-500' } }) },
+  { defect: 'zero amount', make: (op, w) => ({ data: { operationId: op, from: w(2), to: w(1), amount: '0' } }) },
+  { defect: 'exponent amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(3), amount: '1e3' } }) },
+  { defect: 'decimal amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(3), amount: '10.50' } }) },
+  { defect: 'amount above maximum', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '99999999999999999999' } }) },
+  { defect: 'numeric amount', make: (op, w) => ({ data: { operationId: op, from: w(2), to: w(3), amount: 100 } }) },
+  { defect: '5000-character operation id', make: (op, w) => ({ data: { operationId: `${op}-${'x'.repeat(5000)}`, from: w(1), to: w(2), amount: '1' } }) },
+  { defect: '5000-character wallet id', make: (op) => ({ data: { operationId: op, from: 'w'.repeat(5000), to: 'w1', amount: '1' } }) },
+  { defect: 'null message', make: () => ({ data: null }) },
+  { defect: 'array message', make: (op, w) => ({ data: [op, w(1), w(2), '10'] }) },
+  { defect: 'string message', make: (op) => ({ data: `transfer ${op}` }) },
+  { defect: 'same wallet', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(1), amount: '10' } }) },
+  { defect: 'lowercase currency', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', currency: 'eur' } }) },
+  { defect: 'unknown field', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', admin: true } }) },
+  { defect: 'missing destination', make: (op, w) => ({ data: { operationId: op, from: w(1), amount: '10' } }) },
+  { defect: 'null operation id', make: (_op, w) => ({ data: { operationId: null, from: w(1), to: w(2), amount: '10' } }) },
+  { defect: 'injection in id', make: (op, w) => ({ data: { operationId: `${op}'; DROP TABLE wallets; --`, from: w(1), to: w(2), amount: '10' } }) },
+  { defect: 'object as wallet', make: (op, w) => ({ data: { operationId: op, from: { id: w(1) }, to: w(2), amount: '10' } }) },
+  { defect: 'unknown job name', make: (op, w) => ({ name: 'transfer-v2', data: { operationId: op, from: w(1), to: w(2), amount: '10' } }) },
+];
+
+export function walletId(i: number): string {
+  return `${WALLET_PREFIX}${i}`;
+}
+
+export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
+  const opPrefix = `op-${o.seed}-`;
+  const generated = randomWorkload({
+    transfers: o.transfers,
+    wallets: o.wallets,
+    walletPrefix: WALLET_PREFIX,
+    duplicateRate: o.duplicateRate,
+    conflicts: o.conflicts,
+    amountMaxMinor: o.amountMaxMinor,
+    seed: o.seed,
+    operationPrefix: opPrefix,
+    hotWalletRate: o.hotWalletRate,
+  });
+
+  // The naive read-modify-write is only meaningful when a source wallet is written by its lock
+  // holder alone: sources send, sinks receive (a credit to a source would race the absolute write).
+  const sources = o.apply === 'naive' ? Math.max(1, Math.floor(o.wallets / 2)) : o.wallets;
+  const remap = (wallet: string, role: 'from' | 'to'): string => {
+    if (o.apply !== 'naive') return wallet;
+    const i = Number(wallet.slice(WALLET_PREFIX.length));
+    return role === 'from' ? walletId(1 + ((i - 1) % sources)) : walletId(sources + 1 + ((i - 1) % (o.wallets - sources)));
+  };
+  const sinkWallets = new Set<string>();
+  if (o.apply === 'naive') for (let i = sources + 1; i <= o.wallets; i++) sinkWallets.add(walletId(i));
+
+  const valid = generated.map((m) => ({
+    kind: m.kind as MessageKind,
+    wire: { ...m.wire, from: remap(m.wire.from, 'from'), to: remap(m.wire.to, 'to') } satisfies TransferWire,
+  }));
+
+  // Hostile messages at seeded positions among the valid ones.
+  const random = seededRandom((o.seed ^ INVALID_SEED_SALT) >>> 0);
+  const invalid = Array.from({ length: o.invalid }, (_, i) => {
+    const maker = INVALID_MAKERS[i % INVALID_MAKERS.length] as (typeof INVALID_MAKERS)[number];
+    const op = `bad-${o.seed}-${i + 1}`;
+    const made = maker.make(op, walletId);
+    return { position: Math.floor(random() * (valid.length + 1)), defect: maker.defect, op, ...made };
+  }).sort((a, b) => a.position - b.position);
+
+  const messages: ChaosMessage[] = [];
+  let next = 0;
+  const pushInvalid = (upTo: number) => {
+    while (next < invalid.length && (invalid[next]?.position ?? Infinity) <= upTo) {
+      const bad = invalid[next++] as (typeof invalid)[number];
+      const data = bad.data as { operationId?: unknown } | null;
+      const named = typeof data === 'object' && data !== null && typeof data.operationId === 'string' ? data.operationId : null;
+      messages.push({ seq: messages.length, kind: 'invalid', jobName: bad.name ?? TRANSFER_JOB_NAME, data: bad.data,
+        operationId: named, hash: null, defect: bad.defect });
+    }
+  };
+  const amountMax = BigInt(Number.MAX_SAFE_INTEGER);
+  const operations = new Map<string, { operationId: string; from: string; to: string; variants: Map<string, bigint>; messages: number }>();
+  valid.forEach((m, i) => {
+    pushInvalid(i);
+    const checked = validateTransferRequest(m.wire, amountMax);
+    if (!checked.ok) throw new Error(`generated transfer is invalid: ${checked.reason}`);
+    const hash = requestHash(checked.request);
+    messages.push({ seq: messages.length, kind: m.kind, jobName: TRANSFER_JOB_NAME, data: m.wire,
+      operationId: m.wire.operationId, hash, defect: null });
+    let op = operations.get(m.wire.operationId);
+    if (op === undefined) {
+      op = { operationId: m.wire.operationId, from: m.wire.from, to: m.wire.to, variants: new Map(), messages: 0 };
+      operations.set(op.operationId, op);
+    }
+    op.variants.set(hash, checked.request.amountMinor);
+    op.messages += 1;
+  });
+  pushInvalid(Infinity);
+
+  const outflow = new Map<string, bigint>();
+  for (const op of operations.values()) {
+    const largest = [...op.variants.values()].reduce((a, b) => (a > b ? a : b), 0n);
+    outflow.set(op.from, (outflow.get(op.from) ?? 0n) + largest);
+  }
+  const maxOutflow = [...outflow.values()].reduce((a, b) => (a > b ? a : b), 0n);
+  const wallets = Array.from({ length: o.wallets }, (_, i) => walletId(i + 1));
+  return {
+    messages,
+    wallets,
+    openingBalanceMinor: (maxOutflow + BigInt(o.amountMaxMinor)) * OPENING_HEADROOM,
+    operations,
+    sinkWallets,
+  };
+}

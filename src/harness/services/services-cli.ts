@@ -1,0 +1,13 @@
+// `npm run services`: make Redis and PostgreSQL reachable at the configured URLs.
+import { loadConfig } from '../../config/config.ts';
+import { createLogger } from '../../log/logger.ts';
+import { ensureServices } from './ensure-services.ts';
+import { parseFlags } from '../../cli/args.ts';
+import { runCli } from '../../cli/run-cli.ts';
+
+await runCli(async () => {
+  parseFlags(process.argv.slice(2), {}, 'npm run services');
+  const config = loadConfig();
+  const report = await ensureServices(config, createLogger(config.logLevel, 'services'));
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+});

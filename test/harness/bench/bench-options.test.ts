@@ -1,0 +1,45 @@
+// The bench's flags: defaults, --quick sizes, the modes list, and clear errors for bad values.
+import { describe, expect, it } from 'vitest';
+import { UsageError } from '../../../src/cli/args.ts';
+import { BENCH_DEFAULTS, BENCH_QUICK, casesOf, MODES, parseBenchArgs } from '../../../src/harness/bench/bench-options.ts';
+
+describe('bench options', () => {
+  it('defaults to every mode at the issue sizes, batching left to the worker', () => {
+    const o = parseBenchArgs([]);
+    expect(o).toMatchObject({ workers: 2, concurrency: 32, transfers: 20_000, wallets: 10_000, runs: 3, quick: false });
+    expect(o).toMatchObject({ batchMax: null, batchWaitMs: null, cpuProfDir: null, lowRatePerS: BENCH_DEFAULTS.lowRatePerS });
+    expect(o.modes).toEqual([...MODES]);
+    expect(casesOf(o.modes)).toContain('low-rate-unbatched');
+  });
+
+  it('--quick shrinks the sizes and runs once; explicit flags still win', () => {
+    const o = parseBenchArgs(['--quick', '--transfers', '500']);
+    expect(o).toMatchObject({ quick: true, runs: 1, wallets: BENCH_QUICK.wallets, transfers: 500, workers: 2 });
+  });
+
+  it('takes a subset of modes in canonical order, and the profiling folder', () => {
+    const o = parseBenchArgs(['--modes', 'e2e,db-ceiling,e2e', '--cpu-prof', '--out', '/tmp/x']);
+    expect(o.modes).toEqual(['db-ceiling', 'e2e']);
+    expect(o.cpuProfDir).toBe('/tmp/x/profiles');
+    expect(parseBenchArgs(['--cpu-prof-dir', '/tmp/p']).cpuProfDir).toBe('/tmp/p');
+  });
+
+  it('refuses bad values with a message naming the flag', () => {
+    const bad: [string[], RegExp][] = [
+      [['--workers', '0'], /--workers must be from 1 to 16/],
+      [['--concurrency', 'eight'], /--concurrency must be a whole number/],
+      [['--transfers', '100001'], /--transfers must be from 1 to 100000/],
+      [['--wallets', '1'], /--wallets must be from 2/],
+      [['--runs=-1'], /--runs must be a whole number/],
+      [['--modes', 'e2e,fast'], /unknown mode "fast" in --modes/],
+      [['--modes', ','], /--modes names no mode/],
+      [['--batch-max', '0'], /--batch-max must be from 1/],
+      [['--frobnicate'], /Unknown option '--frobnicate'/],
+      [['extra'], /unexpected argument "extra"/],
+    ];
+    for (const [argv, message] of bad) {
+      expect(() => parseBenchArgs(argv), argv.join(' ')).toThrow(UsageError);
+      expect(() => parseBenchArgs(argv), argv.join(' ')).toThrow(message);
+    }
+  });
+});

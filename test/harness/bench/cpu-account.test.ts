@@ -1,0 +1,142 @@
+// The bench's CPU account (src/harness/bench/cpu-account.ts): the /proc and INFO parsers, the window
+// arithmetic on made-up samples, and a sampler against the real machine, PostgreSQL and Redis,
+// where a child process that burns a known amount of CPU must show up in the `processes` part
+// and one that sleeps must not.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  cpuAccount, parseMachineStat, parseProcStat, parseRedisCpuMs, startCpuSampler, type CpuSample,
+} from '../../../src/harness/bench/cpu-account.ts';
+import { loadConfig, withDatabase } from '../../../src/config/config.ts';
+
+describe('parsers', () => {
+  it('reads utime, stime, cutime, cstime and ppid past a command name with spaces and parentheses', () => {
+    // Fields: pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime ...
+    const stat = '4242 (node (x) y) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 40 7 3 20 0 11 0 5 0 0';
+    expect(parseProcStat(stat)).toEqual({ selfTicks: 290, childrenTicks: 10, ppid: 17 });
+    expect(parseProcStat('no parenthesis here')).toBeNull();
+    expect(parseProcStat('1 (x) S 1 2')).toBeNull();
+  });
+
+  it('counts user, nice, system, irq, softirq and steal as busy, idle and iowait as not', () => {
+    const stat = 'cpu  100 5 50 1000 20 3 2 10 0 0\ncpu0 50 2 25 500 10 1 1 5 0 0\nintr 1';
+    expect(parseMachineStat(stat)).toEqual({ busyTicks: 170, totalTicks: 1190 });
+    expect(parseMachineStat('intr 1')).toBeNull();
+  });
+
+  it('reads used_cpu_user + used_cpu_sys from INFO cpu as milliseconds', () => {
+    const info = '# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\nused_cpu_sys_children:9.000000\r\n';
+    expect(parseRedisCpuMs(info)).toBeCloseTo(3_750, 6);
+    expect(parseRedisCpuMs('# CPU\r\n')).toBeNull();
+  });
+});
+
+describe('cpuAccount', () => {
+  const sample = (atMs: number, processes: number | null, postgres: number | null, machine: number | null): CpuSample => ({
+    atMs, cpuMs: { processes, postgres, redis: 10, bench: 0, machine },
+  });
+
+  it('takes the first and last samples inside the span and divides by the transfers committed between them', () => {
+    const samples = [
+      sample(0, 0, 0, 0), // before the first commit: start-up, left out
+      sample(1_000, 100, 200, 400),
+      sample(2_000, 300, 600, 1_100),
+      sample(3_000, 500, 1_000, 1_800),
+      sample(9_000, 9_000, 9_000, 9_000), // after the last commit: drain, left out
+    ];
+    // 1 commit at 500, 4 in (1000, 3000], 1 at 3500.
+    const commits = [500, 1_200, 1_900, 2_500, 3_000, 3_500];
+    const account = cpuAccount(samples, commits);
+    expect(account).toEqual({
+      windowMs: 2_000,
+      transfers: 4,
+      msPerTransfer: { processes: 100, postgres: 200, redis: 0, bench: 0, machine: 350, other: 50 },
+      machineCores: 0.7,
+    });
+  });
+
+  it('gives no figure for a part that could not be read, or whose counter went back (a restarted server)', () => {
+    const account = cpuAccount([sample(1_000, null, 500, null), sample(2_000, 100, 100, null)], [999, 1_500, 2_001]);
+    expect(account?.msPerTransfer).toMatchObject({ processes: null, postgres: null, machine: null, other: null });
+    expect(account?.machineCores).toBeNull();
+  });
+
+  it('gives no account when fewer than two samples fall inside the span, or nothing completed between them', () => {
+    expect(cpuAccount([sample(0, 0, 0, 0), sample(5_000, 1, 1, 1)], [1_000, 2_000])).toBeNull();
+    expect(cpuAccount([sample(1_000, 0, 0, 0), sample(2_000, 1, 1, 1)], [900, 2_100])).toBeNull();
+    expect(cpuAccount([sample(1_000, 0, 0, 0)], [1_000])).toBeNull();
+  });
+});
+
+describe('CpuSampler on this machine', () => {
+  const config = loadConfig();
+  let pool: pg.Pool;
+  let redis: Redis;
+
+  beforeAll(() => {
+    // The server's maintenance database: the sampler needs a connection, not a schema.
+    pool = new pg.Pool({ connectionString: withDatabase(config.databaseUrl, 'postgres'), max: 1 });
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    await pool.end();
+    redis.disconnect();
+  });
+
+  /**
+   * A node child that, once told to go, burns `cpuMs` of its own CPU (or sleeps as long), says
+   * done and waits to be killed. It says ready first, so its start-up is not measured.
+   */
+  async function child(kind: 'burn' | 'sleep', cpuMs: number): Promise<ChildProcess> {
+    const work = kind === 'burn'
+      ? `const t=process.cpuUsage();while((process.cpuUsage(t).user+process.cpuUsage(t).system)/1000<${cpuMs});done()`
+      : `setTimeout(done,${cpuMs})`;
+    const code = `const done=()=>process.stdout.write('done\\n');process.stdin.once('data',()=>{${work}});process.stdout.write('ready\\n')`;
+    const p = spawn(process.execPath, ['-e', code], { stdio: ['pipe', 'pipe', 'inherit'] });
+    await once(p.stdout as NodeJS.ReadableStream, 'data');
+    return p;
+  }
+
+  async function measure(kind: 'burn' | 'sleep'): Promise<{ processes: number; postgres: number; redis: number; machine: number }> {
+    const p = await child(kind, 400);
+    try {
+      const sampler = await startCpuSampler({ processPids: () => (p.pid === undefined ? [] : [p.pid]), pool, redis, intervalMs: 50 });
+      p.stdin?.write('go\n');
+      await once(p.stdout as NodeJS.ReadableStream, 'data');
+      // Work on both servers while sampling: a CPU-bound query and a few thousand commands.
+      await pool.query('SELECT count(*) FROM generate_series(1, 2000000)');
+      const pipeline = redis.pipeline();
+      for (let i = 0; i < 5_000; i++) pipeline.ping();
+      await pipeline.exec();
+      const samples = await sampler.stop();
+      const first = samples[0];
+      const last = samples.at(-1);
+      if (first === undefined || last === undefined) throw new Error('no samples');
+      const delta = (k: 'processes' | 'postgres' | 'redis' | 'machine') => {
+        const a = first.cpuMs[k];
+        const b = last.cpuMs[k];
+        if (a === null || b === null) throw new Error(`${k} was not read`);
+        return b - a;
+      };
+      return { processes: delta('processes'), postgres: delta('postgres'), redis: delta('redis'), machine: delta('machine') };
+    } finally {
+      p.kill('SIGKILL');
+    }
+  }
+
+  it('counts the CPU a case process burns, the servers\' work and the machine\'s; a sleeping process counts next to nothing', async () => {
+    const burning = await measure('burn');
+    // 400 ms burnt, read in 10 ms ticks; the sampler may start a little after the child.
+    expect(burning.processes).toBeGreaterThanOrEqual(250);
+    expect(burning.processes).toBeLessThanOrEqual(600);
+    expect(burning.postgres).toBeGreaterThan(20);
+    expect(burning.redis).toBeGreaterThan(0);
+    expect(burning.machine).toBeGreaterThanOrEqual(burning.processes);
+
+    const sleeping = await measure('sleep');
+    expect(sleeping.processes).toBeLessThan(60);
+  }, 30_000);
+});

@@ -1,0 +1,62 @@
+// The bench's own checks can fail: a run whose ledger is off, or whose transfers did not all
+// apply, or whose queue kept failed jobs, is refused (so a passing bench means something).
+// Against a real sandbox on the configured PostgreSQL and Redis; the transfers are applied
+// with the same decision call the db-ceiling case uses.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config/config.ts';
+import { decide } from '../../../src/harness/bench/decision-call.ts';
+import { Sandbox, sandboxNames, benchRunId } from '../../../src/harness/bench/sandbox.ts';
+import { verifyJobs, verifyLedger } from '../../../src/harness/bench/verify.ts';
+import { benchBalanceMinor, benchWorkload } from '../../../src/harness/bench/bench-workload.ts';
+import { validateTransferRequest } from '../../../src/ledger/transfer-request.ts';
+
+const TRANSFERS = 40;
+const WALLETS = 20;
+
+describe('bench verification', () => {
+  let sandbox: Sandbox;
+
+  beforeAll(async () => {
+    sandbox = await Sandbox.create({
+      config: loadConfig(),
+      names: sandboxNames(benchRunId(), 'db-ceiling', 1),
+      wallets: WALLETS,
+      balanceMinor: benchBalanceMinor(TRANSFERS),
+      withQueue: false,
+    });
+    const pool = sandbox.requirePool();
+    for (const wire of benchWorkload({ transfers: TRANSFERS, wallets: WALLETS, run: 1, hot: false, operationPrefix: 'r1-' })) {
+      const verdict = validateTransferRequest(wire, 10n ** 15n);
+      if (!verdict.ok) throw new Error(verdict.reason);
+      expect(await decide(pool, verdict.request)).toBe('applied');
+    }
+  });
+  afterAll(() => sandbox.dispose());
+
+  it('passes a run where every transfer applied and the ledger reconciles', async () => {
+    const v = await verifyLedger(sandbox, 'r1-', TRANSFERS, { failedJobs: 0, jobsLeft: 0, completedJobs: TRANSFERS });
+    expect(v.problems).toEqual([]);
+    expect(v).toMatchObject({ ok: true, applied: TRANSFERS, invariantsHeld: true });
+  });
+
+  it('refuses a run with fewer transfers applied than sent, or with failed or leftover jobs', async () => {
+    const v = await verifyLedger(sandbox, 'r1-', TRANSFERS + 1, { failedJobs: 1, jobsLeft: 2, completedJobs: TRANSFERS });
+    expect(v.ok).toBe(false);
+    expect(v.problems.join('; ')).toMatch(/40 transfers applied, expected 41.*1 jobs failed.*2 jobs still queued.*40 jobs completed, expected 41/);
+    expect(verifyJobs(TRANSFERS, { failedJobs: 1, jobsLeft: 0, completedJobs: TRANSFERS - 1 }).ok).toBe(false);
+  });
+
+  it('refuses a run whose ledger does not reconcile', async () => {
+    const pool = sandbox.requirePool();
+    // Money from nowhere: a balance that no ledger entry explains.
+    await pool.query("UPDATE wallets SET balance = balance + 1 WHERE id = 'wallet-1'");
+    try {
+      const v = await verifyLedger(sandbox, 'r1-', TRANSFERS, null);
+      expect(v.ok).toBe(false);
+      expect(v.invariantsHeld).toBe(false);
+      expect(v.problems.join('; ')).toMatch(/invariant violated: conservation/);
+    } finally {
+      await pool.query("UPDATE wallets SET balance = balance - 1 WHERE id = 'wallet-1'");
+    }
+  });
+});

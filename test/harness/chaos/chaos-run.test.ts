@@ -1,0 +1,23 @@
+// A short chaos run as CI runs it on every submission: private Redis and PostgreSQL, four real
+// worker processes behind fault proxies, every fault kind once, and every invariant must hold.
+import { afterAll, describe, expect, it } from 'vitest';
+import { FAULT_KINDS } from '../../../src/harness/chaos/chaos-options.ts';
+import { ChaosCliRun, expectVerdictAsExpected } from './chaos-child.ts';
+
+/** Set-up ~10 s + 30 s of faults + drain (a killed worker's jobs wait out BullMQ's 30 s job lock) + checks. */
+const RUN_TIMEOUT_MS = 170_000;
+
+describe('chaos run (short)', () => {
+  const run = new ChaosCliRun();
+  afterAll(() => run.cleanup(), 60_000);
+
+  it('keeps every invariant under every fault kind', async () => {
+    const result = await run.run(['--seed', '11', '--duration-s', '30', '--transfers', '1500', '--quiet'], RUN_TIMEOUT_MS);
+    const { report, context } = expectVerdictAsExpected(result);
+    expect(report.checks.filter((c) => !c.ok), context).toEqual([]);
+    expect(Object.keys(report.faults.byKind).sort()).toEqual([...FAULT_KINDS].sort());
+    expect(report.ledger.transfersApplied).toBe(1500);
+    expect(report.jobs.failedValid).toBe(0);
+    expect(report.answers.duplicate).toBeGreaterThan(0);
+  }, RUN_TIMEOUT_MS + 10_000);
+});

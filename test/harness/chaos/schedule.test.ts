@@ -1,0 +1,91 @@
+// The fault schedule is a pure function of the seed and the options: the same seed gives the
+// same faults at the same offsets against the same targets; another seed gives another one.
+import { describe, expect, it } from 'vitest';
+import { chaosOptions, FAULT_KINDS, parseChaosArgs } from '../../../src/harness/chaos/chaos-options.ts';
+import { buildSchedule, scheduledFaultCount } from '../../../src/harness/chaos/schedule.ts';
+import { buildWorkload } from '../../../src/harness/chaos/chaos-workload.ts';
+
+describe('buildSchedule', () => {
+  it('gives the same schedule for the same seed', () => {
+    const options = chaosOptions();
+    const first = buildSchedule(1, options);
+    const second = buildSchedule(1, chaosOptions());
+    expect(first.length).toBeGreaterThan(0);
+    expect(second).toEqual(first);
+    expect(JSON.stringify(second)).toBe(JSON.stringify(first));
+  });
+
+  it('gives different schedules for different seeds', () => {
+    const options = chaosOptions();
+    const schedules = [1, 2, 3, 4, 5].map((seed) => JSON.stringify(buildSchedule(seed, options)));
+    expect(new Set(schedules).size).toBe(schedules.length);
+  });
+
+  it('does not depend on how the fault list was written', () => {
+    const a = parseChaosArgs(['--faults', 'link-cut,kill-worker', '--seed', '7']).options;
+    const b = parseChaosArgs(['--faults', 'kill-worker,link-cut,kill-worker', '--seed', '7']).options;
+    expect(buildSchedule(7, a)).toEqual(buildSchedule(7, b));
+  });
+
+  it('injects every enabled kind when there are enough faults, inside the fault phase', () => {
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) {
+      const options = chaosOptions({ seed });
+      const schedule = buildSchedule(seed, options);
+      expect(schedule.length).toBe(scheduledFaultCount(options));
+      expect(new Set(schedule.map((e) => e.kind))).toEqual(new Set(FAULT_KINDS));
+      for (const e of schedule) {
+        expect(e.atMs).toBeGreaterThan(0);
+        expect(e.atMs).toBeLessThan(options.durationS * 1000);
+      }
+      expect(schedule.map((e) => e.atMs)).toEqual([...schedule.map((e) => e.atMs)].sort((x, y) => x - y));
+    }
+  });
+
+  it('freezes a worker for 2 to 5 lock TTLs and never takes the whole fleet down', () => {
+    const options = chaosOptions({ durationS: 600, faultIntervalMs: 300 });
+    const schedule = buildSchedule(3, options);
+    const down = schedule.filter((e) => e.kind === 'kill-worker' || e.kind === 'pause-worker');
+    for (const e of down.filter((x) => x.kind === 'pause-worker')) {
+      expect(e.durationMs).toBeGreaterThanOrEqual(2 * options.lockTtlMs);
+      expect(e.durationMs).toBeLessThanOrEqual(5 * options.lockTtlMs);
+    }
+    for (const e of down) {
+      const overlapping = down.filter((x) => x.atMs <= e.atMs && x.atMs + x.durationMs > e.atMs);
+      expect(overlapping.length).toBeLessThanOrEqual(options.workers - 1);
+      expect(new Set(overlapping.map((x) => x.worker)).size).toBe(overlapping.length);
+    }
+  });
+
+  it('holds only the kinds asked for, and none with --faults none', () => {
+    const options = chaosOptions({ faults: ['pause-worker'], workers: 2, faultIntervalMs: 500 });
+    expect(new Set(buildSchedule(1, options).map((e) => e.kind))).toEqual(new Set(['pause-worker']));
+    expect(buildSchedule(1, chaosOptions({ faults: [] }))).toEqual([]);
+    expect(buildSchedule(1, chaosOptions({ faultsMax: 3 }))).toHaveLength(3);
+  });
+});
+
+describe('buildWorkload', () => {
+  it('is reproducible and makes every valid transfer affordable', () => {
+    const options = chaosOptions({ transfers: 500, invalid: 30 });
+    const a = buildWorkload(options);
+    expect(JSON.stringify(buildWorkload(options).messages)).toBe(JSON.stringify(a.messages));
+    expect(a.messages.filter((m) => m.kind === 'invalid')).toHaveLength(30);
+    expect(a.messages.filter((m) => m.kind === 'duplicate')).toHaveLength(100);
+    const outflow = new Map<string, bigint>();
+    for (const op of a.operations.values()) {
+      // biome-ignore lint/complexity/useMathMinMax: the amounts are bigints, which Math.max does not take
+      const largest = [...op.variants.values()].reduce((x, y) => (y > x ? y : x));
+      outflow.set(op.from, (outflow.get(op.from) ?? 0n) + largest);
+    }
+    for (const total of outflow.values()) expect(total).toBeLessThanOrEqual(a.openingBalanceMinor);
+  });
+
+  it('keeps senders and receivers apart for the naive apply', () => {
+    const w = buildWorkload(chaosOptions({ transfers: 300, apply: 'naive' }));
+    expect(w.sinkWallets.size).toBeGreaterThan(0);
+    for (const op of w.operations.values()) {
+      expect(w.sinkWallets.has(op.from)).toBe(false);
+      expect(w.sinkWallets.has(op.to)).toBe(true);
+    }
+  });
+});

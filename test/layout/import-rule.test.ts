@@ -1,0 +1,54 @@
+// The import rules of .dependency-cruiser.cjs (run by `npm test` as `npm run lint:imports`): the
+// real tree passes, and a product file that imports a harness, in a scratch copy of the layout,
+// is refused by name.
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/config/paths.ts';
+
+const DEPCRUISE = join(PROJECT_ROOT, 'node_modules', '.bin', 'depcruise');
+const CONFIG = join(PROJECT_ROOT, '.dependency-cruiser.cjs');
+
+async function cruise(cwd: string, paths: string[]): Promise<{ code: number; output: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(DEPCRUISE, [...paths, '--config', CONFIG], { cwd });
+    return { code: 0, output: stdout + stderr };
+  } catch (err) {
+    const failed = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: failed.code ?? -1, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
+  }
+}
+
+function writeTree(root: string, files: Record<string, string>): void {
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+}
+
+describe('the import rules', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'ft-import-rule-'));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+  it('hold on the project as it is', async () => {
+    const result = await cruise(PROJECT_ROOT, ['src', 'test']);
+    expect(result.code, result.output).toBe(0);
+    expect(result.output).toContain('no dependency violations found');
+  });
+
+  it('refuse a product file that imports a harness, and allow the other direction', async () => {
+    writeTree(scratch, {
+      'tsconfig.json': JSON.stringify({ compilerOptions: { allowImportingTsExtensions: true, noEmit: true } }),
+      'src/ledger/settle.ts': "import { fault } from '../harness/chaos/fault.ts';\nexport const settle = fault;\n",
+      'src/harness/chaos/fault.ts': 'export const fault = 1;\n',
+      'src/harness/chaos/drive.ts': "import { settle } from '../../ledger/settle.ts';\nexport const drive = settle;\n",
+    });
+    const result = await cruise(scratch, ['src']);
+    expect(result.code).not.toBe(0);
+    expect(result.output).toMatch(/product-imports-harness: src\/ledger\/settle\.ts → src\/harness\/chaos\/fault\.ts/);
+    expect(result.output).not.toContain('src/harness/chaos/drive.ts →');
+  });
+});

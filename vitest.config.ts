@@ -31,7 +31,11 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'compiled',
-          include: ['test/queue/transfer-worker.test.ts', 'test/queue/hostile-messages.test.ts', 'test/compiled/**/*.test.ts'],
+          include: [
+            'test/queue/transfer-worker.test.ts',
+            'test/queue/hostile-messages.test.ts',
+            'test/compiled/**/*.test.ts',
+          ],
           globalSetup: ['test/global-setup.ts', 'test/compiled/compiled-image-setup.ts'],
           env: { WORKER_ENTRY: COMPILED_WORKER_ENTRY },
         },

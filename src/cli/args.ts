@@ -1,12 +1,15 @@
 // Command-line flag parsing shared by the commands: unknown flags are errors, not ignored.
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 export class UsageError extends Error {
   override name = 'UsageError';
 }
 
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(
-  argv: string[], options: T, usage: string, positionalsMax = 0,
+  argv: string[],
+  options: T,
+  usage: string,
+  positionalsMax = 0,
 ) {
   const parsed = (() => {
     try {
@@ -32,6 +35,7 @@ export function integerFlag(value: string, flag: string): number {
 }
 
 export function amountFlag(value: string, flag: string): bigint {
-  if (!/^\d{1,19}$/.test(value)) throw new UsageError(`${flag} must be an integer amount in minor units, got ${JSON.stringify(value)}`);
+  if (!/^\d{1,19}$/.test(value))
+    throw new UsageError(`${flag} must be an integer amount in minor units, got ${JSON.stringify(value)}`);
   return BigInt(value);
 }

@@ -34,7 +34,9 @@ await runCli(async () => {
     readOnly: config.dashboardReadOnly,
     logger,
   });
-  process.stdout.write(`${JSON.stringify({ url: dashboard.url, queues: queueNames, readOnly: config.dashboardReadOnly })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ url: dashboard.url, queues: queueNames, readOnly: config.dashboardReadOnly })}\n`,
+  );
   const signal = await stopped;
   logger.info({ signal }, 'stopping dashboard');
   await dashboard.close();

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { loadConfig } from '../config/config.ts';
-import { validateTransferRequest, type TransferWire } from '../ledger/transfer-request.ts';
+import { type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
 import { redactText } from '../log/redact.ts';
 import { ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers, TransferQueues } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
@@ -31,24 +31,39 @@ function rate(value: string, flag: string): number {
 }
 
 await runCli(async () => {
-  const { values } = parseFlags(process.argv.slice(2), {
-    from: { type: 'string' }, to: { type: 'string' }, amount: { type: 'string' },
-    currency: { type: 'string' }, 'operation-id': { type: 'string' },
-    file: { type: 'string' },
-    random: { type: 'string' }, wallets: { type: 'string' }, duplicates: { type: 'string', default: '0' },
-    seed: { type: 'string', default: '1' }, prefix: { type: 'string', default: 'wallet-' },
-    'amount-max': { type: 'string', default: '100' },
-  }, USAGE);
-  const modes = [values.from !== undefined || values.to !== undefined || values.amount !== undefined,
-    values.file !== undefined, values.random !== undefined].filter(Boolean).length;
-  if (modes !== 1) throw new UsageError(`choose exactly one of --from/--to/--amount, --file, --random\nusage: ${USAGE}`);
+  const { values } = parseFlags(
+    process.argv.slice(2),
+    {
+      from: { type: 'string' },
+      to: { type: 'string' },
+      amount: { type: 'string' },
+      currency: { type: 'string' },
+      'operation-id': { type: 'string' },
+      file: { type: 'string' },
+      random: { type: 'string' },
+      wallets: { type: 'string' },
+      duplicates: { type: 'string', default: '0' },
+      seed: { type: 'string', default: '1' },
+      prefix: { type: 'string', default: 'wallet-' },
+      'amount-max': { type: 'string', default: '100' },
+    },
+    USAGE,
+  );
+  const modes = [
+    values.from !== undefined || values.to !== undefined || values.amount !== undefined,
+    values.file !== undefined,
+    values.random !== undefined,
+  ].filter(Boolean).length;
+  if (modes !== 1)
+    throw new UsageError(`choose exactly one of --from/--to/--amount, --file, --random\nusage: ${USAGE}`);
 
   const config = loadConfig();
   const connection = bullmqConnection(config);
   // QUEUE_SHARDS queues; each transfer goes to its source wallet's shard.
   const queue = TransferQueues.open(connection, config, config.jobAttemptsMax);
   // The message only: a refused password's error object carries the password (see redact.ts).
-  for (const q of queue.queues) q.on('error', (err) => process.stderr.write(`queue error: ${redactText(err.message)}\n`));
+  for (const q of queue.queues)
+    q.on('error', (err) => process.stderr.write(`queue error: ${redactText(err.message)}\n`));
   try {
     if (values.file !== undefined) {
       await enqueueFile(values.file, queue, config.transferAmountMax);
@@ -63,14 +78,25 @@ await runCli(async () => {
         seed: integerFlag(values.seed ?? '1', '--seed'),
         operationPrefix: `rnd-${randomUUID().slice(0, 8)}-`,
       });
-      const jobs = await enqueueTransfers(queue, messages.map((m) => m.wire), config.transferAmountMax, {},
-        (done) => process.stderr.write(`enqueued ${done}/${messages.length}\n`));
-      process.stdout.write(`${JSON.stringify({ enqueued: jobs.length,
-        duplicates: messages.filter((m) => m.kind === 'duplicate').length })}\n`);
+      const jobs = await enqueueTransfers(
+        queue,
+        messages.map((m) => m.wire),
+        config.transferAmountMax,
+        {},
+        (done) => process.stderr.write(`enqueued ${done}/${messages.length}\n`),
+      );
+      process.stdout.write(
+        `${JSON.stringify({
+          enqueued: jobs.length,
+          duplicates: messages.filter((m) => m.kind === 'duplicate').length,
+        })}\n`,
+      );
     } else {
       const wire: TransferWire = {
         operationId: values['operation-id'] ?? randomUUID(),
-        from: values.from ?? '', to: values.to ?? '', amount: values.amount ?? '',
+        from: values.from ?? '',
+        to: values.to ?? '',
+        amount: values.amount ?? '',
         ...(values.currency === undefined ? {} : { currency: values.currency }),
       };
       const verdict = validateTransferRequest(wire, config.transferAmountMax);
@@ -93,7 +119,8 @@ async function enqueueFile(path: string, queue: TransferQueues, amountMax: bigin
     if (batch.length === 0) return;
     enqueued += (await enqueueTransfers(queue, batch, amountMax)).length;
     batch = [];
-    if (enqueued % PROGRESS_EVERY < ENQUEUE_BATCH_MAX) process.stderr.write(`enqueued ${enqueued} (line ${lineNumber})\n`);
+    if (enqueued % PROGRESS_EVERY < ENQUEUE_BATCH_MAX)
+      process.stderr.write(`enqueued ${enqueued} (line ${lineNumber})\n`);
   };
   for await (const line of lines) {
     lineNumber += 1;
@@ -102,15 +129,28 @@ async function enqueueFile(path: string, queue: TransferQueues, amountMax: bigin
       invalid.push({ line: lineNumber, reason });
       process.stderr.write(`line ${lineNumber}: ${reason}\n`);
     };
-    if (line.length > NDJSON_LINE_LENGTH_MAX) { report(`longer than ${NDJSON_LINE_LENGTH_MAX} characters`); continue; }
+    if (line.length > NDJSON_LINE_LENGTH_MAX) {
+      report(`longer than ${NDJSON_LINE_LENGTH_MAX} characters`);
+      continue;
+    }
     let parsed: unknown;
-    try { parsed = JSON.parse(line); } catch { report('not valid JSON'); continue; }
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      report('not valid JSON');
+      continue;
+    }
     const verdict = validateTransferRequest(parsed, amountMax);
-    if (!verdict.ok) { report(verdict.reason); continue; }
+    if (!verdict.ok) {
+      report(verdict.reason);
+      continue;
+    }
     batch.push(parsed as TransferWire);
     if (batch.length >= ENQUEUE_BATCH_MAX) await flush();
   }
   await flush();
-  process.stdout.write(`${JSON.stringify({ lines: lineNumber, enqueued, invalid: invalid.length, invalidLines: invalid.slice(0, 100) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ lines: lineNumber, enqueued, invalid: invalid.length, invalidLines: invalid.slice(0, 100) })}\n`,
+  );
   if (invalid.length > 0) process.exitCode = 2;
 }

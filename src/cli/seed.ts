@@ -8,12 +8,16 @@ import { runCli } from './run-cli.ts';
 const USAGE = 'npm run db:seed -- --wallets N --balance AMOUNT [--prefix wallet-] [--currency EUR]';
 
 await runCli(async () => {
-  const { values } = parseFlags(process.argv.slice(2), {
-    wallets: { type: 'string' },
-    balance: { type: 'string' },
-    prefix: { type: 'string', default: 'wallet-' },
-    currency: { type: 'string', default: 'EUR' },
-  }, USAGE);
+  const { values } = parseFlags(
+    process.argv.slice(2),
+    {
+      wallets: { type: 'string' },
+      balance: { type: 'string' },
+      prefix: { type: 'string', default: 'wallet-' },
+      currency: { type: 'string', default: 'EUR' },
+    },
+    USAGE,
+  );
   const request = {
     wallets: integerFlag(requireFlag(values.wallets, '--wallets', USAGE), '--wallets'),
     balanceMinor: amountFlag(requireFlag(values.balance, '--balance', USAGE), '--balance'),

@@ -1,6 +1,6 @@
 // `npm run status -- <operationId>`: the stored outcome as JSON; exit 1 when unknown.
 // `npm run status` (no argument): the job counts of every queue shard, and their sum, as JSON.
-import { loadConfig, type Config } from '../config/config.ts';
+import { type Config, loadConfig } from '../config/config.ts';
 import { createPrisma } from '../db/prisma.ts';
 import { ID_PATTERN } from '../ledger/transfer-request.ts';
 import { readTransfer } from '../ledger/transfer-status.ts';
@@ -17,10 +17,17 @@ async function queueStatus(config: Config): Promise<void> {
   connection.on('error', () => undefined);
   const queues = TransferQueues.open(connection, config, config.jobAttemptsMax);
   try {
-    const shards = await Promise.all(queues.shards.map(async ({ shard, queue }) => ({
-      shard: shard.index, queue: shard.name, prefix: shard.prefix, ...(await queueProgress(queue)),
-    })));
-    process.stdout.write(`${JSON.stringify({ redis: describeRedisTarget(config), shards, total: await queueProgress(queues.queues) })}\n`);
+    const shards = await Promise.all(
+      queues.shards.map(async ({ shard, queue }) => ({
+        shard: shard.index,
+        queue: shard.name,
+        prefix: shard.prefix,
+        ...(await queueProgress(queue)),
+      })),
+    );
+    process.stdout.write(
+      `${JSON.stringify({ redis: describeRedisTarget(config), shards, total: await queueProgress(queues.queues) })}\n`,
+    );
   } finally {
     await queues.close();
     connection.disconnect();

@@ -1,7 +1,8 @@
 // Reads and validates the environment once, at start, into a typed and frozen object.
 // Nothing else in the service reads process.env: pass the Config (or a piece of it) down.
-import { isIP } from 'node:net';
+
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
 import { PROJECT_ROOT } from './paths.ts';
 
@@ -11,7 +12,13 @@ import { PROJECT_ROOT } from './paths.ts';
  * and the migrations, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand.
  */
 export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock' | 'no-readiness' | 'no-graceful-shutdown';
-const UNSAFE_MODES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock', 'no-readiness', 'no-graceful-shutdown'];
+const UNSAFE_MODES: readonly UnsafeMode[] = [
+  'no-idempotency',
+  'no-fencing',
+  'no-lock',
+  'no-readiness',
+  'no-graceful-shutdown',
+];
 
 /** One Redis Cluster node as given in REDIS_CLUSTER_NODES or REDIS_CLUSTER_NAT_MAP. */
 export interface RedisNodeAddress {
@@ -104,7 +111,10 @@ export interface Config {
 }
 
 export class ConfigError extends Error {
-  constructor(readonly variable: string, detail: string) {
+  constructor(
+    readonly variable: string,
+    detail: string,
+  ) {
     super(`${variable}: ${detail}`);
     this.name = 'ConfigError';
   }
@@ -187,7 +197,10 @@ function url(env: Env, name: keyof typeof CONFIG_DEFAULTS, protocols: readonly s
     throw new ConfigError(name, `not a valid URL (expected ${protocols.map((p) => `${p}//host:port`).join(' or ')})`);
   }
   if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(name, `unsupported scheme ${JSON.stringify(parsed.protocol)}; expected ${protocols.join(' or ')}`);
+    throw new ConfigError(
+      name,
+      `unsupported scheme ${JSON.stringify(parsed.protocol)}; expected ${protocols.join(' or ')}`,
+    );
   }
   if (parsed.hostname === '') {
     throw new ConfigError(name, 'the URL names no host');
@@ -208,9 +221,13 @@ function certificateFile(variable: string, path: string): string {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ConfigError(variable, `cannot read ${JSON.stringify(path)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    throw new ConfigError(
+      variable,
+      `cannot read ${JSON.stringify(path)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+    );
   }
-  if (!text.includes(PEM_CERTIFICATE)) throw new ConfigError(variable, `${JSON.stringify(path)} holds no PEM certificate`);
+  if (!text.includes(PEM_CERTIFICATE))
+    throw new ConfigError(variable, `${JSON.stringify(path)} holds no PEM certificate`);
   return path;
 }
 
@@ -228,7 +245,10 @@ function databaseTls(databaseUrl: string): void {
       try {
         readFileSync(path);
       } catch (err) {
-        throw new ConfigError('DATABASE_URL', `${file}: cannot read ${JSON.stringify(path)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+        throw new ConfigError(
+          'DATABASE_URL',
+          `${file}: cannot read ${JSON.stringify(path)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+        );
       }
     } else {
       certificateFile(`DATABASE_URL (${file})`, path);
@@ -244,14 +264,18 @@ function name(env: Env, variable: keyof typeof CONFIG_DEFAULTS, pattern: RegExp,
 
 function booleanFlag(env: Env, variable: keyof typeof CONFIG_DEFAULTS): boolean {
   const raw = read(env, variable);
-  if (raw !== 'true' && raw !== 'false') throw new ConfigError(variable, `expected true or false, got ${JSON.stringify(raw)}`);
+  if (raw !== 'true' && raw !== 'false')
+    throw new ConfigError(variable, `expected true or false, got ${JSON.stringify(raw)}`);
   return raw === 'true';
 }
 
 function listenHost(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string {
   const raw = read(env, variable);
   if (raw !== 'localhost' && isIP(raw) === 0) {
-    throw new ConfigError(variable, `expected an IP address (127.0.0.1, 0.0.0.0, ::1) or localhost, got ${JSON.stringify(raw)}`);
+    throw new ConfigError(
+      variable,
+      `expected an IP address (127.0.0.1, 0.0.0.0, ::1) or localhost, got ${JSON.stringify(raw)}`,
+    );
   }
   return raw;
 }
@@ -260,7 +284,10 @@ function metricsPort(env: Env): number | null {
   const raw = read(env, 'METRICS_PORT');
   if (raw === METRICS_PORT_OFF) return null;
   if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65_535) {
-    throw new ConfigError('METRICS_PORT', `expected a port between 0 (any free port) and 65535, or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`);
+    throw new ConfigError(
+      'METRICS_PORT',
+      `expected a port between 0 (any free port) and 65535, or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`,
+    );
   }
   return Number(raw);
 }
@@ -305,7 +332,11 @@ function redisCluster(env: Env): RedisClusterConfig | null {
   const natMap: Record<string, RedisNodeAddress> = {};
   for (const entry of natRaw) {
     const parts = entry.split('=');
-    if (parts.length !== 2) throw new ConfigError('REDIS_CLUSTER_NAT_MAP', `expected announced-host:port=reachable-host:port, got ${JSON.stringify(entry)}`);
+    if (parts.length !== 2)
+      throw new ConfigError(
+        'REDIS_CLUSTER_NAT_MAP',
+        `expected announced-host:port=reachable-host:port, got ${JSON.stringify(entry)}`,
+      );
     const from = nodeAddress('REDIS_CLUSTER_NAT_MAP', parts[0] as string);
     const key = `${from.host}:${from.port}`;
     if (key in natMap) throw new ConfigError('REDIS_CLUSTER_NAT_MAP', `${key} is mapped twice`);
@@ -320,7 +351,10 @@ function shardsConsumed(env: Env, shards: number): readonly number[] {
   const out = new Set<number>();
   for (const item of raw) {
     if (!/^\d{1,3}$/.test(item) || Number(item) >= shards) {
-      throw new ConfigError('QUEUE_SHARDS_CONSUMED', `expected shard indexes from 0 to ${shards - 1} (QUEUE_SHARDS=${shards}), got ${JSON.stringify(item)}`);
+      throw new ConfigError(
+        'QUEUE_SHARDS_CONSUMED',
+        `expected shard indexes from 0 to ${shards - 1} (QUEUE_SHARDS=${shards}), got ${JSON.stringify(item)}`,
+      );
     }
     if (out.has(Number(item))) throw new ConfigError('QUEUE_SHARDS_CONSUMED', `shard ${item} is listed twice`);
     out.add(Number(item));
@@ -338,14 +372,20 @@ export function loadConfig(env: Env = process.env): Config {
 
   const amountMaxRaw = read(env, 'TRANSFER_AMOUNT_MAX');
   if (!/^[1-9]\d{0,17}$/.test(amountMaxRaw)) {
-    throw new ConfigError('TRANSFER_AMOUNT_MAX', `expected a positive integer below 10^18, got ${JSON.stringify(amountMaxRaw)}`);
+    throw new ConfigError(
+      'TRANSFER_AMOUNT_MAX',
+      `expected a positive integer below 10^18, got ${JSON.stringify(amountMaxRaw)}`,
+    );
   }
 
   const unsafeRaw = read(env, 'TRANSFERS_UNSAFE');
   const unsafe = unsafeRaw === '' ? [] : unsafeRaw.split(',').map((s) => s.trim());
   for (const mode of unsafe) {
     if (!(UNSAFE_MODES as readonly string[]).includes(mode)) {
-      throw new ConfigError('TRANSFERS_UNSAFE', `unknown mode ${JSON.stringify(mode)}; expected ${UNSAFE_MODES.join(', ')}`);
+      throw new ConfigError(
+        'TRANSFERS_UNSAFE',
+        `unknown mode ${JSON.stringify(mode)}; expected ${UNSAFE_MODES.join(', ')}`,
+      );
     }
   }
   if (unsafe.length > 0 && env.TRANSFERS_ALLOW_UNSAFE !== 'i-understand-this-breaks-guarantees') {
@@ -365,10 +405,14 @@ export function loadConfig(env: Env = process.env): Config {
   const inFlightSet = (env.TRANSFER_BATCHES_IN_FLIGHT_MAX ?? '') !== '';
   const transferBatchesInFlightMax = inFlightSet
     ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, TRANSFER_BATCHES_IN_FLIGHT_LIMIT)
-    : transferBatchMax === 1 ? dbPoolMax : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
+    : transferBatchMax === 1
+      ? dbPoolMax
+      : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
   if (transferBatchesInFlightMax > dbPoolMax) {
-    throw new ConfigError('TRANSFER_BATCHES_IN_FLIGHT_MAX',
-      `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`);
+    throw new ConfigError(
+      'TRANSFER_BATCHES_IN_FLIGHT_MAX',
+      `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`,
+    );
   }
   const databaseUrl = url(env, 'DATABASE_URL', ['postgresql:', 'postgres:']);
   databaseTls(databaseUrl);
@@ -379,7 +423,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const workerEntryRaw = read(env, 'WORKER_ENTRY');
   if (!/\.(ts|js)$/.test(workerEntryRaw)) {
-    throw new ConfigError('WORKER_ENTRY', `expected a .ts source or a compiled .js file, got ${JSON.stringify(workerEntryRaw)}`);
+    throw new ConfigError(
+      'WORKER_ENTRY',
+      `expected a .ts source or a compiled .js file, got ${JSON.stringify(workerEntryRaw)}`,
+    );
   }
   const queueShards = integer(env, 'QUEUE_SHARDS', 1, QUEUE_SHARDS_MAX);
   const config: Config = {
@@ -424,9 +471,16 @@ export function redisTargetEnv(config: Pick<Config, 'redisUrl' | 'redisCluster'>
   const cluster = config.redisCluster;
   return {
     REDIS_URL: config.redisUrl,
-    REDIS_CLUSTER_NODES: cluster === null ? '' : cluster.nodes.map((n) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(','),
-    REDIS_CLUSTER_NAT_MAP: cluster === null ? '' : Object.entries(cluster.natMap)
-      .map(([from, to]) => `${from}=${to.host.includes(':') ? `[${to.host}]` : to.host}:${to.port}`).join(','),
+    REDIS_CLUSTER_NODES:
+      cluster === null
+        ? ''
+        : cluster.nodes.map((n) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(','),
+    REDIS_CLUSTER_NAT_MAP:
+      cluster === null
+        ? ''
+        : Object.entries(cluster.natMap)
+            .map(([from, to]) => `${from}=${to.host.includes(':') ? `[${to.host}]` : to.host}:${to.port}`)
+            .join(','),
   };
 }
 
@@ -434,7 +488,10 @@ export function redisTargetEnv(config: Pick<Config, 'redisUrl' | 'redisCluster'>
 export function databaseName(databaseUrl: string): string {
   const dbName = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
   if (!/^[A-Za-z0-9_-]{1,63}$/.test(dbName)) {
-    throw new ConfigError('DATABASE_URL', `database name must be 1-63 characters of [A-Za-z0-9_-], got ${JSON.stringify(dbName)}`);
+    throw new ConfigError(
+      'DATABASE_URL',
+      `database name must be 1-63 characters of [A-Za-z0-9_-], got ${JSON.stringify(dbName)}`,
+    );
   }
   return dbName;
 }
@@ -470,7 +527,8 @@ const WORKER_DB_PASSWORD_PATTERN = /^[\x21-\x7e]{16,256}$/;
  */
 export function loadWorkerDbPassword(env: Env = process.env): string {
   const raw = env.WORKER_DB_PASSWORD;
-  if (raw === undefined || raw === '') throw new ConfigError('WORKER_DB_PASSWORD', 'is required (the worker role\'s password)');
+  if (raw === undefined || raw === '')
+    throw new ConfigError('WORKER_DB_PASSWORD', "is required (the worker role's password)");
   if (!WORKER_DB_PASSWORD_PATTERN.test(raw)) {
     throw new ConfigError('WORKER_DB_PASSWORD', 'expected 16-256 printable ASCII characters without spaces');
   }

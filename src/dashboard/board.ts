@@ -40,7 +40,8 @@ export function validateQueueNames(queueNames: readonly string[]): void {
     throw new RangeError(`the dashboard shows at most ${DASHBOARD_QUEUES_MAX} queues, got ${queueNames.length}`);
   }
   for (const name of queueNames) {
-    if (!QUEUE_NAME_PATTERN.test(name)) throw new RangeError(`queue name ${JSON.stringify(name)} is not 1-64 characters of [A-Za-z0-9._-]`);
+    if (!QUEUE_NAME_PATTERN.test(name))
+      throw new RangeError(`queue name ${JSON.stringify(name)} is not 1-64 characters of [A-Za-z0-9._-]`);
   }
   if (new Set(queueNames).size !== queueNames.length) throw new RangeError('the same queue name is given twice');
 }
@@ -50,7 +51,11 @@ export function createBoard(options: BoardOptions): Board {
   // skipMetasUpdate: the dashboard never writes the queue's meta hash; producers and workers own it.
   const queues = options.queueNames.map((name) => {
     const prefix = options.queuePrefixes?.[name];
-    const queue = new Queue(name, { connection: options.connection, skipMetasUpdate: true, ...(prefix === undefined ? {} : { prefix }) });
+    const queue = new Queue(name, {
+      connection: options.connection,
+      skipMetasUpdate: true,
+      ...(prefix === undefined ? {} : { prefix }),
+    });
     queue.on('error', (err) => options.onError?.(err, name));
     return queue;
   });

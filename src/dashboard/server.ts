@@ -2,14 +2,15 @@
 // default), over its own Redis connection whose commands are bounded, so a page fails instead of
 // hanging when Redis is away. A port in use or an address this machine does not have is one
 // clear error naming the variable; so is a Redis that does not answer at start.
-import type { AddressInfo } from 'node:net';
+
 import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { Redis } from 'ioredis';
-import { ConfigError, redactUrl, type RedisClusterConfig } from '../config/config.ts';
+import { ConfigError, type RedisClusterConfig, redactUrl } from '../config/config.ts';
 import type { Logger } from '../log/logger.ts';
 import { withinMs } from '../ops/probes.ts';
-import { describeRedisTarget, lockConnection, redisTlsOptions, type RedisClient } from '../queue/redis-connection.ts';
+import { describeRedisTarget, lockConnection, type RedisClient, redisTlsOptions } from '../queue/redis-connection.ts';
 import { createBoard } from './board.ts';
 
 /** A Redis command of the dashboard that has not answered in this long fails (the page shows an error). */
@@ -52,9 +53,12 @@ function urlOf(host: string, port: number): string {
 function listen(server: Server, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException): void => {
-      if (err.code === 'EADDRINUSE') reject(new ConfigError('DASHBOARD_PORT', `port ${port} on ${host} is already in use`));
-      else if (err.code === 'EADDRNOTAVAIL') reject(new ConfigError('DASHBOARD_HOST', `${host} is not an address of this machine`));
-      else if (err.code === 'EACCES') reject(new ConfigError('DASHBOARD_PORT', `port ${port} needs privileges this process does not have`));
+      if (err.code === 'EADDRINUSE')
+        reject(new ConfigError('DASHBOARD_PORT', `port ${port} on ${host} is already in use`));
+      else if (err.code === 'EADDRNOTAVAIL')
+        reject(new ConfigError('DASHBOARD_HOST', `${host} is not an address of this machine`));
+      else if (err.code === 'EACCES')
+        reject(new ConfigError('DASHBOARD_PORT', `port ${port} needs privileges this process does not have`));
       else reject(err);
     };
     server.once('error', onError);
@@ -66,7 +70,11 @@ function listen(server: Server, host: string, port: number): Promise<number> {
 }
 
 async function connectRedis(options: DashboardOptions): Promise<RedisClient> {
-  const target = { redisUrl: options.redisUrl, redisTlsCaFile: options.redisTlsCaFile ?? null, redisCluster: options.redisCluster ?? null };
+  const target = {
+    redisUrl: options.redisUrl,
+    redisTlsCaFile: options.redisTlsCaFile ?? null,
+    redisCluster: options.redisCluster ?? null,
+  };
   if (target.redisCluster !== null) {
     // The lock's kind of connection: every command bounded, retried briefly through a failover.
     const cluster = lockConnection(target);
@@ -75,7 +83,10 @@ async function connectRedis(options: DashboardOptions): Promise<RedisClient> {
       await withinMs(cluster.ping(), DASHBOARD_REDIS_CONNECT_TIMEOUT_MS, 'Redis Cluster');
     } catch (err) {
       cluster.disconnect();
-      throw new ConfigError('REDIS_CLUSTER_NODES', `Redis Cluster does not answer at ${describeRedisTarget(target)}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new ConfigError(
+        'REDIS_CLUSTER_NODES',
+        `Redis Cluster does not answer at ${describeRedisTarget(target)}: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
     return cluster;
   }
@@ -93,7 +104,10 @@ async function connectRedis(options: DashboardOptions): Promise<RedisClient> {
     await connection.ping();
   } catch (err) {
     connection.disconnect();
-    throw new ConfigError('REDIS_URL', `Redis does not answer at ${redactUrl(options.redisUrl)}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new ConfigError(
+      'REDIS_URL',
+      `Redis does not answer at ${redactUrl(options.redisUrl)}: ${err instanceof Error ? err.message : String(err)}`,
+    );
   }
   return connection;
 }
@@ -118,9 +132,23 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     throw err;
   }
   const url = urlOf(options.host, port);
-  logger.info({ url, queues: options.queueNames, readOnly: options.readOnly, redis: describeRedisTarget({ redisUrl: options.redisUrl, redisTlsCaFile: options.redisTlsCaFile ?? null, redisCluster: options.redisCluster ?? null }) }, 'dashboard listening');
-  if (!options.readOnly) logger.warn({ url }, 'dashboard is NOT read-only: anyone who can open it can retry, clean and remove jobs');
-  if (!isLoopback(options.host)) logger.warn({ host: options.host }, 'dashboard listens beyond this machine and has no authentication');
+  logger.info(
+    {
+      url,
+      queues: options.queueNames,
+      readOnly: options.readOnly,
+      redis: describeRedisTarget({
+        redisUrl: options.redisUrl,
+        redisTlsCaFile: options.redisTlsCaFile ?? null,
+        redisCluster: options.redisCluster ?? null,
+      }),
+    },
+    'dashboard listening',
+  );
+  if (!options.readOnly)
+    logger.warn({ url }, 'dashboard is NOT read-only: anyone who can open it can retry, clean and remove jobs');
+  if (!isLoopback(options.host))
+    logger.warn({ host: options.host }, 'dashboard listens beyond this machine and has no authentication');
 
   return {
     url,

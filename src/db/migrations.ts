@@ -74,13 +74,20 @@ export async function migrate(databaseUrl: string, migrationsDir: string, logger
   // also emits 'error', which must not crash the process.
   client.on('error', () => undefined);
   await client.connect();
-  const result: MigrateResult = { database: databaseName(databaseUrl), createdDatabase, applied: [], alreadyApplied: [] };
+  const result: MigrateResult = {
+    database: databaseName(databaseUrl),
+    createdDatabase,
+    applied: [],
+    alreadyApplied: [],
+  };
   try {
     await client.query('SELECT pg_advisory_lock($1)', [PRISMA_MIGRATE_ADVISORY_LOCK_KEY]);
     await client.query(CREATE_MIGRATIONS_TABLE);
-    const rows = (await client.query<MigrationRow>(
-      'SELECT id, checksum, migration_name, finished_at, rolled_back_at, logs FROM "_prisma_migrations" ORDER BY started_at',
-    )).rows;
+    const rows = (
+      await client.query<MigrationRow>(
+        'SELECT id, checksum, migration_name, finished_at, rolled_back_at, logs FROM "_prisma_migrations" ORDER BY started_at',
+      )
+    ).rows;
 
     const failed = rows.find((r) => r.finished_at === null && r.rolled_back_at === null);
     if (failed) {
@@ -90,7 +97,9 @@ export async function migrate(databaseUrl: string, migrationsDir: string, logger
     }
 
     for (const migration of migrations) {
-      const done = rows.find((r) => r.migration_name === migration.name && r.finished_at !== null && r.rolled_back_at === null);
+      const done = rows.find(
+        (r) => r.migration_name === migration.name && r.finished_at !== null && r.rolled_back_at === null,
+      );
       if (done) {
         if (done.checksum !== migration.checksum) {
           throw new MigrationError(
@@ -115,10 +124,9 @@ export async function migrate(databaseUrl: string, migrationsDir: string, logger
         await client.query('UPDATE "_prisma_migrations" SET logs = $2 WHERE id = $1', [id, message]);
         throw new MigrationError(`migration ${migration.name} failed: ${message}`);
       }
-      await client.query(
-        'UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1',
-        [id],
-      );
+      await client.query('UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1', [
+        id,
+      ]);
       logger?.info({ migration: migration.name }, 'migration applied');
       result.applied.push(migration.name);
     }

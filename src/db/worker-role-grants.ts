@@ -49,8 +49,11 @@ export interface WorkerRoleResult {
  * server's statement log, as psql's \password does. Assumes SASLprep leaves the password
  * unchanged, which holds for printable ASCII (see loadWorkerDbPassword).
  */
-export function scramSha256Verifier(password: string, salt: Buffer = randomBytes(SCRAM_SALT_BYTES),
-  iterations = SCRAM_ITERATIONS): string {
+export function scramSha256Verifier(
+  password: string,
+  salt: Buffer = randomBytes(SCRAM_SALT_BYTES),
+  iterations = SCRAM_ITERATIONS,
+): string {
   const salted = pbkdf2Sync(Buffer.from(password, 'utf8'), salt, iterations, 32, 'sha256');
   const clientKey = createHmac('sha256', salted).update('Client Key').digest();
   const storedKey = createHash('sha256').update(clientKey).digest();
@@ -72,7 +75,8 @@ export function roleUrl(databaseUrl: string, role: string, password: string): st
  * not listed: the least-privilege migration removes the ones that matter.
  */
 export async function rolePrivileges(client: pg.ClientBase, role: string): Promise<string[]> {
-  const { rows } = await client.query<{ line: string }>(`
+  const { rows } = await client.query<{ line: string }>(
+    `
     WITH r AS (SELECT oid FROM pg_roles WHERE rolname = $1)
     SELECT 'DATABASE ' || quote_ident(d.datname) || ' ' || a.privilege_type AS line
       FROM pg_database d, aclexplode(d.datacl) a, r
@@ -99,7 +103,9 @@ export async function rolePrivileges(client: pg.ClientBase, role: string): Promi
     UNION ALL
     SELECT 'MEMBER OF ' || quote_ident(g.rolname)
       FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid, r WHERE m.member = r.oid
-    ORDER BY 1`, [role]);
+    ORDER BY 1`,
+    [role],
+  );
   return rows.map((r) => r.line);
 }
 
@@ -124,7 +130,9 @@ export function expectedWorkerPrivileges(database: string, schema: string): stri
  */
 export async function ensureWorkerRole(ownerUrl: string, role: string, password: string): Promise<WorkerRoleResult> {
   if (!ROLE_NAME_PATTERN.test(role)) {
-    throw new WorkerRoleError(`role name must be 1-63 characters of [a-z0-9_], not starting with a digit; got ${JSON.stringify(role)}`);
+    throw new WorkerRoleError(
+      `role name must be 1-63 characters of [a-z0-9_], not starting with a digit; got ${JSON.stringify(role)}`,
+    );
   }
   const database = databaseName(ownerUrl);
   const client = new pg.Client({ connectionString: ownerUrl, application_name: 'fenced-transfers-admin' });
@@ -133,44 +141,71 @@ export async function ensureWorkerRole(ownerUrl: string, role: string, password:
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1)', [WORKER_ROLE_ADVISORY_LOCK_KEY]);
-    const { rows: [where] } = await client.query<{ schema: string; me: string }>(
-      'SELECT current_schema() AS schema, current_user AS me');
+    const {
+      rows: [where],
+    } = await client.query<{ schema: string; me: string }>('SELECT current_schema() AS schema, current_user AS me');
     if (where === undefined) throw new WorkerRoleError('cannot read the current schema');
     const { schema } = where;
-    if (role === where.me) throw new WorkerRoleError(`${role} is the role running this command (the owner); choose another name`);
+    if (role === where.me)
+      throw new WorkerRoleError(`${role} is the role running this command (the owner); choose another name`);
 
     for (const fn of DECISION_FUNCTIONS) {
       const found = await client.query('SELECT to_regprocedure($1) IS NOT NULL AS ok', [`${schema}.${fn}`]);
-      if (found.rows[0]?.ok !== true) throw new WorkerRoleError(`decision function ${fn} is missing in schema ${schema}: run npm run db:migrate first`);
+      if (found.rows[0]?.ok !== true)
+        throw new WorkerRoleError(
+          `decision function ${fn} is missing in schema ${schema}: run npm run db:migrate first`,
+        );
     }
-    const { rows: [existing] } = await client.query<{
-      rolsuper: boolean; rolcreaterole: boolean; rolcreatedb: boolean; rolreplication: boolean; rolbypassrls: boolean;
-    }>('SELECT rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = $1', [role]);
+    const {
+      rows: [existing],
+    } = await client.query<{
+      rolsuper: boolean;
+      rolcreaterole: boolean;
+      rolcreatedb: boolean;
+      rolreplication: boolean;
+      rolbypassrls: boolean;
+    }>('SELECT rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = $1', [
+      role,
+    ]);
     if (existing !== undefined) {
-      const powers = Object.entries(existing).filter(([, on]) => on).map(([k]) => k.replace(/^rol/, ''));
-      if (powers.length > 0) throw new WorkerRoleError(`${role} already exists with ${powers.join(', ')}; the worker role must have none`);
+      const powers = Object.entries(existing)
+        .filter(([, on]) => on)
+        .map(([k]) => k.replace(/^rol/, ''));
+      if (powers.length > 0)
+        throw new WorkerRoleError(`${role} already exists with ${powers.join(', ')}; the worker role must have none`);
       const member = await client.query<{ g: string }>(
-        'SELECT g.rolname AS g FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = $1', [role]);
+        'SELECT g.rolname AS g FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = $1',
+        [role],
+      );
       if (member.rows.length > 0) {
-        throw new WorkerRoleError(`${role} is a member of ${member.rows.map((r) => r.g).join(', ')}; the worker role must inherit nothing`);
+        throw new WorkerRoleError(
+          `${role} is a member of ${member.rows.map((r) => r.g).join(', ')}; the worker role must inherit nothing`,
+        );
       }
-      const owns = await client.query<{ n: string }>(`
+      const owns = await client.query<{ n: string }>(
+        `
         SELECT count(*)::text AS n FROM (
           SELECT relowner AS o FROM pg_class UNION ALL SELECT proowner FROM pg_proc
           UNION ALL SELECT nspowner FROM pg_namespace UNION ALL SELECT datdba FROM pg_database WHERE datname = current_database()
-        ) x JOIN pg_roles r ON r.oid = x.o WHERE r.rolname = $1`, [role]);
-      if (owns.rows[0]?.n !== '0') throw new WorkerRoleError(`${role} owns objects in ${database}; the worker role must own nothing`);
+        ) x JOIN pg_roles r ON r.oid = x.o WHERE r.rolname = $1`,
+        [role],
+      );
+      if (owns.rows[0]?.n !== '0')
+        throw new WorkerRoleError(`${role} owns objects in ${database}; the worker role must own nothing`);
     }
 
     const roleIdent = client.escapeIdentifier(role);
     const verifier = client.escapeLiteral(scramSha256Verifier(password));
-    await client.query(existing === undefined
-      ? `CREATE ROLE ${roleIdent} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${verifier}`
-      : `ALTER ROLE ${roleIdent} LOGIN PASSWORD ${verifier}`);
+    await client.query(
+      existing === undefined
+        ? `CREATE ROLE ${roleIdent} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${verifier}`
+        : `ALTER ROLE ${roleIdent} LOGIN PASSWORD ${verifier}`,
+    );
 
     // Back to nothing: whatever an earlier version or a person granted goes.
     const schemas = await client.query<{ nspname: string }>(
-      "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'");
+      "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'",
+    );
     for (const { nspname } of schemas.rows) {
       const s = client.escapeIdentifier(nspname);
       await client.query(`REVOKE ALL ON ALL TABLES IN SCHEMA ${s} FROM ${roleIdent}`);
@@ -192,7 +227,9 @@ export async function ensureWorkerRole(ownerUrl: string, role: string, password:
     const privileges = await rolePrivileges(client, role);
     const expected = expectedWorkerPrivileges(database, schema);
     if (JSON.stringify(privileges) !== JSON.stringify(expected)) {
-      throw new WorkerRoleError(`${role} ends with ${JSON.stringify(privileges)}, expected ${JSON.stringify(expected)}`);
+      throw new WorkerRoleError(
+        `${role} ends with ${JSON.stringify(privileges)}, expected ${JSON.stringify(expected)}`,
+      );
     }
     await client.query('COMMIT');
     return { role, database, schema, created: existing === undefined, privileges };

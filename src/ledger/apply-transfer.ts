@@ -4,7 +4,7 @@
 // and a whole batch costs one round trip and one commit.
 import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
-import { isRejectionReason, type ApplyResult, type StoredOutcome } from './outcome.ts';
+import { type ApplyResult, isRejectionReason, type StoredOutcome } from './outcome.ts';
 import { requestHash } from './request-hash.ts';
 import type { TransferRequest } from './transfer-request.ts';
 
@@ -29,12 +29,15 @@ export class LedgerContractError extends Error {
 }
 
 function storedOutcome(row: DecisionRow): StoredOutcome {
-  if (row.fence === null) throw new LedgerContractError(`stored outcome without a fence: ${JSON.stringify(row.outcome)}`);
+  if (row.fence === null)
+    throw new LedgerContractError(`stored outcome without a fence: ${JSON.stringify(row.outcome)}`);
   if (row.status === 'applied') return { status: 'applied', fence: row.fence.toString() };
   if (row.status === 'rejected' && isRejectionReason(row.reason)) {
     return { status: 'rejected', reason: row.reason, fence: row.fence.toString() };
   }
-  throw new LedgerContractError(`unknown stored status ${JSON.stringify(row.status)} / reason ${JSON.stringify(row.reason)}`);
+  throw new LedgerContractError(
+    `unknown stored status ${JSON.stringify(row.status)} / reason ${JSON.stringify(row.reason)}`,
+  );
 }
 
 /** One transfer and the fencing token it is decided under. */
@@ -42,7 +45,6 @@ export interface FencedTransfer {
   readonly request: TransferRequest;
   readonly fence: bigint;
 }
-
 
 export async function applyTransfer(
   prisma: PrismaClient,
@@ -57,7 +59,8 @@ export async function applyTransfer(
       ${request.amountMinor}::bigint, ${request.currency}::text, ${fence}::bigint,
       ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean)`;
   const row = rows[0];
-  if (rows.length !== 1 || row === undefined) throw new LedgerContractError(`apply_transfer returned ${rows.length} rows`);
+  if (rows.length !== 1 || row === undefined)
+    throw new LedgerContractError(`apply_transfer returned ${rows.length} rows`);
   return decisionResult(row, request.operationId, fence);
 }
 
@@ -118,7 +121,8 @@ function decisionResult(row: DecisionRow, operationId: string, fence: bigint): A
     case 'applied':
       return { outcome: 'applied', operationId, fence: fence.toString() };
     case 'rejected':
-      if (!isRejectionReason(row.reason)) throw new LedgerContractError(`rejection without a known reason: ${row.reason}`);
+      if (!isRejectionReason(row.reason))
+        throw new LedgerContractError(`rejection without a known reason: ${row.reason}`);
       return { outcome: 'rejected', operationId, reason: row.reason, fence: fence.toString() };
     case 'duplicate':
       return { outcome: 'duplicate', operationId, stored: storedOutcome(row) };
@@ -126,7 +130,9 @@ function decisionResult(row: DecisionRow, operationId: string, fence: bigint): A
       return { outcome: 'conflict', operationId, stored: storedOutcome(row) };
     case 'stale_fence':
       if (row.wallet_fence === null || row.wallet_fence <= fence) {
-        throw new LedgerContractError(`stale_fence without a higher wallet fence (ours ${fence}, wallet ${row.wallet_fence})`);
+        throw new LedgerContractError(
+          `stale_fence without a higher wallet fence (ours ${fence}, wallet ${row.wallet_fence})`,
+        );
       }
       return { outcome: 'stale_fence', operationId, walletFence: row.wallet_fence };
     default:
@@ -147,5 +153,15 @@ export function postgresErrorCode(err: unknown): string | null {
  * Any other database error is retried too (the decision is idempotent), but these are expected.
  */
 export const RETRYABLE_SQLSTATES: ReadonlySet<string> = new Set([
-  '40001', '40P01', '55P03', '57014', '25P03', '57P01', '57P02', '57P03', '08000', '08003', '08006',
+  '40001',
+  '40P01',
+  '55P03',
+  '57014',
+  '25P03',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08003',
+  '08006',
 ]);

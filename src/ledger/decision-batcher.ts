@@ -3,7 +3,11 @@
 // waitMs for company, and not at all when nothing else in the process is on its way (a quiet
 // system pays no latency for batching). Every transfer keeps its own answer.
 import { wholeNumberIn } from '../config/bounds.ts';
-import { TRANSFER_BATCHES_IN_FLIGHT_LIMIT, TRANSFER_BATCH_MAX_LIMIT, TRANSFER_BATCH_WAIT_MS_LIMIT } from '../config/config.ts';
+import {
+  TRANSFER_BATCH_MAX_LIMIT,
+  TRANSFER_BATCH_WAIT_MS_LIMIT,
+  TRANSFER_BATCHES_IN_FLIGHT_LIMIT,
+} from '../config/config.ts';
 import type { FencedTransfer } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
 

@@ -18,7 +18,12 @@ export type StoredOutcome =
 /** The answer of one delivery; this object is the BullMQ job's return value. */
 export type TransferOutcome =
   | { readonly outcome: 'applied'; readonly operationId: string; readonly fence: string }
-  | { readonly outcome: 'rejected'; readonly operationId: string; readonly reason: RejectionReason; readonly fence: string }
+  | {
+      readonly outcome: 'rejected';
+      readonly operationId: string;
+      readonly reason: RejectionReason;
+      readonly fence: string;
+    }
   | { readonly outcome: 'duplicate'; readonly operationId: string; readonly stored: StoredOutcome }
   | { readonly outcome: 'conflict'; readonly operationId: string; readonly stored: StoredOutcome };
 

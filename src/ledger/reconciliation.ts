@@ -42,10 +42,16 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
       return { name, ok: found.length === 0, counterexamples: found.map(plain) };
     };
 
-    const [totals] = await tx.$queryRaw<{
-      wallets: bigint; balance_sum: bigint | null; opening_sum: bigint | null;
-      applied: bigint; rejected: bigint; entries: bigint;
-    }[]>`
+    const [totals] = await tx.$queryRaw<
+      {
+        wallets: bigint;
+        balance_sum: bigint | null;
+        opening_sum: bigint | null;
+        applied: bigint;
+        rejected: bigint;
+        entries: bigint;
+      }[]
+    >`
       SELECT (SELECT count(*) FROM wallets) AS wallets,
              (SELECT sum(balance) FROM wallets)::bigint AS balance_sum,
              (SELECT sum(amount) FROM ledger_entries WHERE kind = 'opening')::bigint AS opening_sum,
@@ -60,22 +66,37 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
       {
         name: 'conservation: sum of balances equals sum of opening balances',
         ok: balanceSum === openingSum,
-        counterexamples: balanceSum === openingSum ? [] : [{ balanceSum: balanceSum.toString(), openingSum: openingSum.toString() }],
+        counterexamples:
+          balanceSum === openingSum ? [] : [{ balanceSum: balanceSum.toString(), openingSum: openingSum.toString() }],
       },
-      await check('no negative balance', tx.$queryRaw<Row[]>`
-        SELECT id AS wallet, balance FROM wallets WHERE balance < 0 ORDER BY id LIMIT ${limit}`),
-      await check('at most one debit per operation', tx.$queryRaw<Row[]>`
+      await check(
+        'no negative balance',
+        tx.$queryRaw<Row[]>`
+        SELECT id AS wallet, balance FROM wallets WHERE balance < 0 ORDER BY id LIMIT ${limit}`,
+      ),
+      await check(
+        'at most one debit per operation',
+        tx.$queryRaw<Row[]>`
         SELECT operation_id, count(*) AS debits FROM ledger_entries WHERE kind = 'debit'
-         GROUP BY operation_id HAVING count(*) > 1 ORDER BY operation_id LIMIT ${limit}`),
-      await check("every operation's entries sum to zero", tx.$queryRaw<Row[]>`
+         GROUP BY operation_id HAVING count(*) > 1 ORDER BY operation_id LIMIT ${limit}`,
+      ),
+      await check(
+        "every operation's entries sum to zero",
+        tx.$queryRaw<Row[]>`
         SELECT operation_id, sum(amount) AS total FROM ledger_entries
-         GROUP BY operation_id HAVING sum(amount) <> 0 ORDER BY operation_id LIMIT ${limit}`),
-      await check('every wallet balance equals the sum of its entries', tx.$queryRaw<Row[]>`
+         GROUP BY operation_id HAVING sum(amount) <> 0 ORDER BY operation_id LIMIT ${limit}`,
+      ),
+      await check(
+        'every wallet balance equals the sum of its entries',
+        tx.$queryRaw<Row[]>`
         SELECT w.id AS wallet, w.balance, coalesce(e.total, 0) AS entries_sum
           FROM wallets w LEFT JOIN (SELECT wallet_id, sum(amount) AS total FROM ledger_entries GROUP BY wallet_id) e
             ON e.wallet_id = w.id
-         WHERE w.balance <> coalesce(e.total, 0) ORDER BY w.id LIMIT ${limit}`),
-      await check('applied transfers have one debit and one credit; others none', tx.$queryRaw<Row[]>`
+         WHERE w.balance <> coalesce(e.total, 0) ORDER BY w.id LIMIT ${limit}`,
+      ),
+      await check(
+        'applied transfers have one debit and one credit; others none',
+        tx.$queryRaw<Row[]>`
         SELECT t.operation_id, t.status, count(e.id) FILTER (WHERE e.kind = 'debit') AS debits,
                count(e.id) FILTER (WHERE e.kind = 'credit') AS credits
           FROM transfers t LEFT JOIN ledger_entries e ON e.operation_id = t.operation_id
@@ -83,18 +104,25 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
         HAVING (t.status = 'applied' AND (count(e.id) FILTER (WHERE e.kind = 'debit') <> 1
                                           OR count(e.id) FILTER (WHERE e.kind = 'credit') <> 1))
             OR (t.status = 'rejected' AND count(e.id) > 0)
-         ORDER BY t.operation_id LIMIT ${limit}`),
-      await check('every money movement has an operation record', tx.$queryRaw<Row[]>`
+         ORDER BY t.operation_id LIMIT ${limit}`,
+      ),
+      await check(
+        'every money movement has an operation record',
+        tx.$queryRaw<Row[]>`
         SELECT e.operation_id, e.wallet_id, e.kind, e.amount FROM ledger_entries e
          WHERE e.kind IN ('debit', 'credit')
            AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.operation_id = e.operation_id)
-         ORDER BY e.id LIMIT ${limit}`),
+         ORDER BY e.id LIMIT ${limit}`,
+      ),
       // Debits of one wallet are serialised by its row lock, so id order is commit order.
-      await check("per wallet, debit fences never decrease in commit order", tx.$queryRaw<Row[]>`
+      await check(
+        'per wallet, debit fences never decrease in commit order',
+        tx.$queryRaw<Row[]>`
         SELECT wallet_id, operation_id, fence, previous_fence FROM (
           SELECT wallet_id, operation_id, fence, lag(fence) OVER (PARTITION BY wallet_id ORDER BY id) AS previous_fence
             FROM ledger_entries WHERE kind = 'debit') d
-         WHERE fence < previous_fence ORDER BY wallet_id LIMIT ${limit}`),
+         WHERE fence < previous_fence ORDER BY wallet_id LIMIT ${limit}`,
+      ),
     ];
 
     return {

@@ -14,10 +14,19 @@ export interface TransferRecord {
 }
 
 export async function readTransfer(prisma: PrismaClient, operationId: string): Promise<TransferRecord | null> {
-  const rows = await prisma.$queryRaw<{
-    operation_id: string; status: 'applied' | 'rejected'; reason: string | null; from_wallet: string;
-    to_wallet: string; amount: bigint; currency: string | null; fence: bigint; created_at: Date;
-  }[]>`
+  const rows = await prisma.$queryRaw<
+    {
+      operation_id: string;
+      status: 'applied' | 'rejected';
+      reason: string | null;
+      from_wallet: string;
+      to_wallet: string;
+      amount: bigint;
+      currency: string | null;
+      fence: bigint;
+      created_at: Date;
+    }[]
+  >`
     SELECT operation_id, status, reason, from_wallet, to_wallet, amount, currency, fence, created_at
       FROM transfers WHERE operation_id = ${operationId}::text`;
   const row = rows[0];

@@ -11,9 +11,12 @@ const BACKOFF_EXPONENT_MAX = 52;
  * `random` returns a number in [0, 1), like Math.random; pass a seeded one for reproducible runs.
  */
 export function fullJitterDelayMs(attempt: number, baseMs: number, capMs: number, random: () => number): number {
-  if (!Number.isSafeInteger(attempt) || attempt < 0) throw new RangeError(`attempt must be a whole number >= 0, got ${attempt}`);
-  if (!Number.isSafeInteger(baseMs) || baseMs < 1) throw new RangeError(`baseMs must be a whole number >= 1, got ${baseMs}`);
-  if (!Number.isSafeInteger(capMs) || capMs < baseMs) throw new RangeError(`capMs must be a whole number >= baseMs, got ${capMs}`);
+  if (!Number.isSafeInteger(attempt) || attempt < 0)
+    throw new RangeError(`attempt must be a whole number >= 0, got ${attempt}`);
+  if (!Number.isSafeInteger(baseMs) || baseMs < 1)
+    throw new RangeError(`baseMs must be a whole number >= 1, got ${baseMs}`);
+  if (!Number.isSafeInteger(capMs) || capMs < baseMs)
+    throw new RangeError(`capMs must be a whole number >= baseMs, got ${capMs}`);
   const draw = random();
   if (!(draw >= 0 && draw < 1)) throw new RangeError(`random() must return a number in [0, 1), got ${draw}`);
 

@@ -6,8 +6,8 @@ import { pino } from 'pino';
 import { wholeNumberIn } from '../config/bounds.ts';
 import type { Logger } from '../log/logger.ts';
 import { fullJitterDelayMs } from './backoff.ts';
-import { assertKeyPrefix, lockKeysOf, type LockKeys } from './lock-keys.ts';
-import { loadLockScripts, type AdvanceFenceReply, type LockRedisClient, type LockScripts } from './lock-scripts.ts';
+import { assertKeyPrefix, type LockKeys, lockKeysOf } from './lock-keys.ts';
+import { type AdvanceFenceReply, type LockRedisClient, type LockScripts, loadLockScripts } from './lock-scripts.ts';
 
 /** Same bounds as LOCK_TTL_MS in the configuration. */
 export const LOCK_TTL_MS_MIN = 100;
@@ -99,13 +99,22 @@ export class FencedLock {
     assertKeyPrefix(this.keyPrefix);
     this.logger = options.logger ?? pino({ level: 'silent' });
     this.acquireAttemptsMax = wholeNumberIn(
-      'acquireAttemptsMax', options.acquireAttemptsMax ?? ACQUIRE_ATTEMPTS_MAX_DEFAULT, 1, ACQUIRE_ATTEMPTS_MAX_LIMIT,
+      'acquireAttemptsMax',
+      options.acquireAttemptsMax ?? ACQUIRE_ATTEMPTS_MAX_DEFAULT,
+      1,
+      ACQUIRE_ATTEMPTS_MAX_LIMIT,
     );
     this.acquireBackoffCapMs = wholeNumberIn(
-      'acquireBackoffCapMs', options.acquireBackoffCapMs ?? ACQUIRE_BACKOFF_CAP_MS_DEFAULT, 1, ACQUIRE_BACKOFF_CAP_MS_LIMIT,
+      'acquireBackoffCapMs',
+      options.acquireBackoffCapMs ?? ACQUIRE_BACKOFF_CAP_MS_DEFAULT,
+      1,
+      ACQUIRE_BACKOFF_CAP_MS_LIMIT,
     );
     this.acquireBackoffBaseMs = wholeNumberIn(
-      'acquireBackoffBaseMs', options.acquireBackoffBaseMs ?? ACQUIRE_BACKOFF_BASE_MS_DEFAULT, 1, this.acquireBackoffCapMs,
+      'acquireBackoffBaseMs',
+      options.acquireBackoffBaseMs ?? ACQUIRE_BACKOFF_BASE_MS_DEFAULT,
+      1,
+      this.acquireBackoffCapMs,
     );
     this.random = options.random ?? Math.random;
     this.ownerPrefix = options.ownerPrefix ?? '';
@@ -192,20 +201,27 @@ export class FencedLock {
    */
   async releaseAll(timeoutMs: number): Promise<ReleaseAllResult> {
     const leases = [...this.held];
-    const outcomes = await Promise.all(leases.map(async ([owner, walletId]) => {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        return await Promise.race([
-          this.release(walletId, owner).then((ok) => (ok ? 'released' as const : 'not_owned' as const)),
-          new Promise<'failed'>((resolve) => { timer = setTimeout(() => resolve('failed'), timeoutMs); }),
-        ]);
-      } catch (err) {
-        this.logger.warn({ event: 'lock_release_failed', walletId, owner, err }, 'lock release failed; the lease will expire');
-        return 'failed' as const;
-      } finally {
-        clearTimeout(timer);
-      }
-    }));
+    const outcomes = await Promise.all(
+      leases.map(async ([owner, walletId]) => {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          return await Promise.race([
+            this.release(walletId, owner).then((ok) => (ok ? ('released' as const) : ('not_owned' as const))),
+            new Promise<'failed'>((resolve) => {
+              timer = setTimeout(() => resolve('failed'), timeoutMs);
+            }),
+          ]);
+        } catch (err) {
+          this.logger.warn(
+            { event: 'lock_release_failed', walletId, owner, err },
+            'lock release failed; the lease will expire',
+          );
+          return 'failed' as const;
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
     return {
       released: outcomes.filter((o) => o === 'released').length,
       notOwned: outcomes.filter((o) => o === 'not_owned').length,
@@ -221,7 +237,13 @@ export class FencedLock {
   async advanceFence(walletId: string, atLeast: bigint): Promise<AdvanceFenceResult> {
     const result = await this.scripts.advanceFence(this.keysOf(walletId), atLeast);
     this.logger.info(
-      { event: 'lock_fence_advanced', walletId, atLeast: atLeast.toString(), outcome: result.kind, fence: result.fence.toString() },
+      {
+        event: 'lock_fence_advanced',
+        walletId,
+        atLeast: atLeast.toString(),
+        outcome: result.kind,
+        fence: result.fence.toString(),
+      },
       'lock fence advanced',
     );
     return result;

@@ -8,8 +8,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { wholeNumberIn } from '../config/bounds.ts';
 import { CONFIG_DEFAULTS, LOCK_RIDE_MS_MAX_LIMIT } from '../config/config.ts';
-import { Watchdog, type HeldLease } from './watchdog.ts';
 import type { AcquireResult, FencedLock } from './fenced-lock.ts';
+import { type HeldLease, Watchdog } from './watchdog.ts';
 import { releaseWithin } from './with-lock.ts';
 
 /**
@@ -88,10 +88,28 @@ export class SharedLeases {
   private readonly verdicts = new WeakMap<Promise<void>, EnterResult & { kind: 'busy' }>();
   private readonly releases = new Set<Promise<void>>();
 
-  constructor(private readonly lock: FencedLock, options: SharedLeasesOptions = {}) {
-    this.rideMsMax = wholeNumberIn('rideMsMax', options.rideMsMax ?? LEASE_RIDE_MS_MAX_DEFAULT, 0, LOCK_RIDE_MS_MAX_LIMIT);
-    this.ridersMax = wholeNumberIn('ridersMax', options.ridersMax ?? LEASE_RIDERS_MAX_DEFAULT, 1, LEASE_RIDERS_MAX_LIMIT);
-    this.waitMsMax = wholeNumberIn('waitMsMax', options.waitMsMax ?? LEASE_WAIT_MS_MAX_DEFAULT, 0, LEASE_WAIT_MS_MAX_LIMIT);
+  constructor(
+    private readonly lock: FencedLock,
+    options: SharedLeasesOptions = {},
+  ) {
+    this.rideMsMax = wholeNumberIn(
+      'rideMsMax',
+      options.rideMsMax ?? LEASE_RIDE_MS_MAX_DEFAULT,
+      0,
+      LOCK_RIDE_MS_MAX_LIMIT,
+    );
+    this.ridersMax = wholeNumberIn(
+      'ridersMax',
+      options.ridersMax ?? LEASE_RIDERS_MAX_DEFAULT,
+      1,
+      LEASE_RIDERS_MAX_LIMIT,
+    );
+    this.waitMsMax = wholeNumberIn(
+      'waitMsMax',
+      options.waitMsMax ?? LEASE_WAIT_MS_MAX_DEFAULT,
+      0,
+      LEASE_WAIT_MS_MAX_LIMIT,
+    );
     this.releaseTimeoutMs = options.releaseTimeoutMs ?? lock.lockTtlMs;
     this.random = options.random ?? Math.random;
   }
@@ -189,11 +207,13 @@ export class SharedLeases {
   }
 
   private joinable(entry: Entry & { state: 'held' }): boolean {
-    return !entry.spoiled
-      && entry.riders < this.ridersMax
-      && performance.now() - entry.acquiredAtMs < this.rideMsMax
-      && !entry.watchdog.signal.aborted
-      && entry.watchdog.leaseRemainingMs() > 0;
+    return (
+      !entry.spoiled &&
+      entry.riders < this.ridersMax &&
+      performance.now() - entry.acquiredAtMs < this.rideMsMax &&
+      !entry.watchdog.signal.aborted &&
+      entry.watchdog.leaseRemainingMs() > 0
+    );
   }
 
   private ride(walletId: string, entry: Entry & { state: 'held' }, joined: boolean): LeaseRide {

@@ -65,7 +65,11 @@ export class Watchdog implements HeldLease {
     this.renewer = options.renewer;
     this.logger = options.logger ?? pino({ level: 'silent' });
     this.renewIntervalMs = options.renewIntervalMs ?? Math.max(1, Math.floor(lease.lockTtlMs / RENEWALS_PER_TTL));
-    if (!Number.isSafeInteger(this.renewIntervalMs) || this.renewIntervalMs < 1 || this.renewIntervalMs >= lease.lockTtlMs) {
+    if (
+      !Number.isSafeInteger(this.renewIntervalMs) ||
+      this.renewIntervalMs < 1 ||
+      this.renewIntervalMs >= lease.lockTtlMs
+    ) {
       throw new RangeError(`renewIntervalMs must be a whole number in [1, lockTtlMs), got ${this.renewIntervalMs}`);
     }
     // From the moment the acquire was sent, not when its reply came: Redis started the TTL
@@ -132,7 +136,12 @@ export class Watchdog implements HeldLease {
     } catch (error) {
       if (this.state !== 'running') return;
       this.logger.warn(
-        { event: 'lock_renew_failed', ...this.logFields(), err: error, leaseRemainingMs: Math.round(this.leaseRemainingMs()) },
+        {
+          event: 'lock_renew_failed',
+          ...this.logFields(),
+          err: error,
+          leaseRemainingMs: Math.round(this.leaseRemainingMs()),
+        },
         'lock renewal failed',
       );
       this.scheduleRenew(sentAtMs);

@@ -1,7 +1,7 @@
 // Runs work under a wallet's fenced lock: acquire with bounded retries, keep the lease alive
 // with a watchdog, and always stop the watchdog and release afterwards, also when the work throws.
 import type { FencedLock } from './fenced-lock.ts';
-import { Watchdog, type HeldLease } from './watchdog.ts';
+import { type HeldLease, Watchdog } from './watchdog.ts';
 
 /**
  * The work gets the signal that fires when the lock is lost, the fencing token to present
@@ -58,7 +58,13 @@ export async function withLock<T>(
 }
 
 /** Releases, waiting at most timeoutMs for the answer; a failure or a timeout is logged, never thrown. */
-export async function releaseWithin(lock: FencedLock, walletId: string, owner: string, token: bigint, timeoutMs: number): Promise<void> {
+export async function releaseWithin(
+  lock: FencedLock,
+  walletId: string,
+  owner: string,
+  token: bigint,
+  timeoutMs: number,
+): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<'timed_out'>((resolve) => {
     timer = setTimeout(() => resolve('timed_out'), timeoutMs);

@@ -21,7 +21,8 @@ const DEPTH_MAX = 8;
 export function redactText(text: string): string {
   return text
     .replace(URL_PASSWORD, (whole: string, head: string, password: string) =>
-      (password === ALREADY_MASKED ? whole : `${head}${REDACTED}@`))
+      password === ALREADY_MASKED ? whole : `${head}${REDACTED}@`,
+    )
     .replace(QUERY_PASSWORD, `$1${REDACTED}`);
 }
 
@@ -33,7 +34,8 @@ export function redactValue(value: unknown, depth = 0): unknown {
   if (Array.isArray(value)) return value.map((v) => redactValue(v, depth + 1));
   const out: Record<string, unknown> = {};
   const record = value as Record<string, unknown>;
-  const secretCommand = typeof record.name === 'string' && SECRET_COMMANDS.has(record.name.toLowerCase()) && 'args' in record;
+  const secretCommand =
+    typeof record.name === 'string' && SECRET_COMMANDS.has(record.name.toLowerCase()) && 'args' in record;
   for (const [key, v] of Object.entries(record)) {
     if (SECRET_KEY.test(key) || (secretCommand && key === 'args')) out[key] = REDACTED;
     else out[key] = redactValue(v, depth + 1);

@@ -37,13 +37,15 @@ export class CounterAggregatePublisher {
   private timer: NodeJS.Timeout | null = null;
   private inFlight: Promise<boolean> | null = null;
 
-  constructor(private readonly options: {
-    readonly redis: Redis;
-    readonly keys: AggregateKeys;
-    readonly metrics: WorkerMetrics;
-    readonly logger: Logger;
-    readonly intervalMs?: number;
-  }) {}
+  constructor(
+    private readonly options: {
+      readonly redis: Redis;
+      readonly keys: AggregateKeys;
+      readonly metrics: WorkerMetrics;
+      readonly logger: Logger;
+      readonly intervalMs?: number;
+    },
+  ) {}
 
   start(): void {
     if (this.timer !== null) return;
@@ -54,7 +56,9 @@ export class CounterAggregatePublisher {
   /** Writes the current values; resolves false when Redis did not take them (they go again next time). */
   flush(): Promise<boolean> {
     if (this.inFlight !== null) return this.inFlight;
-    this.inFlight = this.write().finally(() => { this.inFlight = null; });
+    this.inFlight = this.write().finally(() => {
+      this.inFlight = null;
+    });
     return this.inFlight;
   }
 
@@ -72,7 +76,8 @@ export class CounterAggregatePublisher {
     const hashKey = keys.instance(metrics.instanceId);
     const fields: Record<string, string> = {};
     for (const s of samples) fields[seriesId(s.name, s.labels)] = String(s.value);
-    const pipeline = redis.pipeline()
+    const pipeline = redis
+      .pipeline()
       .hset(hashKey, fields)
       .expire(hashKey, COUNTER_AGGREGATE_TTL_S)
       .sadd(keys.instances, metrics.instanceId)
@@ -81,15 +86,19 @@ export class CounterAggregatePublisher {
     try {
       const replies = await Promise.race([
         pipeline.exec(),
-        new Promise<'timed_out'>((resolve) => { timer = setTimeout(() => resolve('timed_out'), COUNTER_FLUSH_TIMEOUT_MS); }),
+        new Promise<'timed_out'>((resolve) => {
+          timer = setTimeout(() => resolve('timed_out'), COUNTER_FLUSH_TIMEOUT_MS);
+        }),
       ]);
       if (replies === 'timed_out') throw new Error(`no reply within ${COUNTER_FLUSH_TIMEOUT_MS} ms`);
       const failed = replies?.find(([err]) => err !== null);
       if (failed !== undefined) throw failed[0];
       return true;
     } catch (err) {
-      logger.debug({ event: 'counter_flush_failed', err: err instanceof Error ? err.message : String(err) },
-        'counters not copied to Redis; the next flush sends them again');
+      logger.debug(
+        { event: 'counter_flush_failed', err: err instanceof Error ? err.message : String(err) },
+        'counters not copied to Redis; the next flush sends them again',
+      );
       return false;
     } finally {
       clearTimeout(timer);

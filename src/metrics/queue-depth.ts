@@ -10,12 +10,16 @@ export function queueDepthSource(queues: readonly Queue[]): QueueDepthSource {
   return async () => {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`queue depth not read within ${QUEUE_DEPTH_READ_TIMEOUT_MS} ms`)),
-        QUEUE_DEPTH_READ_TIMEOUT_MS);
+      timer = setTimeout(
+        () => reject(new Error(`queue depth not read within ${QUEUE_DEPTH_READ_TIMEOUT_MS} ms`)),
+        QUEUE_DEPTH_READ_TIMEOUT_MS,
+      );
     });
     try {
       const all = await Promise.race([
-        Promise.all(queues.map(async (queue) => ({ queue: queue.name, counts: await queue.getJobCounts(...QUEUE_DEPTH_STATES) }))),
+        Promise.all(
+          queues.map(async (queue) => ({ queue: queue.name, counts: await queue.getJobCounts(...QUEUE_DEPTH_STATES) })),
+        ),
         timedOut,
       ]);
       const out: QueueDepth[] = [];

@@ -2,7 +2,7 @@
 // own. They live in memory and cost nothing on the hot path; /metrics renders them, and the
 // counter aggregate (counter-aggregate.ts) copies the counters to Redis off the hot path for the
 // demo and the chaos harness. There is no other set of counters.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { REJECTION_REASONS, type TransferOutcome } from '../ledger/outcome.ts';
 
 /** Every metric of ours starts with this (Prometheus naming: a common prefix, units and `_total` last). */
@@ -17,7 +17,15 @@ export const LOCK_LOSS_MOMENTS = ['before_commit', 'in_flight'] as const;
 export type LockLossMoment = (typeof LOCK_LOSS_MOMENTS)[number];
 export type LockWaitResult = 'acquired' | 'busy';
 /** BullMQ job states reported by the queue depth gauge. */
-export const QUEUE_DEPTH_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'waiting-children', 'completed', 'failed'] as const;
+export const QUEUE_DEPTH_STATES = [
+  'waiting',
+  'prioritized',
+  'delayed',
+  'active',
+  'waiting-children',
+  'completed',
+  'failed',
+] as const;
 export type QueueDepthState = (typeof QUEUE_DEPTH_STATES)[number];
 
 export interface QueueDepth {
@@ -73,25 +81,94 @@ export class WorkerMetrics {
     this.instanceId = options.instanceId;
     const registers = [this.registry];
     const p = METRIC_PREFIX;
-    this.outcomes = new Counter({ name: `${p}outcomes_total`, help: 'Transfers answered, by outcome (duplicate and conflict are answered from the idempotency record)', labelNames: ['outcome'], registers });
-    this.rejections = new Counter({ name: `${p}rejections_total`, help: 'Transfers rejected, by reason (a subset of outcome="rejected")', labelNames: ['reason'], registers });
-    this.invalid = new Counter({ name: `${p}invalid_messages_total`, help: 'Messages outside the wire format, failed at once without retry', registers });
-    this.staleFences = new Counter({ name: `${p}stale_fence_refusals_total`, help: 'Decisions the database refused because the token was below the wallet fence', registers });
-    this.fenceAdvances = new Counter({ name: `${p}fence_advances_total`, help: 'Redis fence counters raised past the database fence after a refusal', registers });
-    this.lockLosses = new Counter({ name: `${p}lock_losses_total`, help: 'Leases lost while a job held them: before the commit (decision not sent) or with the decision in flight (the fence decided)', labelNames: ['when'], registers });
-    this.busyDeferrals = new Counter({ name: `${p}lock_busy_deferrals_total`, help: 'Jobs handed back to the queue, delayed, because their wallet was locked by another holder', registers });
-    this.retries = new Counter({ name: `${p}retries_total`, help: 'Attempts that failed and went back to BullMQ for a retry, by kind', labelNames: ['kind'], registers });
-    this.decisionDuration = new Histogram({ name: `${p}decision_duration_seconds`, help: 'Time of one decision call to PostgreSQL (one batch of transfers, one round trip and one commit)', buckets: DECISION_DURATION_BUCKETS_S, registers });
-    this.batchSize = new Histogram({ name: `${p}decision_batch_size`, help: 'Transfers decided by one decision call', buckets: BATCH_SIZE_BUCKETS, registers });
-    this.jobDuration = new Histogram({ name: `${p}job_duration_seconds`, help: 'Time a job held a worker slot, per attempt (lock_wait_seconds_sum over this sum is the share of slot time spent waiting for locks)', buckets: JOB_DURATION_BUCKETS_S, registers });
-    this.lockWait = new Histogram({ name: `${p}lock_wait_seconds`, help: 'Time a job waited for its wallet lease: a ride on the one this process holds, an acquisition, or polling a wallet held elsewhere until it was ours (result="acquired") or the wait gave up and the job was deferred (result="busy")', labelNames: ['result'], buckets: LOCK_WAIT_BUCKETS_S, registers });
+    this.outcomes = new Counter({
+      name: `${p}outcomes_total`,
+      help: 'Transfers answered, by outcome (duplicate and conflict are answered from the idempotency record)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.rejections = new Counter({
+      name: `${p}rejections_total`,
+      help: 'Transfers rejected, by reason (a subset of outcome="rejected")',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.invalid = new Counter({
+      name: `${p}invalid_messages_total`,
+      help: 'Messages outside the wire format, failed at once without retry',
+      registers,
+    });
+    this.staleFences = new Counter({
+      name: `${p}stale_fence_refusals_total`,
+      help: 'Decisions the database refused because the token was below the wallet fence',
+      registers,
+    });
+    this.fenceAdvances = new Counter({
+      name: `${p}fence_advances_total`,
+      help: 'Redis fence counters raised past the database fence after a refusal',
+      registers,
+    });
+    this.lockLosses = new Counter({
+      name: `${p}lock_losses_total`,
+      help: 'Leases lost while a job held them: before the commit (decision not sent) or with the decision in flight (the fence decided)',
+      labelNames: ['when'],
+      registers,
+    });
+    this.busyDeferrals = new Counter({
+      name: `${p}lock_busy_deferrals_total`,
+      help: 'Jobs handed back to the queue, delayed, because their wallet was locked by another holder',
+      registers,
+    });
+    this.retries = new Counter({
+      name: `${p}retries_total`,
+      help: 'Attempts that failed and went back to BullMQ for a retry, by kind',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.decisionDuration = new Histogram({
+      name: `${p}decision_duration_seconds`,
+      help: 'Time of one decision call to PostgreSQL (one batch of transfers, one round trip and one commit)',
+      buckets: DECISION_DURATION_BUCKETS_S,
+      registers,
+    });
+    this.batchSize = new Histogram({
+      name: `${p}decision_batch_size`,
+      help: 'Transfers decided by one decision call',
+      buckets: BATCH_SIZE_BUCKETS,
+      registers,
+    });
+    this.jobDuration = new Histogram({
+      name: `${p}job_duration_seconds`,
+      help: 'Time a job held a worker slot, per attempt (lock_wait_seconds_sum over this sum is the share of slot time spent waiting for locks)',
+      buckets: JOB_DURATION_BUCKETS_S,
+      registers,
+    });
+    this.lockWait = new Histogram({
+      name: `${p}lock_wait_seconds`,
+      help: 'Time a job waited for its wallet lease: a ride on the one this process holds, an acquisition, or polling a wallet held elsewhere until it was ours (result="acquired") or the wait gave up and the job was deferred (result="busy")',
+      labelNames: ['result'],
+      buckets: LOCK_WAIT_BUCKETS_S,
+      registers,
+    });
     this.inProgress = new Gauge({ name: `${p}jobs_in_progress`, help: 'Jobs this process holds right now', registers });
-    this.ready = new Gauge({ name: `${p}worker_ready`, help: '1 while this worker takes jobs (what /readyz answers), 0 while gated or stopping', registers });
-    const info = new Gauge({ name: `${p}worker_info`, help: 'Always 1; labels identify the process (instance is the prefix of its lock owner ids)', labelNames: ['instance', 'queue'], registers });
+    this.ready = new Gauge({
+      name: `${p}worker_ready`,
+      help: '1 while this worker takes jobs (what /readyz answers), 0 while gated or stopping',
+      registers,
+    });
+    const info = new Gauge({
+      name: `${p}worker_info`,
+      help: 'Always 1; labels identify the process (instance is the prefix of its lock owner ids)',
+      labelNames: ['instance', 'queue'],
+      registers,
+    });
     info.set({ instance: options.instanceId, queue: options.queueName }, 1);
     const source = () => this.queueDepthSource;
     new Gauge({
-      name: `${p}queue_jobs`, help: 'Jobs in the queue by state, read from Redis at scrape time', labelNames: ['queue', 'state'], registers,
+      name: `${p}queue_jobs`,
+      help: 'Jobs in the queue by state, read from Redis at scrape time',
+      labelNames: ['queue', 'state'],
+      registers,
       async collect() {
         this.reset();
         const read = source();
@@ -103,8 +180,16 @@ export class WorkerMetrics {
         }
       },
     });
-    this.counters = [this.outcomes, this.rejections, this.invalid, this.staleFences, this.fenceAdvances, this.lockLosses,
-      this.busyDeferrals, this.retries] as Counter<string>[];
+    this.counters = [
+      this.outcomes,
+      this.rejections,
+      this.invalid,
+      this.staleFences,
+      this.fenceAdvances,
+      this.lockLosses,
+      this.busyDeferrals,
+      this.retries,
+    ] as Counter<string>[];
     // Every known series starts at 0, so a rate() over it works from the first scrape.
     for (const outcome of TERMINAL_OUTCOMES) this.outcomes.inc({ outcome }, 0);
     for (const reason of REJECTION_REASONS) this.rejections.inc({ reason }, 0);

@@ -27,14 +27,16 @@ export class HealthMonitor {
   private loop: Promise<void> | null = null;
   private readonly stopping = new AbortController();
 
-  constructor(private readonly options: {
-    readonly probes: readonly Probe[];
-    readonly logger: Logger;
-    /** Called after every round (the worker pauses or resumes taking jobs). */
-    readonly onCheck?: (state: HealthState) => void | Promise<void>;
-    readonly intervalMs?: number;
-    readonly timeoutMs?: number;
-  }) {}
+  constructor(
+    private readonly options: {
+      readonly probes: readonly Probe[];
+      readonly logger: Logger;
+      /** Called after every round (the worker pauses or resumes taking jobs). */
+      readonly onCheck?: (state: HealthState) => void | Promise<void>;
+      readonly intervalMs?: number;
+      readonly timeoutMs?: number;
+    },
+  ) {}
 
   /** The last round's result; unhealthy before the first round. */
   get state(): HealthState {
@@ -51,7 +53,11 @@ export class HealthMonitor {
     this.current = state;
     if (before === null || before.healthy !== state.healthy) {
       if (state.healthy) this.options.logger.info({ event: 'dependencies_available' }, 'Redis and PostgreSQL answer');
-      else this.options.logger.warn({ event: 'dependencies_unavailable', failures }, 'a dependency does not answer; not taking jobs');
+      else
+        this.options.logger.warn(
+          { event: 'dependencies_unavailable', failures },
+          'a dependency does not answer; not taking jobs',
+        );
     }
     return state;
   }
@@ -63,7 +69,9 @@ export class HealthMonitor {
       const state = await this.check();
       const leftMs = deadline - performance.now();
       if (state.healthy || signal.aborted || leftMs <= 0) return state;
-      await sleep(Math.min(this.options.intervalMs ?? HEALTH_PROBE_INTERVAL_MS, leftMs), undefined, { signal }).catch(() => undefined);
+      await sleep(Math.min(this.options.intervalMs ?? HEALTH_PROBE_INTERVAL_MS, leftMs), undefined, { signal }).catch(
+        () => undefined,
+      );
     }
   }
 

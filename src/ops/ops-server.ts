@@ -26,7 +26,9 @@ export function reportListeningPort(port: number): void {
 export function listeningPortOf(message: unknown): number | null {
   if (typeof message !== 'object' || message === null) return null;
   const m = message as Partial<Record<keyof MetricsListeningMessage, unknown>>;
-  return m.type === 'metrics-listening' && typeof m.port === 'number' && Number.isInteger(m.port) && m.port > 0 ? m.port : null;
+  return m.type === 'metrics-listening' && typeof m.port === 'number' && Number.isInteger(m.port) && m.port > 0
+    ? m.port
+    : null;
 }
 
 export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };
@@ -45,7 +47,10 @@ function send(res: ServerResponse, status: number, body: string, contentType = '
 }
 
 export class OpsServer {
-  private constructor(private readonly server: Server, readonly port: number) {}
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
 
   /** Listens, or throws a StartupError naming METRICS_PORT / METRICS_HOST. */
   static async start(options: OpsServerOptions): Promise<OpsServer> {
@@ -54,7 +59,12 @@ export class OpsServer {
       server.once('error', (err: NodeJS.ErrnoException) => {
         const where = `${options.host}:${options.port}`;
         if (err.code === 'EADDRINUSE') {
-          reject(new StartupError(['METRICS_PORT'], `port ${options.port} is already in use (${where}); give each worker process its own METRICS_PORT, or set METRICS_PORT=off`));
+          reject(
+            new StartupError(
+              ['METRICS_PORT'],
+              `port ${options.port} is already in use (${where}); give each worker process its own METRICS_PORT, or set METRICS_PORT=off`,
+            ),
+          );
         } else if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') {
           reject(new StartupError(['METRICS_HOST'], `cannot listen on ${where}: ${err.code}`));
         } else {

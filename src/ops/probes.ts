@@ -35,14 +35,27 @@ function messageOf(err: unknown): string {
 }
 
 /** `connectionError`: what the client's last connection attempt said, more telling than a failed PING. */
-export async function probeRedis(redis: Redis, redisUrl: string, timeoutMs: number,
-  connectionError: () => string | null = () => null): Promise<ProbeResult> {
+export async function probeRedis(
+  redis: Redis,
+  redisUrl: string,
+  timeoutMs: number,
+  connectionError: () => string | null = () => null,
+): Promise<ProbeResult> {
   try {
     const reply = await withinMs(redis.ping(), timeoutMs, 'PING');
-    if (reply !== 'PONG') return { ok: false, variable: 'REDIS_URL', detail: `Redis at ${redactUrl(redisUrl)} answered PING with ${JSON.stringify(reply)}` };
+    if (reply !== 'PONG')
+      return {
+        ok: false,
+        variable: 'REDIS_URL',
+        detail: `Redis at ${redactUrl(redisUrl)} answered PING with ${JSON.stringify(reply)}`,
+      };
     return { ok: true };
   } catch (err) {
-    return { ok: false, variable: 'REDIS_URL', detail: `Redis at ${redactUrl(redisUrl)}: ${connectionError() ?? messageOf(err)}` };
+    return {
+      ok: false,
+      variable: 'REDIS_URL',
+      detail: `Redis at ${redactUrl(redisUrl)}: ${connectionError() ?? messageOf(err)}`,
+    };
   }
 }
 
@@ -55,7 +68,10 @@ interface MigrationRow {
  * What the database lacks of `expected`: folders without a finished, not rolled back row, or
  * whose recorded checksum differs from the file. Null when nothing is missing.
  */
-export function missingMigrations(expected: readonly Pick<MigrationFile, 'name' | 'checksum'>[], applied: readonly MigrationRow[]): string | null {
+export function missingMigrations(
+  expected: readonly Pick<MigrationFile, 'name' | 'checksum'>[],
+  applied: readonly MigrationRow[],
+): string | null {
   const byName = new Map(applied.map((r) => [r.migration_name, r.checksum]));
   const absent = expected.filter((m) => !byName.has(m.name)).map((m) => m.name);
   const changed = expected.filter((m) => byName.has(m.name) && byName.get(m.name) !== m.checksum).map((m) => m.name);
@@ -111,7 +127,9 @@ export class PostgresProbe {
         application_name: 'fenced-transfers-probe',
       });
       // A connection ended by the server (restart, pg_terminate_backend) emits here; the next probe reconnects.
-      client.on('error', () => { if (this.client === client) this.drop(); });
+      client.on('error', () => {
+        if (this.client === client) this.drop();
+      });
       this.client = client;
       await client.connect();
     }
@@ -122,9 +140,11 @@ export class PostgresProbe {
     const client = this.client;
     if (client === null) throw new Error('not connected');
     try {
-      const rows = (await client.query<MigrationRow>(
-        'SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL',
-      )).rows;
+      const rows = (
+        await client.query<MigrationRow>(
+          'SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL',
+        )
+      ).rows;
       return missingMigrations(this.expectedMigrations, rows);
     } catch (err) {
       // 42P01: no _prisma_migrations table, so nothing was ever migrated here.

@@ -8,7 +8,7 @@
 // run() never rejects here: BullMQ's resume() calls run() without a catch, and a rejected main
 // loop would surface as an unhandled rejection, which ends the process. The error is emitted as
 // 'error' instead (as BullMQ does for autorun), and the worker's owner restarts the loop.
-import { WaitingError, Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
+import { type Job, type Processor, WaitingError, Worker, type WorkerOptions } from 'bullmq';
 
 export interface Admission {
   /** True while the worker may start new jobs. */
@@ -18,11 +18,14 @@ export interface Admission {
 export class GatedWorker extends Worker {
   /** With an admission, the worker starts with autorun off: its owner calls run() once ready. */
   constructor(name: string, processor: Processor, opts: WorkerOptions, admission?: Admission) {
-    const gated: Processor = admission === undefined ? processor : async (job: Job, token?: string) => {
-      if (admission.admit()) return processor(job, token);
-      await job.moveToWait(token);
-      throw new WaitingError();
-    };
+    const gated: Processor =
+      admission === undefined
+        ? processor
+        : async (job: Job, token?: string) => {
+            if (admission.admit()) return processor(job, token);
+            await job.moveToWait(token);
+            throw new WaitingError();
+          };
     super(name, gated, { ...opts, autorun: admission === undefined });
   }
 

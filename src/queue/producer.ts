@@ -1,10 +1,16 @@
 // The producer side: validates transfers against the wire format and puts them on the queue.
 // Every call makes new jobs (ids assigned by BullMQ), so a re-sent operation is a second job:
 // the idempotency record, not the queue, is what makes it harmless.
-import { Queue, type JobsOptions } from 'bullmq';
-import { validateTransferRequest, type TransferWire } from '../ledger/transfer-request.ts';
+import { type JobsOptions, Queue } from 'bullmq';
+import { type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from './job-options.ts';
-import { queueShardsOf, shardIndexOf, SINGLE_NODE_QUEUE_PREFIX, type QueueShard, type ShardingConfig } from './queue-shards.ts';
+import {
+  type QueueShard,
+  queueShardsOf,
+  type ShardingConfig,
+  SINGLE_NODE_QUEUE_PREFIX,
+  shardIndexOf,
+} from './queue-shards.ts';
 import type { RedisClient } from './redis-connection.ts';
 
 /** Jobs per addBulk call: one Redis round trip each, bounded memory per call. */
@@ -21,8 +27,12 @@ export interface EnqueuedTransfer {
   queueName: string;
 }
 
-export function createTransferQueue(connection: RedisClient, queueName: string, attemptsMax: number,
-  prefix: string = SINGLE_NODE_QUEUE_PREFIX): Queue {
+export function createTransferQueue(
+  connection: RedisClient,
+  queueName: string,
+  attemptsMax: number,
+  prefix: string = SINGLE_NODE_QUEUE_PREFIX,
+): Queue {
   return new Queue(queueName, { connection, prefix, defaultJobOptions: defaultJobOptions(attemptsMax) });
 }
 
@@ -31,9 +41,12 @@ export class TransferQueues {
   private constructor(readonly shards: readonly { readonly shard: QueueShard; readonly queue: Queue }[]) {}
 
   static open(connection: RedisClient, config: ShardingConfig, attemptsMax: number): TransferQueues {
-    return new TransferQueues(queueShardsOf(config).map((shard) => ({
-      shard, queue: createTransferQueue(connection, shard.name, attemptsMax, shard.prefix),
-    })));
+    return new TransferQueues(
+      queueShardsOf(config).map((shard) => ({
+        shard,
+        queue: createTransferQueue(connection, shard.name, attemptsMax, shard.prefix),
+      })),
+    );
   }
 
   get queues(): Queue[] {
@@ -104,7 +117,9 @@ export async function enqueueTransfers(
       byQueue.set(queue, positions);
     });
     for (const [queue, positions] of byQueue) {
-      const jobs = await queue.addBulk(positions.map((p) => ({ name: TRANSFER_JOB_NAME, data: data[p] as TransferWire, opts: options })));
+      const jobs = await queue.addBulk(
+        positions.map((p) => ({ name: TRANSFER_JOB_NAME, data: data[p] as TransferWire, opts: options })),
+      );
       jobs.forEach((job, i) => {
         const position = positions[i] as number;
         const wire = data[position];

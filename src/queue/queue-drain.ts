@@ -16,7 +16,9 @@ export interface QueueProgress {
 /** The counts of one queue, or summed over several (the shards of one deployment). */
 export async function queueProgress(queues: Queue | readonly Queue[]): Promise<QueueProgress> {
   const list = Array.isArray(queues) ? queues : [queues as Queue];
-  const all = await Promise.all(list.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'completed', 'failed')));
+  const all = await Promise.all(
+    list.map((q) => q.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'completed', 'failed')),
+  );
   const sum = (state: keyof QueueProgress) => all.reduce((n, c) => n + (c[state] ?? 0), 0);
   return {
     waiting: sum('waiting'),

@@ -45,7 +45,9 @@ export function queueShardsOf(config: ShardingConfig): readonly QueueShard[] {
 }
 
 /** The shards a worker process consumes (QUEUE_SHARDS_CONSUMED, default all). */
-export function consumedQueueShardsOf(config: ShardingConfig & Pick<Config, 'queueShardsConsumed'>): readonly QueueShard[] {
+export function consumedQueueShardsOf(
+  config: ShardingConfig & Pick<Config, 'queueShardsConsumed'>,
+): readonly QueueShard[] {
   return config.queueShardsConsumed.map((i) => queueShardOf(config, i));
 }
 
@@ -74,6 +76,7 @@ export function fnv1a32(text: string): number {
  * correct: the lock, the fence and the idempotency record do not depend on the shard.
  */
 export function shardIndexOf(sourceWalletId: string, shardCount: number): number {
-  if (!Number.isInteger(shardCount) || shardCount < 1) throw new RangeError(`shard count must be a whole number ≥ 1, got ${shardCount}`);
+  if (!Number.isInteger(shardCount) || shardCount < 1)
+    throw new RangeError(`shard count must be a whole number ≥ 1, got ${shardCount}`);
   return fnv1a32(sourceWalletId) % shardCount;
 }

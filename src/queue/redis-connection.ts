@@ -5,8 +5,8 @@
 // A rediss:// URL speaks TLS and verifies the server's certificate (against REDIS_TLS_CA_FILE
 // when given, else the system's CAs) and its host name; there is no switch to skip either.
 import { readFileSync } from 'node:fs';
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { redactUrl, type Config, type RedisClusterConfig } from '../config/config.ts';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import { type Config, type RedisClusterConfig, redactUrl } from '../config/config.ts';
 import { redactText } from '../log/redact.ts';
 
 /** A lock command that has not answered in this long has failed (the watchdog has its own bound). */
@@ -66,8 +66,12 @@ function reportErrorsSafely<T extends RedisClient>(redis: T): T {
   return redis;
 }
 
-function clusterClient(cluster: RedisClusterConfig, endpoint: RedisEndpoint, redisOptions: RedisOptions,
-  retry: { delayMs: number; max: number }): Cluster {
+function clusterClient(
+  cluster: RedisClusterConfig,
+  endpoint: RedisEndpoint,
+  redisOptions: RedisOptions,
+  retry: { delayMs: number; max: number },
+): Cluster {
   const options: ClusterOptions = {
     redisOptions: { ...clusterNodeOptionsOf(endpoint), ...redisOptions },
     enableReadyCheck: true,
@@ -80,7 +84,10 @@ function clusterClient(cluster: RedisClusterConfig, endpoint: RedisEndpoint, red
     scaleReads: 'master',
     ...(Object.keys(cluster.natMap).length === 0 ? {} : { natMap: { ...cluster.natMap } }),
   };
-  return new Cluster(cluster.nodes.map((n) => ({ host: n.host, port: n.port })), options);
+  return new Cluster(
+    cluster.nodes.map((n) => ({ host: n.host, port: n.port })),
+    options,
+  );
 }
 
 const BULLMQ_OPTIONS: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
@@ -108,8 +115,12 @@ export function bullmqConnection(target: string | RedisEndpoint | RedisTarget): 
   const endpoint = endpointOf(target);
   const cluster = clusterOf(target);
   if (cluster !== null) {
-    return reportErrorsSafely(clusterClient(cluster, endpoint, BULLMQ_OPTIONS,
-      { delayMs: CLUSTER_FAILOVER_RETRY_DELAY_MS, max: CLUSTER_FAILOVER_RETRIES_MAX }));
+    return reportErrorsSafely(
+      clusterClient(cluster, endpoint, BULLMQ_OPTIONS, {
+        delayMs: CLUSTER_FAILOVER_RETRY_DELAY_MS,
+        max: CLUSTER_FAILOVER_RETRIES_MAX,
+      }),
+    );
   }
   return reportErrorsSafely(new Redis(endpoint.redisUrl, { ...BULLMQ_OPTIONS, ...redisTlsOptions(endpoint) }));
 }
@@ -120,7 +131,12 @@ export function lockConnection(target: string | RedisEndpoint | RedisTarget): Re
   const endpoint = endpointOf(target);
   const cluster = clusterOf(target);
   if (cluster !== null) {
-    return reportErrorsSafely(clusterClient(cluster, endpoint, LOCK_OPTIONS, { delayMs: CLUSTER_RETRY_DELAY_MS, max: CLUSTER_REDIRECTIONS_MAX }));
+    return reportErrorsSafely(
+      clusterClient(cluster, endpoint, LOCK_OPTIONS, {
+        delayMs: CLUSTER_RETRY_DELAY_MS,
+        max: CLUSTER_REDIRECTIONS_MAX,
+      }),
+    );
   }
   return reportErrorsSafely(new Redis(endpoint.redisUrl, { ...LOCK_OPTIONS, ...redisTlsOptions(endpoint) }));
 }

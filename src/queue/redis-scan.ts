@@ -19,7 +19,10 @@ export async function dataNodesOf(client: RedisClient): Promise<Redis[]> {
   const cluster = client as Cluster;
   if (cluster.status !== 'ready') {
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`Redis Cluster not ready after ${CLUSTER_READY_TIMEOUT_MS} ms`)), CLUSTER_READY_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => reject(new Error(`Redis Cluster not ready after ${CLUSTER_READY_TIMEOUT_MS} ms`)),
+        CLUSTER_READY_TIMEOUT_MS,
+      );
       cluster.once('ready', () => {
         clearTimeout(timer);
         resolve();

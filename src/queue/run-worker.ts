@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { loadConfig, redactUrl, type Config } from '../config/config.ts';
+import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient } from '../db/prisma.ts';
@@ -24,13 +24,13 @@ import { aggregateKeys, CounterAggregatePublisher } from '../metrics/counter-agg
 import { queueDepthSource } from '../metrics/queue-depth.ts';
 import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
-import { OpsServer, reportListeningPort, type Readiness } from '../ops/ops-server.ts';
+import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
 import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import type { Admission } from './gated-worker.ts';
 import { consumedQueueShardsOf } from './queue-shards.ts';
 import { bullmqConnection, describeRedisTarget, lockConnection, type RedisClient } from './redis-connection.ts';
-import { startTransferWorker, type ApplyStrategy, type TransferWorker } from './transfer-worker.ts';
+import { type ApplyStrategy, startTransferWorker, type TransferWorker } from './transfer-worker.ts';
 
 /** Bound on each lock release at shutdown; a lease not released in time expires by its TTL. */
 export const SHUTDOWN_LOCK_RELEASE_TIMEOUT_MS = 2_000;
@@ -101,7 +101,10 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   const onSignal = (signal: NodeJS.Signals) => {
     if (stop.signal.aborted) {
       if (performance.now() - firstSignalAtMs < SIGNAL_REPEAT_WINDOW_MS) return;
-      logger.error({ event: 'shutdown_forced', signal, jobsInHand: metrics.jobsInProgress }, 'second signal; exiting without waiting');
+      logger.error(
+        { event: 'shutdown_forced', signal, jobsInHand: metrics.jobsInProgress },
+        'second signal; exiting without waiting',
+      );
       process.exit(1);
     }
     stopSignal = signal;
@@ -110,13 +113,18 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  const stopRequested = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+  const stopRequested = new Promise<void>((resolve) =>
+    stop.signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
 
   const redis = lockConnection(config);
   const redisError = watchConnectionErrors(redis, logger, 'lock');
   const pgProbe = new PostgresProbe(config.databaseUrl, readMigrations(MIGRATIONS_DIR));
   const monitor = new HealthMonitor({
-    probes: [(timeoutMs) => probeRedis(redis, config.redisUrl, timeoutMs, redisError), (timeoutMs) => pgProbe.probe(timeoutMs)],
+    probes: [
+      (timeoutMs) => probeRedis(redis, config.redisUrl, timeoutMs, redisError),
+      (timeoutMs) => pgProbe.probe(timeoutMs),
+    ],
     logger,
     onCheck: (state) => gate(state),
   });
@@ -124,19 +132,26 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   const readiness = (): Readiness => {
     if (phase === 'stopping') return { ready: false, reason: 'shutting down' };
     const health = monitor.state;
-    if (phase === 'starting') return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
+    if (phase === 'starting')
+      return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
     if (!health.healthy) return { ready: false, reason: describeFailures(health) };
-    if (running === null || !running.isRunning() || running.isPaused()) return { ready: false, reason: 'the queue worker is not running' };
+    if (running === null || !running.isRunning() || running.isPaused())
+      return { ready: false, reason: 'the queue worker is not running' };
     return { ready: true };
   };
-  const admission: Admission | undefined = gated ? { admit: () => phase === 'running' && monitor.state.healthy } : undefined;
+  const admission: Admission | undefined = gated
+    ? { admit: () => phase === 'running' && monitor.state.healthy }
+    : undefined;
 
   /** After every probe round: pause while a server does not answer, resume when it does. */
   async function gate(state: HealthState): Promise<void> {
     const worker = running;
     if (phase === 'running' && worker !== null && gated) {
       if (!state.healthy && !worker.isPaused()) {
-        logger.warn({ event: 'worker_paused', jobsInHand: metrics.jobsInProgress }, 'not taking new jobs until the servers answer');
+        logger.warn(
+          { event: 'worker_paused', jobsInHand: metrics.jobsInProgress },
+          'not taking new jobs until the servers answer',
+        );
         await worker.pause();
       } else if (state.healthy && worker.isPaused()) {
         logger.info({ event: 'worker_resumed' }, 'taking jobs again');
@@ -151,12 +166,15 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
   }
 
   // The HTTP server comes first: a port already taken is a start-up error before anything runs.
-  const server = config.metricsPort === null ? null
-    : await OpsServer.start({ host: config.metricsHost, port: config.metricsPort, metrics, readiness, logger })
-      .catch(async (err: unknown) => {
-        redis.disconnect();
-        throw err;
-      });
+  const server =
+    config.metricsPort === null
+      ? null
+      : await OpsServer.start({ host: config.metricsHost, port: config.metricsPort, metrics, readiness, logger }).catch(
+          async (err: unknown) => {
+            redis.disconnect();
+            throw err;
+          },
+        );
   if (server !== null) reportListeningPort(server.port);
 
   let prisma: PrismaClient | null = null;
@@ -171,12 +189,22 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
     await prisma?.$disconnect().catch(() => undefined);
     await pgProbe.close(SHUTDOWN_CLOSE_TIMEOUT_MS);
     await withinMs(redis.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => redis.disconnect());
-    if (connection !== null) await withinMs(connection.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => connection?.disconnect());
+    if (connection !== null)
+      await withinMs(connection.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => connection?.disconnect());
   };
 
   if (gated) {
-    logger.info({ event: 'worker_starting', instanceId, metricsPort: server?.port ?? null, startupTimeoutMs: config.startupTimeoutMs,
-      redis: describeRedisTarget(config), database: redactUrl(config.databaseUrl) }, 'waiting for Redis, PostgreSQL and the migrations');
+    logger.info(
+      {
+        event: 'worker_starting',
+        instanceId,
+        metricsPort: server?.port ?? null,
+        startupTimeoutMs: config.startupTimeoutMs,
+        redis: describeRedisTarget(config),
+        database: redactUrl(config.databaseUrl),
+      },
+      'waiting for Redis, PostgreSQL and the migrations',
+    );
     const state = await monitor.waitUntilHealthy(config.startupTimeoutMs, stop.signal);
     if (stop.signal.aborted) {
       logger.info({ signal: stopSignal }, 'stopped before it was ready');
@@ -185,17 +213,34 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
     }
     if (!state.healthy) {
       await closeAll();
-      throw new StartupError([...new Set(state.failures.map((f) => f.variable))],
-        `${describeFailures(state)}; still not ready after STARTUP_TIMEOUT_MS=${config.startupTimeoutMs} ms`);
+      throw new StartupError(
+        [...new Set(state.failures.map((f) => f.variable))],
+        `${describeFailures(state)}; still not ready after STARTUP_TIMEOUT_MS=${config.startupTimeoutMs} ms`,
+      );
     }
   }
 
   prisma = createPrisma(config, (err) => logger.warn({ err }, 'database connection error'));
   connection = bullmqConnection(config);
   watchConnectionErrors(connection, logger, 'queue');
-  lock = new FencedLock({ redis, lockTtlMs: config.lockTtlMs, keyPrefix: config.lockKeyPrefix, logger, ownerPrefix: `${instanceId}:` });
+  lock = new FencedLock({
+    redis,
+    lockTtlMs: config.lockTtlMs,
+    keyPrefix: config.lockKeyPrefix,
+    logger,
+    ownerPrefix: `${instanceId}:`,
+  });
   const apply = makeApply?.({ config, prisma, logger });
-  running = startTransferWorker({ config, prisma, lock, connection, logger, metrics, ...(apply ? { apply } : {}), ...(admission ? { admission } : {}) });
+  running = startTransferWorker({
+    config,
+    prisma,
+    lock,
+    connection,
+    logger,
+    metrics,
+    ...(apply ? { apply } : {}),
+    ...(admission ? { admission } : {}),
+  });
   // The queues this worker reports the depth of; one today, the shards of the queue later.
   // The queues this worker consumes: every shard it takes jobs from.
   depthQueues = consumedQueueShardsOf(config).map((shard) => {
@@ -204,28 +249,58 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
     return queue;
   });
   metrics.setQueueDepthSource(queueDepthSource(depthQueues));
-  publisher = new CounterAggregatePublisher({ redis, keys: aggregateKeys(config.lockKeyPrefix, config.queueName), metrics, logger });
+  publisher = new CounterAggregatePublisher({
+    redis,
+    keys: aggregateKeys(config.lockKeyPrefix, config.queueName),
+    metrics,
+    logger,
+  });
   publisher.start();
   phase = 'running';
   if (gated) running.run();
   monitor.start();
   metrics.setReady(readiness().ready);
-  logger.info({ event: 'worker_started', instanceId, queues: consumedQueueShardsOf(config).map((s) => s.name), concurrency: config.workerConcurrency,
-    lockTtlMs: config.lockTtlMs, batchMax: config.transferBatchMax, batchWaitMs: config.transferBatchWaitMs, metricsPort: server?.port ?? null, redis: describeRedisTarget(config),
-    database: redactUrl(config.databaseUrl) }, 'worker started');
+  logger.info(
+    {
+      event: 'worker_started',
+      instanceId,
+      queues: consumedQueueShardsOf(config).map((s) => s.name),
+      concurrency: config.workerConcurrency,
+      lockTtlMs: config.lockTtlMs,
+      batchMax: config.transferBatchMax,
+      batchWaitMs: config.transferBatchWaitMs,
+      metricsPort: server?.port ?? null,
+      redis: describeRedisTarget(config),
+      database: redactUrl(config.databaseUrl),
+    },
+    'worker started',
+  );
 
   await stopRequested;
   phase = 'stopping';
   metrics.setReady(false);
-  logger.info({ event: 'worker_stopping', signal: stopSignal, jobsInHand: metrics.jobsInProgress, locksHeld: lock.heldCount,
-    shutdownTimeoutMs: config.shutdownTimeoutMs }, 'worker stopping');
+  logger.info(
+    {
+      event: 'worker_stopping',
+      signal: stopSignal,
+      jobsInHand: metrics.jobsInProgress,
+      locksHeld: lock.heldCount,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
+    },
+    'worker stopping',
+  );
   if (config.unsafe.includes('no-graceful-shutdown')) {
-    logger.warn({ jobsInHand: metrics.jobsInProgress, locksHeld: lock.heldCount }, 'UNSAFE: exiting without finishing the jobs in hand');
+    logger.warn(
+      { jobsInHand: metrics.jobsInProgress, locksHeld: lock.heldCount },
+      'UNSAFE: exiting without finishing the jobs in hand',
+    );
     return 0;
   }
   const force = setTimeout(() => {
-    logger.error({ event: 'shutdown_timed_out', shutdownTimeoutMs: config.shutdownTimeoutMs, jobsInHand: metrics.jobsInProgress },
-      'jobs did not finish within SHUTDOWN_TIMEOUT_MS; exiting');
+    logger.error(
+      { event: 'shutdown_timed_out', shutdownTimeoutMs: config.shutdownTimeoutMs, jobsInHand: metrics.jobsInProgress },
+      'jobs did not finish within SHUTDOWN_TIMEOUT_MS; exiting',
+    );
     process.exit(1);
   }, config.shutdownTimeoutMs);
   force.unref();

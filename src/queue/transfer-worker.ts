@@ -2,13 +2,13 @@
 // fenced lease and has the transfer decided with the lease's token, in a batch with the other
 // transfers the process holds at the same time. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
-import { DelayedError, UnrecoverableError, type Job, type Worker } from 'bullmq';
+import { DelayedError, type Job, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 import { applyTransfers, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
-import { DecisionBatcher, type BatchStats } from '../ledger/decision-batcher.ts';
+import { type BatchStats, DecisionBatcher } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
-import { validateTransferRequest, type TransferRequest } from '../ledger/transfer-request.ts';
+import { type TransferRequest, validateTransferRequest } from '../ledger/transfer-request.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
 import type { FencedLock } from '../lock/fenced-lock.ts';
 import { LockLostError } from '../lock/lock-errors.ts';
@@ -16,8 +16,8 @@ import { SharedLeases } from '../lock/shared-leases.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
 import type { Logger } from '../log/logger.ts';
 import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
-import { GatedWorker, type Admission } from './gated-worker.ts';
-import { transferBackoffMs, TRANSFER_JOB_NAME } from './job-options.ts';
+import { type Admission, GatedWorker } from './gated-worker.ts';
+import { TRANSFER_JOB_NAME, transferBackoffMs } from './job-options.ts';
 import { consumedQueueShardsOf, type QueueShard } from './queue-shards.ts';
 import type { RedisClient } from './redis-connection.ts';
 
@@ -33,7 +33,10 @@ export const JOB_STALLED_COUNT_MAX = 10;
 /** A failure the job should be retried for (BullMQ attempts with back-off). */
 export class RetryableTransferError extends Error {
   override name = 'RetryableTransferError';
-  constructor(readonly kind: 'stale_fence' | 'lock_lost' | 'lock_busy' | 'transient_error', detail: string) {
+  constructor(
+    readonly kind: 'stale_fence' | 'lock_lost' | 'lock_busy' | 'transient_error',
+    detail: string,
+  ) {
     super(`${kind}: ${detail}`);
   }
 }
@@ -82,9 +85,7 @@ export interface TransferWorkerDeps {
   readonly admission?: Admission;
 }
 
-type LockedApply =
-  | { kind: 'done'; result: ApplyResult; token: bigint }
-  | { kind: 'busy'; retryAfterMs: number };
+type LockedApply = { kind: 'done'; result: ApplyResult; token: bigint } | { kind: 'busy'; retryAfterMs: number };
 
 export class TransferProcessor {
   private readonly skipLock: boolean;
@@ -101,15 +102,16 @@ export class TransferProcessor {
       skipFence: deps.config.unsafe.includes('no-fencing'),
     };
     this.apply = deps.apply ?? null;
-    this.batcher = deps.apply === undefined
-      ? new DecisionBatcher({
-          decide: (transfers) => applyTransfers(deps.prisma, transfers, options),
-          batchMax: deps.config.transferBatchMax,
-          waitMs: deps.config.transferBatchWaitMs,
-          inFlightMax: deps.config.transferBatchesInFlightMax,
-          onBatch: (stats) => this.onBatch(stats),
-        })
-      : null;
+    this.batcher =
+      deps.apply === undefined
+        ? new DecisionBatcher({
+            decide: (transfers) => applyTransfers(deps.prisma, transfers, options),
+            batchMax: deps.config.transferBatchMax,
+            waitMs: deps.config.transferBatchWaitMs,
+            inFlightMax: deps.config.transferBatchesInFlightMax,
+            onBatch: (stats) => this.onBatch(stats),
+          })
+        : null;
     // Riders share one token, which is only safe when the database decides each transfer
     // atomically (apply_transfers under row locks). A custom strategy (the harness's naive
     // read-modify-write) gets the lease to itself, one job at a time, as the lock promises.
@@ -132,9 +134,10 @@ export class TransferProcessor {
   async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
     const attempt = job.attemptsMade + 1;
     const log = this.deps.logger.child({ jobId: job.id, attempt });
-    const verdict = job.name === TRANSFER_JOB_NAME
-      ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
-      : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
+    const verdict =
+      job.name === TRANSFER_JOB_NAME
+        ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
+        : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
       this.metrics.invalidMessage();
       log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
@@ -153,15 +156,31 @@ export class TransferProcessor {
         const { result, token } = locked;
         if (result.outcome !== 'stale_fence') {
           this.metrics.decided(result);
-          log.info({ event: 'transfer_done', ...fields, fence: token.toString(), outcome: result.outcome,
-            ...(result.outcome === 'rejected' ? { reason: result.reason } : {}) }, 'transfer decided');
+          log.info(
+            {
+              event: 'transfer_done',
+              ...fields,
+              fence: token.toString(),
+              outcome: result.outcome,
+              ...(result.outcome === 'rejected' ? { reason: result.reason } : {}),
+            },
+            'transfer decided',
+          );
           return result;
         }
         // Our token is below what the wallet has seen: a newer holder wrote, or Redis lost
         // its counter. Raise the counter past the database's fence and try again.
         this.metrics.staleFenceRefused();
-        log.warn({ event: 'transfer_stale_fence', ...fields, fence: token.toString(),
-          walletFence: result.walletFence.toString(), round }, 'decision refused: stale fence');
+        log.warn(
+          {
+            event: 'transfer_stale_fence',
+            ...fields,
+            fence: token.toString(),
+            walletFence: result.walletFence.toString(),
+            round,
+          },
+          'decision refused: stale fence',
+        );
         const advanced = await this.deps.lock.advanceFence(request.from, result.walletFence);
         if (advanced.kind === 'raised') this.metrics.fenceAdvanced();
         if (round >= STALE_FENCE_ROUNDS_MAX) {
@@ -169,15 +188,27 @@ export class TransferProcessor {
         }
       }
     } catch (err) {
-      if (err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof RetryableTransferError) throw err;
+      if (err instanceof DelayedError || err instanceof UnrecoverableError || err instanceof RetryableTransferError)
+        throw err;
       if (err instanceof LockLostError) {
         this.metrics.lockLost('before_commit');
-        log.warn({ event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason }, 'lock lost before commit');
+        log.warn(
+          { event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason },
+          'lock lost before commit',
+        );
         throw new RetryableTransferError('lock_lost', err.message);
       }
       const sqlState = postgresErrorCode(err);
-      log.warn({ event: 'transfer_transient_error', ...fields, err, sqlState,
-        expected: sqlState !== null && RETRYABLE_SQLSTATES.has(sqlState) }, 'transfer attempt failed; will retry');
+      log.warn(
+        {
+          event: 'transfer_transient_error',
+          ...fields,
+          err,
+          sqlState,
+          expected: sqlState !== null && RETRYABLE_SQLSTATES.has(sqlState),
+        },
+        'transfer attempt failed; will retry',
+      );
       throw new RetryableTransferError('transient_error', err instanceof Error ? err.message : String(err));
     }
   }
@@ -204,14 +235,16 @@ export class TransferProcessor {
       try {
         // The acquire reply may have come back after the lease already ended.
         ride.lease.assertHeld();
-        const result = expected === undefined
-          ? await this.decide(job, request, ride.token, ride.lease)
-          : await expected.submit({
-              request,
-              fence: ride.token,
-              check: () => ride.lease.assertHeld(),
-              beforeSend: () => this.deps.hooks?.beforeApply?.({ job, request, token: ride.token, lease: ride.lease }),
-            });
+        const result =
+          expected === undefined
+            ? await this.decide(job, request, ride.token, ride.lease)
+            : await expected.submit({
+                request,
+                fence: ride.token,
+                check: () => ride.lease.assertHeld(),
+                beforeSend: () =>
+                  this.deps.hooks?.beforeApply?.({ job, request, token: ride.token, lease: ride.lease }),
+              });
         // The lease ran out while the decision was in flight (a pause, a slow link): too late
         // to abort, so the fence decided. Counted to show how often that guard is what mattered.
         if (ride.lease.signal.aborted) this.metrics.lockLost('in_flight');
@@ -230,7 +263,12 @@ export class TransferProcessor {
   }
 
   /** One transfer through the custom ApplyStrategy (no batch): last lease check, hook, decision. */
-  private async decide(job: Job, request: TransferRequest, token: bigint, lease: HeldLease | null): Promise<ApplyResult> {
+  private async decide(
+    job: Job,
+    request: TransferRequest,
+    token: bigint,
+    lease: HeldLease | null,
+  ): Promise<ApplyResult> {
     lease?.assertHeld();
     await this.deps.hooks?.beforeApply?.({ job, request, token, lease });
     if (this.apply !== null) {
@@ -246,8 +284,13 @@ export class TransferProcessor {
   }
 
   /** Hands the job back to the queue, delayed, instead of holding a worker slot while the wallet is busy. */
-  private async deferBusy(job: Job, bullToken: string | undefined, retryAfterMs: number, log: Logger,
-    fields: Record<string, string>): Promise<never> {
+  private async deferBusy(
+    job: Job,
+    bullToken: string | undefined,
+    retryAfterMs: number,
+    log: Logger,
+    fields: Record<string, string>,
+  ): Promise<never> {
     const deferrals = Math.max(0, job.attemptsStarted - job.attemptsMade - 1);
     if (deferrals >= LOCK_BUSY_DEFERRALS_MAX) {
       throw new RetryableTransferError('lock_busy', `wallet busy after ${deferrals} deferrals`);
@@ -320,25 +363,36 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
   };
 }
 
-function shardWorker(shard: QueueShard, process: (job: Job, token: string | undefined) => Promise<TransferOutcome>,
-  deps: TransferWorkerDeps): Worker {
-  const worker = new GatedWorker(shard.name, process, {
-    connection: deps.connection,
-    prefix: shard.prefix,
-    concurrency: deps.config.workerConcurrency,
-    lockDuration: deps.config.jobLockDurationMs,
-    stalledInterval: deps.config.jobStalledIntervalMs,
-    maxStalledCount: JOB_STALLED_COUNT_MAX,
-    settings: {
-      // Serves TRANSFER_BACKOFF_TYPE, the type our producer puts on every job.
-      backoffStrategy: (attemptsMade: number) => transferBackoffMs(attemptsMade),
+function shardWorker(
+  shard: QueueShard,
+  process: (job: Job, token: string | undefined) => Promise<TransferOutcome>,
+  deps: TransferWorkerDeps,
+): Worker {
+  const worker = new GatedWorker(
+    shard.name,
+    process,
+    {
+      connection: deps.connection,
+      prefix: shard.prefix,
+      concurrency: deps.config.workerConcurrency,
+      lockDuration: deps.config.jobLockDurationMs,
+      stalledInterval: deps.config.jobStalledIntervalMs,
+      maxStalledCount: JOB_STALLED_COUNT_MAX,
+      settings: {
+        // Serves TRANSFER_BACKOFF_TYPE, the type our producer puts on every job.
+        backoffStrategy: (attemptsMade: number) => transferBackoffMs(attemptsMade),
+      },
     },
-  }, deps.admission);
+    deps.admission,
+  );
   worker.on('failed', (job, err) => {
-    const final = err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
+    const final =
+      err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
     if (job !== undefined && final) {
-      deps.logger.error({ event: 'transfer_failed', queue: shard.name, jobId: job.id, attempt: job.attemptsMade, reason: err.message },
-        'job failed for good; it stays in the failed set');
+      deps.logger.error(
+        { event: 'transfer_failed', queue: shard.name, jobId: job.id, attempt: job.attemptsMade, reason: err.message },
+        'job failed for good; it stays in the failed set',
+      );
     }
   });
   worker.on('error', (err) => deps.logger.error({ err, queue: shard.name }, 'worker error'));

@@ -35,7 +35,8 @@ export function validateWorkloadOptions(o: WorkloadOptions): void {
   if (!Number.isInteger(o.conflicts) || o.conflicts < 0 || o.conflicts > o.transfers) {
     throw new RangeError('conflicts must be between 0 and the number of transfers');
   }
-  if (!Number.isInteger(o.amountMaxMinor) || o.amountMaxMinor < 1) throw new RangeError('amount maximum must be a positive integer');
+  if (!Number.isInteger(o.amountMaxMinor) || o.amountMaxMinor < 1)
+    throw new RangeError('amount maximum must be a positive integer');
   const hot = o.hotWalletRate ?? 0;
   if (!(hot >= 0 && hot <= 1)) throw new RangeError('hot wallet rate must be between 0 and 1');
 }

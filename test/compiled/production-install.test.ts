@@ -14,9 +14,12 @@ import { describeRun, lastJsonLine, runCommand } from '../support/cli-process.ts
 import { uniqueName } from '../support/test-db.ts';
 import { IMAGE_APP_DIR } from './image-dir.ts';
 
-interface LsNode { dependencies?: Record<string, LsNode> }
+interface LsNode {
+  dependencies?: Record<string, LsNode>;
+}
 const pkg = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
-  dependencies: Record<string, string>; devDependencies: Record<string, string>;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
 };
 
 /** Every package in the install's node_modules (scoped and nested included): what the image holds. */
@@ -25,7 +28,9 @@ function installedNames(dir = join(IMAGE_APP_DIR, 'node_modules'), names = new S
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (!entry.isDirectory() || entry.name.startsWith('.')) continue;
     const packages = entry.name.startsWith('@')
-      ? readdirSync(join(dir, entry.name), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => `${entry.name}/${d.name}`)
+      ? readdirSync(join(dir, entry.name), { withFileTypes: true })
+          .filter((d) => d.isDirectory())
+          .map((d) => `${entry.name}/${d.name}`)
       : [entry.name];
     for (const name of packages) {
       names.add(name);
@@ -40,24 +45,29 @@ function requiredBy(name: string, installed: Set<string>): string[] {
   return [...installed].filter((other) => {
     const file = join(IMAGE_APP_DIR, 'node_modules', other, 'package.json');
     if (other === name || !existsSync(file)) return false;
-    const deps = (JSON.parse(readFileSync(file, 'utf8')) as { dependencies?: Record<string, string> }).dependencies ?? {};
+    const deps =
+      (JSON.parse(readFileSync(file, 'utf8')) as { dependencies?: Record<string, string> }).dependencies ?? {};
     return name in deps;
   });
 }
 
-describe('the image\'s production install', () => {
+describe("the image's production install", () => {
   it('holds the production dependencies and no package only development needs', () => {
     const installed = installedNames();
     for (const name of Object.keys(pkg.dependencies)) expect(installed.has(name), name).toBe(true);
     const devPresent = Object.keys(pkg.devDependencies).filter((name) => installed.has(name));
     // A devDependency may be there only because a production package depends on it
     // (@prisma/adapter-pg needs @types/pg); the build tools never are.
-    for (const name of devPresent) expect(requiredBy(name, installed), `${name} is in the image without a production dependent`).not.toEqual([]);
-    for (const tool of ['typescript', 'tsx', 'prisma', 'vitest', 'vite', 'esbuild', 'vega', 'yaml']) expect(installed.has(tool), tool).toBe(false);
+    for (const name of devPresent)
+      expect(requiredBy(name, installed), `${name} is in the image without a production dependent`).not.toEqual([]);
+    for (const tool of ['typescript', 'tsx', 'prisma', 'vitest', 'vite', 'esbuild', 'vega', 'yaml'])
+      expect(installed.has(tool), tool).toBe(false);
   });
 
   it('carries the product only: no harness file in dist/', () => {
-    const files = (readdirSync(join(IMAGE_APP_DIR, 'dist'), { recursive: true }) as string[]).filter((f) => f.endsWith('.js'));
+    const files = (readdirSync(join(IMAGE_APP_DIR, 'dist'), { recursive: true }) as string[]).filter((f) =>
+      f.endsWith('.js'),
+    );
     expect(files).toContain(join('cli', 'worker.js'));
     expect(files.filter((f) => f.startsWith(`harness${sep}`))).toEqual([]);
     // Every compiled file has its source in the product (src/ outside src/harness/).
@@ -67,11 +77,13 @@ describe('the image\'s production install', () => {
   });
 
   it('`npm ls --omit=dev` in the project lists exactly the production dependencies', () => {
-    const top = JSON.parse(execFileSync('npm', ['ls', '--omit=dev', '--json'], { cwd: PROJECT_ROOT, encoding: 'utf8' })) as LsNode;
+    const top = JSON.parse(
+      execFileSync('npm', ['ls', '--omit=dev', '--json'], { cwd: PROJECT_ROOT, encoding: 'utf8' }),
+    ) as LsNode;
     expect(Object.keys(top.dependencies ?? {}).sort()).toEqual(Object.keys(pkg.dependencies).sort());
   });
 
-  describe('the migration Job\'s commands run from it with plain node', () => {
+  describe("the migration Job's commands run from it with plain node", () => {
     const base = loadConfig();
     const database = uniqueName('ft_image');
     const ownerUrl = withDatabase(base.databaseUrl, database);
@@ -86,8 +98,15 @@ describe('the image\'s production install', () => {
       const migrated = await runCommand(process.execPath, [join(IMAGE_APP_DIR, 'dist', 'cli', 'migrate.js')], env);
       expect(migrated.code, describeRun(migrated)).toBe(0);
       expect((lastJsonLine(migrated) as { applied: string[] }).applied).toEqual(
-        execFileSync('ls', [join(PROJECT_ROOT, 'prisma', 'migrations')], { encoding: 'utf8' }).split('\n').filter((n) => /^\d/.test(n)));
-      const granted = await runCommand(process.execPath, [join(IMAGE_APP_DIR, 'dist', 'cli', 'worker-role.js'), '--role', role], env);
+        execFileSync('ls', [join(PROJECT_ROOT, 'prisma', 'migrations')], { encoding: 'utf8' })
+          .split('\n')
+          .filter((n) => /^\d/.test(n)),
+      );
+      const granted = await runCommand(
+        process.execPath,
+        [join(IMAGE_APP_DIR, 'dist', 'cli', 'worker-role.js'), '--role', role],
+        env,
+      );
       expect(granted.code, describeRun(granted)).toBe(0);
       expect(lastJsonLine(granted)).toMatchObject({ role, created: true });
     });

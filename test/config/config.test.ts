@@ -70,17 +70,23 @@ describe('loadConfig defaults', () => {
   });
 
   it('bounds the batch settings, and keeps the batches in flight within the pool', () => {
-    expect(loadConfig({ TRANSFER_BATCH_MAX: '1', TRANSFER_BATCH_WAIT_MS: '0', LOCK_RIDE_MS_MAX: '0' }))
-      .toMatchObject({ transferBatchMax: 1, transferBatchWaitMs: 0, lockRideMsMax: 0 });
+    expect(loadConfig({ TRANSFER_BATCH_MAX: '1', TRANSFER_BATCH_WAIT_MS: '0', LOCK_RIDE_MS_MAX: '0' })).toMatchObject({
+      transferBatchMax: 1,
+      transferBatchWaitMs: 0,
+      lockRideMsMax: 0,
+    });
     expect(() => loadConfig({ TRANSFER_BATCH_MAX: '0' })).toThrow(/^TRANSFER_BATCH_MAX: /);
     expect(() => loadConfig({ TRANSFER_BATCH_MAX: '1001' })).toThrow(/^TRANSFER_BATCH_MAX: .*between 1 and 1000/);
     expect(() => loadConfig({ TRANSFER_BATCH_WAIT_MS: '1001' })).toThrow(/^TRANSFER_BATCH_WAIT_MS: /);
     expect(loadConfig({ DB_POOL_MAX: '2' }).transferBatchesInFlightMax).toBe(2);
     expect(loadConfig({}).transferBatchesInFlightMax).toBe(4);
     expect(loadConfig({ TRANSFER_BATCH_MAX: '1' }).transferBatchesInFlightMax).toBe(8);
-    expect(loadConfig({ TRANSFER_BATCH_MAX: '1', TRANSFER_BATCHES_IN_FLIGHT_MAX: '3' }).transferBatchesInFlightMax).toBe(3);
-    expect(() => loadConfig({ DB_POOL_MAX: '2', TRANSFER_BATCHES_IN_FLIGHT_MAX: '3' }))
-      .toThrow(/^TRANSFER_BATCHES_IN_FLIGHT_MAX: must not exceed DB_POOL_MAX \(2\)/);
+    expect(
+      loadConfig({ TRANSFER_BATCH_MAX: '1', TRANSFER_BATCHES_IN_FLIGHT_MAX: '3' }).transferBatchesInFlightMax,
+    ).toBe(3);
+    expect(() => loadConfig({ DB_POOL_MAX: '2', TRANSFER_BATCHES_IN_FLIGHT_MAX: '3' })).toThrow(
+      /^TRANSFER_BATCHES_IN_FLIGHT_MAX: must not exceed DB_POOL_MAX \(2\)/,
+    );
   });
 
   it('treats an empty variable like an absent one', () => {
@@ -130,11 +136,14 @@ describe('loadConfig rejects malformed values, naming the variable', () => {
     expect(err.message).toMatch(detail);
   });
 
-  it.each(['abc', '10s', '2500ms', '1.5', '3000.5', '-5', '1e4', ' 100', '0x10'])('LOCK_TTL_MS=%j (not a whole number)', (value) => {
-    const err = configErrorOf({ LOCK_TTL_MS: value });
-    expect(err.variable).toBe('LOCK_TTL_MS');
-    expect(err.message).toMatch(/^LOCK_TTL_MS: expected a whole number between 100 and 600000/);
-  });
+  it.each(['abc', '10s', '2500ms', '1.5', '3000.5', '-5', '1e4', ' 100', '0x10'])(
+    'LOCK_TTL_MS=%j (not a whole number)',
+    (value) => {
+      const err = configErrorOf({ LOCK_TTL_MS: value });
+      expect(err.variable).toBe('LOCK_TTL_MS');
+      expect(err.message).toMatch(/^LOCK_TTL_MS: expected a whole number between 100 and 600000/);
+    },
+  );
 
   it.each(['99', '600001', '9'.repeat(400)])('LOCK_TTL_MS=%s (out of range)', (value) => {
     expect(configErrorOf({ LOCK_TTL_MS: value }).variable).toBe('LOCK_TTL_MS');
@@ -178,21 +187,36 @@ describe('loadConfig rejects malformed values, naming the variable', () => {
 describe('the dashboard settings', () => {
   it('takes an IP address or localhost, a port from 0 (any free one) to 65535, and true or false', () => {
     expect(loadConfig({ DASHBOARD_HOST: '0.0.0.0', DASHBOARD_PORT: '0', DASHBOARD_READ_ONLY: 'false' })).toMatchObject({
-      dashboardHost: '0.0.0.0', dashboardPort: 0, dashboardReadOnly: false,
+      dashboardHost: '0.0.0.0',
+      dashboardPort: 0,
+      dashboardReadOnly: false,
     });
     expect(loadConfig({ DASHBOARD_HOST: '::1', DASHBOARD_PORT: '65535' })).toMatchObject({
-      dashboardHost: '::1', dashboardPort: 65_535, dashboardReadOnly: true,
+      dashboardHost: '::1',
+      dashboardPort: 65_535,
+      dashboardReadOnly: true,
     });
     expect(loadConfig({ DASHBOARD_HOST: 'localhost' }).dashboardHost).toBe('localhost');
   });
 });
 
-describe('the worker\'s HTTP server and time limits', () => {
+describe("the worker's HTTP server and time limits", () => {
   it('METRICS_PORT=off switches the server off, 0 asks for any free port; a port and the time limits are read as given', () => {
     expect(loadConfig({ METRICS_PORT: 'off' }).metricsPort).toBeNull();
     expect(loadConfig({ METRICS_PORT: '0' }).metricsPort).toBe(0);
-    expect(loadConfig({ METRICS_PORT: '19464', METRICS_HOST: '127.0.0.1', STARTUP_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '600000' }))
-      .toMatchObject({ metricsPort: 19_464, metricsHost: '127.0.0.1', startupTimeoutMs: 1_000, shutdownTimeoutMs: 600_000 });
+    expect(
+      loadConfig({
+        METRICS_PORT: '19464',
+        METRICS_HOST: '127.0.0.1',
+        STARTUP_TIMEOUT_MS: '1000',
+        SHUTDOWN_TIMEOUT_MS: '600000',
+      }),
+    ).toMatchObject({
+      metricsPort: 19_464,
+      metricsHost: '127.0.0.1',
+      startupTimeoutMs: 1_000,
+      shutdownTimeoutMs: 600_000,
+    });
   });
 });
 
@@ -205,7 +229,9 @@ describe('the unsafe modes', () => {
 
   it('refuses TRANSFERS_UNSAFE when TRANSFERS_ALLOW_UNSAFE has any other value', () => {
     for (const allow of ['1', 'true', 'yes', `${ALLOW_UNSAFE} `]) {
-      expect(configErrorOf({ TRANSFERS_UNSAFE: 'no-lock', TRANSFERS_ALLOW_UNSAFE: allow }).variable).toBe('TRANSFERS_UNSAFE');
+      expect(configErrorOf({ TRANSFERS_UNSAFE: 'no-lock', TRANSFERS_ALLOW_UNSAFE: allow }).variable).toBe(
+        'TRANSFERS_UNSAFE',
+      );
     }
   });
 
@@ -232,7 +258,11 @@ describe('Redis Cluster and queue shards', () => {
       REDIS_CLUSTER_NAT_MAP: '10.0.0.1:7000=127.0.0.1:17000',
     });
     expect(config.redisCluster).toEqual({
-      nodes: [{ host: '10.0.0.1', port: 7000 }, { host: 'redis-b.example', port: 7001 }, { host: '::1', port: 7002 }],
+      nodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: 'redis-b.example', port: 7001 },
+        { host: '::1', port: 7002 },
+      ],
       natMap: { '10.0.0.1:7000': { host: '127.0.0.1', port: 17000 } },
     });
     expect(Object.isFrozen(config.redisCluster)).toBe(true);
@@ -249,9 +279,17 @@ describe('Redis Cluster and queue shards', () => {
     [{ REDIS_CLUSTER_NODES: '127.0.0.1:0' }, 'REDIS_CLUSTER_NODES', 'port 1-65535'],
     [{ REDIS_CLUSTER_NODES: '127.0.0.1:70000' }, 'REDIS_CLUSTER_NODES', 'port 1-65535'],
     [{ REDIS_CLUSTER_NODES: 'a:1,a:1' }, 'REDIS_CLUSTER_NODES', 'listed twice'],
-    [{ REDIS_CLUSTER_NODES: Array.from({ length: 65 }, (_, i) => `h:${i + 1}`).join(',') }, 'REDIS_CLUSTER_NODES', 'at most 64'],
+    [
+      { REDIS_CLUSTER_NODES: Array.from({ length: 65 }, (_, i) => `h:${i + 1}`).join(',') },
+      'REDIS_CLUSTER_NODES',
+      'at most 64',
+    ],
     [{ REDIS_CLUSTER_NAT_MAP: 'a:1=b:2' }, 'REDIS_CLUSTER_NAT_MAP', 'only applies with REDIS_CLUSTER_NODES'],
-    [{ REDIS_CLUSTER_NODES: 'a:1', REDIS_CLUSTER_NAT_MAP: 'a:1' }, 'REDIS_CLUSTER_NAT_MAP', 'announced-host:port=reachable-host:port'],
+    [
+      { REDIS_CLUSTER_NODES: 'a:1', REDIS_CLUSTER_NAT_MAP: 'a:1' },
+      'REDIS_CLUSTER_NAT_MAP',
+      'announced-host:port=reachable-host:port',
+    ],
     [{ QUEUE_SHARDS: '0' }, 'QUEUE_SHARDS', 'between 1 and 64'],
     [{ QUEUE_SHARDS: '65' }, 'QUEUE_SHARDS', 'between 1 and 64'],
     [{ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '3' }, 'QUEUE_SHARDS_CONSUMED', 'from 0 to 2'],
@@ -272,8 +310,9 @@ describe('Redis Cluster and queue shards', () => {
 describe('URL helpers', () => {
   it('reads and replaces the database name', () => {
     expect(databaseName('postgresql://postgres@127.0.0.1:5432/transfers')).toBe('transfers');
-    expect(withDatabase('postgresql://postgres@127.0.0.1:5432/transfers?sslmode=disable', 'other'))
-      .toBe('postgresql://postgres@127.0.0.1:5432/other?sslmode=disable');
+    expect(withDatabase('postgresql://postgres@127.0.0.1:5432/transfers?sslmode=disable', 'other')).toBe(
+      'postgresql://postgres@127.0.0.1:5432/other?sslmode=disable',
+    );
     expect(() => databaseName('postgresql://127.0.0.1:5432/')).toThrow(ConfigError);
     expect(() => databaseName('postgresql://127.0.0.1:5432/a%22b')).toThrow(/DATABASE_URL/);
   });

@@ -2,7 +2,7 @@
 // listens, serves the configured queue (read-only unless DASHBOARD_READ_ONLY=false), stops with
 // exit 0 on SIGTERM, and a port already in use is one line naming DASHBOARD_PORT with exit code 1.
 // The node process is started directly so that SIGTERM reaches it rather than npm.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
@@ -25,7 +25,8 @@ const running: ChildProcessWithoutNullStreams[] = [];
 
 afterEach(() => {
   for (const child of running.splice(0)) {
-    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined)
+      process.kill(-child.pid, 'SIGKILL');
   }
 });
 
@@ -40,12 +41,19 @@ function startCli(env: Record<string, string>): Promise<Started> {
   running.push(child);
   let stdout = '';
   let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   const output = () => ({ stdout, stderr });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line after ${START_TIMEOUT_MS} ms\n${stderr}`)), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`no listening line after ${START_TIMEOUT_MS} ms\n${stderr}`)),
+      START_TIMEOUT_MS,
+    );
     const onData = (): void => {
       const line = stdout.split('\n').find((l) => l.startsWith('{'));
       if (line === undefined) return;
@@ -57,7 +65,9 @@ function startCli(env: Record<string, string>): Promise<Started> {
     child.stdout.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`npm run dashboard exited with ${code} before listening\nstdout:\n${stdout}\nstderr:\n${stderr}`));
+      reject(
+        new Error(`npm run dashboard exited with ${code} before listening\nstdout:\n${stdout}\nstderr:\n${stderr}`),
+      );
     });
   });
 }
@@ -100,12 +110,18 @@ describe('npm run dashboard', { timeout: TEST_TIMEOUT_MS }, () => {
 
   it('says which variable to change when the port is in use', async () => {
     const blocker: Server = createServer();
-    const port = await new Promise<number>((resolve) => blocker.listen(0, '127.0.0.1', () => {
-      const address = blocker.address();
-      resolve(typeof address === 'object' && address !== null ? address.port : -1);
-    }));
+    const port = await new Promise<number>((resolve) =>
+      blocker.listen(0, '127.0.0.1', () => {
+        const address = blocker.address();
+        resolve(typeof address === 'object' && address !== null ? address.port : -1);
+      }),
+    );
     try {
-      const result = await runCommand('npm', ['run', '--silent', 'dashboard'], { DASHBOARD_PORT: String(port), QUEUE_NAME: uniqueName('dash_cli'), LOG_LEVEL: 'silent' });
+      const result = await runCommand('npm', ['run', '--silent', 'dashboard'], {
+        DASHBOARD_PORT: String(port),
+        QUEUE_NAME: uniqueName('dash_cli'),
+        LOG_LEVEL: 'silent',
+      });
       expect(result.code, describeRun(result)).toBe(1);
       expect(result.stderr).toBe(`configuration error: DASHBOARD_PORT: port ${port} on 127.0.0.1 is already in use\n`);
     } finally {

@@ -5,8 +5,8 @@
 // the failed jobs goes to .runs/test-output/dashboard.png.
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDashboard, type RunningDashboard } from '../../src/dashboard/server.ts';
-import { launchChromium, requireChromium, testOutputPath, type TestBrowser } from '../support/chromium.ts';
+import { type RunningDashboard, startDashboard } from '../../src/dashboard/server.ts';
+import { launchChromium, requireChromium, type TestBrowser, testOutputPath } from '../support/chromium.ts';
 import { createPipeline, type Pipeline } from '../support/pipeline.ts';
 import { uniqueName } from '../support/test-db.ts';
 
@@ -18,12 +18,21 @@ const JOB_SETTLE_TIMEOUT_MS = 60_000;
 const SCREEN = { width: 1366, height: 1040 };
 
 const INVALID: { label: string; data: unknown; reason: string }[] = [
-  { label: 'decimal point', data: { operationId: 'dash-point', from: 'w1', to: 'w2', amount: '5.5' },
-    reason: 'invalid_request: amount must be a string of decimal digits' },
-  { label: 'same wallet', data: { operationId: 'dash-same', from: 'w1', to: 'w1', amount: '5' },
-    reason: 'invalid_request: from and to are the same wallet' },
-  { label: 'extra field', data: { operationId: 'dash-extra', from: 'w1', to: 'w2', amount: '5', balance: '1000000' },
-    reason: 'invalid_request: ' },
+  {
+    label: 'decimal point',
+    data: { operationId: 'dash-point', from: 'w1', to: 'w2', amount: '5.5' },
+    reason: 'invalid_request: amount must be a string of decimal digits',
+  },
+  {
+    label: 'same wallet',
+    data: { operationId: 'dash-same', from: 'w1', to: 'w1', amount: '5' },
+    reason: 'invalid_request: from and to are the same wallet',
+  },
+  {
+    label: 'extra field',
+    data: { operationId: 'dash-extra', from: 'w1', to: 'w2', amount: '5', balance: '1000000' },
+    reason: 'invalid_request: ',
+  },
 ];
 const VALID = [
   { operationId: 'dash-ok-1', from: 'w1', to: 'w2', amount: '5' },
@@ -94,17 +103,24 @@ describe('npm run dashboard, read-only, in Chromium', { timeout: TEST_TIMEOUT_MS
   it('shows the failed jobs with their invalid_request reasons, and offers no action', async () => {
     const page = await browser.context.newPage();
     try {
-      await page.goto(new URL(`queue/${encodeURIComponent(p.config.queueName)}?status=failed`, dashboard.url).toString());
+      await page.goto(
+        new URL(`queue/${encodeURIComponent(p.config.queueName)}?status=failed`, dashboard.url).toString(),
+      );
       await page.getByText(p.config.queueName).first().waitFor({ state: 'visible', timeout: UI_WAIT_MS });
       for (const message of INVALID.filter((m) => m.reason !== 'invalid_request: ')) {
         await page.getByText(message.reason).first().waitFor({ state: 'visible', timeout: UI_WAIT_MS });
       }
       // Every failed job's card is there (the list shows its id as #<id>).
-      for (const id of failedJobIds) await page.getByText(`#${id}`, { exact: true }).waitFor({ state: 'visible', timeout: UI_WAIT_MS });
+      for (const id of failedJobIds)
+        await page.getByText(`#${id}`, { exact: true }).waitFor({ state: 'visible', timeout: UI_WAIT_MS });
       expect(await page.getByText('invalid_request: ').count()).toBe(INVALID.length);
 
       // A writable board shows "Retry all" and "Clean all" above the failed jobs; this one must not.
-      expect(await page.getByRole('button', { name: /retry|clean|promote|delete|remove|empty|obliterate|pause|add/i }).count()).toBe(0);
+      expect(
+        await page
+          .getByRole('button', { name: /retry|clean|promote|delete|remove|empty|obliterate|pause|add/i })
+          .count(),
+      ).toBe(0);
 
       await page.screenshot({ path: testOutputPath('dashboard.png') });
     } finally {

@@ -9,10 +9,10 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
-import { migrate, MigrationError, readMigrations } from '../../src/db/migrations.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
-import { uniqueName } from '../support/test-db.ts';
+import { MigrationError, migrate, readMigrations } from '../../src/db/migrations.ts';
 import { describeRun, lastJsonLine, runCommand, runTsx } from '../support/cli-process.ts';
+import { uniqueName } from '../support/test-db.ts';
 
 const serverUrl = loadConfig().databaseUrl;
 const databases: string[] = [];
@@ -61,10 +61,16 @@ async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>
 }
 
 function migrationRecords(url: string): Promise<MigrationRecord[]> {
-  return withClient(url, async (c) => (await c.query<MigrationRecord>(
-    `SELECT id, migration_name, checksum, finished_at, rolled_back_at, applied_steps_count, logs
+  return withClient(
+    url,
+    async (c) =>
+      (
+        await c.query<MigrationRecord>(
+          `SELECT id, migration_name, checksum, finished_at, rolled_back_at, applied_steps_count, logs
        FROM "_prisma_migrations" ORDER BY migration_name, started_at`,
-  )).rows);
+        )
+      ).rows,
+  );
 }
 
 async function tableExists(url: string, table: string): Promise<boolean> {
@@ -122,7 +128,9 @@ describe('npm run db:migrate', () => {
 
     const runs = await Promise.all([1, 2, 3].map(() => runTsx('src/cli/migrate.ts', [], { DATABASE_URL: url })));
     for (const run of runs) expect(run.code, describeRun(run)).toBe(0);
-    const results = runs.map((r) => lastJsonLine(r) as { createdDatabase: boolean; applied: string[]; alreadyApplied: string[] });
+    const results = runs.map(
+      (r) => lastJsonLine(r) as { createdDatabase: boolean; applied: string[]; alreadyApplied: string[] },
+    );
     expect(results.filter((r) => r.createdDatabase)).toHaveLength(1);
     // Exactly one runner applied each migration; the two others found it done.
     expect(results.flatMap((r) => r.applied).sort()).toEqual(names);
@@ -141,7 +149,10 @@ describe('migrate(url, dir)', () => {
     const before = await migrationRecords(url);
 
     appendFileSync(first.path, '\n-- an innocent-looking edit\n');
-    const error = await migrate(url, dir).then(() => null, (err: unknown) => err);
+    const error = await migrate(url, dir).then(
+      () => null,
+      (err: unknown) => err,
+    );
     expect(error).toBeInstanceOf(MigrationError);
     expect((error as Error).message).toContain(first.path);
     expect((error as Error).message).toContain('was edited after it was applied');
@@ -157,7 +168,10 @@ describe('migrate(url, dir)', () => {
     addMigration(dir, '29990101000000_broken', 'CREATE TABLE "half_done" (x int);\nSELECT 1 / 0;\n');
     addMigration(dir, '29990102000000_after', 'CREATE TABLE "after_broken" (x int);\n');
 
-    const error = await migrate(url, dir).then(() => null, (err: unknown) => err);
+    const error = await migrate(url, dir).then(
+      () => null,
+      (err: unknown) => err,
+    );
     expect(error).toBeInstanceOf(MigrationError);
     expect((error as Error).message).toMatch(/migration 29990101000000_broken failed: division by zero/);
 
@@ -174,7 +188,10 @@ describe('migrate(url, dir)', () => {
 
     // Fixing the file is not enough: a failed migration must be resolved by hand (P3009).
     writeFileSync(join(dir, '29990101000000_broken', 'migration.sql'), 'CREATE TABLE "half_done" (x int);\n');
-    const refusal = await migrate(url, dir).then(() => null, (err: unknown) => err);
+    const refusal = await migrate(url, dir).then(
+      () => null,
+      (err: unknown) => err,
+    );
     expect(refusal).toBeInstanceOf(MigrationError);
     expect((refusal as Error).message).toContain('29990101000000_broken');
     expect((refusal as Error).message).toContain('P3009');

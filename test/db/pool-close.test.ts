@@ -21,8 +21,9 @@ const url = withDatabase(config.databaseUrl, dbName);
 let admin: pg.Client;
 
 async function sessionsOnDatabase(): Promise<number> {
-  const r = await admin.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [dbName]);
+  const r = await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [
+    dbName,
+  ]);
   return r.rows[0]?.n ?? -1;
 }
 
@@ -58,7 +59,7 @@ describe('closing a pool before its database is dropped', () => {
     expect(left).toEqual(Array.from({ length: ROUNDS }, () => 0));
   });
 
-  it('closePrisma() does the same for the Prisma client\'s pool', async () => {
+  it("closePrisma() does the same for the Prisma client's pool", async () => {
     const left: number[] = [];
     for (let round = 0; round < ROUNDS; round += 1) {
       const prisma = createPrisma({ ...config, databaseUrl: url, dbPoolMax: POOL_SIZE });
@@ -72,11 +73,13 @@ describe('closing a pool before its database is dropped', () => {
 });
 
 describe('a database dropped WITH (FORCE) under an idle pool', () => {
-  it('ends the pool\'s sessions with 57P01, which reach the pool\'s listener, not the process', async () => {
+  it("ends the pool's sessions with 57P01, which reach the pool's listener, not the process", async () => {
     const victimUrl = withDatabase(config.databaseUrl, uniqueName('ft_poolvictim'));
     await ensureDatabase(victimUrl);
     const errors: { code?: string }[] = [];
-    const pool = createPool({ ...config, databaseUrl: victimUrl, dbPoolMax: POOL_SIZE }, (err) => errors.push(err as { code?: string }));
+    const pool = createPool({ ...config, databaseUrl: victimUrl, dbPoolMax: POOL_SIZE }, (err) =>
+      errors.push(err as { code?: string }),
+    );
     try {
       await useEveryConnection(() => pool.query('SELECT 1'));
       expect(openConnectionCount(pool)).toBe(POOL_SIZE);

@@ -96,7 +96,8 @@ export function parsePrismaSchema(source: string): PrismaModel[] {
     if (line === '') continue;
     if (block === null) {
       const open = /^(\w+)\s+(\w+)\s*\{$/.exec(line);
-      if (open === null) throw new PrismaSchemaError(`schema.prisma line ${lineNo}: expected a block, got ${JSON.stringify(line)}`);
+      if (open === null)
+        throw new PrismaSchemaError(`schema.prisma line ${lineNo}: expected a block, got ${JSON.stringify(line)}`);
       const [, kind = '', name = ''] = open;
       if (kind === 'model') {
         const model: PrismaModel = { name, fields: [], attributes: [], line: lineNo };
@@ -105,7 +106,9 @@ export function parsePrismaSchema(source: string): PrismaModel[] {
       } else if (SKIPPED_BLOCKS.has(kind)) {
         block = { kind, model: null };
       } else {
-        throw new PrismaSchemaError(`schema.prisma line ${lineNo}: \`${kind}\` blocks are not supported by test/db/prisma-schema.ts`);
+        throw new PrismaSchemaError(
+          `schema.prisma line ${lineNo}: \`${kind}\` blocks are not supported by test/db/prisma-schema.ts`,
+        );
       }
       continue;
     }
@@ -118,19 +121,24 @@ export function parsePrismaSchema(source: string): PrismaModel[] {
     if (line.startsWith('@@')) {
       for (const attribute of parseAttributes(line, '@@', lineNo)) {
         if (!BLOCK_ATTRIBUTES.has(attribute.name)) {
-          throw new PrismaSchemaError(`schema.prisma line ${lineNo}: @@${attribute.name} is not supported by test/db/prisma-schema.ts`);
+          throw new PrismaSchemaError(
+            `schema.prisma line ${lineNo}: @@${attribute.name} is not supported by test/db/prisma-schema.ts`,
+          );
         }
         model.attributes.push(attribute);
       }
       continue;
     }
     const field = /^(\w+)\s+(\w+)(\[\])?(\?)?(.*)$/.exec(line);
-    if (field === null) throw new PrismaSchemaError(`schema.prisma line ${lineNo}: cannot read field ${JSON.stringify(line)}`);
+    if (field === null)
+      throw new PrismaSchemaError(`schema.prisma line ${lineNo}: cannot read field ${JSON.stringify(line)}`);
     const [, name = '', type = '', list, optional, rest = ''] = field;
     const attributes = parseAttributes(rest, '@', lineNo);
     for (const attribute of attributes) {
       if (!FIELD_ATTRIBUTES.has(attribute.name) && !attribute.name.startsWith('db.')) {
-        throw new PrismaSchemaError(`schema.prisma line ${lineNo}: @${attribute.name} is not supported by test/db/prisma-schema.ts`);
+        throw new PrismaSchemaError(
+          `schema.prisma line ${lineNo}: @${attribute.name} is not supported by test/db/prisma-schema.ts`,
+        );
       }
     }
     model.fields.push({ name, type, optional: optional === '?', list: list === '[]', attributes, line: lineNo });
@@ -183,7 +191,8 @@ export interface ExpectedTable {
 /** The first string literal of an attribute's arguments (`"x"` or `name: "x"` → x). */
 function stringArg(args: string | null, key?: string): string | null {
   if (args === null) return null;
-  const pattern = key === undefined ? /^\s*"((?:[^"\\]|\\.)*)"/ : new RegExp(`\\b${key}\\s*:\\s*"((?:[^"\\\\]|\\\\.)*)"`);
+  const pattern =
+    key === undefined ? /^\s*"((?:[^"\\]|\\.)*)"/ : new RegExp(`\\b${key}\\s*:\\s*"((?:[^"\\\\]|\\\\.)*)"`);
   const match = pattern.exec(args);
   return match === null ? null : (match[1] ?? null);
 }
@@ -192,7 +201,10 @@ function stringArg(args: string | null, key?: string): string | null {
 function listArg(args: string | null): string[] {
   const match = /^\s*(?:fields\s*:\s*)?\[([^\]]*)\]/.exec(args ?? '');
   if (match === null) return [];
-  return (match[1] ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return (match[1] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
 }
 
 function attribute(list: readonly PrismaAttribute[], name: string): PrismaAttribute | undefined {
@@ -200,7 +212,11 @@ function attribute(list: readonly PrismaAttribute[], name: string): PrismaAttrib
 }
 
 function numbers(args: string | null): number[] {
-  return (args ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '').map(Number);
+  return (args ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')
+    .map(Number);
 }
 
 function columnType(model: string, field: PrismaField): ColumnType {
@@ -209,13 +225,18 @@ function columnType(model: string, field: PrismaField): ColumnType {
   const args = numbers(native?.args ?? null);
   const where = `${model}.${field.name}`;
   const unsupported = (): never => {
-    throw new PrismaSchemaError(`${where}: ${field.type}${native ? ` @${native.name}` : ''} is not mapped by test/db/prisma-schema.ts`);
+    throw new PrismaSchemaError(
+      `${where}: ${field.type}${native ? ` @${native.name}` : ''} is not mapped by test/db/prisma-schema.ts`,
+    );
   };
   switch (field.type) {
     case 'String':
       if (nativeName === undefined || nativeName === 'Text') return { dataType: 'text' };
       if (nativeName === 'Char') return { dataType: 'character', length: args[0] ?? 1 };
-      if (nativeName === 'VarChar') return args[0] === undefined ? { dataType: 'character varying' } : { dataType: 'character varying', length: args[0] };
+      if (nativeName === 'VarChar')
+        return args[0] === undefined
+          ? { dataType: 'character varying' }
+          : { dataType: 'character varying', length: args[0] };
       if (nativeName === 'Uuid') return { dataType: 'uuid' };
       return unsupported();
     case 'BigInt':
@@ -260,7 +281,9 @@ function columnDefault(model: string, field: PrismaField): ColumnDefault {
   if (/^-?\d+(\.\d+)?$/.test(args) || args === 'true' || args === 'false') return { kind: 'literal', value: args };
   const str = /^"((?:[^"\\]|\\.)*)"$/.exec(args);
   if (str !== null) return { kind: 'literal', value: str[1] ?? '' };
-  throw new PrismaSchemaError(`${model}.${field.name}: @default(${args}) is not understood by test/db/prisma-schema.ts`);
+  throw new PrismaSchemaError(
+    `${model}.${field.name}: @default(${args}) is not understood by test/db/prisma-schema.ts`,
+  );
 }
 
 /** Tables, columns, keys and indexes that the models describe, with Prisma's naming rules. */
@@ -272,8 +295,12 @@ export function expectedTables(models: readonly PrismaModel[]): ExpectedTable[] 
     const columnOf = new Map<string, string>();
     for (const field of model.fields) {
       if (modelNames.has(field.type)) continue; // A relation field: no column of its own.
-      if (!SCALAR_TYPES.has(field.type)) throw new PrismaSchemaError(`${model.name}.${field.name}: unknown type ${field.type}`);
-      if (field.list) throw new PrismaSchemaError(`${model.name}.${field.name}: scalar lists are not supported by test/db/prisma-schema.ts`);
+      if (!SCALAR_TYPES.has(field.type))
+        throw new PrismaSchemaError(`${model.name}.${field.name}: unknown type ${field.type}`);
+      if (field.list)
+        throw new PrismaSchemaError(
+          `${model.name}.${field.name}: scalar lists are not supported by test/db/prisma-schema.ts`,
+        );
       const column = stringArg(attribute(field.attributes, 'map')?.args ?? null) ?? field.name;
       columnOf.set(field.name, column);
       columns.push({
@@ -284,18 +311,21 @@ export function expectedTables(models: readonly PrismaModel[]): ExpectedTable[] 
         default: columnDefault(model.name, field),
       });
     }
-    const toColumns = (fields: string[]): string[] => fields.map((f) => {
-      const column = columnOf.get(f);
-      if (column === undefined) throw new PrismaSchemaError(`${model.name}: no scalar field ${f}`);
-      return column;
-    });
+    const toColumns = (fields: string[]): string[] =>
+      fields.map((f) => {
+        const column = columnOf.get(f);
+        if (column === undefined) throw new PrismaSchemaError(`${model.name}: no scalar field ${f}`);
+        return column;
+      });
     const idFields = model.fields.filter((f) => attribute(f.attributes, 'id') !== undefined).map((f) => f.name);
     const blockId = attribute(model.attributes, 'id');
     const primaryKey = toColumns(blockId !== undefined ? listArg(blockId.args) : idFields);
-    const indexes = model.attributes.filter((a) => a.name === 'index').map((a) => {
-      const cols = toColumns(listArg(a.args));
-      return { name: stringArg(a.args, 'map') ?? `${table}_${cols.join('_')}_idx`, columns: cols };
-    });
+    const indexes = model.attributes
+      .filter((a) => a.name === 'index')
+      .map((a) => {
+        const cols = toColumns(listArg(a.args));
+        return { name: stringArg(a.args, 'map') ?? `${table}_${cols.join('_')}_idx`, columns: cols };
+      });
     return { model: model.name, table, columns, primaryKey, indexes };
   });
 }

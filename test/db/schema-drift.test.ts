@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
-import { expectedTables, parsePrismaSchema, PrismaSchemaError } from './prisma-schema.ts';
-import { describeDifferences, schemaDrift, type SchemaDifference } from './schema-drift.ts';
+import { expectedTables, PrismaSchemaError, parsePrismaSchema } from './prisma-schema.ts';
+import { describeDifferences, type SchemaDifference, schemaDrift } from './schema-drift.ts';
 
 const SCHEMA = readFileSync(join(PROJECT_ROOT, 'prisma', 'schema.prisma'), 'utf8');
 
@@ -52,14 +52,24 @@ describe('the schema parser', () => {
     const wallets = tables[0];
     expect(wallets?.primaryKey).toEqual(['id']);
     expect(wallets?.columns.find((c) => c.field === 'lastFence')).toEqual({
-      field: 'lastFence', column: 'last_fence', type: { dataType: 'bigint' }, nullable: false, default: { kind: 'literal', value: '0' },
+      field: 'lastFence',
+      column: 'last_fence',
+      type: { dataType: 'bigint' },
+      nullable: false,
+      default: { kind: 'literal', value: '0' },
     });
     expect(wallets?.columns.find((c) => c.field === 'currency')?.type).toEqual({ dataType: 'character', length: 3 });
     expect(wallets?.columns.find((c) => c.field === 'createdAt')).toMatchObject({
-      column: 'created_at', type: { dataType: 'timestamp with time zone', precision: 6 }, default: { kind: 'now' },
+      column: 'created_at',
+      type: { dataType: 'timestamp with time zone', precision: 6 },
+      default: { kind: 'now' },
     });
     const transfers = tables[1];
-    expect(transfers?.columns.find((c) => c.field === 'reason')).toMatchObject({ type: { dataType: 'text' }, nullable: true, default: { kind: 'none' } });
+    expect(transfers?.columns.find((c) => c.field === 'reason')).toMatchObject({
+      type: { dataType: 'text' },
+      nullable: true,
+      default: { kind: 'none' },
+    });
     const entries = tables[2];
     expect(entries?.columns.find((c) => c.field === 'id')?.default).toEqual({ kind: 'autoincrement' });
     expect(entries?.indexes).toEqual([
@@ -75,9 +85,13 @@ describe('the schema parser', () => {
         url String @id @default("https://example.com") // trailing
         @@map("sites")
       }`);
-    expect(model?.fields[0]?.attributes).toEqual([{ name: 'id', args: null }, { name: 'default', args: '"https://example.com"' }]);
-    expect(expectedTables(parsePrismaSchema('model A {\n  x String @id @default("a//b")\n}'))[0]?.columns[0]?.default)
-      .toEqual({ kind: 'literal', value: 'a//b' });
+    expect(model?.fields[0]?.attributes).toEqual([
+      { name: 'id', args: null },
+      { name: 'default', args: '"https://example.com"' },
+    ]);
+    expect(
+      expectedTables(parsePrismaSchema('model A {\n  x String @id @default("a//b")\n}'))[0]?.columns[0]?.default,
+    ).toEqual({ kind: 'literal', value: 'a//b' });
   });
 
   it('refuses what it does not understand instead of skipping it', () => {
@@ -94,41 +108,52 @@ describe('schema.prisma against the migrated database', () => {
     expect(differences, describeDifferences(differences)).toEqual([]);
   });
 
-  it('names every drift of a database changed behind the schema\'s back', async () => {
+  it("names every drift of a database changed behind the schema's back", async () => {
     const differences = await schemaDrift(SCHEMA, drifted.pg);
-    expect(sorted(differences), describeDifferences(differences)).toEqual(sorted([
-      { kind: 'nullability', table: 'transfers', column: 'status', expected: 'NOT NULL', actual: 'NULL' },
-      { kind: 'type', table: 'transfers', column: 'amount', expected: 'bigint', actual: 'integer' },
-      { kind: 'missing_column', table: 'ledger_entries', column: 'fence' },
-      { kind: 'default', table: 'ledger_entries', column: 'id', expected: 'autoincrement()', actual: 'no default' },
-      { kind: 'default', table: 'wallets', column: 'balance', expected: 'literal "0"', actual: 'no default' },
-      { kind: 'type', table: 'wallets', column: 'currency', expected: 'character(3)', actual: 'character(4)' },
-      {
-        kind: 'type', table: 'wallets', column: 'created_at',
-        expected: 'timestamp with time zone(6)', actual: 'timestamp without time zone(6)',
-      },
-      { kind: 'extra_column', table: 'wallets', column: 'nickname' },
-      { kind: 'missing_index', table: 'ledger_entries', index: 'ledger_entries_wallet_id_idx', expected: 'wallet_id' },
-      { kind: 'extra_index', table: 'wallets', index: 'wallets_currency_idx', actual: 'currency' },
-      { kind: 'extra_table', table: 'stray' },
-    ]));
+    expect(sorted(differences), describeDifferences(differences)).toEqual(
+      sorted([
+        { kind: 'nullability', table: 'transfers', column: 'status', expected: 'NOT NULL', actual: 'NULL' },
+        { kind: 'type', table: 'transfers', column: 'amount', expected: 'bigint', actual: 'integer' },
+        { kind: 'missing_column', table: 'ledger_entries', column: 'fence' },
+        { kind: 'default', table: 'ledger_entries', column: 'id', expected: 'autoincrement()', actual: 'no default' },
+        { kind: 'default', table: 'wallets', column: 'balance', expected: 'literal "0"', actual: 'no default' },
+        { kind: 'type', table: 'wallets', column: 'currency', expected: 'character(3)', actual: 'character(4)' },
+        {
+          kind: 'type',
+          table: 'wallets',
+          column: 'created_at',
+          expected: 'timestamp with time zone(6)',
+          actual: 'timestamp without time zone(6)',
+        },
+        { kind: 'extra_column', table: 'wallets', column: 'nickname' },
+        {
+          kind: 'missing_index',
+          table: 'ledger_entries',
+          index: 'ledger_entries_wallet_id_idx',
+          expected: 'wallet_id',
+        },
+        { kind: 'extra_index', table: 'wallets', index: 'wallets_currency_idx', actual: 'currency' },
+        { kind: 'extra_table', table: 'stray' },
+      ]),
+    );
   });
 
   it('names every drift of a schema changed without a migration', async () => {
-    const changed = SCHEMA
-      .replace(/^(\s*)kind(\s+)String$/m, '$1kind$2String?')
+    const changed = SCHEMA.replace(/^(\s*)kind(\s+)String$/m, '$1kind$2String?')
       .replace('model Wallet {', 'model Wallet {\n  nickname String?')
       .replace('fence       BigInt\n', 'fence       Int\n')
       .replace('@@map("transfers")', '@@index([toWallet])\n  @@map("transfers")')
       .replace(/^model LedgerEntry/m, 'model Audit {\n  id Int @id @default(autoincrement())\n}\n\nmodel LedgerEntry');
     expect(changed).not.toBe(SCHEMA);
     const differences = await schemaDrift(changed, clean.pg);
-    expect(sorted(differences), describeDifferences(differences)).toEqual(sorted([
-      { kind: 'nullability', table: 'ledger_entries', column: 'kind', expected: 'NULL', actual: 'NOT NULL' },
-      { kind: 'missing_column', table: 'wallets', column: 'nickname' },
-      { kind: 'type', table: 'transfers', column: 'fence', expected: 'integer', actual: 'bigint' },
-      { kind: 'missing_index', table: 'transfers', index: 'transfers_to_wallet_idx', expected: 'to_wallet' },
-      { kind: 'missing_table', table: 'Audit' },
-    ]));
+    expect(sorted(differences), describeDifferences(differences)).toEqual(
+      sorted([
+        { kind: 'nullability', table: 'ledger_entries', column: 'kind', expected: 'NULL', actual: 'NOT NULL' },
+        { kind: 'missing_column', table: 'wallets', column: 'nickname' },
+        { kind: 'type', table: 'transfers', column: 'fence', expected: 'integer', actual: 'bigint' },
+        { kind: 'missing_index', table: 'transfers', index: 'transfers_to_wallet_idx', expected: 'to_wallet' },
+        { kind: 'missing_table', table: 'Audit' },
+      ]),
+    );
   });
 });

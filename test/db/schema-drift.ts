@@ -5,11 +5,11 @@
 // are not compared.
 import type pg from 'pg';
 import {
-  expectedTables,
-  parsePrismaSchema,
   type ColumnDefault,
   type ColumnType,
   type ExpectedTable,
+  expectedTables,
+  parsePrismaSchema,
 } from './prisma-schema.ts';
 
 export type DifferenceKind =
@@ -64,7 +64,8 @@ interface IndexRow {
 
 export function formatType(type: ColumnType): string {
   if (type.length !== undefined) return `${type.dataType}(${type.length})`;
-  if (type.dataType === 'numeric' && type.precision !== undefined) return `numeric(${type.precision},${type.scale ?? 0})`;
+  if (type.dataType === 'numeric' && type.precision !== undefined)
+    return `numeric(${type.precision},${type.scale ?? 0})`;
   if (type.precision !== undefined) return `${type.dataType}(${type.precision})`;
   return type.dataType;
 }
@@ -78,7 +79,9 @@ function actualType(row: ColumnRow): ColumnType {
         : { dataType: row.data_type, length: row.character_maximum_length };
     case 'timestamp with time zone':
     case 'timestamp without time zone':
-      return row.datetime_precision === null ? { dataType: row.data_type } : { dataType: row.data_type, precision: row.datetime_precision };
+      return row.datetime_precision === null
+        ? { dataType: row.data_type }
+        : { dataType: row.data_type, precision: row.datetime_precision };
     case 'numeric':
       return row.numeric_precision === null
         ? { dataType: 'numeric' }
@@ -90,11 +93,16 @@ function actualType(row: ColumnRow): ColumnType {
 
 export function formatDefault(def: ColumnDefault): string {
   switch (def.kind) {
-    case 'none': return 'no default';
-    case 'autoincrement': return 'autoincrement()';
-    case 'now': return 'now()';
-    case 'literal': return `literal ${JSON.stringify(def.value)}`;
-    case 'expression': return `dbgenerated(${JSON.stringify(def.sql)})`;
+    case 'none':
+      return 'no default';
+    case 'autoincrement':
+      return 'autoincrement()';
+    case 'now':
+      return 'now()';
+    case 'literal':
+      return `literal ${JSON.stringify(def.value)}`;
+    case 'expression':
+      return `dbgenerated(${JSON.stringify(def.sql)})`;
   }
 }
 
@@ -113,11 +121,16 @@ function literalOf(columnDefault: string): string {
 
 function defaultMatches(expected: ColumnDefault, actual: string | null): boolean {
   switch (expected.kind) {
-    case 'none': return actual === null;
-    case 'autoincrement': return actual !== null && /^nextval\(/.test(actual);
-    case 'now': return actual !== null && /^(CURRENT_TIMESTAMP(\(\d\))?|now\(\))$/i.test(actual.trim());
-    case 'literal': return actual !== null && literalOf(actual) === expected.value;
-    case 'expression': return actual !== null && actual.trim() === expected.sql.trim();
+    case 'none':
+      return actual === null;
+    case 'autoincrement':
+      return actual !== null && /^nextval\(/.test(actual);
+    case 'now':
+      return actual !== null && /^(CURRENT_TIMESTAMP(\(\d\))?|now\(\))$/i.test(actual.trim());
+    case 'literal':
+      return actual !== null && literalOf(actual) === expected.value;
+    case 'expression':
+      return actual !== null && actual.trim() === expected.sql.trim();
   }
 }
 
@@ -169,19 +182,31 @@ export async function compareTables(expected: readonly ExpectedTable[], db: Quer
       const expectedType = formatType(column.type);
       const actualTypeText = formatType(actualType(row));
       if (expectedType !== actualTypeText) {
-        differences.push({ kind: 'type', table: table.table, column: column.column, expected: expectedType, actual: actualTypeText });
+        differences.push({
+          kind: 'type',
+          table: table.table,
+          column: column.column,
+          expected: expectedType,
+          actual: actualTypeText,
+        });
       }
       const nullable = row.is_nullable === 'YES';
       if (nullable !== column.nullable) {
         differences.push({
-          kind: 'nullability', table: table.table, column: column.column,
-          expected: column.nullable ? 'NULL' : 'NOT NULL', actual: nullable ? 'NULL' : 'NOT NULL',
+          kind: 'nullability',
+          table: table.table,
+          column: column.column,
+          expected: column.nullable ? 'NULL' : 'NOT NULL',
+          actual: nullable ? 'NULL' : 'NOT NULL',
         });
       }
       if (!defaultMatches(column.default, row.column_default)) {
         differences.push({
-          kind: 'default', table: table.table, column: column.column,
-          expected: formatDefault(column.default), actual: row.column_default ?? 'no default',
+          kind: 'default',
+          table: table.table,
+          column: column.column,
+          expected: formatDefault(column.default),
+          actual: row.column_default ?? 'no default',
         });
       }
     }
@@ -201,18 +226,31 @@ export async function compareTables(expected: readonly ExpectedTable[], db: Quer
     for (const index of table.indexes) {
       const found = indexes.find((i) => i.index_name === index.name);
       if (found === undefined) {
-        differences.push({ kind: 'missing_index', table: table.table, index: index.name, expected: index.columns.join(', ') });
+        differences.push({
+          kind: 'missing_index',
+          table: table.table,
+          index: index.name,
+          expected: index.columns.join(', '),
+        });
       } else if (found.columns.join(', ') !== index.columns.join(', ')) {
         differences.push({
-          kind: 'index_columns', table: table.table, index: index.name,
-          expected: index.columns.join(', '), actual: found.columns.join(', '),
+          kind: 'index_columns',
+          table: table.table,
+          index: index.name,
+          expected: index.columns.join(', '),
+          actual: found.columns.join(', '),
         });
       }
     }
     for (const index of indexes) {
       if (index.is_primary || index.backs_constraint) continue;
       if (!table.indexes.some((i) => i.name === index.index_name)) {
-        differences.push({ kind: 'extra_index', table: table.table, index: index.index_name, actual: index.columns.join(', ') });
+        differences.push({
+          kind: 'extra_index',
+          table: table.table,
+          index: index.index_name,
+          actual: index.columns.join(', '),
+        });
       }
     }
   }
@@ -230,10 +268,16 @@ export async function schemaDrift(schemaSource: string, db: Queryable): Promise<
 
 /** One line per difference, for assertion messages. */
 export function describeDifferences(differences: readonly SchemaDifference[]): string {
-  return differences.map((d) => {
-    const where = [d.table, d.column ?? d.index].filter((s) => s !== undefined).join('.');
-    const detail = [d.expected === undefined ? '' : `schema: ${d.expected}`, d.actual === undefined ? '' : `database: ${d.actual}`]
-      .filter((s) => s !== '').join('; ');
-    return `${d.kind} ${where}${detail === '' ? '' : ` (${detail})`}`;
-  }).join('\n');
+  return differences
+    .map((d) => {
+      const where = [d.table, d.column ?? d.index].filter((s) => s !== undefined).join('.');
+      const detail = [
+        d.expected === undefined ? '' : `schema: ${d.expected}`,
+        d.actual === undefined ? '' : `database: ${d.actual}`,
+      ]
+        .filter((s) => s !== '')
+        .join('; ');
+      return `${d.kind} ${where}${detail === '' ? '' : ` (${detail})`}`;
+    })
+    .join('\n');
 }

@@ -6,11 +6,18 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPrisma } from '../../src/db/prisma.ts';
-import { DECISION_FUNCTIONS, dropWorkerRole, ensureWorkerRole, expectedWorkerPrivileges, roleUrl, WorkerRoleError } from '../../src/db/worker-role-grants.ts';
+import {
+  DECISION_FUNCTIONS,
+  dropWorkerRole,
+  ensureWorkerRole,
+  expectedWorkerPrivileges,
+  roleUrl,
+  WorkerRoleError,
+} from '../../src/db/worker-role-grants.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
-import { createTestDatabase, uniqueName, type TestDatabase } from '../support/test-db.ts';
+import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
 const PASSWORD = 'worker-role-test-password-42';
 let db: TestDatabase;
@@ -73,7 +80,11 @@ afterAll(async () => {
 
 describe('npm run db:worker-role', () => {
   it('creates a login role with exactly CONNECT, USAGE, EXECUTE on the decision functions and SELECT on _prisma_migrations; never prints the password', async () => {
-    const run = await runTsx('src/cli/worker-role.ts', ['--role', role], { DATABASE_URL: db.url, WORKER_DB_PASSWORD: PASSWORD, LOG_LEVEL: 'trace' });
+    const run = await runTsx('src/cli/worker-role.ts', ['--role', role], {
+      DATABASE_URL: db.url,
+      WORKER_DB_PASSWORD: PASSWORD,
+      LOG_LEVEL: 'trace',
+    });
     expect(run.code, describeRun(run)).toBe(0);
     const result = lastJsonLine(run) as { role: string; created: boolean; privileges: string[] };
     expect(result).toMatchObject({ role, created: true });
@@ -85,8 +96,19 @@ describe('npm run db:worker-role', () => {
       'TABLE public._prisma_migrations SELECT',
     ]);
     expect(`${run.stdout}${run.stderr}`).not.toContain(PASSWORD);
-    const attrs = (await db.pg.query('SELECT rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolinherit, rolbypassrls FROM pg_roles WHERE rolname = $1', [role])).rows[0];
-    expect(attrs).toMatchObject({ rolcanlogin: true, rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolbypassrls: false });
+    const attrs = (
+      await db.pg.query(
+        'SELECT rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolinherit, rolbypassrls FROM pg_roles WHERE rolname = $1',
+        [role],
+      )
+    ).rows[0];
+    expect(attrs).toMatchObject({
+      rolcanlogin: true,
+      rolsuper: false,
+      rolcreaterole: false,
+      rolcreatedb: false,
+      rolbypassrls: false,
+    });
     asRole = new pg.Client({ connectionString: roleUrl(db.url, role, PASSWORD) });
     await asRole.connect();
   });
@@ -105,22 +127,32 @@ describe('connected as the worker role', () => {
   });
 
   it('reads _prisma_migrations (the readiness check) and calls apply_transfers, which moves the money', async () => {
-    const applied = await asRole.query<{ n: string }>('SELECT count(*) AS n FROM _prisma_migrations WHERE finished_at IS NOT NULL');
+    const applied = await asRole.query<{ n: string }>(
+      'SELECT count(*) AS n FROM _prisma_migrations WHERE finished_at IS NOT NULL',
+    );
     expect(Number(applied.rows[0]?.n)).toBeGreaterThanOrEqual(2);
     const prisma = createPrisma({ ...db.config, databaseUrl: roleUrl(db.url, role, PASSWORD) });
     try {
       const request = { operationId: 'as-role', from: 'w1', to: 'w2', amountMinor: 300n, currency: null };
-      expect(await applyTransfers(prisma, [{ request, fence: 1n }])).toEqual([{ outcome: 'applied', operationId: 'as-role', fence: '1' }]);
+      expect(await applyTransfers(prisma, [{ request, fence: 1n }])).toEqual([
+        { outcome: 'applied', operationId: 'as-role', fence: '1' },
+      ]);
       expect(await applyTransfers(prisma, [{ request, fence: 2n }])).toMatchObject([{ outcome: 'duplicate' }]);
       // The single-transfer function and the negative controls' variant carry switches that
       // turn a check off: the worker role may call neither.
       await expect(applyTransfer(prisma, request, 3n)).rejects.toThrow(/permission denied/);
-      await expect(applyTransfers(prisma, [{ request, fence: 3n }], { skipIdempotency: true })).rejects.toThrow(/permission denied/);
+      await expect(applyTransfers(prisma, [{ request, fence: 3n }], { skipIdempotency: true })).rejects.toThrow(
+        /permission denied/,
+      );
     } finally {
       await prisma.$disconnect();
     }
-    const balances = (await db.pg.query<{ id: string; balance: string }>('SELECT id, balance FROM wallets ORDER BY id')).rows;
-    expect(balances).toEqual([{ id: 'w1', balance: '700' }, { id: 'w2', balance: '1300' }]);
+    const balances = (await db.pg.query<{ id: string; balance: string }>('SELECT id, balance FROM wallets ORDER BY id'))
+      .rows;
+    expect(balances).toEqual([
+      { id: 'w1', balance: '700' },
+      { id: 'w2', balance: '1300' },
+    ]);
   });
 
   it('control: a privilege granted by hand lets the role write; running db:worker-role again takes it back', async () => {
@@ -164,18 +196,29 @@ describe('ledger_entries is append-only for the owner too', () => {
   }
 
   it('UPDATE, DELETE and TRUNCATE are refused by the trigger (even when no row matches); INSERT still works', async () => {
-    const before = (await db.pg.query('SELECT count(*)::int AS n, sum(amount)::text AS total FROM ledger_entries')).rows[0];
+    const before = (await db.pg.query('SELECT count(*)::int AS n, sum(amount)::text AS total FROM ledger_entries'))
+      .rows[0];
     const results = await ownerAttempts(db);
-    for (const sql of OWNER_MAY_NOT) expect(results[sql], sql).toMatch(/^ledger_entries is append-only: (UPDATE|DELETE|TRUNCATE) refused$/);
-    expect((await db.pg.query('SELECT count(*)::int AS n, sum(amount)::text AS total FROM ledger_entries')).rows[0]).toEqual(before);
-    expect(await outcome(db.pg, "INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount) VALUES ('fix-1', 'w1', 'credit', 1)")).toBe('ok');
+    for (const sql of OWNER_MAY_NOT)
+      expect(results[sql], sql).toMatch(/^ledger_entries is append-only: (UPDATE|DELETE|TRUNCATE) refused$/);
+    expect(
+      (await db.pg.query('SELECT count(*)::int AS n, sum(amount)::text AS total FROM ledger_entries')).rows[0],
+    ).toEqual(before);
+    expect(
+      await outcome(
+        db.pg,
+        "INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount) VALUES ('fix-1', 'w1', 'credit', 1)",
+      ),
+    ).toBe('ok');
   });
 
   it('control: with the trigger dropped, the same statements go through', async () => {
     const bare = await createTestDatabase('ft_role_ctl');
     try {
       await seedWallets(bare.prisma, { wallets: 2, balanceMinor: 1_000n, prefix: 'w', currency: 'EUR' });
-      await bare.pg.query('DROP TRIGGER ledger_entries_no_update_delete ON ledger_entries; DROP TRIGGER ledger_entries_no_truncate ON ledger_entries');
+      await bare.pg.query(
+        'DROP TRIGGER ledger_entries_no_update_delete ON ledger_entries; DROP TRIGGER ledger_entries_no_truncate ON ledger_entries',
+      );
       const results = await ownerAttempts(bare);
       expect(results).toEqual(Object.fromEntries(OWNER_MAY_NOT.map((sql) => [sql, 'ok'])));
     } finally {

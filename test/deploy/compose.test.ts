@@ -39,7 +39,10 @@ function loginOf(url: string | undefined): string {
 }
 
 function composeClient(): { cmd: string; args: string[] } | null {
-  for (const candidate of [{ cmd: 'docker', args: ['compose'] }, { cmd: 'docker-compose', args: [] }]) {
+  for (const candidate of [
+    { cmd: 'docker', args: ['compose'] },
+    { cmd: 'docker-compose', args: [] },
+  ]) {
     try {
       execFileSync(candidate.cmd, [...candidate.args, 'version'], { stdio: 'ignore', timeout: 20_000 });
       return candidate;
@@ -52,7 +55,9 @@ function composeClient(): { cmd: string; args: string[] } | null {
 
 describe('docker-compose.yml', () => {
   it('has redis, postgres, a one-shot migrate, replicated workers and an optional producer profile', () => {
-    expect(Object.keys(services)).toEqual(expect.arrayContaining(['redis', 'postgres', 'migrate', 'worker', 'producer']));
+    expect(Object.keys(services)).toEqual(
+      expect.arrayContaining(['redis', 'postgres', 'migrate', 'worker', 'producer']),
+    );
     expect(service('redis').healthcheck).toBeDefined();
     expect(service('postgres').healthcheck).toBeDefined();
     expect(service('migrate').depends_on?.postgres?.condition).toBe('service_healthy');
@@ -89,15 +94,26 @@ describe('docker-compose.yml', () => {
   });
 
   const client = composeClient();
-  it.skipIf(client === null)('passes the Compose client\'s own validation (config -q), the producer profile included', () => {
-    if (client === null) return;
-    for (const profile of [[], ['--profile', 'producer']]) {
-      execFileSync(client.cmd, [...client.args, '-f', COMPOSE_FILE, ...profile, 'config', '-q'], {
-        cwd: PROJECT_ROOT, timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'],
-      });
-    }
-    const listed = execFileSync(client.cmd, [...client.args, '-f', COMPOSE_FILE, '--profile', 'producer', 'config', '--services'],
-      { cwd: PROJECT_ROOT, timeout: 60_000, encoding: 'utf8' }).split('\n').filter((l) => l !== '').sort();
-    expect(listed).toEqual(Object.keys(services).sort());
-  });
+  it.skipIf(client === null)(
+    "passes the Compose client's own validation (config -q), the producer profile included",
+    () => {
+      if (client === null) return;
+      for (const profile of [[], ['--profile', 'producer']]) {
+        execFileSync(client.cmd, [...client.args, '-f', COMPOSE_FILE, ...profile, 'config', '-q'], {
+          cwd: PROJECT_ROOT,
+          timeout: 60_000,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+      }
+      const listed = execFileSync(
+        client.cmd,
+        [...client.args, '-f', COMPOSE_FILE, '--profile', 'producer', 'config', '--services'],
+        { cwd: PROJECT_ROOT, timeout: 60_000, encoding: 'utf8' },
+      )
+        .split('\n')
+        .filter((l) => l !== '')
+        .sort();
+      expect(listed).toEqual(Object.keys(services).sort());
+    },
+  );
 });

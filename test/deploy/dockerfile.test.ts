@@ -8,7 +8,9 @@ import { copyParts, parseDockerfile } from '../support/dockerfile.ts';
 
 const stages = parseDockerfile();
 const final = stages.at(-1);
-const build = stages.find((s) => s !== final && s.instructions.some((i) => i.op === 'RUN' && /\bnpm run build\b/.test(i.args)));
+const build = stages.find(
+  (s) => s !== final && s.instructions.some((i) => i.op === 'RUN' && /\bnpm run build\b/.test(i.args)),
+);
 
 function ops(op: string, stage = final): string[] {
   return (stage?.instructions ?? []).filter((i) => i.op === op).map((i) => i.args);
@@ -35,10 +37,14 @@ describe('Dockerfile', () => {
     const copies = ops('COPY').map(copyParts);
     const fromBuild = copies.filter((c) => c.from !== null);
     expect(fromBuild.map((c) => [c.from, c.sources])).toEqual([[build?.name, ['/app/dist']]]);
-    const fromContext = copies.filter((c) => c.from === null).flatMap((c) => c.sources).sort();
+    const fromContext = copies
+      .filter((c) => c.from === null)
+      .flatMap((c) => c.sources)
+      .sort();
     expect(fromContext).toEqual(['lua', 'package-lock.json', 'package.json', 'prisma/migrations']);
     // Never the whole context, node_modules or sources.
-    for (const c of copies) for (const s of c.sources) expect(s).not.toMatch(/^(\.|src|node_modules|\/app\/node_modules)$/);
+    for (const c of copies)
+      for (const s of c.sources) expect(s).not.toMatch(/^(\.|src|node_modules|\/app\/node_modules)$/);
   });
 
   it('runs as an unprivileged numeric user, checks /healthz with node, and starts the compiled worker', () => {

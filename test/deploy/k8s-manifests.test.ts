@@ -21,8 +21,14 @@ const SHUTDOWN_TIMEOUT_MS_DEFAULT = 20_000;
 const METRICS_PORT_DEFAULT = 9464;
 
 // The manifests' shapes, as far as these checks read them.
-interface EnvVar { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }
-interface Probe { httpGet?: { path: string; port: number | string } }
+interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { secretKeyRef?: { name: string; key: string } };
+}
+interface Probe {
+  httpGet?: { path: string; port: number | string };
+}
 interface Container {
   name: string;
   command?: string[];
@@ -31,7 +37,11 @@ interface Container {
   livenessProbe?: Probe;
   readinessProbe?: Probe;
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-  securityContext?: { allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
+  securityContext?: {
+    allowPrivilegeEscalation?: boolean;
+    readOnlyRootFilesystem?: boolean;
+    capabilities?: { drop?: string[] };
+  };
 }
 interface PodSpec {
   containers: Container[];
@@ -61,7 +71,8 @@ function loadManifests(): Manifest[] {
   const out: Manifest[] = [];
   for (const path of yamlFiles(K8S_DIR)) {
     for (const doc of parseAllDocuments(readFileSync(path, 'utf8'))) {
-      if (doc.errors.length > 0) throw new Error(`${relative(PROJECT_ROOT, path)}: ${doc.errors.map((e) => e.message).join('; ')}`);
+      if (doc.errors.length > 0)
+        throw new Error(`${relative(PROJECT_ROOT, path)}: ${doc.errors.map((e) => e.message).join('; ')}`);
       const value = doc.toJS() as Manifest | null;
       if (value === null) continue;
       out.push({ ...value, file: relative(K8S_DIR, path) });
@@ -115,8 +126,10 @@ describe('deploy/k8s parses', () => {
 
   it('kustomization.yaml lists every base file, and neither the HPA alternative nor the ServiceMonitor', () => {
     const k = one('Kustomization') as unknown as { resources: string[] };
-    const base = yamlFiles(K8S_DIR).map((p) => relative(K8S_DIR, p))
-      .filter((f) => !f.includes('/') && f !== 'kustomization.yaml').sort();
+    const base = yamlFiles(K8S_DIR)
+      .map((p) => relative(K8S_DIR, p))
+      .filter((f) => !f.includes('/') && f !== 'kustomization.yaml')
+      .sort();
     expect([...k.resources].sort()).toEqual(base);
   });
 });
@@ -163,7 +176,7 @@ describe('worker Deployment', () => {
     }
   });
 
-  it('runs the compiled worker; both URLs come from secrets, the worker\'s DATABASE_URL not from the owner\'s secret', () => {
+  it("runs the compiled worker; both URLs come from secrets, the worker's DATABASE_URL not from the owner's secret", () => {
     expect(workerContainer.command).toEqual(['node', ...WORKER_NODE_FLAGS, 'dist/cli/worker.js']);
     const job = podSpec(one('Job')).containers[0] as Container;
     const workerDb = secretRef(workerContainer, 'DATABASE_URL');
@@ -186,12 +199,15 @@ describe('worker Deployment', () => {
     expect(strategy?.rollingUpdate?.maxUnavailable).toBe(0);
   });
 
-  it('metrics: scrape annotations on the pods, and a ServiceMonitor on the Service\'s metrics port', () => {
-    const annotations = (worker.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations;
+  it("metrics: scrape annotations on the pods, and a ServiceMonitor on the Service's metrics port", () => {
+    const annotations = (worker.spec as { template: { metadata: { annotations?: Record<string, string> } } }).template
+      .metadata.annotations;
     expect(annotations?.['prometheus.io/scrape']).toBe('true');
     expect(Number(annotations?.['prometheus.io/port'])).toBe(Number(envValue(workerContainer, 'METRICS_PORT')));
     const service = one('Service');
-    const monitor = one('ServiceMonitor') as unknown as { spec: { selector: { matchLabels: Record<string, string> }; endpoints: { port: string }[] } };
+    const monitor = one('ServiceMonitor') as unknown as {
+      spec: { selector: { matchLabels: Record<string, string> }; endpoints: { port: string }[] };
+    };
     expect(service.metadata.labels).toMatchObject(monitor.spec.selector.matchLabels);
     const servicePorts = (service.spec as { ports: { name: string }[] }).ports.map((p) => p.name);
     expect(servicePorts).toContain(monitor.spec.endpoints[0]?.port);
@@ -212,8 +228,13 @@ describe('migration Job', () => {
 describe('PodDisruptionBudget', () => {
   it('selects the worker pods and lets at most one go at a time', () => {
     const pdb = one('PodDisruptionBudget');
-    const spec = pdb.spec as { maxUnavailable?: number; minAvailable?: number; selector: { matchLabels: Record<string, string> } };
-    const podLabels = (worker.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+    const spec = pdb.spec as {
+      maxUnavailable?: number;
+      minAvailable?: number;
+      selector: { matchLabels: Record<string, string> };
+    };
+    const podLabels = (worker.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata
+      .labels;
     expect(podLabels).toMatchObject(spec.selector.matchLabels);
     expect(spec.maxUnavailable ?? Number.NaN).toBe(1);
   });
@@ -223,13 +244,15 @@ describe('autoscaling', () => {
   const queueName = envValue(workerContainer, 'QUEUE_NAME') ?? 'transfers';
   const scaled = one('ScaledObject') as unknown as {
     spec: {
-      scaleTargetRef: { name: string }; minReplicaCount: number; maxReplicaCount: number;
+      scaleTargetRef: { name: string };
+      minReplicaCount: number;
+      maxReplicaCount: number;
       triggers: { type: string; metadata: Record<string, string>; authenticationRef?: { name: string } }[];
     };
   };
   const trigger = scaled.spec.triggers[0];
 
-  it('KEDA scales the worker Deployment on the transfers queue\'s BullMQ wait list, never to zero', () => {
+  it("KEDA scales the worker Deployment on the transfers queue's BullMQ wait list, never to zero", () => {
     expect(scaled.spec.scaleTargetRef.name).toBe(worker.metadata.name);
     expect(scaled.spec.triggers).toHaveLength(1);
     expect(trigger?.type).toBe('redis');
@@ -255,7 +278,7 @@ describe('autoscaling', () => {
       connection.disconnect();
     });
 
-    it('LLEN of the manifest\'s key (with this queue\'s name) counts exactly the waiting jobs', async () => {
+    it("LLEN of the manifest's key (with this queue's name) counts exactly the waiting jobs", async () => {
       const listName = (trigger?.metadata.listName ?? '').replace(`:${queueName}:`, `:${probeQueue}:`);
       expect(await connection.llen(listName)).toBe(0);
       await queue.add(TRANSFER_JOB_NAME, { operationId: 'k1', from: 'w1', to: 'w2', amount: '1' });
@@ -269,7 +292,12 @@ describe('autoscaling', () => {
   it('the plain HPA alternative targets the same Deployment, is kept out of the kustomization, never below one replica', () => {
     const hpa = one('HorizontalPodAutoscaler');
     expect(hpa.file).toBe('alternatives/worker-hpa.yaml');
-    const spec = hpa.spec as { scaleTargetRef: { name: string }; minReplicas: number; maxReplicas: number; metrics: unknown[] };
+    const spec = hpa.spec as {
+      scaleTargetRef: { name: string };
+      minReplicas: number;
+      maxReplicas: number;
+      metrics: unknown[];
+    };
     expect(spec.scaleTargetRef.name).toBe(worker.metadata.name);
     expect(spec.minReplicas).toBeGreaterThanOrEqual(1);
     expect(spec.maxReplicas).toBeGreaterThan(spec.minReplicas);

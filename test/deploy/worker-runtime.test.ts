@@ -42,7 +42,7 @@ function semiSpaceMiB(): number {
   return Number(flag.split('=')[1]);
 }
 
-describe('the worker\'s node flags', () => {
+describe("the worker's node flags", () => {
   it('are accepted by this node and bound the young generation, which grows past that bound without them', () => {
     const bound = 2 * semiSpaceMiB(); // both semi-spaces
     const withFlags = newSpaceMaxMiB(WORKER_NODE_FLAGS);
@@ -54,7 +54,9 @@ describe('the worker\'s node flags', () => {
   });
 
   it('npm run worker passes exactly these flags', () => {
-    const manifest = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const manifest = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
     expect(manifest.scripts.worker).toBe(`exec node ${WORKER_NODE_FLAGS.join(' ')} --import tsx src/cli/worker.ts`);
   });
 
@@ -65,7 +67,12 @@ describe('the worker\'s node flags', () => {
     const entry = join(dir, 'print-flags.js');
     writeFileSync(entry, 'process.stdout.write(JSON.stringify(process.execArgv) + "\\n");\n');
     const run = async (index: number, runtimeFlags?: readonly string[]): Promise<string[]> => {
-      const w = new WorkerProcess(index, { entry, env: {}, logDir: dir, ...(runtimeFlags === undefined ? {} : { runtimeFlags }) });
+      const w = new WorkerProcess(index, {
+        entry,
+        env: {},
+        logDir: dir,
+        ...(runtimeFlags === undefined ? {} : { runtimeFlags }),
+      });
       w.start();
       for (let i = 0; i < 100 && w.running; i++) await new Promise((r) => setTimeout(r, 50));
       await w.stop();

@@ -1,8 +1,9 @@
 // The batched decision on its own (no queue, no lock), against a real PostgreSQL: every
 // transfer of a batch keeps its own answer, twins and same-wallet debits are decided in order,
 // a batch that dies is retried whole, and crossing batches never deadlock.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+
 import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyTransfer, applyTransfers, type FencedTransfer } from '../../src/ledger/apply-transfer.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
@@ -21,25 +22,38 @@ beforeEach(async () => {
   await seedWallets(db.prisma, { wallets: 1, balanceMinor: 1_000n, prefix: 'usd', currency: 'USD' });
 });
 
-const req = (operationId: string, over: Partial<TransferRequest> = {}): TransferRequest =>
-  ({ operationId, from: 'w1', to: 'w2', amountMinor: 100n, currency: null, ...over });
+const req = (operationId: string, over: Partial<TransferRequest> = {}): TransferRequest => ({
+  operationId,
+  from: 'w1',
+  to: 'w2',
+  amountMinor: 100n,
+  currency: null,
+  ...over,
+});
 const at = (request: TransferRequest, fence: bigint): FencedTransfer => ({ request, fence });
 
 async function balance(id: string): Promise<bigint> {
-  return BigInt((await db.pg.query<{ balance: string }>('SELECT balance FROM wallets WHERE id = $1', [id])).rows[0]?.balance ?? '-1');
+  return BigInt(
+    (await db.pg.query<{ balance: string }>('SELECT balance FROM wallets WHERE id = $1', [id])).rows[0]?.balance ??
+      '-1',
+  );
 }
 
 describe('apply_transfers', () => {
   it('twins of one operation in one batch give one decision and one duplicate; a changed twin gives conflict', async () => {
     const results = await applyTransfers(db.prisma, [
-      at(req('twin'), 3n), at(req('twin'), 3n), at(req('twin', { amountMinor: 101n }), 3n),
+      at(req('twin'), 3n),
+      at(req('twin'), 3n),
+      at(req('twin', { amountMinor: 101n }), 3n),
     ]);
     expect(results).toEqual([
       { outcome: 'applied', operationId: 'twin', fence: '3' },
       { outcome: 'duplicate', operationId: 'twin', stored: { status: 'applied', fence: '3' } },
       { outcome: 'conflict', operationId: 'twin', stored: { status: 'applied', fence: '3' } },
     ]);
-    expect((await db.pg.query("SELECT 1 FROM ledger_entries WHERE operation_id = 'twin' AND kind = 'debit'")).rowCount).toBe(1);
+    expect(
+      (await db.pg.query("SELECT 1 FROM ledger_entries WHERE operation_id = 'twin' AND kind = 'debit'")).rowCount,
+    ).toBe(1);
     expect(await balance('w1')).toBe(900n);
   });
 
@@ -55,9 +69,14 @@ describe('apply_transfers', () => {
       at(req('self', { to: 'w1' }), 10n),
       at(req('ok-2', { from: 'w2', to: 'w4', amountMinor: 7n }), 4n),
     ]);
-    expect(results.map((r) => r.outcome === 'rejected' ? `rejected:${r.reason}` : r.outcome)).toEqual([
-      'applied', 'rejected:insufficient_funds', 'stale_fence', 'rejected:unknown_wallet',
-      'rejected:currency_mismatch', 'rejected:same_wallet', 'applied',
+    expect(results.map((r) => (r.outcome === 'rejected' ? `rejected:${r.reason}` : r.outcome))).toEqual([
+      'applied',
+      'rejected:insufficient_funds',
+      'stale_fence',
+      'rejected:unknown_wallet',
+      'rejected:currency_mismatch',
+      'rejected:same_wallet',
+      'applied',
     ]);
     expect(results[2]).toEqual({ outcome: 'stale_fence', operationId: 'stale', walletFence: 50n });
     expect((await db.pg.query("SELECT 1 FROM transfers WHERE operation_id = 'stale'")).rowCount).toBe(0);
@@ -68,16 +87,22 @@ describe('apply_transfers', () => {
   });
 
   it('a transfer between two wallets that do not exist is a recorded unknown_wallet, one or many at a time', async () => {
-    expect(await applyTransfers(db.prisma, [at(req('ghosts', { from: 'ghost-a', to: 'ghost-b' }), 1n)]))
-      .toEqual([{ outcome: 'rejected', operationId: 'ghosts', reason: 'unknown_wallet', fence: '1' }]);
-    expect(await applyTransfer(db.prisma, req('ghosts-1', { from: 'ghost-a', to: 'ghost-b' }), 1n))
-      .toMatchObject({ outcome: 'rejected', reason: 'unknown_wallet' });
-    expect((await db.pg.query("SELECT count(*)::int AS n FROM transfers WHERE reason = 'unknown_wallet'")).rows[0]).toEqual({ n: 2 });
+    expect(await applyTransfers(db.prisma, [at(req('ghosts', { from: 'ghost-a', to: 'ghost-b' }), 1n)])).toEqual([
+      { outcome: 'rejected', operationId: 'ghosts', reason: 'unknown_wallet', fence: '1' },
+    ]);
+    expect(await applyTransfer(db.prisma, req('ghosts-1', { from: 'ghost-a', to: 'ghost-b' }), 1n)).toMatchObject({
+      outcome: 'rejected',
+      reason: 'unknown_wallet',
+    });
+    expect(
+      (await db.pg.query("SELECT count(*)::int AS n FROM transfers WHERE reason = 'unknown_wallet'")).rows[0],
+    ).toEqual({ n: 2 });
   });
 
   it('two debits of one wallet in one batch see each other, in array order', async () => {
     const results = await applyTransfers(db.prisma, [
-      at(req('first', { amountMinor: 600n }), 2n), at(req('second', { amountMinor: 600n, to: 'w3' }), 2n),
+      at(req('first', { amountMinor: 600n }), 2n),
+      at(req('second', { amountMinor: 600n, to: 'w3' }), 2n),
       at(req('third', { amountMinor: 400n, to: 'w4' }), 2n),
     ]);
     expect(results.map((r) => r.outcome)).toEqual(['applied', 'rejected', 'applied']);
@@ -87,40 +112,61 @@ describe('apply_transfers', () => {
 
   it('an equal token passes (one lease, several transfers); a lower one after a higher is stale', async () => {
     const results = await applyTransfers(db.prisma, [
-      at(req('a'), 7n), at(req('b'), 7n), at(req('c'), 8n), at(req('d'), 7n),
+      at(req('a'), 7n),
+      at(req('b'), 7n),
+      at(req('c'), 8n),
+      at(req('d'), 7n),
     ]);
     expect(results.map((r) => r.outcome)).toEqual(['applied', 'applied', 'applied', 'stale_fence']);
   });
 
   it('refuses an empty batch, one above the limit and a fence below 1 before sending anything', async () => {
     await expect(applyTransfers(db.prisma, [])).rejects.toThrow(/between 1 and 1000/);
-    await expect(applyTransfers(db.prisma, Array.from({ length: 1_001 }, (_, i) => at(req(`x${i}`), 1n))))
-      .rejects.toThrow(/between 1 and 1000/);
+    await expect(
+      applyTransfers(
+        db.prisma,
+        Array.from({ length: 1_001 }, (_, i) => at(req(`x${i}`), 1n)),
+      ),
+    ).rejects.toThrow(/between 1 and 1000/);
     await expect(applyTransfers(db.prisma, [at(req('zero'), 0n)])).rejects.toThrow(/fence must be positive/);
   });
 
   it('the database refuses arrays of different lengths and a batch above its own limit', async () => {
-    const call = (n: number, hashes: number) => db.pg.query(
-      'SELECT * FROM apply_transfers($1, $2, $3, $4, $5, $6, $7)',
-      [Array(n).fill('op'), Array(hashes).fill('h'), Array(n).fill('w1'), Array(n).fill('w2'),
-        Array(n).fill('1'), Array(n).fill(null), Array(n).fill('1')]);
+    const call = (n: number, hashes: number) =>
+      db.pg.query('SELECT * FROM apply_transfers($1, $2, $3, $4, $5, $6, $7)', [
+        Array(n).fill('op'),
+        Array(hashes).fill('h'),
+        Array(n).fill('w1'),
+        Array(n).fill('w2'),
+        Array(n).fill('1'),
+        Array(n).fill(null),
+        Array(n).fill('1'),
+      ]);
     await expect(call(2, 1)).rejects.toMatchObject({ code: '22023' });
     await expect(call(1_001, 1_001)).rejects.toMatchObject({ code: '22023' });
   });
 
   it('a batch whose backend is killed mid-way commits nothing; the same batch again applies each transfer once', async () => {
-    const batch = [at(req('k1', { from: 'w2', to: 'w3' }), 1n), at(req('k2'), 1n), at(req('k3', { from: 'w4', to: 'w1' }), 1n)];
+    const batch = [
+      at(req('k1', { from: 'w2', to: 'w3' }), 1n),
+      at(req('k2'), 1n),
+      at(req('k3', { from: 'w4', to: 'w1' }), 1n),
+    ];
     // Hold w1's row so the batch stops inside the call, after taking its other locks.
     const blocker = new pg.Client({ connectionString: db.url });
     blocker.on('error', () => undefined);
     await blocker.connect();
     await blocker.query("BEGIN; SELECT 1 FROM wallets WHERE id = 'w1' FOR UPDATE");
     try {
-      const attempt = applyTransfers(db.prisma, batch).then(() => 'committed', (err: unknown) => err);
+      const attempt = applyTransfers(db.prisma, batch).then(
+        () => 'committed',
+        (err: unknown) => err,
+      );
       let killed = 0;
       for (let i = 0; i < 200 && killed === 0; i++) {
         const r = await db.pg.query<{ pid: number }>(
-          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%apply_transfers%'");
+          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%apply_transfers%'",
+        );
         for (const { pid } of r.rows) {
           await db.pg.query('SELECT pg_terminate_backend($1)', [pid]);
           killed += 1;
@@ -157,22 +203,29 @@ describe('crossing batches', () => {
     const failures: unknown[] = [];
     let deadlocks = 0;
     try {
-      await Promise.all(Array.from({ length: 12 }, async (_, b) => {
-        const requests = Array.from({ length: 16 }, (_, i) => {
-          const from = wallets[Math.floor(random() * 4)] as string;
-          const others = wallets.filter((w) => w !== from);
-          return req(`x${b}-${i}`, { from, to: others[Math.floor(random() * 3)] as string, amountMinor: 1n });
-        });
-        try {
-          await pool.query(`SELECT * FROM ${call}`, [
-            requests.map((r) => r.operationId), requests.map((r) => requestHash(r)), requests.map((r) => r.from),
-            requests.map((r) => r.to), requests.map((r) => r.amountMinor.toString()), requests.map(() => null),
-            requests.map(() => '1')]);
-        } catch (err) {
-          if ((err as { code?: string }).code === '40P01') deadlocks += 1;
-          else failures.push(err);
-        }
-      }));
+      await Promise.all(
+        Array.from({ length: 12 }, async (_, b) => {
+          const requests = Array.from({ length: 16 }, (_, i) => {
+            const from = wallets[Math.floor(random() * 4)] as string;
+            const others = wallets.filter((w) => w !== from);
+            return req(`x${b}-${i}`, { from, to: others[Math.floor(random() * 3)] as string, amountMinor: 1n });
+          });
+          try {
+            await pool.query(`SELECT * FROM ${call}`, [
+              requests.map((r) => r.operationId),
+              requests.map((r) => requestHash(r)),
+              requests.map((r) => r.from),
+              requests.map((r) => r.to),
+              requests.map((r) => r.amountMinor.toString()),
+              requests.map(() => null),
+              requests.map(() => '1'),
+            ]);
+          } catch (err) {
+            if ((err as { code?: string }).code === '40P01') deadlocks += 1;
+            else failures.push(err);
+          }
+        }),
+      );
     } finally {
       await pool.end();
     }
@@ -189,12 +242,13 @@ describe('crossing batches', () => {
     expect((await reconcile(db.prisma)).ok).toBe(true);
   });
 
-  it('control: the same decision locking each transfer\'s rows as it reaches them deadlocks', async () => {
+  it("control: the same decision locking each transfer's rows as it reaches them deadlocks", async () => {
     // The batch body as the migration defines it, except that the wallets are read without
     // the up-front lock in id order, and each transfer locks its source then its destination
     // when the loop reaches it, as a naive batch would.
-    const def = (await db.pg.query<{ def: string }>(
-      "SELECT pg_get_functiondef('transfers_decide_batch'::regproc) AS def")).rows[0]?.def ?? '';
+    const def =
+      (await db.pg.query<{ def: string }>("SELECT pg_get_functiondef('transfers_decide_batch'::regproc) AS def"))
+        .rows[0]?.def ?? '';
     const upFrontLock = 'ORDER BY w.id FOR UPDATE) l;';
     const loopStep = 'v_fence := p_fences[v_i];';
     expect(def).toContain(upFrontLock);
@@ -202,13 +256,18 @@ describe('crossing batches', () => {
     const unordered = def
       .replace(upFrontLock, ') l;')
       .replace('public.transfers_decide_batch(', 'public.transfers_decide_batch_unordered(')
-      .replace(loopStep, `${loopStep}
+      .replace(
+        loopStep,
+        `${loopStep}
         PERFORM 1 FROM wallets w WHERE w.id = v_from FOR UPDATE;
         PERFORM pg_sleep(0.002);
-        PERFORM 1 FROM wallets w WHERE w.id = v_to FOR UPDATE;`);
+        PERFORM 1 FROM wallets w WHERE w.id = v_to FOR UPDATE;`,
+      );
     await db.pg.query(unordered);
     await db.pg.query(`ALTER DATABASE "${db.name}" SET deadlock_timeout = '200ms'`);
-    const { deadlocks, failures } = await crossingBatches('transfers_decide_batch_unordered($1, $2, $3, $4, $5, $6, $7, TRUE, TRUE)');
+    const { deadlocks, failures } = await crossingBatches(
+      'transfers_decide_batch_unordered($1, $2, $3, $4, $5, $6, $7, TRUE, TRUE)',
+    );
     expect(failures).toEqual([]);
     expect(deadlocks).toBeGreaterThan(0);
   });

@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   FUNDING_ACCOUNT_PREFIX,
   OPENING_OPERATION_PREFIX,
+  type SeedRequest,
   seedWallets,
   validateSeedRequest,
-  type SeedRequest,
 } from '../../src/ledger/seed-wallets.ts';
 import { describeRun, lastJsonLine, runCommand, runTsx } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
@@ -43,27 +43,33 @@ async function expectLedgerBalanced(): Promise<void> {
   expect(mismatched.rows, 'wallets whose balance differs from the sum of their entries').toEqual([]);
 
   const { rows } = await db.pg.query<{ kind: string; total: string }>(
-    "SELECT kind, sum(amount)::text AS total FROM ledger_entries GROUP BY kind ORDER BY kind");
+    'SELECT kind, sum(amount)::text AS total FROM ledger_entries GROUP BY kind ORDER BY kind',
+  );
   const totals = Object.fromEntries(rows.map((r) => [r.kind, BigInt(r.total)]));
   expect(Object.keys(totals).every((k) => k === 'opening' || k === 'funding')).toBe(true);
   expect((totals.opening ?? 0n) + (totals.funding ?? 0n)).toBe(0n);
 
   // Funding entries sit on `$funding:<CUR>` only, and each currency's funding balances its wallets.
-  const perCurrency = await db.pg.query<{ currency: string; wallets: string; funding: string }>(`
+  const perCurrency = await db.pg.query<{ currency: string; wallets: string; funding: string }>(
+    `
     SELECT w.currency,
            sum(w.balance)::text AS wallets,
            (SELECT coalesce(sum(e.amount), 0) FROM ledger_entries e
              WHERE e.kind = 'funding' AND e.wallet_id = $1 || w.currency)::text AS funding
-      FROM wallets w GROUP BY w.currency`, [FUNDING_ACCOUNT_PREFIX]);
+      FROM wallets w GROUP BY w.currency`,
+    [FUNDING_ACCOUNT_PREFIX],
+  );
   for (const row of perCurrency.rows) {
     expect(BigInt(row.wallets) + BigInt(row.funding), row.currency).toBe(0n);
   }
   const stray = await db.pg.query(
-    "SELECT wallet_id FROM ledger_entries WHERE kind = 'funding' AND wallet_id NOT LIKE '$funding:___'");
+    "SELECT wallet_id FROM ledger_entries WHERE kind = 'funding' AND wallet_id NOT LIKE '$funding:___'",
+  );
   expect(stray.rows).toEqual([]);
   // Each opening is one operation whose two entries sum to zero.
   const unbalanced = await db.pg.query(
-    'SELECT operation_id FROM ledger_entries GROUP BY operation_id HAVING sum(amount) <> 0 OR count(*) <> 2');
+    'SELECT operation_id FROM ledger_entries GROUP BY operation_id HAVING sum(amount) <> 0 OR count(*) <> 2',
+  );
   expect(unbalanced.rows).toEqual([]);
 }
 
@@ -91,7 +97,8 @@ describe('npm run db:seed', () => {
     await expectLedgerBalanced();
 
     const { rows } = await db.pg.query<{ amount: string; operation_id: string }>(
-      "SELECT amount::text, operation_id FROM ledger_entries WHERE wallet_id = 'wallet-7'");
+      "SELECT amount::text, operation_id FROM ledger_entries WHERE wallet_id = 'wallet-7'",
+    );
     expect(rows).toEqual([{ amount: '1000', operation_id: `${OPENING_OPERATION_PREFIX}wallet-7` }]);
   });
 
@@ -122,7 +129,11 @@ describe('seedWallets', () => {
     expect(await entryCount()).toBe(entries);
 
     // usd-16..usd-18 are new; the first 15 keep their balance even though 9 is asked now.
-    expect(await seedWallets(db.prisma, { ...usd, wallets: 18, balanceMinor: 9n })).toEqual({ requested: 18, created: 3, openingEntries: 6 });
+    expect(await seedWallets(db.prisma, { ...usd, wallets: 18, balanceMinor: 9n })).toEqual({
+      requested: 18,
+      created: 3,
+      openingEntries: 6,
+    });
     const after = await balances();
     expect(after['usd-15']).toBe('2500');
     expect(after['usd-16']).toBe('9');
@@ -131,9 +142,14 @@ describe('seedWallets', () => {
   });
 
   it('posts no entry for a zero opening balance', async () => {
-    expect(await seedWallets(db.prisma, { wallets: 3, balanceMinor: 0n, prefix: 'empty-', currency: 'GBP' }))
-      .toEqual({ requested: 3, created: 3, openingEntries: 0 });
-    const { rows } = await db.pg.query("SELECT 1 FROM ledger_entries WHERE wallet_id LIKE 'empty-%' OR wallet_id = '$funding:GBP'");
+    expect(await seedWallets(db.prisma, { wallets: 3, balanceMinor: 0n, prefix: 'empty-', currency: 'GBP' })).toEqual({
+      requested: 3,
+      created: 3,
+      openingEntries: 0,
+    });
+    const { rows } = await db.pg.query(
+      "SELECT 1 FROM ledger_entries WHERE wallet_id LIKE 'empty-%' OR wallet_id = '$funding:GBP'",
+    );
     expect(rows).toEqual([]);
     await expectLedgerBalanced();
   });
@@ -152,7 +168,10 @@ describe('seedWallets', () => {
       { ...ok, currency: 'eur' },
       { ...ok, currency: 'EURO' },
     ]) {
-      expect(() => validateSeedRequest(bad), JSON.stringify(bad, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))).toThrow(RangeError);
+      expect(
+        () => validateSeedRequest(bad),
+        JSON.stringify(bad, (_, v) => (typeof v === 'bigint' ? `${v}n` : v)),
+      ).toThrow(RangeError);
     }
     const before = await entryCount();
     await expect(seedWallets(db.prisma, { ...ok, currency: 'eur' })).rejects.toThrow(RangeError);

@@ -1,7 +1,7 @@
 // The wire-format validation (pure): what it accepts, and a precise reason for what it refuses.
 import { describe, expect, it } from 'vitest';
-import { validateTransferRequest } from '../../src/ledger/transfer-request.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
+import { validateTransferRequest } from '../../src/ledger/transfer-request.ts';
 
 const MAX = 10n ** 15n;
 const ok = { operationId: 'op-1', from: 'a', to: 'b', amount: '100' };
@@ -9,7 +9,8 @@ const ok = { operationId: 'op-1', from: 'a', to: 'b', amount: '100' };
 describe('validateTransferRequest', () => {
   it('accepts the wire format, with and without currency', () => {
     expect(validateTransferRequest(ok, MAX)).toEqual({
-      ok: true, request: { operationId: 'op-1', from: 'a', to: 'b', amountMinor: 100n, currency: null },
+      ok: true,
+      request: { operationId: 'op-1', from: 'a', to: 'b', amountMinor: 100n, currency: null },
     });
     const withCurrency = validateTransferRequest({ ...ok, currency: 'EUR' }, MAX);
     expect(withCurrency.ok && withCurrency.request.currency).toBe('EUR');
@@ -45,7 +46,10 @@ describe('requestHash', () => {
     const base = { operationId: 'op', from: 'a', to: 'b', amountMinor: 5n, currency: null };
     expect(requestHash(base)).toBe(requestHash({ ...base, operationId: 'other' }));
     const variants = [
-      { ...base, from: 'c' }, { ...base, to: 'c' }, { ...base, amountMinor: 6n }, { ...base, currency: 'EUR' },
+      { ...base, from: 'c' },
+      { ...base, to: 'c' },
+      { ...base, amountMinor: 6n },
+      { ...base, currency: 'EUR' },
     ];
     for (const v of variants) expect(requestHash(v)).not.toBe(requestHash(base));
     expect(requestHash(base)).toMatch(/^[0-9a-f]{64}$/);

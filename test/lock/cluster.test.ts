@@ -4,11 +4,11 @@
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluster.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
 import { withLock } from '../../src/lock/with-lock.ts';
-import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluster.ts';
 import { makeTempDir } from './lock-fixtures.ts';
 
 const NODE_COUNT = 3;
@@ -27,7 +27,9 @@ beforeAll(async () => {
     localCluster = await LocalRedisCluster.start({ dir: makeTempDir('cluster'), masters: NODE_COUNT });
   } catch (error) {
     startError = error;
-    console.warn(`cluster.test.ts: could not start a local Redis Cluster, only the key-slot checks run: ${String(error)}`);
+    console.warn(
+      `cluster.test.ts: could not start a local Redis Cluster, only the key-slot checks run: ${String(error)}`,
+    );
     return;
   }
   cluster = localCluster.client();
@@ -117,6 +119,8 @@ describe('Redis Cluster', () => {
     const lua = readFileSync(new URL('../../lua/acquire.lua', import.meta.url), 'utf8');
     const untagged = ['ft:wallet:w1:lock', 'ft:wallet:w1:fence'] as const;
     expect(keySlot(untagged[0])).not.toBe(keySlot(untagged[1]));
-    await expect(cluster.eval(lua, 2, untagged[0], untagged[1], 'owner', String(TTL_MS))).rejects.toThrow(/CROSSSLOT|same slot/i);
+    await expect(cluster.eval(lua, 2, untagged[0], untagged[1], 'owner', String(TTL_MS))).rejects.toThrow(
+      /CROSSSLOT|same slot/i,
+    );
   });
 });

@@ -169,7 +169,12 @@ describe('FencedLock', () => {
     const holder = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
     const held = expectAcquired(await holder.acquire(walletId));
     const waiter = new FencedLock({
-      redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix, acquireAttemptsMax: 20, acquireBackoffBaseMs: 5, acquireBackoffCapMs: 20,
+      redis,
+      lockTtlMs: CONTENTION_TTL_MS,
+      keyPrefix,
+      acquireAttemptsMax: 20,
+      acquireBackoffBaseMs: 5,
+      acquireBackoffCapMs: 20,
     });
     const releasing = sleep(60).then(() => holder.release(walletId, held.owner));
     const result = await waiter.acquireWithRetry(walletId);
@@ -212,10 +217,14 @@ describe('FencedLock', () => {
     await lock.release('logged', lease.owner, lease.token);
 
     expect(entries.find((entry) => entry.event === 'lock_acquired')).toMatchObject({
-      walletId: 'logged', owner: lease.owner, token: lease.token.toString(),
+      walletId: 'logged',
+      owner: lease.owner,
+      token: lease.token.toString(),
     });
     expect(entries.find((entry) => entry.event === 'lock_released')).toMatchObject({
-      walletId: 'logged', owner: lease.owner, token: lease.token.toString(),
+      walletId: 'logged',
+      owner: lease.owner,
+      token: lease.token.toString(),
     });
     expect(entries.find((entry) => entry.event === 'lock_release_not_owner')).toMatchObject({ walletId: 'logged' });
     for (const line of rawLines) {
@@ -229,7 +238,9 @@ describe('FencedLock', () => {
     expect(() => new FencedLock({ redis, lockTtlMs: 1500.5 })).toThrow(RangeError);
     expect(() => new FencedLock({ redis, lockTtlMs: 1_000, keyPrefix: '{x}' })).toThrow(RangeError);
     expect(() => new FencedLock({ redis, lockTtlMs: 1_000, acquireAttemptsMax: 0 })).toThrow(RangeError);
-    expect(() => new FencedLock({ redis, lockTtlMs: 1_000, acquireBackoffBaseMs: 100, acquireBackoffCapMs: 50 })).toThrow(RangeError);
+    expect(
+      () => new FencedLock({ redis, lockTtlMs: 1_000, acquireBackoffBaseMs: 100, acquireBackoffCapMs: 50 }),
+    ).toThrow(RangeError);
   });
 });
 
@@ -239,7 +250,9 @@ describe('FencedLock owner prefix and releaseAll', () => {
     const lease = expectAcquired(await lock.acquire('prefixed'));
     expect(lease.owner).toMatch(/^worker-7-ab12:[0-9a-f-]{36}$/);
     expect(await redis.get(lock.keysOf('prefixed').lockKey)).toBe(lease.owner);
-    expect(() => new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, ownerPrefix: 'has space' })).toThrow(/ownerPrefix/);
+    expect(() => new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, ownerPrefix: 'has space' })).toThrow(
+      /ownerPrefix/,
+    );
     expect(await lock.release('prefixed', lease.owner)).toBe(true);
   });
 

@@ -1,7 +1,7 @@
 // Unit tests of the Redis Cluster key-slot helper and the lock's key names (the real
 // CLUSTER KEYSLOT comparison is in cluster.test.ts).
 import { describe, expect, it } from 'vitest';
-import { crc16Xmodem, keySlot, hashedPart } from '../../src/lock/key-slot.ts';
+import { crc16Xmodem, hashedPart, keySlot } from '../../src/lock/key-slot.ts';
 import { lockKeysOf, WALLET_ID_LENGTH_MAX } from '../../src/lock/lock-keys.ts';
 
 describe('crc16Xmodem', () => {
@@ -28,7 +28,13 @@ describe('keySlot', () => {
   });
 
   it('puts both keys of a wallet in one slot, whatever the prefix', () => {
-    for (const walletId of ['w1', 'wallet-42', '0f8c6a1e-5b8e-4c1e-9a57-2b7d3f0e9c11', 'ü-ø', 'x'.repeat(WALLET_ID_LENGTH_MAX)]) {
+    for (const walletId of [
+      'w1',
+      'wallet-42',
+      '0f8c6a1e-5b8e-4c1e-9a57-2b7d3f0e9c11',
+      'ü-ø',
+      'x'.repeat(WALLET_ID_LENGTH_MAX),
+    ]) {
       for (const prefix of ['', 'ft:', 'tenant-a:ft:']) {
         const keys = lockKeysOf(prefix, walletId);
         expect(keySlot(keys.lockKey)).toBe(keySlot(keys.fenceKey));

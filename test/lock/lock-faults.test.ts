@@ -96,30 +96,34 @@ describe('watchdog when Redis fails', () => {
     expect(lost).toMatchObject({ walletId: 'killed', owner: lease.owner, token: lease.token.toString() });
   });
 
-  it('withLock aborts the work and returns after cleanup when Redis freezes mid-work', async () => {
-    redis = connectPrivate(server);
-    const { logger, entries } = captureLog();
-    const lock = new FencedLock({ redis, lockTtlMs: TTL_MS, keyPrefix: 'faults:', logger });
-    let committed = false;
+  it(
+    'withLock aborts the work and returns after cleanup when Redis freezes mid-work',
+    async () => {
+      redis = connectPrivate(server);
+      const { logger, entries } = captureLog();
+      const lock = new FencedLock({ redis, lockTtlMs: TTL_MS, keyPrefix: 'faults:', logger });
+      let committed = false;
 
-    const startedMs = performance.now();
-    const outcome = withLock(lock, 'frozen-mid-work', async (signal, _token, lease) => {
-      server.pause();
-      // Work that would run far longer than the lease, but listens to the signal; timers/promises
-      // rejects with an AbortError, throwIfAborted() turns that into the LockLostError.
-      await sleep(20 * TTL_MS, undefined, { signal }).catch((error: unknown) => {
-        signal.throwIfAborted();
-        throw error;
+      const startedMs = performance.now();
+      const outcome = withLock(lock, 'frozen-mid-work', async (signal, _token, lease) => {
+        server.pause();
+        // Work that would run far longer than the lease, but listens to the signal; timers/promises
+        // rejects with an AbortError, throwIfAborted() turns that into the LockLostError.
+        await sleep(20 * TTL_MS, undefined, { signal }).catch((error: unknown) => {
+          signal.throwIfAborted();
+          throw error;
+        });
+        lease.assertHeld();
+        committed = true;
       });
-      lease.assertHeld();
-      committed = true;
-    });
-    await expect(outcome).rejects.toBeInstanceOf(LockLostError);
-    const elapsedMs = performance.now() - startedMs;
+      await expect(outcome).rejects.toBeInstanceOf(LockLostError);
+      const elapsedMs = performance.now() - startedMs;
 
-    expect(committed).toBe(false);
-    // Lease (TTL) plus the bounded release wait (TTL), not the 20 × TTL of the work or forever.
-    expect(elapsedMs).toBeLessThanOrEqual(2 * TTL_MS + 2 * TIMER_SLACK_MS);
-    expect(entries.some((entry) => entry.event === 'lock_release_timed_out')).toBe(true);
-  }, 20 * TTL_MS);
+      expect(committed).toBe(false);
+      // Lease (TTL) plus the bounded release wait (TTL), not the 20 × TTL of the work or forever.
+      expect(elapsedMs).toBeLessThanOrEqual(2 * TTL_MS + 2 * TIMER_SLACK_MS);
+      expect(entries.some((entry) => entry.event === 'lock_release_timed_out')).toBe(true);
+    },
+    20 * TTL_MS,
+  );
 });

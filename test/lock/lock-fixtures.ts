@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/config.ts';
-import type { Logger } from '../../src/log/logger.ts';
 import type { LocalRedis } from '../../src/harness/services/local-redis.ts';
+import type { Logger } from '../../src/log/logger.ts';
 
 /** Keys deleted per DEL while cleaning up. */
 const CLEANUP_BATCH_SIZE = 500;

@@ -6,7 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedLock, type LockLease } from '../../src/lock/fenced-lock.ts';
 import { LockLostError } from '../../src/lock/lock-errors.ts';
 import { Watchdog } from '../../src/lock/watchdog.ts';
-import { abortedAt, captureLog, connectShared, deleteKeysWithPrefix, freezeEventLoopMs, uniqueKeyPrefix } from './lock-fixtures.ts';
+import {
+  abortedAt,
+  captureLog,
+  connectShared,
+  deleteKeysWithPrefix,
+  freezeEventLoopMs,
+  uniqueKeyPrefix,
+} from './lock-fixtures.ts';
 
 const TTL_MS = 300;
 /** Timer latency on a loaded machine; the lease bound itself is checked without it. */
@@ -43,12 +50,19 @@ afterAll(async () => {
 describe('Watchdog', () => {
   it('keeps the lock through work lasting 5 × TTL; the signal never fires', async () => {
     let renewals = 0;
-    const counting = { renew: (walletId: string, owner: string) => { renewals += 1; return lock.renew(walletId, owner); } };
+    const counting = {
+      renew: (walletId: string, owner: string) => {
+        renewals += 1;
+        return lock.renew(walletId, owner);
+      },
+    };
     const lease = await acquire('long-work');
     const watchdog = Watchdog.start({ renewer: counting, lease });
     watchdogs.push(watchdog);
     let fired = false;
-    watchdog.signal.addEventListener('abort', () => { fired = true; });
+    watchdog.signal.addEventListener('abort', () => {
+      fired = true;
+    });
 
     const rival = new FencedLock({ redis, lockTtlMs: TTL_MS, keyPrefix });
     for (let slice = 0; slice < 5; slice += 1) {
@@ -82,7 +96,10 @@ describe('Watchdog', () => {
     expect(() => watchdog.assertHeld()).toThrow(LockLostError);
     expect(watchdog.leaseRemainingMs()).toBe(0);
     expect(entries.find((entry) => entry.event === 'lock_lost')).toMatchObject({
-      walletId: 'deleted', owner: lease.owner, token: lease.token.toString(), reason: 'not_owner',
+      walletId: 'deleted',
+      owner: lease.owner,
+      token: lease.token.toString(),
+      reason: 'not_owner',
     });
   });
 
@@ -121,7 +138,11 @@ describe('Watchdog', () => {
 
   it('measures the lease from the moment the acquire was sent', () => {
     const sentLongAgo: LockLease = {
-      walletId: 'slow-reply', owner: 'owner', token: 1n, acquireSentAtMs: performance.now() - TTL_MS - 1, lockTtlMs: TTL_MS,
+      walletId: 'slow-reply',
+      owner: 'owner',
+      token: 1n,
+      acquireSentAtMs: performance.now() - TTL_MS - 1,
+      lockTtlMs: TTL_MS,
     };
     const watchdog = watch(sentLongAgo);
     expect(watchdog.signal.aborted).toBe(true);

@@ -16,7 +16,14 @@ let lock: FencedLock;
 
 beforeAll(() => {
   redis = connectShared();
-  lock = new FencedLock({ redis, lockTtlMs: TTL_MS, keyPrefix, acquireAttemptsMax: 3, acquireBackoffBaseMs: 5, acquireBackoffCapMs: 20 });
+  lock = new FencedLock({
+    redis,
+    lockTtlMs: TTL_MS,
+    keyPrefix,
+    acquireAttemptsMax: 3,
+    acquireBackoffBaseMs: 5,
+    acquireBackoffCapMs: 20,
+  });
 });
 
 afterAll(async () => {
@@ -53,10 +60,12 @@ describe('withLock', () => {
     const { lockKey } = lock.keysOf('throws');
     const failure = new Error('work failed');
     const seen: { signal: AbortSignal; lease: HeldLease }[] = [];
-    await expect(withLock(logged, 'throws', async (signal, _token, lease) => {
-      seen.push({ signal, lease });
-      throw failure;
-    })).rejects.toBe(failure);
+    await expect(
+      withLock(logged, 'throws', async (signal, _token, lease) => {
+        seen.push({ signal, lease });
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
     expect(await redis.exists(lockKey)).toBe(0);
 
     // The watchdog is stopped: no renewal runs later (one would find the lock gone and fire).
@@ -75,7 +84,9 @@ describe('withLock', () => {
     const other = await lock.acquire('held');
     if (other.kind !== 'acquired') throw new Error('expected the lock');
     let ran = false;
-    const result = await withLock(lock, 'held', async () => { ran = true; });
+    const result = await withLock(lock, 'held', async () => {
+      ran = true;
+    });
     expect(ran).toBe(false);
     expect(result).toMatchObject({ kind: 'busy', attempts: 3 });
     if (result.kind === 'busy') expect(result.retryAfterMs).toBeGreaterThan(0);
@@ -83,7 +94,7 @@ describe('withLock', () => {
     await lock.release('held', other.lease.owner);
   });
 
-  it('surfaces a lost lock as LockLostError and does not delete the new owner\'s lock', async () => {
+  it("surfaces a lost lock as LockLostError and does not delete the new owner's lock", async () => {
     const { logger, entries } = captureLog();
     const logged = new FencedLock({ redis, lockTtlMs: TTL_MS, keyPrefix, logger });
     const { lockKey } = lock.keysOf('stolen');

@@ -6,18 +6,24 @@ import { errorSerializer, REDACTED, redactText, redactValue } from '../../src/lo
 
 describe('redactText', () => {
   it('masks the password of any URL and password query parameters, keeps the rest', () => {
-    expect(redactText('connect to postgresql://worker:s3cr%40t@db:5432/x failed'))
-      .toBe(`connect to postgresql://worker:${REDACTED}@db:5432/x failed`);
-    expect(redactText('rediss://:pw@cache:6380 and redis://cache:6379')).toBe(`rediss://:${REDACTED}@cache:6380 and redis://cache:6379`);
-    expect(redactText('postgres://u@h/db?sslmode=verify-full&password=pw&sslpassword=k'))
-      .toBe(`postgres://u@h/db?sslmode=verify-full&password=${REDACTED}&sslpassword=${REDACTED}`);
+    expect(redactText('connect to postgresql://worker:s3cr%40t@db:5432/x failed')).toBe(
+      `connect to postgresql://worker:${REDACTED}@db:5432/x failed`,
+    );
+    expect(redactText('rediss://:pw@cache:6380 and redis://cache:6379')).toBe(
+      `rediss://:${REDACTED}@cache:6380 and redis://cache:6379`,
+    );
+    expect(redactText('postgres://u@h/db?sslmode=verify-full&password=pw&sslpassword=k')).toBe(
+      `postgres://u@h/db?sslmode=verify-full&password=${REDACTED}&sslpassword=${REDACTED}`,
+    );
     expect(redactText('no url here')).toBe('no url here');
   });
 });
 
 describe('errorSerializer', () => {
   it('drops the arguments of a refused AUTH, which ioredis attaches to the error', () => {
-    const err = new ReplyError('WRONGPASS invalid username-password pair or user is disabled.') as Error & { command?: unknown };
+    const err = new ReplyError('WRONGPASS invalid username-password pair or user is disabled.') as Error & {
+      command?: unknown;
+    };
     err.command = { name: 'auth', args: ['the-password'] };
     const out = JSON.stringify(errorSerializer(err));
     expect(out).not.toContain('the-password');
@@ -26,7 +32,8 @@ describe('errorSerializer', () => {
   });
 
   it('keeps the arguments of other commands, and censors secret-looking properties and URLs in causes', () => {
-    const err = new Error('outer', { cause: new Error('inner at redis://:pw2@h:1') }) as Error & Record<string, unknown>;
+    const err = new Error('outer', { cause: new Error('inner at redis://:pw2@h:1') }) as Error &
+      Record<string, unknown>;
     err.command = { name: 'evalsha', args: ['sha', '1', 'key'] };
     err.config = { connectionString: 'postgresql://u:pw3@h/d', password: 'pw4', user: 'u' };
     const out = JSON.stringify(errorSerializer(err));

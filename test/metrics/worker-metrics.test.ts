@@ -55,7 +55,9 @@ describe('WorkerMetrics', () => {
 
   it('a queue that cannot be read leaves the depth gauge empty, the scrape still works', async () => {
     const m = busyMetrics();
-    m.setQueueDepthSource(async () => { throw new Error('redis down'); });
+    m.setQueueDepthSource(async () => {
+      throw new Error('redis down');
+    });
     const families = parsePrometheusText(await m.exposition());
     expect(families.get('fenced_transfers_queue_jobs')?.samples).toEqual([]);
     expect(sampleValue(families, 'fenced_transfers_outcomes_total', { outcome: 'applied' })).toBe(2);
@@ -73,8 +75,16 @@ describe('WorkerMetrics', () => {
     expect(new Map(samples.map((s) => [seriesId(s.name, s.labels), s.value]))).toEqual(printed);
     const totals = Object.fromEntries(printed);
     expect(transferCounterSummary(totals)).toEqual({
-      applied: 2, rejected: 1, duplicate: 1, 'rejected:insufficient_funds': 1, invalid: 1, stale_fence: 1,
-      fence_advanced: 1, lease_lost_in_flight: 1, lock_busy: 1, transient_error: 1,
+      applied: 2,
+      rejected: 1,
+      duplicate: 1,
+      'rejected:insufficient_funds': 1,
+      invalid: 1,
+      stale_fence: 1,
+      fence_advanced: 1,
+      lease_lost_in_flight: 1,
+      lock_busy: 1,
+      transient_error: 1,
     });
   });
 });
@@ -92,8 +102,14 @@ describe('the Prometheus text parser of the tests', () => {
     ['a bad escape', '# TYPE a_total counter\na_total{x="\\t"} 2\n'],
     ['a family in two pieces', '# TYPE a_total counter\na_total 1\n# TYPE b gauge\nb 1\na_total{x="2"} 1\n'],
     ['a TYPE after samples', 'a_total 1\n# TYPE a_total counter\n'],
-    ['buckets that are not cumulative', '# TYPE h histogram\nh_bucket{le="1"} 3\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 2\n'],
-    ['a +Inf bucket that differs from _count', '# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 3\n'],
+    [
+      'buckets that are not cumulative',
+      '# TYPE h histogram\nh_bucket{le="1"} 3\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 2\n',
+    ],
+    [
+      'a +Inf bucket that differs from _count',
+      '# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 3\n',
+    ],
   ])('rejects %s', (_, text) => {
     expect(() => parsePrometheusText(text)).toThrow();
   });

@@ -14,8 +14,8 @@ import { waitForDrain } from '../../src/queue/queue-drain.ts';
 import { pick, randomInt, seededRandom } from '../../src/workload/prng.ts';
 import { createPipeline, type Pipeline } from '../support/pipeline.ts';
 import { sampleValue } from '../support/prometheus-text.ts';
-import { spawnWorkerProcess } from '../support/worker-process.ts';
 import { databaseCounts, instanceIdOf, lockKeysOwnedBy, logEvents, scrape, waitFor } from '../support/worker-ops.ts';
+import { spawnWorkerProcess } from '../support/worker-process.ts';
 
 const WALLETS = 20;
 const PRODUCER_TICK_MS = 50;
@@ -30,7 +30,10 @@ const LOCKS_AT_SIGNAL_MIN = 3;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.().catch(() => undefined);
+  while (cleanups.length > 0)
+    await cleanups
+      .pop()?.()
+      .catch(() => undefined);
 });
 
 interface Message {
@@ -56,14 +59,22 @@ function startProducer(p: Pipeline) {
         const from = randomInt(random, 1, WALLETS);
         const to = 1 + (from % WALLETS);
         const amount = n % 30 === 0 ? '100000000' : String(randomInt(random, 1, 50));
-        batch.push({ jobData: { operationId: `op-${n}`, from: `w${from}`, to: n % 25 === 0 ? 'w999' : `w${to}`, amount } });
+        batch.push({
+          jobData: { operationId: `op-${n}`, from: `w${from}`, to: n % 25 === 0 ? 'w999' : `w${to}`, amount },
+        });
       }
       await p.queue.addBulk(batch.map((m) => ({ name: TRANSFER_JOB_NAME, data: m.jobData })));
       sent.push(...batch);
       await new Promise((r) => setTimeout(r, PRODUCER_TICK_MS));
     }
   })();
-  return { sent, async stop() { stopped = true; await done; } };
+  return {
+    sent,
+    async stop() {
+      stopped = true;
+      await done;
+    },
+  };
 }
 
 interface ScenarioResult {
@@ -84,11 +95,15 @@ async function scenario(p: Pipeline, targetEnv: Record<string, string>): Promise
   await p.seed(WALLETS, 1_000_000n);
   const common = {
     // A job abandoned by a dead worker comes back after seconds (the negative control needs it).
-    JOB_LOCK_DURATION_MS: '5000', JOB_STALLED_INTERVAL_MS: '5000',
-    SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS), TRANSFERS_UNSAFE: '',
+    JOB_LOCK_DURATION_MS: '5000',
+    JOB_STALLED_INTERVAL_MS: '5000',
+    SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+    TRANSFERS_UNSAFE: '',
   };
   const workers: WorkerProcess[] = [];
-  cleanups.push(async () => { for (const w of workers) await w.stop(); });
+  cleanups.push(async () => {
+    for (const w of workers) await w.stop();
+  });
   for (const index of [1, 2, 3]) {
     workers.push(await spawnWorkerProcess(p, { ...common, ...(index === 1 ? targetEnv : {}) }, index));
   }
@@ -103,7 +118,9 @@ async function scenario(p: Pipeline, targetEnv: Record<string, string>): Promise
     if (m === null) return undefined;
     if (sampleValue(m, 'fenced_transfers_outcomes_total', { outcome: 'applied' }) < 50) return undefined;
     if (sampleValue(m, 'fenced_transfers_jobs_in_progress') < 1) return undefined;
-    return (await lockKeysOwnedBy(p.redis, p.config.lockKeyPrefix, instanceId)).length >= LOCKS_AT_SIGNAL_MIN ? true : undefined;
+    return (await lockKeysOwnedBy(p.redis, p.config.lockKeyPrefix, instanceId)).length >= LOCKS_AT_SIGNAL_MIN
+      ? true
+      : undefined;
   });
   const exit = await target.stop(SHUTDOWN_TIMEOUT_MS + 30_000);
   const leftLocks = await lockKeysOwnedBy(p.redis, p.config.lockKeyPrefix, instanceId);
@@ -121,19 +138,30 @@ async function scenario(p: Pipeline, targetEnv: Record<string, string>): Promise
   const report = await reconcile(p.db.prisma);
   expect(report.invariants.filter((i) => !i.ok)).toEqual([]);
   const operations = new Set(producer.sent.map((m) => m.jobData.operationId));
-  const recorded = await p.db.pg.query<{ n: string }>('SELECT count(*) AS n FROM transfers WHERE operation_id = ANY($1::text[])', [[...operations]]);
+  const recorded = await p.db.pg.query<{ n: string }>(
+    'SELECT count(*) AS n FROM transfers WHERE operation_id = ANY($1::text[])',
+    [[...operations]],
+  );
   expect(Number(recorded.rows[0]?.n)).toBe(operations.size);
   const db = await databaseCounts(p.db.pg);
   const answers = jobs.map((j) => (j.returnvalue as { outcome: string }).outcome);
   return {
-    exit, stopping, leftLocks, stalledJobs: jobs.filter((j) => j.stalledCounter > 0).length,
-    answered: { applied: answers.filter((a) => a === 'applied').length, rejected: answers.filter((a) => a === 'rejected').length },
+    exit,
+    stopping,
+    leftLocks,
+    stalledJobs: jobs.filter((j) => j.stalledCounter > 0).length,
+    answered: {
+      applied: answers.filter((a) => a === 'applied').length,
+      rejected: answers.filter((a) => a === 'rejected').length,
+    },
     recorded: { applied: db.applied, rejected: db.rejected },
   };
 }
 
 describe('SIGTERM to one of three workers under steady load', () => {
-  it('finishes its jobs in hand, exits 0, leaves no lock of its own; nothing lost or applied twice; flushed counters equal the database', { timeout: 360_000 }, async () => {
+  it('finishes its jobs in hand, exits 0, leaves no lock of its own; nothing lost or applied twice; flushed counters equal the database', {
+    timeout: 360_000,
+  }, async () => {
     const p = await createPipeline({ WORKER_CONCURRENCY: '8', LOCK_TTL_MS: '10000', JOB_ATTEMPTS_MAX: '50' });
     cleanups.push(() => p.close());
     const r = await scenario(p, {});
@@ -147,11 +175,22 @@ describe('SIGTERM to one of three workers under steady load', () => {
     // The stopped worker's last counts reached the aggregate: the sums match the ledger exactly.
     const db = await databaseCounts(p.db.pg);
     const m = await p.metrics();
-    expect({ applied: m.applied ?? 0, rejected: m.rejected ?? 0, unknown: m['rejected:unknown_wallet'] ?? 0, poor: m['rejected:insufficient_funds'] ?? 0 })
-      .toEqual({ applied: db.applied, rejected: db.rejected, unknown: db.byReason.unknown_wallet ?? 0, poor: db.byReason.insufficient_funds ?? 0 });
+    expect({
+      applied: m.applied ?? 0,
+      rejected: m.rejected ?? 0,
+      unknown: m['rejected:unknown_wallet'] ?? 0,
+      poor: m['rejected:insufficient_funds'] ?? 0,
+    }).toEqual({
+      applied: db.applied,
+      rejected: db.rejected,
+      unknown: db.byReason.unknown_wallet ?? 0,
+      poor: db.byReason.insufficient_funds ?? 0,
+    });
   });
 
-  it('negative control: without the graceful shutdown (TRANSFERS_UNSAFE=no-graceful-shutdown) the stall check catches the abandoned jobs', { timeout: 360_000 }, async () => {
+  it('negative control: without the graceful shutdown (TRANSFERS_UNSAFE=no-graceful-shutdown) the stall check catches the abandoned jobs', {
+    timeout: 360_000,
+  }, async () => {
     const p = await createPipeline({ WORKER_CONCURRENCY: '8', LOCK_TTL_MS: '10000', JOB_ATTEMPTS_MAX: '50' });
     cleanups.push(() => p.close());
     const r = await scenario(p, { TRANSFERS_UNSAFE: 'no-graceful-shutdown', TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE });

@@ -11,15 +11,21 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
 import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { freePort } from '../../src/harness/services/free-port.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { aggregateKeys, readCounterTotals } from '../../src/metrics/counter-aggregate.ts';
 import { METRIC_PREFIX, seriesId } from '../../src/metrics/worker-metrics.ts';
-import { freePort } from '../../src/harness/services/free-port.ts';
 import { runCommand } from '../support/cli-process.ts';
 import { createPipeline, type Pipeline } from '../support/pipeline.ts';
-import { sampleValue, type MetricFamily } from '../support/prometheus-text.ts';
+import { type MetricFamily, sampleValue } from '../support/prometheus-text.ts';
 import {
-  databaseCounts, httpStatus, logEvents, scrape, startNpmWorker, waitFor, type NpmWorker,
+  databaseCounts,
+  httpStatus,
+  logEvents,
+  type NpmWorker,
+  scrape,
+  startNpmWorker,
+  waitFor,
 } from '../support/worker-ops.ts';
 
 const READY_TIMEOUT_MS = 90_000;
@@ -30,7 +36,10 @@ const ALLOW_UNSAFE = 'i-understand-this-breaks-guarantees';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.().catch(() => undefined);
+  while (cleanups.length > 0)
+    await cleanups
+      .pop()?.()
+      .catch(() => undefined);
 });
 
 async function open(env: Record<string, string> = {}): Promise<Pipeline> {
@@ -65,37 +74,56 @@ describe('npm run worker with METRICS_PORT', () => {
     const p = await open({ WORKER_CONCURRENCY: '1' });
     await p.seed(5, 1_000n);
     const ports = [await freePort(), await freePort()];
-    const workers: NpmWorker[] = ports.map((port) => startNpmWorker(workerEnv(p, { METRICS_PORT: String(port), METRICS_HOST: '127.0.0.1' })));
-    cleanups.push(async () => { for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL'); });
+    const workers: NpmWorker[] = ports.map((port) =>
+      startNpmWorker(workerEnv(p, { METRICS_PORT: String(port), METRICS_HOST: '127.0.0.1' })),
+    );
+    cleanups.push(async () => {
+      for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+    });
     for (const [i, port] of ports.entries()) {
-      await waitFor(`worker ${i + 1} /readyz 200\n${workers[i]?.output()}`, READY_TIMEOUT_MS,
-        async () => ((await httpStatus(`http://127.0.0.1:${port}/readyz`)).status === 200 ? true : undefined));
+      await waitFor(`worker ${i + 1} /readyz 200\n${workers[i]?.output()}`, READY_TIMEOUT_MS, async () =>
+        (await httpStatus(`http://127.0.0.1:${port}/readyz`)).status === 200 ? true : undefined,
+      );
       expect((await httpStatus(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     }
 
     // 40 transfers, 5 to a wallet that does not exist, 5 beyond the balance, 10 re-deliveries.
     const sent: Record<string, unknown>[] = [];
-    for (let i = 1; i <= 40; i++) sent.push({ operationId: `ok-${i}`, from: `w${1 + (i % 5)}`, to: `w${1 + ((i + 1) % 5)}`, amount: String(1 + (i % 7)) });
+    for (let i = 1; i <= 40; i++)
+      sent.push({
+        operationId: `ok-${i}`,
+        from: `w${1 + (i % 5)}`,
+        to: `w${1 + ((i + 1) % 5)}`,
+        amount: String(1 + (i % 7)),
+      });
     for (let i = 1; i <= 5; i++) sent.push({ operationId: `unknown-${i}`, from: 'w1', to: 'w99', amount: '1' });
     for (let i = 1; i <= 5; i++) sent.push({ operationId: `poor-${i}`, from: 'w2', to: 'w3', amount: '1000000' });
     for (let i = 1; i <= 10; i++) sent.push({ ...sent[i * 3] });
     const jobs = await Promise.all(sent.map((data) => p.addRaw(data)));
     // One wait at a time (each adds a listener to the queue); the workers run the jobs meanwhile.
     const outcomes: TransferOutcome[] = [];
-    for (const j of jobs) outcomes.push(await p.result(j, SETTLE_TIMEOUT_MS) as TransferOutcome);
+    for (const j of jobs) outcomes.push((await p.result(j, SETTLE_TIMEOUT_MS)) as TransferOutcome);
     expect(outcomes.filter((o) => o.outcome === 'duplicate')).toHaveLength(10);
 
     const scraped = await Promise.all(ports.map((port) => scrape(`http://127.0.0.1:${port}/metrics`)));
     for (const families of scraped) {
       const names = ours(families).map((f) => f.name);
       expect(names.length).toBeGreaterThanOrEqual(5);
-      expect(names).toEqual(expect.arrayContaining([
-        'fenced_transfers_outcomes_total', 'fenced_transfers_rejections_total', 'fenced_transfers_decision_duration_seconds',
-        'fenced_transfers_lock_wait_seconds', 'fenced_transfers_retries_total', 'fenced_transfers_queue_jobs',
-      ]));
+      expect(names).toEqual(
+        expect.arrayContaining([
+          'fenced_transfers_outcomes_total',
+          'fenced_transfers_rejections_total',
+          'fenced_transfers_decision_duration_seconds',
+          'fenced_transfers_lock_wait_seconds',
+          'fenced_transfers_retries_total',
+          'fenced_transfers_queue_jobs',
+        ]),
+      );
       expect(families.get('fenced_transfers_decision_duration_seconds')?.type).toBe('histogram');
       expect(families.has('process_cpu_user_seconds_total')).toBe(true);
-      expect(sampleValue(families, 'fenced_transfers_queue_jobs', { queue: p.config.queueName, state: 'completed' })).toBe(jobs.length);
+      expect(
+        sampleValue(families, 'fenced_transfers_queue_jobs', { queue: p.config.queueName, state: 'completed' }),
+      ).toBe(jobs.length);
     }
     const sum = (family: string, labels: Record<string, string>) =>
       scraped.reduce((acc, f) => acc + sampleValue(f, family, labels), 0);
@@ -108,7 +136,8 @@ describe('npm run worker with METRICS_PORT', () => {
     }
     expect(sum('fenced_transfers_outcomes_total', { outcome: 'duplicate' })).toBe(10);
     // Each worker is used: the load was shared (otherwise "summed over workers" says little).
-    for (const families of scraped) expect(sampleValue(families, 'fenced_transfers_decision_duration_seconds_count')).toBeGreaterThan(0);
+    for (const families of scraped)
+      expect(sampleValue(families, 'fenced_transfers_decision_duration_seconds_count')).toBeGreaterThan(0);
 
     // The demo's and the chaos harness's numbers are the same counters, copied to Redis every
     // second: every counter series of ours, summed over the scrapes, equals the aggregate.
@@ -125,13 +154,24 @@ describe('npm run worker with METRICS_PORT', () => {
     const keys = aggregateKeys(p.config.lockKeyPrefix, p.config.queueName);
     await waitFor('the Redis aggregate to equal the scraped counters', 15_000, async () => {
       const totals = await readCounterTotals(p.redis, keys);
-      return JSON.stringify(Object.entries(totals).sort()) === JSON.stringify(Object.entries(scrapedTotals).sort()) ? true : undefined;
+      return JSON.stringify(Object.entries(totals).sort()) === JSON.stringify(Object.entries(scrapedTotals).sort())
+        ? true
+        : undefined;
     });
-    expect(await p.metrics()).toMatchObject({ applied: 40, rejected: 10, 'rejected:unknown_wallet': 5, 'rejected:insufficient_funds': 5, duplicate: 10 });
+    expect(await p.metrics()).toMatchObject({
+      applied: 40,
+      rejected: 10,
+      'rejected:unknown_wallet': 5,
+      'rejected:insufficient_funds': 5,
+      duplicate: 10,
+    });
 
     for (const w of workers) w.child.kill('SIGTERM');
     const exits = await Promise.all(workers.map((w) => w.exited));
-    expect(exits, workers.map((w) => w.output()).join('\n')).toEqual([{ code: 0, signal: null }, { code: 0, signal: null }]);
+    expect(exits, workers.map((w) => w.output()).join('\n')).toEqual([
+      { code: 0, signal: null },
+      { code: 0, signal: null },
+    ]);
     expect(workers[0]?.output()).toContain('"event":"worker_stopped"');
   });
 });
@@ -142,7 +182,11 @@ describe('readiness gate', () => {
    * the whole time, and waiting at the end. (A job BullMQ hands over right as the worker pauses
    * is put back untouched, so it may show as active for a moment.)
    */
-  async function watchJob(p: Pipeline, jobId: string, readyzUrl: string): Promise<{ untouched: boolean; readyz: number[]; seen: string[] }> {
+  async function watchJob(
+    p: Pipeline,
+    jobId: string,
+    readyzUrl: string,
+  ): Promise<{ untouched: boolean; readyz: number[]; seen: string[] }> {
     const deadline = performance.now() + GATE_WATCH_MS;
     const readyz: number[] = [];
     const seen = new Set<string>();
@@ -186,7 +230,9 @@ describe('readiness gate', () => {
     proxy.cut();
     worker.start();
     await worker.waitForPort(READY_TIMEOUT_MS);
-    await waitFor('/healthz 200', READY_TIMEOUT_MS, async () => ((await httpStatus(worker.url('/healthz'))).status === 200 ? true : undefined));
+    await waitFor('/healthz 200', READY_TIMEOUT_MS, async () =>
+      (await httpStatus(worker.url('/healthz'))).status === 200 ? true : undefined,
+    );
     // Until the first probe round is over the reason is just "starting"; then it names the server.
     const notReady = await waitFor('/readyz to say why', 30_000, async () => {
       const r = await httpStatus(worker.url('/readyz'));
@@ -195,7 +241,9 @@ describe('readiness gate', () => {
     expect(notReady.status).toBe(503);
     // The cut proxy accepts, then resets: the client sees that in its connect or in its first
     // read, depending on which comes first.
-    expect(notReady.body).toMatch(/^not ready: starting: PostgreSQL at postgresql:\/\/.*: (connect|read) ECONN(REFUSED|RESET)/);
+    expect(notReady.body).toMatch(
+      /^not ready: starting: PostgreSQL at postgresql:\/\/.*: (connect|read) ECONN(REFUSED|RESET)/,
+    );
 
     const first = await p.addRaw({ operationId: 'while-down-at-start', from: 'w1', to: 'w2', amount: '5' });
     const atStart = await watchJob(p, first.id as string, worker.url('/readyz'));
@@ -207,7 +255,9 @@ describe('readiness gate', () => {
 
     // At run time: the health monitor sees the outage, pauses, and resumes by itself.
     proxy.cut();
-    await waitFor('/readyz 503 after the cut', 30_000, async () => ((await httpStatus(worker.url('/readyz'))).status === 503 ? true : undefined));
+    await waitFor('/readyz 503 after the cut', 30_000, async () =>
+      (await httpStatus(worker.url('/readyz'))).status === 503 ? true : undefined,
+    );
     const second = await p.addRaw({ operationId: 'while-down-at-run-time', from: 'w1', to: 'w2', amount: '5' });
     const atRunTime = await watchJob(p, second.id as string, worker.url('/readyz'));
     expect(atRunTime).toMatchObject({ untouched: true, readyz: atRunTime.readyz.map(() => 503) });
@@ -219,14 +269,19 @@ describe('readiness gate', () => {
     expect(await worker.stop()).toEqual({ code: 0, signal: null });
   });
 
-  it('negative control: with the gate switched off (TRANSFERS_UNSAFE=no-readiness) the worker burns the job\'s attempts on the unreachable database', async () => {
+  it("negative control: with the gate switched off (TRANSFERS_UNSAFE=no-readiness) the worker burns the job's attempts on the unreachable database", async () => {
     const p = await open({ WORKER_CONCURRENCY: '2' });
     await p.seed(2, 100n);
-    const { proxy, worker } = await gatedWorker(p, { TRANSFERS_UNSAFE: 'no-readiness', TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE });
+    const { proxy, worker } = await gatedWorker(p, {
+      TRANSFERS_UNSAFE: 'no-readiness',
+      TRANSFERS_ALLOW_UNSAFE: ALLOW_UNSAFE,
+    });
     proxy.cut();
     worker.start();
     await worker.waitForPort(READY_TIMEOUT_MS);
-    await waitFor('/healthz 200', READY_TIMEOUT_MS, async () => ((await httpStatus(worker.url('/healthz'))).status === 200 ? true : undefined));
+    await waitFor('/healthz 200', READY_TIMEOUT_MS, async () =>
+      (await httpStatus(worker.url('/healthz'))).status === 200 ? true : undefined,
+    );
     const job = await p.addRaw({ operationId: 'while-down-ungated', from: 'w1', to: 'w2', amount: '5' });
     const watched = await watchJob(p, job.id as string, worker.url('/readyz'));
     // The same check as above fails: the job was taken and its attempts spent.
@@ -243,7 +298,10 @@ describe('forced exits', () => {
     await p.seed(4, 100n);
     // The decisions wait on the wallets' row locks, held by this test, for as long as it likes.
     const holder = await p.db.pg.connect();
-    cleanups.push(async () => { await holder.query('ROLLBACK').catch(() => undefined); holder.release(); });
+    cleanups.push(async () => {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+    });
     await holder.query('BEGIN');
     await holder.query('SELECT id FROM wallets FOR UPDATE');
     const start = async (index: number, shutdownTimeoutMs: number) => {
@@ -251,7 +309,12 @@ describe('forced exits', () => {
       cleanups.push(async () => rmSync(logDir, { recursive: true, force: true }));
       const w = new WorkerProcess(index, {
         logDir,
-        env: workerEnv(p, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs), DB_LOCK_TIMEOUT_MS: '600000', DB_STATEMENT_TIMEOUT_MS: '600000', LOCK_TTL_MS: '5000' }),
+        env: workerEnv(p, {
+          SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs),
+          DB_LOCK_TIMEOUT_MS: '600000',
+          DB_STATEMENT_TIMEOUT_MS: '600000',
+          LOCK_TTL_MS: '5000',
+        }),
       });
       cleanups.push(() => w.stop());
       w.start();
@@ -261,10 +324,14 @@ describe('forced exits', () => {
     const timedOut = await start(1, 2_000);
     const twice = await start(2, 120_000);
     // Four sources, four slots (2 workers × concurrency 2): every job gets its wallet's lock and waits in PostgreSQL.
-    for (let i = 1; i <= 4; i++) await p.addRaw({ operationId: `stuck-${i}`, from: `w${i}`, to: `w${1 + (i % 4)}`, amount: '1' });
+    for (let i = 1; i <= 4; i++)
+      await p.addRaw({ operationId: `stuck-${i}`, from: `w${i}`, to: `w${1 + (i % 4)}`, amount: '1' });
     await waitFor('both workers holding two jobs', 30_000, async () => {
-      const inHand = await Promise.all([timedOut, twice].map(async (w) =>
-        sampleValue(await scrape(w.url('/metrics')), 'fenced_transfers_jobs_in_progress')));
+      const inHand = await Promise.all(
+        [timedOut, twice].map(async (w) =>
+          sampleValue(await scrape(w.url('/metrics')), 'fenced_transfers_jobs_in_progress'),
+        ),
+      );
       return inHand.every((n) => n === 2) ? true : undefined;
     });
 
@@ -272,7 +339,9 @@ describe('forced exits', () => {
     expect(logEvents(timedOut.logFile).some((e) => e.event === 'shutdown_timed_out')).toBe(true);
 
     process.kill(twice.pid as number, 'SIGTERM');
-    await waitFor('worker 2 stopping', 30_000, () => (logEvents(twice.logFile).some((e) => e.event === 'worker_stopping') ? true : undefined));
+    await waitFor('worker 2 stopping', 30_000, () =>
+      logEvents(twice.logFile).some((e) => e.event === 'worker_stopping') ? true : undefined,
+    );
     // A repeat within a second is taken as the same request (Ctrl-C through npm arrives twice).
     await new Promise((r) => setTimeout(r, 1_200));
     expect(twice.running).toBe(true);
@@ -288,7 +357,9 @@ describe('start-up errors', () => {
     const closedPort = await freePort();
     const db = await runCommand('npm', ['run', '-s', 'worker'], {
       DATABASE_URL: `postgresql://postgres:s3cret-pw@127.0.0.1:${closedPort}/transfers`,
-      METRICS_PORT: 'off', STARTUP_TIMEOUT_MS: '3000', LOG_LEVEL: 'silent',
+      METRICS_PORT: 'off',
+      STARTUP_TIMEOUT_MS: '3000',
+      LOG_LEVEL: 'silent',
     });
     expect(db.code).toBe(1);
     const dbErrors = db.stderr.split('\n').filter((l) => l.startsWith('error'));
@@ -299,19 +370,35 @@ describe('start-up errors', () => {
     expect(db.stdout + db.stderr).not.toContain('s3cret-pw');
 
     const redis = await runCommand('npm', ['run', '-s', 'worker'], {
-      REDIS_URL: `redis://:s3cret-pw@127.0.0.1:${closedPort}`, METRICS_PORT: 'off', STARTUP_TIMEOUT_MS: '3000', LOG_LEVEL: 'silent',
+      REDIS_URL: `redis://:s3cret-pw@127.0.0.1:${closedPort}`,
+      METRICS_PORT: 'off',
+      STARTUP_TIMEOUT_MS: '3000',
+      LOG_LEVEL: 'silent',
     });
     expect(redis.code).toBe(1);
-    expect(redis.stderr).toMatch(new RegExp(`^error: REDIS_URL(, DATABASE_URL)?: Redis at redis://:\\*\\*\\*@127\\.0\\.0\\.1:${closedPort}: connect ECONNREFUSED`, 'm'));
+    expect(redis.stderr).toMatch(
+      new RegExp(
+        `^error: REDIS_URL(, DATABASE_URL)?: Redis at redis://:\\*\\*\\*@127\\.0\\.0\\.1:${closedPort}: connect ECONNREFUSED`,
+        'm',
+      ),
+    );
     expect(redis.stdout + redis.stderr).not.toContain('s3cret-pw');
 
     const taken = createServer();
-    const port = await new Promise<number>((resolve) => taken.listen(0, '127.0.0.1', () => resolve((taken.address() as { port: number }).port)));
+    const port = await new Promise<number>((resolve) =>
+      taken.listen(0, '127.0.0.1', () => resolve((taken.address() as { port: number }).port)),
+    );
     try {
-      const busy = await runCommand('npm', ['run', '-s', 'worker'], { METRICS_PORT: String(port), METRICS_HOST: '127.0.0.1', LOG_LEVEL: 'silent' });
+      const busy = await runCommand('npm', ['run', '-s', 'worker'], {
+        METRICS_PORT: String(port),
+        METRICS_HOST: '127.0.0.1',
+        LOG_LEVEL: 'silent',
+      });
       expect(busy.code).toBe(1);
-      expect(busy.stderr.trim()).toBe(`error: METRICS_PORT: port ${port} is already in use (127.0.0.1:${port}); ` +
-        'give each worker process its own METRICS_PORT, or set METRICS_PORT=off');
+      expect(busy.stderr.trim()).toBe(
+        `error: METRICS_PORT: port ${port} is already in use (127.0.0.1:${port}); ` +
+          'give each worker process its own METRICS_PORT, or set METRICS_PORT=off',
+      );
     } finally {
       taken.close();
     }

@@ -1,13 +1,14 @@
 // Batched decisions through real BullMQ workers against the real Redis and PostgreSQL: jobs a
 // process holds at once share a round trip and a commit, a hot wallet's jobs ride on one lease,
 // and a batch whose backend is killed is retried with every transfer ending exactly once.
-import { describe, expect, it } from 'vitest';
+
 import pg from 'pg';
+import { describe, expect, it } from 'vitest';
 import type { BatchStats } from '../../src/ledger/decision-batcher.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
-import { pipelinePerTest, type Pipeline } from '../support/pipeline.ts';
+import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 
 const open = pipelinePerTest();
 
@@ -16,9 +17,13 @@ async function runAll(p: Pipeline, wires: object[]): Promise<TransferOutcome[]> 
   return (await Promise.all(jobs.map((j) => p.result(j, 60_000)))) as TransferOutcome[];
 }
 
-const uniform = (n: number, wallets: number) => Array.from({ length: n }, (_, i) => ({
-  operationId: `u-${i}`, from: `w${1 + (i % wallets)}`, to: `w${1 + ((i + 1) % wallets)}`, amount: '1',
-}));
+const uniform = (n: number, wallets: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    operationId: `u-${i}`,
+    from: `w${1 + (i % wallets)}`,
+    to: `w${1 + ((i + 1) % wallets)}`,
+    amount: '1',
+  }));
 
 describe('jobs held at the same time', () => {
   it('are decided together: fewer commits than transfers, each with its own outcome', async () => {
@@ -56,11 +61,18 @@ describe('jobs held at the same time', () => {
 });
 
 describe('a hot wallet', () => {
-  async function hotRun(env: Record<string, string>): Promise<{ acquisitions: number; metrics: Record<string, number> }> {
+  async function hotRun(
+    env: Record<string, string>,
+  ): Promise<{ acquisitions: number; metrics: Record<string, number> }> {
     const p = await open({ WORKER_CONCURRENCY: '16', TRANSFER_BATCH_WAIT_MS: '20', ...env });
     await p.seed(10, 100_000n);
     await p.startWorker();
-    const wires = Array.from({ length: 60 }, (_, i) => ({ operationId: `hot-${i}`, from: 'w1', to: `w${2 + (i % 9)}`, amount: '1' }));
+    const wires = Array.from({ length: 60 }, (_, i) => ({
+      operationId: `hot-${i}`,
+      from: 'w1',
+      to: `w${2 + (i % 9)}`,
+      amount: '1',
+    }));
     const outcomes = await runAll(p, wires);
     expect(outcomes.every((o) => o.outcome === 'applied')).toBe(true);
     expect((await reconcile(p.db.prisma)).ok).toBe(true);
@@ -93,13 +105,19 @@ describe('a batch whose database backend is killed', () => {
     await blocker.query("BEGIN; SELECT 1 FROM wallets WHERE id = 'w1' FOR UPDATE");
     const batches: BatchStats[] = [];
     await p.startWorker({ onBatch: (s) => batches.push(s) });
-    const wires = Array.from({ length: 10 }, (_, i) => ({ operationId: `k-${i}`, from: `w${2 + i}`, to: 'w1', amount: '5' }));
+    const wires = Array.from({ length: 10 }, (_, i) => ({
+      operationId: `k-${i}`,
+      from: `w${2 + i}`,
+      to: 'w1',
+      amount: '5',
+    }));
     const jobs = await p.queue.addBulk(wires.map((data) => ({ name: 'transfer', data })));
     let killed = 0;
     try {
       for (let i = 0; i < 400 && killed === 0; i++) {
         const r = await p.db.pg.query<{ pid: number }>(
-          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%apply_transfers%'");
+          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%apply_transfers%'",
+        );
         for (const { pid } of r.rows) {
           await p.db.pg.query('SELECT pg_terminate_backend($1)', [pid]);
           killed += 1;

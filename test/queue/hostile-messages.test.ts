@@ -78,7 +78,8 @@ it(`rejects each of ${CORPUS.length} hostile messages with a reason; nothing mov
   }
   expect(await p.balances()).toEqual(before);
   const counts = await p.db.pg.query<{ t: string; e: string; w: string }>(
-    'SELECT (SELECT count(*) FROM transfers) AS t, (SELECT count(*) FROM ledger_entries) AS e, (SELECT count(*) FROM wallets) AS w');
+    'SELECT (SELECT count(*) FROM transfers) AS t, (SELECT count(*) FROM ledger_entries) AS e, (SELECT count(*) FROM wallets) AS w',
+  );
   expect(counts.rows[0]).toEqual({ t: '0', e: '4', w: '2' });
   expect((await reconcile(p.db.prisma)).ok).toBe(true);
 

@@ -3,7 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import {
-  consumedQueueShardsOf, fnv1a32, queueNamesOf, queueShardsOf, shardIndexOf,
+  consumedQueueShardsOf,
+  fnv1a32,
+  queueNamesOf,
+  queueShardsOf,
+  shardIndexOf,
 } from '../../src/queue/queue-shards.ts';
 
 describe('queue shards', () => {
@@ -23,7 +27,9 @@ describe('queue shards', () => {
       expect(keySlot(`${s.prefix}:${s.name}:wait`)).toBe(keySlot(`${s.prefix}:${s.name}:meta`));
     }
     expect(new Set(shards.map((s) => keySlot(`${s.prefix}:${s.name}:wait`))).size).toBe(3);
-    expect(consumedQueueShardsOf(loadConfig({ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '1' })).map((s) => s.name)).toEqual(['transfers.1']);
+    expect(
+      consumedQueueShardsOf(loadConfig({ QUEUE_SHARDS: '3', QUEUE_SHARDS_CONSUMED: '1' })).map((s) => s.name),
+    ).toEqual(['transfers.1']);
   });
 
   it('routes by FNV-1a-32 of the source wallet (published vectors), the same every time', () => {

@@ -11,13 +11,13 @@ import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, redisTargetEnv } from '../../src/config/config.ts';
 import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { LocalRedisCluster, parseClusterNodes } from '../../src/harness/services/local-redis-cluster.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import { TransferQueues } from '../../src/queue/producer.ts';
 import { waitForDrain } from '../../src/queue/queue-drain.ts';
 import { queueShardsOf, shardIndexOf } from '../../src/queue/queue-shards.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { LocalRedisCluster, parseClusterNodes } from '../../src/harness/services/local-redis-cluster.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -81,7 +81,8 @@ beforeAll(async () => {
   for (const q of queues.queues) {
     while ((await q.getWorkersCount()) < WORKERS) {
       if (workers.some((w) => !w.running)) throw new Error(`a worker process exited during start; logs in ${logDir}`);
-      if (performance.now() > deadline) throw new Error(`workers did not register with ${q.name} in time; logs in ${logDir}`);
+      if (performance.now() > deadline)
+        throw new Error(`workers did not register with ${q.name} in time; logs in ${logDir}`);
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -117,9 +118,23 @@ async function mastersHolding(pattern: string, masters: readonly Redis[]): Promi
 
 describe('QUEUE_SHARDS=3 on a Redis Cluster', () => {
   it('2 worker processes and the producer: one outcome per transfer, reconciled, shards on several masters', async () => {
-    const produced = await runTsx('src/cli/enqueue.ts',
-      ['--random', String(TRANSFERS), '--wallets', String(WALLETS), '--duplicates', DUPLICATE_RATE, '--seed', '7', '--prefix', 'w'],
-      env(), 120_000);
+    const produced = await runTsx(
+      'src/cli/enqueue.ts',
+      [
+        '--random',
+        String(TRANSFERS),
+        '--wallets',
+        String(WALLETS),
+        '--duplicates',
+        DUPLICATE_RATE,
+        '--seed',
+        '7',
+        '--prefix',
+        'w',
+      ],
+      env(),
+      120_000,
+    );
     expect(produced.code, describeRun(produced)).toBe(0);
     const summary = lastJsonLine(produced) as { enqueued: number; duplicates: number };
     // --random N sends N operations, and each re-delivery as one more job.
@@ -147,17 +162,27 @@ describe('QUEUE_SHARDS=3 on a Redis Cluster', () => {
     const operations = TRANSFERS;
     expect(outcomes.size).toBe(operations);
     for (const [operationId, answers] of outcomes) {
-      expect(answers.filter((a) => a === 'applied'), operationId).toHaveLength(1);
-      expect(answers.filter((a) => a !== 'applied' && a !== 'duplicate'), operationId).toEqual([]);
+      expect(
+        answers.filter((a) => a === 'applied'),
+        operationId,
+      ).toHaveLength(1);
+      expect(
+        answers.filter((a) => a !== 'applied' && a !== 'duplicate'),
+        operationId,
+      ).toEqual([]);
     }
-    const rows = await db!.pg.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM transfers GROUP BY status');
+    const rows = await db!.pg.query<{ status: string; n: string }>(
+      'SELECT status, count(*) AS n FROM transfers GROUP BY status',
+    );
     expect(rows.rows).toEqual([{ status: 'applied', n: String(operations) }]);
     const report = await reconcile(db!.prisma);
     expect(report.invariants.filter((i) => !i.ok)).toEqual([]);
     expect(report.ok).toBe(true);
 
     // Where the shards' keys are: scan each master, and ask the servers which master owns the slot.
-    const view = parseClusterNodes(String(await cluster!.onNode(0, (c) => c.call('CLUSTER', 'NODES'))), (id) => cluster!.indexOfId(id));
+    const view = parseClusterNodes(String(await cluster!.onNode(0, (c) => c.call('CLUSTER', 'NODES'))), (id) =>
+      cluster!.indexOfId(id),
+    );
     const masterIndexes = view.filter((v) => v.role === 'master').map((v) => v.index as number);
     expect(masterIndexes).toHaveLength(3);
     const masterClients = masterIndexes.map((i) => cluster!.nodeClient(i));

@@ -1,11 +1,11 @@
 // The pipeline end to end against the real Redis and PostgreSQL: duplicates, stale holders,
 // lost fence counters, opposite transfers, overdrafts and conflicts, through real BullMQ workers.
 import { describe, expect, it } from 'vitest';
+import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
-import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
-import { pipelinePerTest, type Pipeline } from '../support/pipeline.ts';
+import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 import { spawnWorkerProcess } from '../support/worker-process.ts';
 
 const open = pipelinePerTest();
@@ -39,7 +39,10 @@ describe('duplicate delivery', () => {
   });
 
   it('with the idempotency record switched off (unsafe), the same test sees money move more than once', async () => {
-    const p = await open({ TRANSFERS_UNSAFE: 'no-idempotency', TRANSFERS_ALLOW_UNSAFE: 'i-understand-this-breaks-guarantees' });
+    const p = await open({
+      TRANSFERS_UNSAFE: 'no-idempotency',
+      TRANSFERS_ALLOW_UNSAFE: 'i-understand-this-breaks-guarantees',
+    });
     const outcomes = await deliverTenTimes(p);
     // The guarded assertions of the test above fail here: that is the point of this control.
     expect(outcomes.filter((o) => o.outcome === 'applied').length).toBeGreaterThan(1);
@@ -95,8 +98,10 @@ describe('a worker paused past its lock TTL inside the apply', () => {
 
   it('with fencing switched off (unsafe), the stale decision is taken and the checker sees fences go backwards', async () => {
     const p = await open({
-      LOCK_TTL_MS: '500', WORKER_CONCURRENCY: '1',
-      TRANSFERS_UNSAFE: 'no-fencing', TRANSFERS_ALLOW_UNSAFE: 'i-understand-this-breaks-guarantees',
+      LOCK_TTL_MS: '500',
+      WORKER_CONCURRENCY: '1',
+      TRANSFERS_UNSAFE: 'no-fencing',
+      TRANSFERS_ALLOW_UNSAFE: 'i-understand-this-breaks-guarantees',
     });
     await pauseScenario(p, 500);
     const metrics = await p.metrics();
@@ -113,19 +118,26 @@ describe('Redis loses the fence counter', () => {
     const p = await open();
     await p.seed(2, 10_000n);
     await p.startWorker();
-    for (let i = 1; i <= 5; i++) await p.result(await p.addRaw({ operationId: `before-${i}`, from: 'w1', to: 'w2', amount: '1' }));
+    for (let i = 1; i <= 5; i++)
+      await p.result(await p.addRaw({ operationId: `before-${i}`, from: 'w1', to: 'w2', amount: '1' }));
     // Data loss: the counter restarts at 1, below the database's last_fence of 5.
     await p.redis.del(lockKeysOf(p.config.lockKeyPrefix, 'w1').fenceKey);
     const outcomes: TransferOutcome[] = [];
     for (let i = 1; i <= 5; i++) {
-      outcomes.push((await p.result(await p.addRaw({ operationId: `after-${i}`, from: 'w1', to: 'w2', amount: '1' }))) as TransferOutcome);
+      outcomes.push(
+        (await p.result(
+          await p.addRaw({ operationId: `after-${i}`, from: 'w1', to: 'w2', amount: '1' }),
+        )) as TransferOutcome,
+      );
     }
     expect(outcomes.map((o) => o.outcome)).toEqual(['applied', 'applied', 'applied', 'applied', 'applied']);
     const metrics = await p.metrics();
     expect(metrics.stale_fence).toBe(1);
     expect(metrics.fence_advanced).toBe(1);
     // Recovered inside the first attempt: no job failed an attempt on the way.
-    const retried = (await p.queue.getCompleted()).filter((j) => (j.stacktrace ?? []).length > 0 || j.attemptsMade !== 1);
+    const retried = (await p.queue.getCompleted()).filter(
+      (j) => (j.stacktrace ?? []).length > 0 || j.attemptsMade !== 1,
+    );
     expect(retried.map((j) => ({ id: j.data.operationId, trace: j.stacktrace }))).toEqual([]);
     expect(await p.balances()).toEqual({ w1: 9_990n, w2: 10_010n });
     expect((await reconcile(p.db.prisma)).ok).toBe(true);
@@ -160,9 +172,12 @@ describe('concurrent debits against one balance', () => {
     const p = await open({ WORKER_CONCURRENCY: '8' });
     await p.seed(2, 1_000n);
     await Promise.all([p.startWorker(), p.startWorker(), p.startWorker()]);
-    const jobs = await p.queue.addBulk(Array.from({ length: 50 }, (_, i) => ({
-      name: 'transfer', data: { operationId: `debit-${i}`, from: 'w1', to: 'w2', amount: '100' },
-    })));
+    const jobs = await p.queue.addBulk(
+      Array.from({ length: 50 }, (_, i) => ({
+        name: 'transfer',
+        data: { operationId: `debit-${i}`, from: 'w1', to: 'w2', amount: '100' },
+      })),
+    );
     const outcomes = (await Promise.all(jobs.map((j) => p.result(j)))) as TransferOutcome[];
     expect(outcomes.filter((o) => o.outcome === 'applied')).toHaveLength(10);
     expect(outcomes.filter((o) => o.outcome === 'rejected' && o.reason === 'insufficient_funds')).toHaveLength(40);
@@ -176,8 +191,12 @@ describe('same operation id, different request', () => {
     const p = await open();
     await p.seed(2, 1_000n);
     await p.startWorker();
-    const first = (await p.result(await p.addRaw({ operationId: 'op-c', from: 'w1', to: 'w2', amount: '100' }))) as TransferOutcome;
-    const second = (await p.result(await p.addRaw({ operationId: 'op-c', from: 'w1', to: 'w2', amount: '250' }))) as TransferOutcome;
+    const first = (await p.result(
+      await p.addRaw({ operationId: 'op-c', from: 'w1', to: 'w2', amount: '100' }),
+    )) as TransferOutcome;
+    const second = (await p.result(
+      await p.addRaw({ operationId: 'op-c', from: 'w1', to: 'w2', amount: '250' }),
+    )) as TransferOutcome;
     expect(first.outcome).toBe('applied');
     expect(second).toMatchObject({ outcome: 'conflict', operationId: 'op-c', stored: { status: 'applied' } });
     expect(await p.debitsOf('op-c')).toBe(1);

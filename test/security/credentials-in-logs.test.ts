@@ -16,7 +16,7 @@ import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import { freePort } from '../../src/harness/services/free-port.ts';
 import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
 import { LocalRedis } from '../../src/harness/services/local-redis.ts';
-import { describeRun, runTsx, type CliResult } from '../support/cli-process.ts';
+import { type CliResult, describeRun, runTsx } from '../support/cli-process.ts';
 
 const WAIT_MS = 40_000;
 /** A command expected to hang on a refused Redis password is stopped after this long; its output still counts. */
@@ -49,7 +49,13 @@ function record(what: string, r: CliResult): CliResult {
   return r;
 }
 
-async function cli(what: string, file: string, args: string[], env: Record<string, string>, timeoutMs?: number): Promise<CliResult> {
+async function cli(
+  what: string,
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs?: number,
+): Promise<CliResult> {
   return record(what, await runTsx(file, args, { LOG_LEVEL: 'trace', ...env }, timeoutMs));
 }
 
@@ -73,7 +79,14 @@ async function startWorker(name: string, env: Record<string, string>): Promise<W
   const w = new WorkerProcess(1, {
     logDir: workerLogDir(name),
     entry: loadConfig().workerEntry,
-    env: { LOG_LEVEL: 'trace', QUEUE_NAME: 'creds', LOCK_KEY_PREFIX: 'creds:', DB_POOL_MAX: '2', WORKER_CONCURRENCY: '2', ...env },
+    env: {
+      LOG_LEVEL: 'trace',
+      QUEUE_NAME: 'creds',
+      LOCK_KEY_PREFIX: 'creds:',
+      DB_POOL_MAX: '2',
+      WORKER_CONCURRENCY: '2',
+      ...env,
+    },
   });
   processes.push(w);
   w.start();
@@ -100,7 +113,9 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'ft-creds-'));
   chmodSync(dir, 0o711);
   postgres = await LocalPostgres.start({
-    dir: join(dir, 'pg'), fsync: false, superuserPassword: OWNER_PASSWORD,
+    dir: join(dir, 'pg'),
+    fsync: false,
+    superuserPassword: OWNER_PASSWORD,
     hba: ['local all all trust', 'host all all 127.0.0.1/32 scram-sha-256'],
   });
   redis = await LocalRedis.start({ dir: join(dir, 'redis'), extraArgs: ['--requirepass', REDIS_PASSWORD] });
@@ -121,12 +136,24 @@ describe('a run whose URLs carry passwords', () => {
     const owner = { DATABASE_URL: ownerUrl };
     const migrated = await cli('migrate', 'src/cli/migrate.ts', [], owner);
     expect(migrated.code, describeRun(migrated)).toBe(0);
-    const role = await cli('db:worker-role', 'src/cli/worker-role.ts', ['--role', ROLE], { ...owner, WORKER_DB_PASSWORD: WORKER_PASSWORD });
+    const role = await cli('db:worker-role', 'src/cli/worker-role.ts', ['--role', ROLE], {
+      ...owner,
+      WORKER_DB_PASSWORD: WORKER_PASSWORD,
+    });
     expect(role.code, describeRun(role)).toBe(0);
-    const seeded = await cli('seed', 'src/cli/seed.ts', ['--wallets', '2', '--balance', '1000', '--prefix', 'w'], owner);
+    const seeded = await cli(
+      'seed',
+      'src/cli/seed.ts',
+      ['--wallets', '2', '--balance', '1000', '--prefix', 'w'],
+      owner,
+    );
     expect(seeded.code, describeRun(seeded)).toBe(0);
-    const enqueued = await cli('enqueue', 'src/cli/enqueue.ts', ['--from', 'w1', '--to', 'w2', '--amount', '5', '--operation-id', 'creds-1'],
-      { REDIS_URL: redisUrl, QUEUE_NAME: 'creds' });
+    const enqueued = await cli(
+      'enqueue',
+      'src/cli/enqueue.ts',
+      ['--from', 'w1', '--to', 'w2', '--amount', '5', '--operation-id', 'creds-1'],
+      { REDIS_URL: redisUrl, QUEUE_NAME: 'creds' },
+    );
     expect(enqueued.code, describeRun(enqueued)).toBe(0);
 
     const w = await startWorker('good', { DATABASE_URL: workerUrl, REDIS_URL: redisUrl });
@@ -142,7 +169,9 @@ describe('a run whose URLs carry passwords', () => {
     outputs.push({ what: 'worker log (good)', text: logText('good') });
   });
 
-  it('and fails in the ways a deployment does: wrong passwords, a closed port, no permission, a bad variable', { timeout: 240_000 }, async () => {
+  it('and fails in the ways a deployment does: wrong passwords, a closed port, no permission, a bad variable', {
+    timeout: 240_000,
+  }, async () => {
     const wrongOwner = ownerUrl.replace(encodeURIComponent(OWNER_PASSWORD), encodeURIComponent(`${OWNER_PASSWORD}x`));
     const migrate = await cli('migrate, wrong owner password', 'src/cli/migrate.ts', [], { DATABASE_URL: wrongOwner });
     expect(migrate.code).toBe(1);
@@ -153,41 +182,70 @@ describe('a run whose URLs carry passwords', () => {
     expect(status.code).toBe(1);
     expect(status.stderr).toMatch(/ECONNREFUSED|Can't reach database server/i);
 
-    const asRole = await cli('status as the worker role', 'src/cli/status.ts', ['creds-1'], { DATABASE_URL: workerUrl });
+    const asRole = await cli('status as the worker role', 'src/cli/status.ts', ['creds-1'], {
+      DATABASE_URL: workerUrl,
+    });
     expect(asRole.code).toBe(1);
     expect(asRole.stderr).toMatch(/permission denied/);
-    const reconcileAsRole = await cli('reconcile as the worker role', 'src/cli/reconcile.ts', [], { DATABASE_URL: workerUrl });
+    const reconcileAsRole = await cli('reconcile as the worker role', 'src/cli/reconcile.ts', [], {
+      DATABASE_URL: workerUrl,
+    });
     expect(reconcileAsRole.code).toBe(1);
 
-    const weak = await cli('db:worker-role, weak password', 'src/cli/worker-role.ts', ['--role', ROLE],
-      { DATABASE_URL: ownerUrl, WORKER_DB_PASSWORD: `${workerToken.slice(0, 6)}` });
+    const weak = await cli('db:worker-role, weak password', 'src/cli/worker-role.ts', ['--role', ROLE], {
+      DATABASE_URL: ownerUrl,
+      WORKER_DB_PASSWORD: `${workerToken.slice(0, 6)}`,
+    });
     expect(weak.code).toBe(1);
     expect(weak.stderr).toMatch(/^configuration error: WORKER_DB_PASSWORD/m);
-    const badUrl = await cli('worker, unparseable URL', 'src/cli/worker.ts', [],
-      { DATABASE_URL: `postgresql://postgres:${OWNER_PASSWORD}@127.0.0.1:99999/creds`, REDIS_URL: redisUrl });
+    const badUrl = await cli('worker, unparseable URL', 'src/cli/worker.ts', [], {
+      DATABASE_URL: `postgresql://postgres:${OWNER_PASSWORD}@127.0.0.1:99999/creds`,
+      REDIS_URL: redisUrl,
+    });
     expect(badUrl.code).toBe(1);
 
     const wrongRedis = redisUrl.replace(encodeURIComponent(REDIS_PASSWORD), encodeURIComponent(`${REDIS_PASSWORD}x`));
-    const enqueue = await boundedCli('enqueue, wrong Redis password', 'src/cli/enqueue.ts',
-      ['--from', 'w1', '--to', 'w2', '--amount', '5'], { REDIS_URL: wrongRedis, QUEUE_NAME: 'creds' });
+    const enqueue = await boundedCli(
+      'enqueue, wrong Redis password',
+      'src/cli/enqueue.ts',
+      ['--from', 'w1', '--to', 'w2', '--amount', '5'],
+      { REDIS_URL: wrongRedis, QUEUE_NAME: 'creds' },
+    );
     expect(enqueue).toMatch(/WRONGPASS|invalid username-password|NOAUTH/);
 
-    const enqueued = await cli('enqueue', 'src/cli/enqueue.ts', ['--from', 'w1', '--to', 'w2', '--amount', '5', '--operation-id', 'creds-2'],
-      { REDIS_URL: redisUrl, QUEUE_NAME: 'creds' });
+    const enqueued = await cli(
+      'enqueue',
+      'src/cli/enqueue.ts',
+      ['--from', 'w1', '--to', 'w2', '--amount', '5', '--operation-id', 'creds-2'],
+      { REDIS_URL: redisUrl, QUEUE_NAME: 'creds' },
+    );
     expect(enqueued.code, describeRun(enqueued)).toBe(0);
     const wrongRole = roleUrl(ownerUrl, ROLE, `${WORKER_PASSWORD}x`);
-    const badDb = await startWorker('wrong-db-password', { DATABASE_URL: wrongRole, REDIS_URL: redisUrl, JOB_ATTEMPTS_MAX: '1' });
-    await waitFor('an authentication failure in the worker log', () => /password authentication failed/.test(logText('wrong-db-password')));
+    const badDb = await startWorker('wrong-db-password', {
+      DATABASE_URL: wrongRole,
+      REDIS_URL: redisUrl,
+      JOB_ATTEMPTS_MAX: '1',
+    });
+    await waitFor('an authentication failure in the worker log', () =>
+      /password authentication failed/.test(logText('wrong-db-password')),
+    );
     await badDb.stop();
     outputs.push({ what: 'worker log (wrong database password)', text: logText('wrong-db-password') });
 
     const badRedis = await startWorker('wrong-redis-password', { DATABASE_URL: workerUrl, REDIS_URL: wrongRedis });
-    await waitFor('a refused Redis password in the worker log', () => /WRONGPASS|invalid username-password/.test(logText('wrong-redis-password')));
+    await waitFor('a refused Redis password in the worker log', () =>
+      /WRONGPASS|invalid username-password/.test(logText('wrong-redis-password')),
+    );
     await badRedis.stop();
     outputs.push({ what: 'worker log (wrong Redis password)', text: logText('wrong-redis-password') });
 
-    const noDb = await startWorker('closed-database-port', { DATABASE_URL: closed.replace('postgres:', `${ROLE}:`), REDIS_URL: redisUrl });
-    await waitFor('a refused database connection in the worker log', () => /ECONNREFUSED|Can't reach database server/i.test(logText('closed-database-port')));
+    const noDb = await startWorker('closed-database-port', {
+      DATABASE_URL: closed.replace('postgres:', `${ROLE}:`),
+      REDIS_URL: redisUrl,
+    });
+    await waitFor('a refused database connection in the worker log', () =>
+      /ECONNREFUSED|Can't reach database server/i.test(logText('closed-database-port')),
+    );
     await noDb.stop();
     outputs.push({ what: 'worker log (closed database port)', text: logText('closed-database-port') });
   });

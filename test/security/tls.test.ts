@@ -8,7 +8,7 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Queue, QueueEvents, type Job } from 'bullmq';
+import { type Job, Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,14 +18,14 @@ import { migrate } from '../../src/db/migrations.ts';
 import { createPrisma } from '../../src/db/prisma.ts';
 import { ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
+import { LocalRedis } from '../../src/harness/services/local-redis.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
-import { LocalRedis } from '../../src/harness/services/local-redis.ts';
 import { describeRun, runTsx } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
-import { issueServerCert, makeCa, type KeyPair } from '../support/throwaway-ca.ts';
+import { issueServerCert, type KeyPair, makeCa } from '../support/throwaway-ca.ts';
 
 const WAIT_MS = 40_000;
 const ROLE = 'tls_worker';
@@ -35,8 +35,12 @@ const UNTRUSTED = /self[- ]signed certificate|unable to verify|unable to get (lo
 const HOST_MISMATCH = /does not match certificate's altnames|ERR_TLS_CERT_ALTNAME_INVALID/i;
 
 // Every connection over TLS, and nothing in plaintext.
-const HBA = ['local all all trust', 'hostssl all all 127.0.0.1/32 trust', 'hostssl all all 127.0.0.2/32 trust',
-  'hostnossl all all 0.0.0.0/0 reject'];
+const HBA = [
+  'local all all trust',
+  'hostssl all all 127.0.0.1/32 trust',
+  'hostssl all all 127.0.0.2/32 trust',
+  'hostnossl all all 0.0.0.0/0 reject',
+];
 
 interface Servers {
   redis: LocalRedis;
@@ -66,7 +70,10 @@ async function startServers(name: string, issuer: KeyPair): Promise<Servers> {
   });
   started.push(redis);
   const postgres = await LocalPostgres.start({
-    dir: join(dir, `${name}-pg`), fsync: false, ssl: cert, hba: HBA,
+    dir: join(dir, `${name}-pg`),
+    fsync: false,
+    ssl: cert,
+    hba: HBA,
     settings: { listen_addresses: '127.0.0.1,127.0.0.2' },
   });
   started.push(postgres);
@@ -93,7 +100,14 @@ async function startWorker(env: Record<string, string>): Promise<WorkerProcess> 
   const w = new WorkerProcess(processes.length + 1, {
     logDir: join(dir, 'logs'),
     entry: loadConfig().workerEntry,
-    env: { LOG_LEVEL: 'info', LOCK_TTL_MS: '2000', WORKER_CONCURRENCY: '2', DB_POOL_MAX: '2', JOB_ATTEMPTS_MAX: '50', ...env },
+    env: {
+      LOG_LEVEL: 'info',
+      LOCK_TTL_MS: '2000',
+      WORKER_CONCURRENCY: '2',
+      DB_POOL_MAX: '2',
+      JOB_ATTEMPTS_MAX: '50',
+      ...env,
+    },
   });
   processes.push(w);
   w.start();
@@ -120,7 +134,8 @@ async function balances(ownerUrl: string): Promise<Record<string, string>> {
   const client = new pg.Client({ connectionString: ownerUrl });
   await client.connect();
   try {
-    const rows = (await client.query<{ id: string; balance: string }>('SELECT id, balance FROM wallets ORDER BY id')).rows;
+    const rows = (await client.query<{ id: string; balance: string }>('SELECT id, balance FROM wallets ORDER BY id'))
+      .rows;
     return Object.fromEntries(rows.map((r) => [r.id, r.balance]));
   } finally {
     await client.end();
@@ -144,7 +159,12 @@ afterAll(async () => {
 
 describe('the servers speak TLS only', () => {
   it('Redis has no plaintext port and PostgreSQL refuses a connection without TLS', async () => {
-    const plain = new Redis(`redis://127.0.0.1:${good.redis.port}`, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5_000 });
+    const plain = new Redis(`redis://127.0.0.1:${good.redis.port}`, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      connectTimeout: 5_000,
+    });
     plain.on('error', () => undefined);
     await expect(plain.connect().then(() => plain.ping())).rejects.toThrow();
     plain.disconnect();
@@ -165,7 +185,10 @@ describe('a worker over rediss:// and sslmode=verify-full', () => {
       QUEUE_NAME: queueName,
       LOCK_KEY_PREFIX: `${queueName}:`,
     });
-    await waitFor('the worker to register with the queue', async () => (await queue.getWorkersCount()) > 0 || !w.running);
+    await waitFor(
+      'the worker to register with the queue',
+      async () => (await queue.getWorkersCount()) > 0 || !w.running,
+    );
     expect(w.running, logOf(w)).toBe(true);
     const job = await queue.add(TRANSFER_JOB_NAME, { operationId: 'tls-1', from: 'w1', to: 'w2', amount: '250' });
     expect(await job.waitUntilFinished(events, WAIT_MS)).toMatchObject({ outcome: 'applied', operationId: 'tls-1' });
@@ -175,11 +198,16 @@ describe('a worker over rediss:// and sslmode=verify-full', () => {
 });
 
 describe('servers whose certificate another CA signed are refused', () => {
-  it('Redis: the worker never gets past the handshake; a client trusting the impostor\'s CA gets in', async () => {
+  it("Redis: the worker never gets past the handshake; a client trusting the impostor's CA gets in", async () => {
     const queueName = uniqueName('tls');
     const impostor = queueOn(rogue.redis, rogueCa.certFile, queueName);
     await impostor.queue.waitUntilReady();
-    const job = await impostor.queue.add(TRANSFER_JOB_NAME, { operationId: 'rogue-redis', from: 'w1', to: 'w2', amount: '1' });
+    const job = await impostor.queue.add(TRANSFER_JOB_NAME, {
+      operationId: 'rogue-redis',
+      from: 'w1',
+      to: 'w2',
+      amount: '1',
+    });
     const w = await startWorker({
       DATABASE_URL: roleUrl(pgUrl(good.postgres, ca.certFile), ROLE, ROLE_PASSWORD),
       REDIS_URL: rogue.redis.url,
@@ -198,15 +226,21 @@ describe('servers whose certificate another CA signed are refused', () => {
     // One attempt per job (the queue's default): the refused job stays failed with its reason.
     const { queue, events } = queueOn(good.redis, ca.certFile, queueName);
     const env = {
-      REDIS_URL: good.redis.url, REDIS_TLS_CA_FILE: ca.certFile, QUEUE_NAME: queueName, LOCK_KEY_PREFIX: `${queueName}:`,
+      REDIS_URL: good.redis.url,
+      REDIS_TLS_CA_FILE: ca.certFile,
+      QUEUE_NAME: queueName,
+      LOCK_KEY_PREFIX: `${queueName}:`,
     };
     const impostorOwnerUrl = pgUrl(rogue.postgres, rogueCa.certFile);
     const before = await balances(impostorOwnerUrl);
-    const w = await startWorker({ ...env, DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile), ROLE, ROLE_PASSWORD) });
+    const w = await startWorker({
+      ...env,
+      DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile), ROLE, ROLE_PASSWORD),
+    });
     const job = await queue.add(TRANSFER_JOB_NAME, { operationId: 'rogue-pg', from: 'w1', to: 'w2', amount: '1' });
     let refused = '';
     await waitFor('a failed attempt', async () => {
-      const current = await queue.getJob(job.id as string) as Job;
+      const current = (await queue.getJob(job.id as string)) as Job;
       refused = [current.failedReason ?? '', ...(current.stacktrace ?? [])].join('\n');
       return UNTRUSTED.test(refused) || UNTRUSTED.test(logOf(w));
     });
@@ -214,9 +248,20 @@ describe('servers whose certificate another CA signed are refused', () => {
     expect(await balances(impostorOwnerUrl)).toEqual(before);
 
     // Control: the refusal is the verification's doing. Switched off, the impostor gets the write.
-    const careless = await startWorker({ ...env, DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile, 'no-verify'), ROLE, ROLE_PASSWORD) });
-    const control = await queue.add(TRANSFER_JOB_NAME, { operationId: 'rogue-pg-control', from: 'w1', to: 'w2', amount: '1' });
-    expect(await control.waitUntilFinished(events, WAIT_MS)).toMatchObject({ outcome: 'applied', operationId: 'rogue-pg-control' });
+    const careless = await startWorker({
+      ...env,
+      DATABASE_URL: roleUrl(pgUrl(rogue.postgres, ca.certFile, 'no-verify'), ROLE, ROLE_PASSWORD),
+    });
+    const control = await queue.add(TRANSFER_JOB_NAME, {
+      operationId: 'rogue-pg-control',
+      from: 'w1',
+      to: 'w2',
+      amount: '1',
+    });
+    expect(await control.waitUntilFinished(events, WAIT_MS)).toMatchObject({
+      outcome: 'applied',
+      operationId: 'rogue-pg-control',
+    });
     expect(await balances(impostorOwnerUrl)).not.toEqual(before);
     await careless.stop();
   });
@@ -225,12 +270,19 @@ describe('servers whose certificate another CA signed are refused', () => {
 describe('verify-full checks the host name as well as the CA', () => {
   it('a certificate the CA signed for 127.0.0.1 and localhost is refused at 127.0.0.2, by both clients', async () => {
     const status = await runTsx('src/cli/status.ts', ['any-op'], {
-      DATABASE_URL: pgUrl(good.postgres, ca.certFile, 'verify-full', '127.0.0.2'), LOG_LEVEL: 'silent',
+      DATABASE_URL: pgUrl(good.postgres, ca.certFile, 'verify-full', '127.0.0.2'),
+      LOG_LEVEL: 'silent',
     });
     expect(status.code, describeRun(status)).toBe(1);
     expect(status.stderr).toMatch(HOST_MISMATCH);
-    const control = await runTsx('src/cli/status.ts', ['any-op'], { DATABASE_URL: pgUrl(good.postgres, ca.certFile), LOG_LEVEL: 'silent' });
-    expect(JSON.parse(control.stdout.trim()), describeRun(control)).toEqual({ operationId: 'any-op', status: 'unknown' });
+    const control = await runTsx('src/cli/status.ts', ['any-op'], {
+      DATABASE_URL: pgUrl(good.postgres, ca.certFile),
+      LOG_LEVEL: 'silent',
+    });
+    expect(JSON.parse(control.stdout.trim()), describeRun(control)).toEqual({
+      operationId: 'any-op',
+      status: 'unknown',
+    });
 
     const redis = bullmqConnection({ redisUrl: `rediss://127.0.0.2:${good.redis.port}`, redisTlsCaFile: ca.certFile });
     const error = await new Promise<Error>((resolve) => redis.once('error', resolve));

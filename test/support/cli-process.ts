@@ -35,8 +35,12 @@ export function runCommand(
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
     const timer = setTimeout(() => {
       if (child.pid !== undefined) {
         try {
@@ -45,7 +49,11 @@ export function runCommand(
           child.kill('SIGKILL');
         }
       }
-      reject(new Error(`${command} ${args.join(' ')} still running after ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`));
+      reject(
+        new Error(
+          `${command} ${args.join(' ')} still running after ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`,
+        ),
+      );
     }, timeoutMs);
     child.once('error', (err) => {
       clearTimeout(timer);
@@ -59,13 +67,21 @@ export function runCommand(
 }
 
 /** One CLI file of src/cli through tsx, without npm's start-up cost. */
-export function runTsx(file: string, args: readonly string[], env: Record<string, string>, timeoutMs?: number): Promise<CliResult> {
+export function runTsx(
+  file: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  timeoutMs?: number,
+): Promise<CliResult> {
   return runCommand(process.execPath, ['--import', 'tsx', file, ...args], env, timeoutMs);
 }
 
 /** The last non-empty line a command wrote to stdout, parsed as JSON (our CLIs end with one). */
 export function lastJsonLine(result: CliResult): unknown {
-  const lines = result.stdout.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const lines = result.stdout
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
   const last = lines.at(-1);
   if (last === undefined) throw new Error(`no output on stdout; stderr:\n${result.stderr}`);
   try {

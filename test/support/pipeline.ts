@@ -4,20 +4,26 @@
 // process, built exactly as src/cli/worker.ts builds them, unless WORKER_ENTRY names a compiled
 // .js entry (the `compiled` vitest project): then every worker without test hooks is that
 // compiled worker in a process of its own.
-import { Queue, QueueEvents, type Job } from 'bullmq';
+import { type Job, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach } from 'vitest';
-import { loadConfig, type Config } from '../../src/config/config.ts';
+import { type Config, loadConfig } from '../../src/config/config.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
-import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
-import { aggregateKeys, COUNTER_FLUSH_INTERVAL_MS, CounterAggregatePublisher, readCounterTotals, transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
+import {
+  aggregateKeys,
+  COUNTER_FLUSH_INTERVAL_MS,
+  CounterAggregatePublisher,
+  readCounterTotals,
+  transferCounterSummary,
+} from '../../src/metrics/counter-aggregate.ts';
 import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
+import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
 import { startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
-import { createTestDatabase, uniqueName, type TestDatabase } from './test-db.ts';
+import { createTestDatabase, type TestDatabase, uniqueName } from './test-db.ts';
 import { spawnWorkerProcess } from './worker-process.ts';
 
 export interface PipelineWorker {
@@ -90,9 +96,13 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
   const loginFor = (env: Record<string, string>): Record<string, string> =>
     /no-idempotency|no-fencing/.test(env.TRANSFERS_UNSAFE ?? '') ? { ...env, DATABASE_URL: db.url } : env;
   const workerEnv = loginFor({ ...baseEnv, DATABASE_URL: workerLogin.url, REDIS_URL: config.redisUrl });
-  const workerEnvFor = (extraEnv: Record<string, string>): Record<string, string> => loginFor({ ...workerEnv, ...extraEnv });
+  const workerEnvFor = (extraEnv: Record<string, string>): Record<string, string> =>
+    loginFor({ ...workerEnv, ...extraEnv });
   const queueConnection = bullmqConnection(config);
-  const queue = new Queue(queueName, { connection: queueConnection, defaultJobOptions: defaultJobOptions(config.jobAttemptsMax) });
+  const queue = new Queue(queueName, {
+    connection: queueConnection,
+    defaultJobOptions: defaultJobOptions(config.jobAttemptsMax),
+  });
   const events = new QueueEvents(queueName, { connection: bullmqConnection(config) });
   // Each job.waitUntilFinished() adds a listener on both while it waits; tests wait for many
   // jobs at once, which is no leak (node would warn at 10).
@@ -127,12 +137,28 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       const prisma: PrismaClient = createPrisma(workerConfig);
       const lockRedis = lockConnection(workerConfig);
       const connection = bullmqConnection(workerConfig);
-      const lock = new FencedLock({ redis: lockRedis, lockTtlMs: workerConfig.lockTtlMs, keyPrefix: workerConfig.lockKeyPrefix, logger });
+      const lock = new FencedLock({
+        redis: lockRedis,
+        lockTtlMs: workerConfig.lockTtlMs,
+        keyPrefix: workerConfig.lockKeyPrefix,
+        logger,
+      });
       const metrics = new WorkerMetrics({ instanceId: uniqueName('inproc'), queueName });
       const publisher = new CounterAggregatePublisher({
-        redis: lockRedis, keys: aggregateKeys(workerConfig.lockKeyPrefix, queueName), metrics, logger,
+        redis: lockRedis,
+        keys: aggregateKeys(workerConfig.lockKeyPrefix, queueName),
+        metrics,
+        logger,
       });
-      const running = startTransferWorker({ config: workerConfig, prisma, lock, connection, logger, metrics, ...(hooks ? { hooks } : {}) });
+      const running = startTransferWorker({
+        config: workerConfig,
+        prisma,
+        lock,
+        connection,
+        logger,
+        metrics,
+        ...(hooks ? { hooks } : {}),
+      });
       await Promise.all(running.workers.map((w) => w.waitUntilReady()));
       let closed = false;
       const handle: PipelineWorker = {
@@ -165,12 +191,15 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       }
     },
     async balances() {
-      const rows = (await db.pg.query<{ id: string; balance: string }>('SELECT id, balance FROM wallets ORDER BY id')).rows;
+      const rows = (await db.pg.query<{ id: string; balance: string }>('SELECT id, balance FROM wallets ORDER BY id'))
+        .rows;
       return Object.fromEntries(rows.map((r) => [r.id, BigInt(r.balance)]));
     },
     async debitsOf(operationId) {
       const r = await db.pg.query<{ n: string }>(
-        "SELECT count(*) AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'", [operationId]);
+        "SELECT count(*) AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'",
+        [operationId],
+      );
       return Number(r.rows[0]?.n ?? 0);
     },
     async metrics() {

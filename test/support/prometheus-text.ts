@@ -25,9 +25,11 @@ const TYPES: readonly MetricType[] = ['counter', 'gauge', 'histogram', 'summary'
 function parseValue(raw: string, line: number): number {
   const lower = raw.toLowerCase();
   if (lower === 'nan') return Number.NaN;
-  if (lower === '+inf' || lower === 'inf' || lower === '+infinity' || lower === 'infinity') return Number.POSITIVE_INFINITY;
+  if (lower === '+inf' || lower === 'inf' || lower === '+infinity' || lower === 'infinity')
+    return Number.POSITIVE_INFINITY;
   if (lower === '-inf' || lower === '-infinity') return Number.NEGATIVE_INFINITY;
-  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(raw)) throw new Error(`line ${line}: bad value ${JSON.stringify(raw)}`);
+  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(raw))
+    throw new Error(`line ${line}: bad value ${JSON.stringify(raw)}`);
   return Number(raw);
 }
 
@@ -122,9 +124,11 @@ export function parsePrometheusText(text: string): Map<string, MetricFamily> {
     let labels: Record<string, string> = {};
     if (rest.startsWith('{')) ({ labels, rest } = parseLabels(rest, line));
     const fields = rest.trim().split(/\s+/);
-    if (fields.length < 1 || fields.length > 2 || fields[0] === '') throw new Error(`line ${line}: expected a value and an optional timestamp`);
+    if (fields.length < 1 || fields.length > 2 || fields[0] === '')
+      throw new Error(`line ${line}: expected a value and an optional timestamp`);
     const value = parseValue(fields[0] as string, line);
-    if (fields[1] !== undefined && !/^-?\d+$/.test(fields[1])) throw new Error(`line ${line}: bad timestamp ${fields[1]}`);
+    if (fields[1] !== undefined && !/^-?\d+$/.test(fields[1]))
+      throw new Error(`line ${line}: bad timestamp ${fields[1]}`);
     let family = familyOf(name, families);
     if (family === undefined) {
       family = { name, type: 'untyped', help: '', samples: [] };
@@ -142,7 +146,11 @@ export function parsePrometheusText(text: string): Map<string, MetricFamily> {
 function checkHistogram(family: MetricFamily): void {
   const series = new Map<string, { buckets: { le: number; value: number }[]; count?: number }>();
   const keyOf = (labels: Readonly<Record<string, string>>) =>
-    JSON.stringify(Object.entries(labels).filter(([k]) => k !== 'le').sort());
+    JSON.stringify(
+      Object.entries(labels)
+        .filter(([k]) => k !== 'le')
+        .sort(),
+    );
   for (const s of family.samples) {
     const key = keyOf(s.labels);
     const entry = series.get(key) ?? { buckets: [] };
@@ -162,15 +170,25 @@ function checkHistogram(family: MetricFamily): void {
       if (!(b.le > a.le) || b.value < a.value) throw new Error(`${family.name}${key}: buckets not cumulative`);
     }
     const inf = buckets.at(-1);
-    if (inf === undefined || inf.le !== Number.POSITIVE_INFINITY) throw new Error(`${family.name}${key}: no +Inf bucket`);
-    if (count !== inf.value) throw new Error(`${family.name}${key}: _count ${count} differs from the +Inf bucket ${inf.value}`);
+    if (inf === undefined || inf.le !== Number.POSITIVE_INFINITY)
+      throw new Error(`${family.name}${key}: no +Inf bucket`);
+    if (count !== inf.value)
+      throw new Error(`${family.name}${key}: _count ${count} differs from the +Inf bucket ${inf.value}`);
   }
 }
 
 /** The value of the sample named `sample` with exactly these labels (also `_count`, `_sum`, `_bucket` of a histogram), 0 when absent. */
-export function sampleValue(families: Map<string, MetricFamily>, sample: string, labels: Record<string, string> = {}): number {
+export function sampleValue(
+  families: Map<string, MetricFamily>,
+  sample: string,
+  labels: Record<string, string> = {},
+): number {
   const f = familyOf(sample, families);
-  const s = f?.samples.find((x) => x.name === sample && Object.entries(labels).every(([k, v]) => x.labels[k] === v)
-    && Object.keys(x.labels).length === Object.keys(labels).length);
+  const s = f?.samples.find(
+    (x) =>
+      x.name === sample &&
+      Object.entries(labels).every(([k, v]) => x.labels[k] === v) &&
+      Object.keys(x.labels).length === Object.keys(labels).length,
+  );
   return s?.value ?? 0;
 }

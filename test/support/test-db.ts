@@ -2,7 +2,7 @@
 // files run in parallel without touching each other's data; dropped again afterwards.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { loadConfig, withDatabase, type Config } from '../../src/config/config.ts';
+import { type Config, loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrations.ts';

@@ -1,12 +1,12 @@
 // Helpers for the operations tests: scraping a worker's endpoints, waiting for a condition,
 // reading a worker's log, the database's counts by status and reason, and the lock keys a
 // worker process left in Redis.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import { parsePrometheusText, type MetricFamily } from './prometheus-text.ts';
+import { type MetricFamily, parsePrometheusText } from './prometheus-text.ts';
 
 export const HTTP_TIMEOUT_MS = 5_000;
 export const WAIT_POLL_MS = 200;
@@ -29,7 +29,11 @@ export async function scrape(url: string): Promise<Map<string, MetricFamily>> {
 }
 
 /** Polls `check` until it returns a value other than undefined; throws `what` after timeoutMs. */
-export async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined> | T | undefined,
+): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await check();
@@ -41,13 +45,16 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => P
 
 /** The JSON log lines of a worker log file. */
 export function logEvents(file: string): Record<string, unknown>[] {
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('{'))
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 export function instanceIdOf(logFile: string): string {
   const started = logEvents(logFile).find((e) => e.event === 'worker_started');
-  if (started === undefined || typeof started.instanceId !== 'string') throw new Error(`no worker_started line in ${logFile}`);
+  if (started === undefined || typeof started.instanceId !== 'string')
+    throw new Error(`no worker_started line in ${logFile}`);
   return started.instanceId;
 }
 
@@ -58,8 +65,11 @@ export interface DatabaseCounts {
 }
 
 export async function databaseCounts(pool: pg.Pool): Promise<DatabaseCounts> {
-  const rows = (await pool.query<{ status: string; reason: string | null; n: string }>(
-    'SELECT status, reason, count(*) AS n FROM transfers GROUP BY status, reason')).rows;
+  const rows = (
+    await pool.query<{ status: string; reason: string | null; n: string }>(
+      'SELECT status, reason, count(*) AS n FROM transfers GROUP BY status, reason',
+    )
+  ).rows;
   const out: DatabaseCounts = { applied: 0, rejected: 0, byReason: {} };
   for (const r of rows) {
     if (r.status === 'applied') out.applied += Number(r.n);
@@ -95,11 +105,17 @@ export interface NpmWorker {
 
 export function startNpmWorker(env: Record<string, string>): NpmWorker {
   const child = spawn('npm', ['run', '-s', 'worker'], {
-    cwd: PROJECT_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: PROJECT_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout?.setEncoding('utf8').on('data', (c: string) => { output += c; });
-  child.stderr?.setEncoding('utf8').on('data', (c: string) => { output += c; });
+  child.stdout?.setEncoding('utf8').on('data', (c: string) => {
+    output += c;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (c: string) => {
+    output += c;
+  });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });

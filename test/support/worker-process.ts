@@ -11,7 +11,11 @@ import type { Pipeline } from './pipeline.ts';
 export const WORKER_READY_TIMEOUT_MS = 60_000;
 export const TEST_WORKER_LOG_ROOT = join(PROJECT_ROOT, '.runs', 'test-workers');
 
-export async function spawnWorkerProcess(p: Pipeline, env: Record<string, string> = {}, index = 1): Promise<WorkerProcess> {
+export async function spawnWorkerProcess(
+  p: Pipeline,
+  env: Record<string, string> = {},
+  index = 1,
+): Promise<WorkerProcess> {
   const w = new WorkerProcess(index, {
     // Under the project's git-ignored run folder, not the system's temp folder, which nothing empties.
     logDir: mkdtempSync(join(mkdirSync(TEST_WORKER_LOG_ROOT, { recursive: true }) ?? TEST_WORKER_LOG_ROOT, 'worker-')),

@@ -24,11 +24,13 @@ export function benchChartSpec(input: BenchChartInput): vl.TopLevelSpec {
     .map((r) => ({ case: r.case, perS: Math.round((r.throughputPerS as number) * 10) / 10, run: r.run }));
   const latency = input.summaries
     .filter((s) => (s.case === 'low-rate' || s.case === 'low-rate-unbatched') && s.latencyMs.enqueueToCommit !== null)
-    .flatMap((s) => (['p50', 'p95', 'p99'] as const).map((p) => ({
-      case: s.case === 'low-rate' ? 'batching on (default)' : 'batching off (max 1)',
-      percentile: p,
-      ms: s.latencyMs.enqueueToCommit?.[p] ?? null,
-    })));
+    .flatMap((s) =>
+      (['p50', 'p95', 'p99'] as const).map((p) => ({
+        case: s.case === 'low-rate' ? 'batching on (default)' : 'batching off (max 1)',
+        percentile: p,
+        ms: s.latencyMs.enqueueToCommit?.[p] ?? null,
+      })),
+    );
   const y = { field: 'case', type: 'nominal', sort: order, title: null, axis: { labelLimit: 240 } } as const;
   const throughput = {
     width: WIDTH_PX,
@@ -40,13 +42,21 @@ export function benchChartSpec(input: BenchChartInput): vl.TopLevelSpec {
         mark: { type: 'bar', color: '#4c78a8' },
         encoding: {
           y,
-          x: { field: 'perS', type: 'quantitative', title: 'transfers / s, first → last deciding transaction (queue-ceiling: no-op jobs / s)' },
+          x: {
+            field: 'perS',
+            type: 'quantitative',
+            title: 'transfers / s, first → last deciding transaction (queue-ceiling: no-op jobs / s)',
+          },
         },
       },
       {
         data: { values: bars },
         mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 },
-        encoding: { y, x: { field: 'perS', type: 'quantitative' }, text: { field: 'perS', type: 'quantitative', format: ',.0f' } },
+        encoding: {
+          y,
+          x: { field: 'perS', type: 'quantitative' },
+          text: { field: 'perS', type: 'quantitative', format: ',.0f' },
+        },
       },
       {
         data: { values: dots },

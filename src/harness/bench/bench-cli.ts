@@ -5,11 +5,11 @@
 import { relative } from 'node:path';
 import { runCli } from '../../cli/run-cli.ts';
 import { loadConfig } from '../../config/config.ts';
-import { VerificationFailedError } from './case-result.ts';
 import { BENCH_USAGE, parseBenchArgs } from './bench-options.ts';
+import { formatCpuTable, formatTable } from './bench-table.ts';
+import { VerificationFailedError } from './case-result.ts';
 import { writeResults } from './results-file.ts';
 import { preflight, runBench } from './run-bench.ts';
-import { formatCpuTable, formatTable } from './bench-table.ts';
 
 /** Signals within this long of the first are the same interruption, delivered twice. */
 export const REPEAT_SIGNAL_WINDOW_MS = 2_000;

@@ -69,13 +69,17 @@ export class BenchFleet {
   static create(spec: BenchFleetSpec): BenchFleet {
     const processes: WorkerProcess[] = [];
     for (let index = 1; index <= spec.count; index++) {
-      const nodeArgs = spec.cpuProfDir === null
-        ? []
-        : ['--cpu-prof', `--cpu-prof-dir=${join(spec.cpuProfDir, `worker-${index}`)}`];
-      processes.push(new WorkerProcess(index, {
-        env: spec.env, logDir: spec.logDir, nodeArgs, entry: processEntry(spec.entry, spec.workerEntry),
-        ...(spec.runtimeFlags === undefined ? {} : { runtimeFlags: spec.runtimeFlags }),
-      }));
+      const nodeArgs =
+        spec.cpuProfDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${join(spec.cpuProfDir, `worker-${index}`)}`];
+      processes.push(
+        new WorkerProcess(index, {
+          env: spec.env,
+          logDir: spec.logDir,
+          nodeArgs,
+          entry: processEntry(spec.entry, spec.workerEntry),
+          ...(spec.runtimeFlags === undefined ? {} : { runtimeFlags: spec.runtimeFlags }),
+        }),
+      );
     }
     return new BenchFleet(processes);
   }

@@ -3,19 +3,33 @@
 import { isAbsolute, join, resolve } from 'node:path';
 import { integerFlag, parseFlags, UsageError } from '../../cli/args.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
-import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
 import { SEED_WALLETS_MAX } from '../../ledger/seed-wallets.ts';
+import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
 
 /** What the bench can measure; `low-rate` measures two cases (batching on and off). */
 export const MODES = [
-  'db-ceiling', 'seed-design', 'queue-ceiling', 'e2e', 'e2e-unbatched', 'peer-graphile-worker', 'hot', 'low-rate',
+  'db-ceiling',
+  'seed-design',
+  'queue-ceiling',
+  'e2e',
+  'e2e-unbatched',
+  'peer-graphile-worker',
+  'hot',
+  'low-rate',
 ] as const;
 export type Mode = (typeof MODES)[number];
 
 /** One measured thing in the results: every mode is one case, except low-rate which is two. */
 export const CASES = [
-  'db-ceiling', 'seed-design', 'queue-ceiling', 'e2e', 'e2e-unbatched', 'peer-graphile-worker', 'hot',
-  'low-rate', 'low-rate-unbatched',
+  'db-ceiling',
+  'seed-design',
+  'queue-ceiling',
+  'e2e',
+  'e2e-unbatched',
+  'peer-graphile-worker',
+  'hot',
+  'low-rate',
+  'low-rate-unbatched',
 ] as const;
 export type CaseName = (typeof CASES)[number];
 
@@ -89,7 +103,10 @@ export function bounded(raw: string | undefined, flag: string, min: number, max:
 
 export function parseModes(raw: string | undefined): Mode[] {
   if (raw === undefined || raw === 'all') return [...MODES];
-  const names = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const names = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   if (names.length === 0) throw new UsageError(`--modes names no mode; expected some of ${MODES.join(', ')}`);
   for (const name of names) {
     if (!(MODES as readonly string[]).includes(name)) {
@@ -101,23 +118,27 @@ export function parseModes(raw: string | undefined): Mode[] {
 }
 
 export function parseBenchArgs(argv: string[]): BenchOptions {
-  const { values } = parseFlags(argv, {
-    workers: { type: 'string' },
-    concurrency: { type: 'string' },
-    transfers: { type: 'string' },
-    wallets: { type: 'string' },
-    runs: { type: 'string' },
-    modes: { type: 'string' },
-    quick: { type: 'boolean' },
-    out: { type: 'string' },
-    'low-rate-per-s': { type: 'string' },
-    'low-rate-s': { type: 'string' },
-    'batch-max': { type: 'string' },
-    'batch-wait-ms': { type: 'string' },
-    'cpu-prof': { type: 'boolean' },
-    'cpu-prof-dir': { type: 'string' },
-    'drain-timeout-s': { type: 'string' },
-  }, BENCH_USAGE);
+  const { values } = parseFlags(
+    argv,
+    {
+      workers: { type: 'string' },
+      concurrency: { type: 'string' },
+      transfers: { type: 'string' },
+      wallets: { type: 'string' },
+      runs: { type: 'string' },
+      modes: { type: 'string' },
+      quick: { type: 'boolean' },
+      out: { type: 'string' },
+      'low-rate-per-s': { type: 'string' },
+      'low-rate-s': { type: 'string' },
+      'batch-max': { type: 'string' },
+      'batch-wait-ms': { type: 'string' },
+      'cpu-prof': { type: 'boolean' },
+      'cpu-prof-dir': { type: 'string' },
+      'drain-timeout-s': { type: 'string' },
+    },
+    BENCH_USAGE,
+  );
 
   const quick = values.quick === true;
   const sizes = quick ? { ...BENCH_DEFAULTS, ...BENCH_QUICK } : BENCH_DEFAULTS;
@@ -140,12 +161,20 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
     out,
     lowRatePerS: bounded(values['low-rate-per-s'], '--low-rate-per-s', 1, LOW_RATE_PER_S_MAX, sizes.lowRatePerS),
     lowRateS: bounded(values['low-rate-s'], '--low-rate-s', 1, LOW_RATE_S_MAX, sizes.lowRateS),
-    batchMax: values['batch-max'] === undefined ? null : bounded(values['batch-max'], '--batch-max', 1, BATCH_MAX_LIMIT, 1),
-    batchWaitMs: values['batch-wait-ms'] === undefined
-      ? null
-      : bounded(values['batch-wait-ms'], '--batch-wait-ms', 0, BATCH_WAIT_MS_MAX, 0),
+    batchMax:
+      values['batch-max'] === undefined ? null : bounded(values['batch-max'], '--batch-max', 1, BATCH_MAX_LIMIT, 1),
+    batchWaitMs:
+      values['batch-wait-ms'] === undefined
+        ? null
+        : bounded(values['batch-wait-ms'], '--batch-wait-ms', 0, BATCH_WAIT_MS_MAX, 0),
     cpuProfDir,
-    drainTimeoutS: bounded(values['drain-timeout-s'], '--drain-timeout-s', 10, DRAIN_TIMEOUT_S_MAX, sizes.drainTimeoutS),
+    drainTimeoutS: bounded(
+      values['drain-timeout-s'],
+      '--drain-timeout-s',
+      10,
+      DRAIN_TIMEOUT_S_MAX,
+      sizes.drainTimeoutS,
+    ),
   };
   return Object.freeze(options);
 }

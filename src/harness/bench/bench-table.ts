@@ -29,9 +29,11 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
     const t = s.throughputPerS;
     const main = mainLatency(s);
     const vsCeiling = t.median !== null && dbCeiling !== null && dbCeiling > 0 ? (t.median / dbCeiling).toFixed(2) : '';
-    lines.push(`| ${s.case} | ${num(t.median)} | ${t.min === null ? '' : `${num(t.min)} – ${num(t.max)}`} | ${vsCeiling} | ` +
-      `${ms(main.value)} | ${main.value === null ? '' : main.label} | ${ms(s.latencyMs.activeToCommit)} | ${num(s.peakRssMbMax, 1)} | ` +
-      `${s.verified ? 'yes' : 'NO'} |`);
+    lines.push(
+      `| ${s.case} | ${num(t.median)} | ${t.min === null ? '' : `${num(t.min)} – ${num(t.max)}`} | ${vsCeiling} | ` +
+        `${ms(main.value)} | ${main.value === null ? '' : main.label} | ${ms(s.latencyMs.activeToCommit)} | ${num(s.peakRssMbMax, 1)} | ` +
+        `${s.verified ? 'yes' : 'NO'} |`,
+    );
   }
   const show = (v: number | null, suffix = '') => (v === null ? 'n/a (case not run)' : `${v}${suffix}`);
   lines.push(
@@ -68,7 +70,9 @@ export function formatCpuTable(summaries: readonly CaseSummary[]): string | null
     const c = s.cpuMsPerTransfer;
     if (c === null) continue;
     const vs = c.machine !== null && ceiling !== null && ceiling > 0 ? (c.machine / ceiling).toFixed(2) : '';
-    lines.push(`| ${s.case} | ${f(c.processes)} | ${f(c.postgres)} | ${f(c.redis)} | ${f(c.bench)} | ${f(c.other)} | ${f(c.machine)} | ${vs} | ${s.machineCores === null ? '' : s.machineCores.toFixed(2)} |`);
+    lines.push(
+      `| ${s.case} | ${f(c.processes)} | ${f(c.postgres)} | ${f(c.redis)} | ${f(c.bench)} | ${f(c.other)} | ${f(c.machine)} | ${vs} | ${s.machineCores === null ? '' : s.machineCores.toFixed(2)} |`,
+    );
   }
   return lines.join('\n');
 }

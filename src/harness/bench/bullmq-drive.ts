@@ -8,7 +8,7 @@ import { ENQUEUE_BATCH_MAX, enqueueTransfers } from '../../queue/producer.ts';
 import { waitForDrain } from '../../queue/queue-drain.ts';
 import { BenchFleet, type BenchFleetSpec } from './bench-fleet.ts';
 import type { CaseContext, LatencyFigures } from './case-result.ts';
-import { startCpuSampler, type CpuSample, type CpuServers } from './cpu-account.ts';
+import { type CpuSample, type CpuServers, startCpuSampler } from './cpu-account.ts';
 import { differences, jobTimes, percentiles } from './measure.ts';
 import type { ProcessPeak } from './process-memory.ts';
 
@@ -25,7 +25,10 @@ export function emptyEnqueued(): Enqueued {
 
 /** enqueueTransfers (src/queue/producer.ts) one addBulk chunk at a time, stamping each chunk. */
 export async function enqueueStamped(
-  queue: Queue, wires: readonly TransferWire[], amountMax: bigint, into: Enqueued = emptyEnqueued(),
+  queue: Queue,
+  wires: readonly TransferWire[],
+  amountMax: bigint,
+  into: Enqueued = emptyEnqueued(),
   onProgress?: (done: number) => void,
 ): Promise<Enqueued> {
   for (let start = 0; start < wires.length; start += ENQUEUE_BATCH_MAX) {
@@ -43,12 +46,22 @@ export async function enqueueStamped(
 
 /** Waits for the queue to drain; samples memory and fails at once if a process died. */
 export async function drainWithFleet(ctx: CaseContext, queue: Queue, fleet: BenchFleet, total: number): Promise<void> {
-  await waitForDrain(queue, ctx.options.drainTimeoutS * 1000, (p) => {
-    fleet.sampleMemory();
-    const dead = fleet.exited();
-    if (dead.length > 0) throw new Error(`worker process ${dead.join(', ')} exited during ${ctx.caseName}; see its log`);
-    ctx.progress.tick(p.completed + p.failed, total, `(${p.active} active, ${p.delayed} delayed, ${p.failed} failed)`);
-  }, ctx.signal);
+  await waitForDrain(
+    queue,
+    ctx.options.drainTimeoutS * 1000,
+    (p) => {
+      fleet.sampleMemory();
+      const dead = fleet.exited();
+      if (dead.length > 0)
+        throw new Error(`worker process ${dead.join(', ')} exited during ${ctx.caseName}; see its log`);
+      ctx.progress.tick(
+        p.completed + p.failed,
+        total,
+        `(${p.active} active, ${p.delayed} delayed, ${p.failed} failed)`,
+      );
+    },
+    ctx.signal,
+  );
 }
 
 export interface FleetRun {
@@ -63,8 +76,11 @@ export interface FleetRun {
  * Starts the processes, samples their CPU and the servers' (unless `servers` is null: no
  * account), runs `use`, then reads their peak memory and stops them (also on error).
  */
-export async function withFleet(spec: BenchFleetSpec, servers: CpuServers | null,
-  use: (fleet: BenchFleet) => Promise<void>): Promise<FleetRun> {
+export async function withFleet(
+  spec: BenchFleetSpec,
+  servers: CpuServers | null,
+  use: (fleet: BenchFleet) => Promise<void>,
+): Promise<FleetRun> {
   const fleet = BenchFleet.create(spec);
   const startedMs = performance.now();
   fleet.startAll();
@@ -86,14 +102,22 @@ export async function withFleet(spec: BenchFleetSpec, servers: CpuServers | null
 }
 
 /** Starts the processes on a filled queue and waits for it to drain. */
-export function runFleetUntilDrained(ctx: CaseContext, queue: Queue, spec: BenchFleetSpec, servers: CpuServers,
-  total: number): Promise<FleetRun> {
+export function runFleetUntilDrained(
+  ctx: CaseContext,
+  queue: Queue,
+  spec: BenchFleetSpec,
+  servers: CpuServers,
+  total: number,
+): Promise<FleetRun> {
   return withFleet(spec, servers, (fleet) => drainWithFleet(ctx, queue, fleet, total));
 }
 
 /** Latencies of the operations in `enqueued` from BullMQ's job hashes and the commit times. */
 export async function bullmqLatencies(
-  connection: Redis, queue: Queue, enqueued: Enqueued, commits: ReadonlyMap<string, number> | null,
+  connection: Redis,
+  queue: Queue,
+  enqueued: Enqueued,
+  commits: ReadonlyMap<string, number> | null,
 ): Promise<LatencyFigures> {
   const times = await jobTimes(connection, queue, [...enqueued.jobIds.values()]);
   const finished = new Map<string, number>();

@@ -16,9 +16,9 @@ import { loadConfig } from '../../config/config.ts';
 import { endPool, trackConnections } from '../../db/pool-close.ts';
 import { closePrisma, createPrisma } from '../../db/prisma.ts';
 import { applyTransfers } from '../../ledger/apply-transfer.ts';
+import { bounded } from './bench-options.ts';
 import { batchQuery, spreadTransfers, UNLOCKED_FENCE } from './decision-call.ts';
 import { median } from './measure.ts';
-import { bounded } from './bench-options.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 const WALLETS = 10_000;
@@ -35,22 +35,32 @@ interface Measure {
 }
 
 await runCli(async () => {
-  const { values } = parseFlags(process.argv.slice(2), {
-    calls: { type: 'string' }, 'in-flight': { type: 'string' }, rounds: { type: 'string' },
-  }, USAGE);
+  const { values } = parseFlags(
+    process.argv.slice(2),
+    {
+      calls: { type: 'string' },
+      'in-flight': { type: 'string' },
+      rounds: { type: 'string' },
+    },
+    USAGE,
+  );
   const calls = bounded(values.calls, '--calls', 100, 100_000, 4_000);
   const inFlight = bounded(values['in-flight'], '--in-flight', 1, 64, 8);
   const rounds = bounded(values.rounds, '--rounds', 1, 20, 3);
   const config = loadConfig();
   const scratch = {
-    config, tag: 'callcost', wallets: WALLETS,
+    config,
+    tag: 'callcost',
+    wallets: WALLETS,
     // Funded so that every transfer of every round applies.
     balanceMinor: 1_000_000_000n,
     onCreated: (name: string) => process.stderr.write(`database ${name} (dropped at the end)\n`),
   };
   await withScratchDatabase(scratch, async (databaseUrl) => {
     const prisma = createPrisma({ ...config, databaseUrl, dbPoolMax: inFlight });
-    const pool = trackConnections(new pg.Pool({ connectionString: databaseUrl, max: inFlight, options: '-c TimeZone=UTC' }));
+    const pool = trackConnections(
+      new pg.Pool({ connectionString: databaseUrl, max: inFlight, options: '-c TimeZone=UTC' }),
+    );
     pool.on('error', () => undefined);
     try {
       let serial = 0;
@@ -63,9 +73,13 @@ await runCli(async () => {
           await pool.query(text, values);
           return size;
         }
-        const results = await applyTransfers(prisma, requests.map((request) => ({ request, fence: UNLOCKED_FENCE })));
+        const results = await applyTransfers(
+          prisma,
+          requests.map((request) => ({ request, fence: UNLOCKED_FENCE })),
+        );
         const notApplied = results.filter((x) => x.outcome !== 'applied');
-        if (notApplied.length > 0) throw new Error(`${variant}: ${notApplied.length} transfers not applied (${notApplied[0]?.outcome})`);
+        if (notApplied.length > 0)
+          throw new Error(`${variant}: ${notApplied.length} transfers not applied (${notApplied[0]?.outcome})`);
         return size;
       };
       const measure = async (variant: Variant, callCount: number): Promise<Measure> => {
@@ -73,15 +87,17 @@ await runCli(async () => {
         let transfers = 0;
         const cpu0 = process.cpuUsage();
         const t0 = performance.now();
-        await Promise.all(Array.from({ length: inFlight }, async () => {
-          while (started < callCount) {
-            started += 1;
-            // Not `transfers += await ...`: that reads the total before the await and loses the
-            // other loops' additions made meanwhile.
-            const sent = await send(variant);
-            transfers += sent;
-          }
-        }));
+        await Promise.all(
+          Array.from({ length: inFlight }, async () => {
+            while (started < callCount) {
+              started += 1;
+              // Not `transfers += await ...`: that reads the total before the await and loses the
+              // other loops' additions made meanwhile.
+              const sent = await send(variant);
+              transfers += sent;
+            }
+          }),
+        );
         const cpu = process.cpuUsage(cpu0);
         const seconds = (performance.now() - t0) / 1_000;
         return { cpuUsPerTransfer: (cpu.user + cpu.system) / transfers, transfersPerS: transfers / seconds };
@@ -93,14 +109,20 @@ await runCli(async () => {
           // The batched variant sends as many transfers as the others, in 64 times fewer calls.
           const m = await measure(variant, variant === 'prisma-64' ? Math.ceil(calls / BATCH) : calls);
           byVariant.get(variant)?.push(m);
-          process.stderr.write(`round ${round}/${rounds} ${variant}: ${m.cpuUsPerTransfer.toFixed(0)} µs CPU per transfer, ${m.transfersPerS.toFixed(0)} transfers/s\n`);
+          process.stderr.write(
+            `round ${round}/${rounds} ${variant}: ${m.cpuUsPerTransfer.toFixed(0)} µs CPU per transfer, ${m.transfersPerS.toFixed(0)} transfers/s\n`,
+          );
         }
       }
-      process.stdout.write(`# ${calls} transfers per variant and round, ${inFlight} calls in flight, medians of ${rounds} rounds\n\n`);
-      process.stdout.write('| variant | this process\'s CPU per transfer (µs) | transfers/s |\n|---|---:|---:|\n');
+      process.stdout.write(
+        `# ${calls} transfers per variant and round, ${inFlight} calls in flight, medians of ${rounds} rounds\n\n`,
+      );
+      process.stdout.write("| variant | this process's CPU per transfer (µs) | transfers/s |\n|---|---:|---:|\n");
       for (const variant of VARIANTS) {
         const ms = byVariant.get(variant) ?? [];
-        process.stdout.write(`| ${variant} | ${(median(ms.map((m) => m.cpuUsPerTransfer)) ?? NaN).toFixed(0)} | ${(median(ms.map((m) => m.transfersPerS)) ?? NaN).toFixed(0)} |\n`);
+        process.stdout.write(
+          `| ${variant} | ${(median(ms.map((m) => m.cpuUsPerTransfer)) ?? NaN).toFixed(0)} | ${(median(ms.map((m) => m.transfersPerS)) ?? NaN).toFixed(0)} |\n`,
+        );
       }
     } finally {
       await closePrisma(prisma);

@@ -1,9 +1,9 @@
 // What every case gets (its context) and gives back (one run's figures and its verification),
 // shared by the case files, the run loop, the summary, the table and the chart.
 import type { Config } from '../../config/config.ts';
+import type { BenchOptions, CaseName } from './bench-options.ts';
 import type { CpuAccount } from './cpu-account.ts';
 import type { Percentiles } from './measure.ts';
-import type { BenchOptions, CaseName } from './bench-options.ts';
 import type { ProcessPeak } from './process-memory.ts';
 import type { Progress } from './progress.ts';
 
@@ -71,7 +71,12 @@ export interface CaseRunResult {
   readonly notes: Readonly<Record<string, number | string | null>>;
 }
 
-export const NO_LATENCY: LatencyFigures = Object.freeze({ enqueueToCommit: null, enqueueToAnswer: null, activeToCommit: null, call: null });
+export const NO_LATENCY: LatencyFigures = Object.freeze({
+  enqueueToCommit: null,
+  enqueueToAnswer: null,
+  activeToCommit: null,
+  call: null,
+});
 
 /** A case whose verification failed: the bench stops with a non-zero exit. */
 export class VerificationFailedError extends Error {

@@ -55,11 +55,18 @@ export function parseProcStat(stat: string): { selfTicks: number; childrenTicks:
   // The command name (field 2) is in parentheses and may itself hold spaces or parentheses.
   const close = stat.lastIndexOf(')');
   if (close < 0) return null;
-  const fields = stat.slice(close + 2).trim().split(/\s+/);
+  const fields = stat
+    .slice(close + 2)
+    .trim()
+    .split(/\s+/);
   // fields[0] is field 3 (state): utime is field 14, so fields[11]; ppid is field 4, fields[1].
   const [ppid, utime, stime, cutime, cstime] = [fields[1], fields[11], fields[12], fields[13], fields[14]].map(Number);
   if ([ppid, utime, stime, cutime, cstime].some((v) => v === undefined || !Number.isSafeInteger(v))) return null;
-  return { selfTicks: (utime as number) + (stime as number), childrenTicks: (cutime as number) + (cstime as number), ppid: ppid as number };
+  return {
+    selfTicks: (utime as number) + (stime as number),
+    childrenTicks: (cutime as number) + (cstime as number),
+    ppid: ppid as number,
+  };
 }
 
 /** Busy and total ticks of the aggregate `cpu` line of /proc/stat (idle and iowait are not busy). */
@@ -69,7 +76,16 @@ export function parseMachineStat(stat: string): { busyTicks: number; totalTicks:
   // user nice system idle iowait irq softirq steal [guest guest_nice: already inside user/nice]
   const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
   if (v.length < 8 || v.some((x) => !Number.isSafeInteger(x))) return null;
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = v as [number, number, number, number, number, number, number, number];
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = v as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const busy = user + nice + system + irq + softirq + steal;
   return { busyTicks: busy, totalTicks: busy + idle + iowait };
 }
@@ -204,7 +220,13 @@ export class CpuSampler {
     const redis = await this.redisCpuMs();
     this.samples.push({
       atMs,
-      cpuMs: { processes, postgres, redis, bench: (own.user + own.system) / 1000, machine: machine === null ? null : ticksToMs(machine.busyTicks) },
+      cpuMs: {
+        processes,
+        postgres,
+        redis,
+        bench: (own.user + own.system) / 1000,
+        machine: machine === null ? null : ticksToMs(machine.busyTicks),
+      },
     });
     if (this.samples.length > SAMPLES_MAX) this.samples.splice(1, this.samples.length - SAMPLES_MAX);
   }
@@ -267,7 +289,9 @@ export function sampleIntervalMs(quick: boolean): number {
 }
 
 /** Starts a sampler for a case; `stop()` gives its samples. The sources are found once, here. */
-export async function startCpuSampler(options: CpuServers & { readonly processPids?: () => readonly number[] }): Promise<CpuSampler> {
+export async function startCpuSampler(
+  options: CpuServers & { readonly processPids?: () => readonly number[] },
+): Promise<CpuSampler> {
   const sampler = new CpuSampler({
     processPids: options.processPids ?? (() => []),
     postmasterPid: options.pool === null ? null : await findPostmaster(options.pool),

@@ -6,7 +6,7 @@ import { endPool } from '../../db/pool-close.ts';
 import { createPool } from '../../db/prisma.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { decide } from './decision-call.ts';
-import { runLanesCase, type LaneDriver } from './lanes-case.ts';
+import { type LaneDriver, runLanesCase } from './lanes-case.ts';
 
 export function runDbCeiling(ctx: CaseContext): Promise<CaseRunResult> {
   return runLanesCase(ctx, (databaseUrl, lanes): LaneDriver => {

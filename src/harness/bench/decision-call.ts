@@ -26,20 +26,30 @@ export function decisionQuery(request: TransferRequest, fence: bigint): { text: 
   return {
     text: APPLY_TRANSFER_SQL,
     values: [
-      request.operationId, requestHash(request), request.from, request.to,
-      request.amountMinor.toString(), request.currency, fence.toString(), true, true,
+      request.operationId,
+      requestHash(request),
+      request.from,
+      request.to,
+      request.amountMinor.toString(),
+      request.currency,
+      fence.toString(),
+      true,
+      true,
     ],
   };
 }
 
 /** One decision; returns the outcome name (`applied`, `rejected`, `duplicate`, ...). */
 export async function decide(
-  client: SqlRunner, request: TransferRequest, fence: bigint = UNLOCKED_FENCE,
+  client: SqlRunner,
+  request: TransferRequest,
+  fence: bigint = UNLOCKED_FENCE,
 ): Promise<string> {
   const { text, values } = decisionQuery(request, fence);
   const { rows } = await client.query(text, values);
   const row = rows[0] as { outcome?: unknown } | undefined;
-  if (rows.length !== 1 || typeof row?.outcome !== 'string') throw new Error(`apply_transfer returned ${rows.length} rows`);
+  if (rows.length !== 1 || typeof row?.outcome !== 'string')
+    throw new Error(`apply_transfer returned ${rows.length} rows`);
   return row.outcome;
 }
 
@@ -53,18 +63,32 @@ export function spreadTransfers(count: number, wallets: number, tag: string, fir
     const n = first + i;
     const from = 1 + ((n * 7_919) % wallets);
     const to = 1 + ((from + 1 + (n % 97)) % wallets);
-    return { operationId: `${tag}-${n}`, from: `wallet-${from}`, to: `wallet-${to === from ? (to % wallets) + 1 : to}`, amountMinor: 1n, currency: null };
+    return {
+      operationId: `${tag}-${n}`,
+      from: `wallet-${from}`,
+      to: `wallet-${to === from ? (to % wallets) + 1 : to}`,
+      amountMinor: 1n,
+      currency: null,
+    };
   });
 }
 
 /** One call of apply_transfers() (the worker's batched decision, both checks on) for these transfers. */
-export function batchQuery(requests: readonly TransferRequest[], fence: bigint = UNLOCKED_FENCE): { text: string; values: unknown[] } {
+export function batchQuery(
+  requests: readonly TransferRequest[],
+  fence: bigint = UNLOCKED_FENCE,
+): { text: string; values: unknown[] } {
   return {
-    text: 'SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(' +
+    text:
+      'SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(' +
       '$1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[])',
     values: [
-      requests.map((r) => r.operationId), requests.map((r) => requestHash(r)), requests.map((r) => r.from),
-      requests.map((r) => r.to), requests.map((r) => r.amountMinor.toString()), requests.map((r) => r.currency),
+      requests.map((r) => r.operationId),
+      requests.map((r) => requestHash(r)),
+      requests.map((r) => r.from),
+      requests.map((r) => r.to),
+      requests.map((r) => r.amountMinor.toString()),
+      requests.map((r) => r.currency),
       requests.map(() => fence.toString()),
     ],
   };

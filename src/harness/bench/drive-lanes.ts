@@ -17,7 +17,8 @@ export async function driveLanes(
   onDone: (done: number) => void,
   signal: AbortSignal,
 ): Promise<LaneRun> {
-  if (!Number.isInteger(lanes) || lanes < 1) throw new RangeError(`lanes must be a positive whole number, got ${lanes}`);
+  if (!Number.isInteger(lanes) || lanes < 1)
+    throw new RangeError(`lanes must be a positive whole number, got ${lanes}`);
   let next = 0;
   let done = 0;
   const taskMs: number[] = [];

@@ -4,12 +4,12 @@
 // switched on for that session alone (nested statements, ANALYZE, BUFFERS, sent back to the
 // client as notices), and prints each statement's plan with its timing.
 import pg from 'pg';
-import { loadConfig } from '../../config/config.ts';
-import { endPool, trackConnections } from '../../db/pool-close.ts';
 import { parseFlags } from '../../cli/args.ts';
 import { runCli } from '../../cli/run-cli.ts';
-import { batchQuery, spreadTransfers } from './decision-call.ts';
+import { loadConfig } from '../../config/config.ts';
+import { endPool, trackConnections } from '../../db/pool-close.ts';
 import { bounded } from './bench-options.ts';
+import { batchQuery, spreadTransfers } from './decision-call.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 export const EXPLAIN_BATCH_DEFAULT = 64;
@@ -19,12 +19,19 @@ export const EXPLAIN_PLAN_SHOWN_MS = 0.1;
 
 await runCli(async () => {
   const usage = 'npm run bench:explain -- [--batch N] [--wallets W]';
-  const { values } = parseFlags(process.argv.slice(2), { batch: { type: 'string' }, wallets: { type: 'string' } }, usage);
+  const { values } = parseFlags(
+    process.argv.slice(2),
+    { batch: { type: 'string' }, wallets: { type: 'string' } },
+    usage,
+  );
   const batch = bounded(values.batch, '--batch', 1, 1_000, EXPLAIN_BATCH_DEFAULT);
   const wallets = bounded(values.wallets, '--wallets', 2, 100_000, EXPLAIN_WALLETS_DEFAULT);
   const config = loadConfig();
   const scratch = {
-    config, tag: 'explain', wallets, balanceMinor: 1_000_000n,
+    config,
+    tag: 'explain',
+    wallets,
+    balanceMinor: 1_000_000n,
     onCreated: (name: string) => process.stderr.write(`database ${name} (dropped at the end)\n`),
   };
   await withScratchDatabase(scratch, async (databaseUrl) => {
@@ -46,15 +53,22 @@ await runCli(async () => {
         const result = await client.query(measured.text, measured.values);
         const wallMs = performance.now() - startedMs;
         await client.query('RESET auto_explain.log_min_duration');
-        process.stdout.write(`# apply_transfers() with ${batch} transfers over ${wallets} wallets: ${result.rowCount} answers, ` +
-          `${wallMs.toFixed(1)} ms round trip (with auto_explain's own cost)\n\n`);
+        process.stdout.write(
+          `# apply_transfers() with ${batch} transfers over ${wallets} wallets: ${result.rowCount} answers, ` +
+            `${wallMs.toFixed(1)} ms round trip (with auto_explain's own cost)\n\n`,
+        );
         // One line per statement of the function, summed over its repeats (the advisory lock is
         // taken once per operation), then the full plans of the statements that cost something.
         const byStatement = new Map<string, { calls: number; ms: number; plan: string }>();
         for (const n of notices) {
           const ms = Number(/^duration: ([\d.]+) ms/.exec(n)?.[1] ?? NaN);
-          const text = (/Query Text: ([\s\S]*?)\n(?=[A-Z][a-zA-Z ]+ {2}\(|[A-Z][a-zA-Z ]+ on |Result|Insert|Update|LockRows|Aggregate|Function Scan)/.exec(n)?.[1] ?? n)
-            .replace(/\s+/g, ' ').trim();
+          const text = (
+            /Query Text: ([\s\S]*?)\n(?=[A-Z][a-zA-Z ]+ {2}\(|[A-Z][a-zA-Z ]+ on |Result|Insert|Update|LockRows|Aggregate|Function Scan)/.exec(
+              n,
+            )?.[1] ?? n
+          )
+            .replace(/\s+/g, ' ')
+            .trim();
           const entry = byStatement.get(text) ?? { calls: 0, ms: 0, plan: n };
           entry.calls += 1;
           entry.ms += Number.isFinite(ms) ? ms : 0;
@@ -62,9 +76,11 @@ await runCli(async () => {
         }
         const rows = [...byStatement.entries()].sort((a, b) => b[1].ms - a[1].ms);
         process.stdout.write('| ms | calls | statement |\n|---:|---:|---|\n');
-        for (const [text, e] of rows) process.stdout.write(`| ${e.ms.toFixed(3)} | ${e.calls} | \`${text.slice(0, 110)}\` |\n`);
+        for (const [text, e] of rows)
+          process.stdout.write(`| ${e.ms.toFixed(3)} | ${e.calls} | \`${text.slice(0, 110)}\` |\n`);
         process.stdout.write('\n');
-        for (const [, e] of rows.filter(([, e]) => e.ms >= EXPLAIN_PLAN_SHOWN_MS)) process.stdout.write(`${e.plan}\n\n`);
+        for (const [, e] of rows.filter(([, e]) => e.ms >= EXPLAIN_PLAN_SHOWN_MS))
+          process.stdout.write(`${e.plan}\n\n`);
       } finally {
         client.release();
       }

@@ -3,21 +3,27 @@
 // calls the same apply_transfer() (src/harness/bench/decision-call.ts). Settings are Graphile Worker's
 // own batching recommendations (src/harness/bench/graphile-settings.ts): local queue, batched completion.
 // DATABASE_URL, WORKER_CONCURRENCY and LOG_LEVEL come from the usual configuration.
-import { Logger, run, type LogLevel, type Task } from 'graphile-worker';
+import { Logger, type LogLevel, run, type Task } from 'graphile-worker';
 import { runCli } from '../../cli/run-cli.ts';
 import { loadConfig } from '../../config/config.ts';
 import { validateTransferRequest } from '../../ledger/transfer-request.ts';
 import { createLogger } from '../../log/logger.ts';
 import { decide } from './decision-call.ts';
 import {
-  GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, GRAPHILE_TASK, graphilePoolMax,
+  GRAPHILE_COMPLETE_BATCH_DELAY_MS,
+  GRAPHILE_LOCAL_QUEUE_SIZE,
+  GRAPHILE_TASK,
+  graphilePoolMax,
 } from './graphile-settings.ts';
 
 await runCli(async () => {
   const config = loadConfig();
   const log = createLogger(config.logLevel, 'graphile-worker');
   const levels: Record<LogLevel, 'error' | 'warn' | 'info' | 'debug'> = {
-    error: 'error', warning: 'warn', info: 'info', debug: 'debug',
+    error: 'error',
+    warning: 'warn',
+    info: 'info',
+    debug: 'debug',
   };
   const logger = new Logger((scope) => (level, message, meta) => {
     log[levels[level]]({ scope, ...meta }, message);

@@ -2,15 +2,15 @@
 // per commit, through workers × concurrency connections (one lane each, closed loop), no queue,
 // no lock. Throughput uses the same span as the queue cases (transfers.created_at), so the
 // ratios compare like with like; each call's round trip is reported as its latency.
-import { validateTransferRequest, type TransferRequest } from '../../ledger/transfer-request.ts';
+import { type TransferRequest, validateTransferRequest } from '../../ledger/transfer-request.ts';
+import { benchBalanceMinor, benchWorkload } from './bench-workload.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
-import { cpuAccount, sampleIntervalMs, startCpuSampler, type CpuSample } from './cpu-account.ts';
+import { type CpuSample, cpuAccount, sampleIntervalMs, startCpuSampler } from './cpu-account.ts';
 import { driveLanes } from './drive-lanes.ts';
 import { commitTimes, createdAtThroughput, percentiles } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
 import { verifyLedger } from './verify.ts';
 import { operationPrefixOf } from './worker-cases.ts';
-import { benchBalanceMinor, benchWorkload } from './bench-workload.ts';
 
 /** How one lanes case applies a transfer; `open` connects all lanes before the clock starts. */
 export interface LaneDriver {
@@ -28,7 +28,11 @@ export async function runLanesCase(ctx: CaseContext, makeDriver: LaneDriverFacto
   const lanes = options.workers * options.concurrency;
   const operationPrefix = operationPrefixOf(run);
   const requests = benchWorkload({
-    transfers: options.transfers, wallets: options.wallets, run, hot: false, operationPrefix,
+    transfers: options.transfers,
+    wallets: options.wallets,
+    run,
+    hot: false,
+    operationPrefix,
   }).map((wire) => {
     const verdict = validateTransferRequest(wire, config.transferAmountMax);
     if (!verdict.ok) throw new Error(`bench workload produced an invalid transfer: ${verdict.reason}`);
@@ -37,36 +41,58 @@ export async function runLanesCase(ctx: CaseContext, makeDriver: LaneDriverFacto
   const names = sandboxNames(ctx.runId, caseName, run);
   ctx.progress.begin(run, options.runs, caseName, `${lanes} connections; database ${names.database}`);
 
-  return withSandbox({
-    config, names, wallets: options.wallets, balanceMinor: benchBalanceMinor(options.transfers), withQueue: false,
-  }, async (sandbox) => {
-    const driver = makeDriver(sandbox.requireDatabaseUrl(), lanes);
-    let lanesRun: Awaited<ReturnType<typeof driveLanes>>;
-    let cpuSamples: readonly CpuSample[] = [];
-    try {
-      await driver.open();
-      // This process is the client here: its CPU is the account's `bench` part.
-      const sampler = await startCpuSampler({ pool: sandbox.pool, redis: null, intervalMs: sampleIntervalMs(options.quick) });
+  return withSandbox(
+    {
+      config,
+      names,
+      wallets: options.wallets,
+      balanceMinor: benchBalanceMinor(options.transfers),
+      withQueue: false,
+    },
+    async (sandbox) => {
+      const driver = makeDriver(sandbox.requireDatabaseUrl(), lanes);
+      let lanesRun: Awaited<ReturnType<typeof driveLanes>>;
+      let cpuSamples: readonly CpuSample[] = [];
       try {
-        lanesRun = await driveLanes(requests.length, lanes, (i) => driver.apply(requests[i] as TransferRequest),
-          (done) => ctx.progress.tick(done, requests.length), ctx.signal);
+        await driver.open();
+        // This process is the client here: its CPU is the account's `bench` part.
+        const sampler = await startCpuSampler({
+          pool: sandbox.pool,
+          redis: null,
+          intervalMs: sampleIntervalMs(options.quick),
+        });
+        try {
+          lanesRun = await driveLanes(
+            requests.length,
+            lanes,
+            (i) => driver.apply(requests[i] as TransferRequest),
+            (done) => ctx.progress.tick(done, requests.length),
+            ctx.signal,
+          );
+        } finally {
+          cpuSamples = await sampler.stop();
+        }
       } finally {
-        cpuSamples = await sampler.stop();
+        await driver.close();
       }
-    } finally {
-      await driver.close();
-    }
-    const commits = await commitTimes(sandbox.requirePool(), operationPrefix);
-    return {
-      case: caseName,
-      run,
-      ...createdAtThroughput(commits),
-      wallMs: lanesRun.finishedMs - lanesRun.startedMs,
-      latencyMs: { enqueueToCommit: null, enqueueToAnswer: null, activeToCommit: null, call: percentiles(lanesRun.taskMs) },
-      processes: [],
-      cpu: cpuAccount(cpuSamples, [...commits.values()]),
-      verification: await verifyLedger(sandbox, operationPrefix, requests.length, null),
-      notes: { connections: lanes, ...driver.notes() },
-    } satisfies CaseRunResult;
-  }, (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`));
+      const commits = await commitTimes(sandbox.requirePool(), operationPrefix);
+      return {
+        case: caseName,
+        run,
+        ...createdAtThroughput(commits),
+        wallMs: lanesRun.finishedMs - lanesRun.startedMs,
+        latencyMs: {
+          enqueueToCommit: null,
+          enqueueToAnswer: null,
+          activeToCommit: null,
+          call: percentiles(lanesRun.taskMs),
+        },
+        processes: [],
+        cpu: cpuAccount(cpuSamples, [...commits.values()]),
+        verification: await verifyLedger(sandbox, operationPrefix, requests.length, null),
+        notes: { connections: lanes, ...driver.notes() },
+      } satisfies CaseRunResult;
+    },
+    (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`),
+  );
 }

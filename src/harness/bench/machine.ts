@@ -49,7 +49,9 @@ export function currentLoadAverage1m(): number {
 
 function packageVersion(name: string): string | null {
   try {
-    const manifest = JSON.parse(readFileSync(join(PROJECT_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version?: unknown };
+    const manifest = JSON.parse(readFileSync(join(PROJECT_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as {
+      version?: unknown;
+    };
     return typeof manifest.version === 'string' ? manifest.version : null;
   } catch {
     return null;
@@ -58,7 +60,11 @@ function packageVersion(name: string): string | null {
 
 function git(args: string[]): string | null {
   try {
-    return execFileSync('git', args, { cwd: PROJECT_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync('git', args, {
+      cwd: PROJECT_ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
   } catch {
     return null;
   }
@@ -69,7 +75,8 @@ export async function versions(databaseUrl: string, redis: Redis): Promise<Versi
   await client.connect();
   let postgres: string;
   try {
-    postgres = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? 'unknown';
+    postgres =
+      (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? 'unknown';
   } finally {
     await client.end();
   }

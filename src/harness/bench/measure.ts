@@ -24,16 +24,25 @@ export interface Percentiles {
 export function percentiles(values: readonly number[]): Percentiles | null {
   if (values.length === 0) return null;
   const sorted = [...values].sort((a, b) => a - b);
-  const rank = (p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number;
+  const rank = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number;
   const round = (v: number) => Math.round(v * 100) / 100;
-  return { n: sorted.length, p50: round(rank(50)), p95: round(rank(95)), p99: round(rank(99)), max: round(sorted.at(-1) as number) };
+  return {
+    n: sorted.length,
+    p50: round(rank(50)),
+    p95: round(rank(95)),
+    p99: round(rank(99)),
+    max: round(sorted.at(-1) as number),
+  };
 }
 
 export function median(values: readonly number[]): number | null {
   if (values.length === 0) return null;
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
 export interface Span {
@@ -54,15 +63,29 @@ export function spanOf(times: readonly number[]): Span | null {
     if (t > last) last = t;
   }
   const spanMs = last - first;
-  return { count: times.length, firstMs: first, lastMs: last, spanMs, perS: spanMs > 0 ? (times.length * 1000) / spanMs : 0 };
+  return {
+    count: times.length,
+    firstMs: first,
+    lastMs: last,
+    spanMs,
+    perS: spanMs > 0 ? (times.length * 1000) / spanMs : 0,
+  };
 }
 
 /** The throughput fields of a case result from its transfers' created_at times. */
 export function createdAtThroughput(commits: ReadonlyMap<string, number>): {
-  transfers: number; throughputPerS: number | null; spanMs: number | null; spanSource: 'transfers.created_at';
+  transfers: number;
+  throughputPerS: number | null;
+  spanMs: number | null;
+  spanSource: 'transfers.created_at';
 } {
   const span = spanOf([...commits.values()]);
-  return { transfers: commits.size, throughputPerS: span?.perS ?? null, spanMs: span?.spanMs ?? null, spanSource: 'transfers.created_at' };
+  return {
+    transfers: commits.size,
+    throughputPerS: span?.perS ?? null,
+    spanMs: span?.spanMs ?? null,
+    spanSource: 'transfers.created_at',
+  };
 }
 
 /** operationId → transfers.created_at (epoch ms, µs precision) of the operations with this prefix. */
@@ -83,7 +106,11 @@ export interface JobTimes {
 }
 
 /** Reads processedOn/finishedOn of the given jobs from their hashes, pipelined in chunks. */
-export async function jobTimes(connection: Redis, queue: Queue, jobIds: readonly string[]): Promise<Map<string, JobTimes>> {
+export async function jobTimes(
+  connection: Redis,
+  queue: Queue,
+  jobIds: readonly string[],
+): Promise<Map<string, JobTimes>> {
   const out = new Map<string, JobTimes>();
   const chunk = 1_000;
   for (let start = 0; start < jobIds.length; start += chunk) {

@@ -8,16 +8,16 @@ import type pg from 'pg';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { ENQUEUE_BATCH_MAX } from '../../queue/producer.ts';
 import { DRAIN_POLL_INTERVAL_MS } from '../../queue/queue-drain.ts';
-import { logDirOf, type BenchFleet } from './bench-fleet.ts';
+import { type BenchFleet, logDirOf } from './bench-fleet.ts';
+import { benchBalanceMinor, benchWorkload } from './bench-workload.ts';
 import { withFleet } from './bullmq-drive.ts';
-import { cpuAccount, sampleIntervalMs } from './cpu-account.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
+import { cpuAccount, sampleIntervalMs } from './cpu-account.ts';
 import { GRAPHILE_TASK } from './graphile-settings.ts';
 import { commitTimes, createdAtThroughput, differences, percentiles } from './measure.ts';
 import { sandboxNames, withSandbox } from './sandbox.ts';
-import { verifyLedger, type QueueState } from './verify.ts';
+import { type QueueState, verifyLedger } from './verify.ts';
 import { operationPrefixOf } from './worker-cases.ts';
-import { benchBalanceMinor, benchWorkload } from './bench-workload.ts';
 
 export const GRAPHILE_WORKER_ENTRY = join(PROJECT_ROOT, 'src', 'harness', 'bench', 'graphile-worker-entry.ts');
 
@@ -43,7 +43,11 @@ async function graphileJobs(pool: pg.Pool): Promise<GraphileJobs> {
 }
 
 async function waitForGraphileDrain(
-  ctx: CaseContext, pool: pg.Pool, fleet: BenchFleet, total: number, onErrored: (n: number) => void,
+  ctx: CaseContext,
+  pool: pg.Pool,
+  fleet: BenchFleet,
+  total: number,
+  onErrored: (n: number) => void,
 ): Promise<void> {
   const deadline = performance.now() + ctx.options.drainTimeoutS * 1000;
   for (;;) {
@@ -55,7 +59,8 @@ async function waitForGraphileDrain(
     ctx.progress.tick(total - jobs.left, total, `(${jobs.errored} with errors)`);
     if (jobs.left === 0) return;
     if (jobs.failed > 0) throw new Error(`${jobs.failed} Graphile Worker jobs failed for good`);
-    if (performance.now() > deadline) throw new Error(`Graphile Worker jobs not done within ${ctx.options.drainTimeoutS} s: ${JSON.stringify(jobs)}`);
+    if (performance.now() > deadline)
+      throw new Error(`Graphile Worker jobs not done within ${ctx.options.drainTimeoutS} s: ${JSON.stringify(jobs)}`);
     if (ctx.signal.aborted) throw new Error('interrupted');
     await new Promise((r) => setTimeout(r, DRAIN_POLL_INTERVAL_MS));
   }
@@ -64,60 +69,86 @@ async function waitForGraphileDrain(
 export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> {
   const { options, config, run } = ctx;
   const operationPrefix = operationPrefixOf(run);
-  const wires = benchWorkload({ transfers: options.transfers, wallets: options.wallets, run, hot: false, operationPrefix });
+  const wires = benchWorkload({
+    transfers: options.transfers,
+    wallets: options.wallets,
+    run,
+    hot: false,
+    operationPrefix,
+  });
   const names = sandboxNames(ctx.runId, 'peer-graphile-worker', run);
   ctx.progress.begin(run, options.runs, 'peer-graphile-worker', `database ${names.database}`);
   const quiet = new Logger(() => (level, message) => {
     if (level === 'error' || level === 'warning') ctx.progress.note(`graphile-worker ${level}: ${message}`);
   });
 
-  return withSandbox({
-    config, names, wallets: options.wallets, balanceMinor: benchBalanceMinor(options.transfers), withQueue: false,
-  }, async (sandbox) => {
-    const databaseUrl = sandbox.requireDatabaseUrl();
-    const pool = sandbox.requirePool();
-    const enqueuedAtMs = new Map<string, number>();
-    const utils = await makeWorkerUtils({ connectionString: databaseUrl, logger: quiet });
-    try {
-      await utils.migrate();
-      for (let start = 0; start < wires.length; start += ENQUEUE_BATCH_MAX) {
-        const chunk = wires.slice(start, start + ENQUEUE_BATCH_MAX);
-        const stampMs = Date.now();
-        await utils.addJobs(chunk.map((wire) => ({ identifier: GRAPHILE_TASK, payload: wire, maxAttempts: config.jobAttemptsMax })));
-        for (const wire of chunk) enqueuedAtMs.set(wire.operationId, stampMs);
+  return withSandbox(
+    {
+      config,
+      names,
+      wallets: options.wallets,
+      balanceMinor: benchBalanceMinor(options.transfers),
+      withQueue: false,
+    },
+    async (sandbox) => {
+      const databaseUrl = sandbox.requireDatabaseUrl();
+      const pool = sandbox.requirePool();
+      const enqueuedAtMs = new Map<string, number>();
+      const utils = await makeWorkerUtils({ connectionString: databaseUrl, logger: quiet });
+      try {
+        await utils.migrate();
+        for (let start = 0; start < wires.length; start += ENQUEUE_BATCH_MAX) {
+          const chunk = wires.slice(start, start + ENQUEUE_BATCH_MAX);
+          const stampMs = Date.now();
+          await utils.addJobs(
+            chunk.map((wire) => ({ identifier: GRAPHILE_TASK, payload: wire, maxAttempts: config.jobAttemptsMax })),
+          );
+          for (const wire of chunk) enqueuedAtMs.set(wire.operationId, stampMs);
+        }
+      } finally {
+        await utils.release();
       }
-    } finally {
-      await utils.release();
-    }
-    ctx.progress.note(`${wires.length} jobs added; starting ${options.workers} Graphile Worker processes`);
+      ctx.progress.note(`${wires.length} jobs added; starting ${options.workers} Graphile Worker processes`);
 
-    let erroredMax = 0;
-    const { processes, wallMs, cpuSamples } = await withFleet({
-      count: options.workers,
-      entry: GRAPHILE_WORKER_ENTRY,
-      env: { DATABASE_URL: databaseUrl, WORKER_CONCURRENCY: String(options.concurrency), LOG_LEVEL: 'warn' },
-      logDir: logDirOf(ctx.logRoot, 'peer-graphile-worker', run),
-      cpuProfDir: null,
-      workerEntry: ctx.config.workerEntry,
-      // Graphile Worker as its documentation runs it: node's defaults, not our worker's flags.
-      runtimeFlags: [],
-    }, sandbox.cpuServers(sampleIntervalMs(options.quick)), (fleet) => waitForGraphileDrain(ctx, pool, fleet, wires.length, (n) => { erroredMax = Math.max(erroredMax, n); }));
+      let erroredMax = 0;
+      const { processes, wallMs, cpuSamples } = await withFleet(
+        {
+          count: options.workers,
+          entry: GRAPHILE_WORKER_ENTRY,
+          env: { DATABASE_URL: databaseUrl, WORKER_CONCURRENCY: String(options.concurrency), LOG_LEVEL: 'warn' },
+          logDir: logDirOf(ctx.logRoot, 'peer-graphile-worker', run),
+          cpuProfDir: null,
+          workerEntry: ctx.config.workerEntry,
+          // Graphile Worker as its documentation runs it: node's defaults, not our worker's flags.
+          runtimeFlags: [],
+        },
+        sandbox.cpuServers(sampleIntervalMs(options.quick)),
+        (fleet) =>
+          waitForGraphileDrain(ctx, pool, fleet, wires.length, (n) => {
+            erroredMax = Math.max(erroredMax, n);
+          }),
+      );
 
-    const commits = await commitTimes(pool, operationPrefix);
-    const jobs = await graphileJobs(pool);
-    const state: QueueState = { failedJobs: jobs.failed, jobsLeft: jobs.left, completedJobs: null };
-    return {
-      case: 'peer-graphile-worker',
-      run,
-      ...createdAtThroughput(commits),
-      wallMs,
-      latencyMs: {
-        enqueueToCommit: percentiles(differences(commits, enqueuedAtMs)), enqueueToAnswer: null, activeToCommit: null, call: null,
-      },
-      processes,
-      cpu: cpuAccount(cpuSamples, [...commits.values()]),
-      verification: await verifyLedger(sandbox, operationPrefix, wires.length, state),
-      notes: { jobsWithErrorsSeenMax: erroredMax },
-    } satisfies CaseRunResult;
-  }, (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`));
+      const commits = await commitTimes(pool, operationPrefix);
+      const jobs = await graphileJobs(pool);
+      const state: QueueState = { failedJobs: jobs.failed, jobsLeft: jobs.left, completedJobs: null };
+      return {
+        case: 'peer-graphile-worker',
+        run,
+        ...createdAtThroughput(commits),
+        wallMs,
+        latencyMs: {
+          enqueueToCommit: percentiles(differences(commits, enqueuedAtMs)),
+          enqueueToAnswer: null,
+          activeToCommit: null,
+          call: null,
+        },
+        processes,
+        cpu: cpuAccount(cpuSamples, [...commits.values()]),
+        verification: await verifyLedger(sandbox, operationPrefix, wires.length, state),
+        notes: { jobsWithErrorsSeenMax: erroredMax },
+      } satisfies CaseRunResult;
+    },
+    (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`),
+  );
 }

@@ -51,7 +51,10 @@ export class MemoryTracker {
   private sampledMaxKb = 0;
   private samples = 0;
 
-  constructor(readonly index: number, readonly pid: number) {}
+  constructor(
+    readonly index: number,
+    readonly pid: number,
+  ) {}
 
   sample(): void {
     const reading = readMemory(this.pid);

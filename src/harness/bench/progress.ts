@@ -7,7 +7,10 @@ export class Progress {
   private lastMs = 0;
   private label = '';
 
-  constructor(private readonly write: (line: string) => void, private readonly intervalMs = PROGRESS_INTERVAL_MS) {}
+  constructor(
+    private readonly write: (line: string) => void,
+    private readonly intervalMs = PROGRESS_INTERVAL_MS,
+  ) {}
 
   /** A new case starts: "[run 1/3] e2e: <what>". */
   begin(run: number, runs: number, caseName: string, what: string): void {

@@ -20,7 +20,8 @@ export async function writeResults(outDir: string, report: BenchReport): Promise
   const paths = { json: join(outDir, `${stem}.json`), svg: join(outDir, `${stem}.svg`) };
   writeFileSync(paths.json, `${JSON.stringify(report, null, 2)}\n`);
   const p = report.parameters;
-  const title = `fenced transfers bench ${report.startedAt.slice(0, 16)}Z: ${String(p.workers)} workers × ${String(p.concurrency)}, ` +
+  const title =
+    `fenced transfers bench ${report.startedAt.slice(0, 16)}Z: ${String(p.workers)} workers × ${String(p.concurrency)}, ` +
     `${String(p.transfers)} transfers, ${String(p.wallets)} wallets, ${report.summary[0]?.runs ?? 0} run(s)` +
     `${report.ok ? '' : ' (FAILED)'}`;
   writeFileSync(paths.svg, await renderBenchSvg({ title, summaries: report.summary, results: report.runs }));

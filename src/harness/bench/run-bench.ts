@@ -6,25 +6,25 @@
 import { join } from 'node:path';
 import pg from 'pg';
 import { UsageError } from '../../cli/args.ts';
-import { withDatabase, type Config } from '../../config/config.ts';
+import { type Config, withDatabase } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../config/worker-runtime.ts';
 import { bullmqConnection } from '../../queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';
-import { VerificationFailedError, type CaseContext, type CaseRunResult } from './case-result.ts';
+import { type BenchOptions, type CaseName, casesOf } from './bench-options.ts';
+import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './bench-workload.ts';
+import { type CaseContext, type CaseRunResult, VerificationFailedError } from './case-result.ts';
 import { runDbCeiling } from './db-ceiling.ts';
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
 import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
-import { currentLoadAverage1m, machineInfo, versions, type MachineInfo, type Versions } from './machine.ts';
-import { casesOf, type BenchOptions, type CaseName } from './bench-options.ts';
+import { currentLoadAverage1m, type MachineInfo, machineInfo, type Versions, versions } from './machine.ts';
 import { runPeerGraphile } from './peer-graphile.ts';
 import { Progress } from './progress.ts';
 import { runQueueCeiling } from './queue-ceiling.ts';
 import { benchRunId } from './sandbox.ts';
 import { runSeedDesign } from './seed-design.ts';
-import { e2ePeakRssMb, ratios, summarize, type CaseSummary, type Ratios } from './summary.ts';
+import { type CaseSummary, e2ePeakRssMb, type Ratios, ratios, summarize } from './summary.ts';
 import { runWorkerCase } from './worker-cases.ts';
-import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './bench-workload.ts';
 
 /** Connections left free for everyone else on the server when the bench checks its budget. */
 export const CONNECTIONS_RESERVE = 10;
@@ -51,21 +51,25 @@ export const DEFINITIONS = Object.freeze({
     'Date.now() in the bench just before the addBulk/add call that enqueued the transfer → its transfers.created_at ' +
     '(same machine clock). In e2e, e2e-unbatched, hot and peer-graphile-worker the queue is filled before the workers ' +
     'start, so this is mostly time spent waiting in the queue; the paced low-rate cases show the latency of a quiet system.',
-  enqueueToAnswer: 'bench enqueue time → BullMQ finishedOn (the worker had the answer and completed the job; worker clock).',
-  activeToCommit: 'BullMQ processedOn (a worker took the job, last attempt) → transfers.created_at: the time inside the worker before the decision started.',
+  enqueueToAnswer:
+    'bench enqueue time → BullMQ finishedOn (the worker had the answer and completed the job; worker clock).',
+  activeToCommit:
+    'BullMQ processedOn (a worker took the job, last attempt) → transfers.created_at: the time inside the worker before the decision started.',
   call: 'db-ceiling and seed-design: one transfer’s call (round trips and commit) as the bench process saw it.',
-  wallMs: 'bench clock from starting the processes (or the first call) until everything was done; includes process start-up.',
+  wallMs:
+    'bench clock from starting the processes (or the first call) until everything was done; includes process start-up.',
   peakRssMb:
     'per process, the larger of VmHWM (/proc/<pid>/status, read just before the process was told to stop) and every ' +
     'VmRSS sampled during the case (each drain poll, 250 ms): VmHWM alone can lag a sampled VmRSS (vmHwmCoversSamples).',
   cpu:
     'per case run, CPU milliseconds per transfer of each part inside the throughput span (samples every 250 ms; from ' +
     'the first sample after the first commit to the last before the last, over the transfers committed between them): ' +
-    'processes = the case\'s worker processes (/proc/<pid>/stat, all threads); postgres = the whole local server ' +
+    "processes = the case's worker processes (/proc/<pid>/stat, all threads); postgres = the whole local server " +
     '(postmaster, its live children and the ones it reaped); redis = INFO cpu of the server; bench = this process; ' +
     'machine = all busy CPU (/proc/stat); other = machine minus the parts. Null where a part cannot be read ' +
     '(a remote server, no /proc). Summaries hold the medians over the runs.',
-  ratios: 'median transfers/s of one case over the median of the other; lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs).',
+  ratios:
+    'median transfers/s of one case over the median of the other; lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs).',
 });
 
 export interface BenchReport {
@@ -116,7 +120,9 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
     transferBatchMax: options.batchMax ?? 'worker default',
     transferBatchWaitMs: options.batchWaitMs ?? 'worker default',
     workerLogLevel: 'warn',
-    runtime: config.workerEntry.endsWith('.js') ? 'compiled JavaScript (dist/, plain node)' : 'TypeScript sources through tsx',
+    runtime: config.workerEntry.endsWith('.js')
+      ? 'compiled JavaScript (dist/, plain node)'
+      : 'TypeScript sources through tsx',
     workerEntry: config.workerEntry,
     workerNodeFlags: WORKER_NODE_FLAGS,
     workerDbPoolMax: config.dbPoolMax,
@@ -145,8 +151,10 @@ export async function preflight(options: BenchOptions, config: Config): Promise<
 async function checkConnectionBudget(options: BenchOptions, config: Config): Promise<void> {
   const needs: [string, number][] = [];
   const lanes = options.workers * options.concurrency;
-  if (options.modes.includes('db-ceiling') || options.modes.includes('seed-design')) needs.push(['db-ceiling/seed-design', lanes]);
-  if (options.modes.includes('peer-graphile-worker')) needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.concurrency)]);
+  if (options.modes.includes('db-ceiling') || options.modes.includes('seed-design'))
+    needs.push(['db-ceiling/seed-design', lanes]);
+  if (options.modes.includes('peer-graphile-worker'))
+    needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.concurrency)]);
   if (options.modes.some((m) => m === 'e2e' || m === 'e2e-unbatched' || m === 'hot' || m === 'low-rate')) {
     needs.push(['worker processes', options.workers * config.dbPoolMax]);
   }
@@ -165,7 +173,7 @@ async function checkConnectionBudget(options: BenchOptions, config: Config): Pro
     if (n > free) {
       throw new UsageError(
         `${what} needs ${n} PostgreSQL connections (--workers ${options.workers} × --concurrency ${options.concurrency}), ` +
-        `but the server allows ${max} and ${used} are in use (${CONNECTIONS_RESERVE} kept free); lower --workers or --concurrency`,
+          `but the server allows ${max} and ${used} are in use (${CONNECTIONS_RESERVE} kept free); lower --workers or --concurrency`,
       );
     }
   }
@@ -177,7 +185,11 @@ export interface BenchRunOutcome {
 }
 
 export async function runBench(
-  options: BenchOptions, config: Config, argv: readonly string[], write: (line: string) => void, signal: AbortSignal,
+  options: BenchOptions,
+  config: Config,
+  argv: readonly string[],
+  write: (line: string) => void,
+  signal: AbortSignal,
 ): Promise<BenchRunOutcome> {
   const report: BenchReport = {
     kind: 'fenced-transfers-bench',
@@ -224,11 +236,15 @@ export async function runBench(
         const result = await RUNNERS[caseName](ctx);
         report.runs.push(result);
         const t = result.throughputPerS;
-        progress.note(`${t === null ? '' : `${Math.round(t)} transfers/s, `}verified: ${result.verification.ok ? 'yes' : result.verification.problems.join('; ')}`);
+        progress.note(
+          `${t === null ? '' : `${Math.round(t)} transfers/s, `}verified: ${result.verification.ok ? 'yes' : result.verification.problems.join('; ')}`,
+        );
         if (!result.verification.ok) throw new VerificationFailedError(result);
         const unread = result.processes.filter((p) => p.peakRssMb === null);
         if (unread.length > 0) {
-          throw new Error(`${caseName} run ${run}: the memory of process ${unread.map((p) => p.index).join(', ')} could not be read`);
+          throw new Error(
+            `${caseName} run ${run}: the memory of process ${unread.map((p) => p.index).join(', ')} could not be read`,
+          );
         }
       }
     }

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import pg from 'pg';
-import { withDatabase, type Config } from '../../config/config.ts';
+import { type Config, withDatabase } from '../../config/config.ts';
 import { MIGRATIONS_DIR } from '../../config/paths.ts';
 import { dropDatabase } from '../../db/database-admin.ts';
 import { migrate } from '../../db/migrations.ts';
@@ -15,8 +15,8 @@ import { closePrisma, createPrisma, type PrismaClient } from '../../db/prisma.ts
 import { seedWallets } from '../../ledger/seed-wallets.ts';
 import { createTransferQueue } from '../../queue/producer.ts';
 import { bullmqConnection } from '../../queue/redis-connection.ts';
-import type { CpuServers } from './cpu-account.ts';
 import type { CaseName } from './bench-options.ts';
+import type { CpuServers } from './cpu-account.ts';
 
 export const BENCH_WALLET_PREFIX = 'wallet-';
 export const BENCH_CURRENCY = 'EUR';
@@ -91,17 +91,24 @@ export class Sandbox {
     try {
       if (databaseUrl !== null) {
         await migrate(databaseUrl, MIGRATIONS_DIR);
-        pool = trackConnections(new pg.Pool({ connectionString: databaseUrl, max: MEASURE_POOL_MAX, options: '-c TimeZone=UTC' }));
+        pool = trackConnections(
+          new pg.Pool({ connectionString: databaseUrl, max: MEASURE_POOL_MAX, options: '-c TimeZone=UTC' }),
+        );
         // An idle connection the server ends must not crash the bench (see src/db/pool-close.ts).
         pool.on('error', () => undefined);
         prisma = createPrisma({ ...config, databaseUrl, dbPoolMax: MEASURE_POOL_MAX });
         await seedWallets(prisma, {
-          wallets: spec.wallets, balanceMinor: spec.balanceMinor, prefix: BENCH_WALLET_PREFIX, currency: BENCH_CURRENCY,
+          wallets: spec.wallets,
+          balanceMinor: spec.balanceMinor,
+          prefix: BENCH_WALLET_PREFIX,
+          currency: BENCH_CURRENCY,
         });
       }
       return sandbox();
     } catch (err) {
-      await sandbox().dispose().catch(() => undefined);
+      await sandbox()
+        .dispose()
+        .catch(() => undefined);
       throw err;
     }
   }
@@ -149,7 +156,9 @@ export class Sandbox {
     await step(() => deleteKeys(this.connection, this.names.keyPrefix));
     this.connection.disconnect();
     if (errors.length > 0) {
-      throw new Error(`cleaning up ${this.names.database}: ${errors.map((e) => (e instanceof Error ? e.message : String(e))).join('; ')}`);
+      throw new Error(
+        `cleaning up ${this.names.database}: ${errors.map((e) => (e instanceof Error ? e.message : String(e))).join('; ')}`,
+      );
     }
   }
 }
@@ -170,7 +179,9 @@ async function deleteKeys(redis: Redis, prefix: string): Promise<void> {
  * (so the first error is the one the caller sees).
  */
 export async function withSandbox<T>(
-  spec: SandboxSpec, use: (sandbox: Sandbox) => Promise<T>, onCleanupError: (err: unknown) => void,
+  spec: SandboxSpec,
+  use: (sandbox: Sandbox) => Promise<T>,
+  onCleanupError: (err: unknown) => void,
 ): Promise<T> {
   const sandbox = await Sandbox.create(spec);
   let result: T;

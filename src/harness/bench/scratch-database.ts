@@ -3,7 +3,7 @@
 // and dropped whatever happens. The full bench's cases use Sandbox (sandbox.ts), which also
 // opens a queue and Redis keys these commands do not need.
 import { randomBytes } from 'node:crypto';
-import { withDatabase, type Config } from '../../config/config.ts';
+import { type Config, withDatabase } from '../../config/config.ts';
 import { MIGRATIONS_DIR } from '../../config/paths.ts';
 import { dropDatabase } from '../../db/database-admin.ts';
 import { migrate } from '../../db/migrations.ts';
@@ -22,7 +22,10 @@ export interface ScratchDatabaseSpec {
   readonly onCreated?: (name: string) => void;
 }
 
-export async function withScratchDatabase<T>(spec: ScratchDatabaseSpec, use: (databaseUrl: string) => Promise<T>): Promise<T> {
+export async function withScratchDatabase<T>(
+  spec: ScratchDatabaseSpec,
+  use: (databaseUrl: string) => Promise<T>,
+): Promise<T> {
   const name = `bench_${spec.tag}_${randomBytes(4).toString('hex')}`;
   const databaseUrl = withDatabase(spec.config.databaseUrl, name);
   spec.onCreated?.(name);
@@ -30,7 +33,12 @@ export async function withScratchDatabase<T>(spec: ScratchDatabaseSpec, use: (da
     await migrate(databaseUrl, MIGRATIONS_DIR);
     const prisma = createPrisma({ ...spec.config, databaseUrl });
     try {
-      await seedWallets(prisma, { wallets: spec.wallets, balanceMinor: spec.balanceMinor, prefix: BENCH_WALLET_PREFIX, currency: BENCH_CURRENCY });
+      await seedWallets(prisma, {
+        wallets: spec.wallets,
+        balanceMinor: spec.balanceMinor,
+        prefix: BENCH_WALLET_PREFIX,
+        currency: BENCH_CURRENCY,
+      });
     } finally {
       await closePrisma(prisma);
     }

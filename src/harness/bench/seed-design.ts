@@ -4,14 +4,15 @@
 // workers × concurrency connections. The baseline the pipeline is compared with.
 // (The two ledger entries go in one multi-row INSERT, one round trip fewer than most
 // write-ups: the comparison is, if anything, kind to this design.)
-import { Prisma } from '../../generated/prisma/client.ts';
+
 import { closePrisma, createPrisma, type PrismaClient } from '../../db/prisma.ts';
+import { Prisma } from '../../generated/prisma/client.ts';
 import { postgresErrorCode, RETRYABLE_SQLSTATES } from '../../ledger/apply-transfer.ts';
 import { requestHash } from '../../ledger/request-hash.ts';
 import type { TransferRequest } from '../../ledger/transfer-request.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { UNLOCKED_FENCE } from './decision-call.ts';
-import { runLanesCase, type LaneDriver } from './lanes-case.ts';
+import { type LaneDriver, runLanesCase } from './lanes-case.ts';
 
 /** Attempts of one transfer; deadlocks are possible here (rows are locked in request order). */
 export const SEED_DESIGN_ATTEMPTS_MAX = 5;
@@ -26,28 +27,35 @@ export class DebitRefusedError extends Error {
 
 type SeedOutcome = 'applied' | 'duplicate';
 
-export async function seedDesignTransfer(prisma: PrismaClient, request: TransferRequest, fence: bigint): Promise<SeedOutcome> {
+export async function seedDesignTransfer(
+  prisma: PrismaClient,
+  request: TransferRequest,
+  fence: bigint,
+): Promise<SeedOutcome> {
   const { operationId, from, to, amountMinor, currency } = request;
-  return prisma.$transaction(async (tx) => {
-    const recorded = await tx.$executeRaw`
+  return prisma.$transaction(
+    async (tx) => {
+      const recorded = await tx.$executeRaw`
       INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency, status, fence)
       VALUES (${operationId}::text, ${requestHash(request)}::text, ${from}::text, ${to}::text, ${amountMinor}::bigint,
               ${currency}::text, 'applied', ${fence}::bigint)
       ON CONFLICT (operation_id) DO NOTHING`;
-    if (recorded === 0) return 'duplicate';
-    const debited = await tx.$executeRaw`
+      if (recorded === 0) return 'duplicate';
+      const debited = await tx.$executeRaw`
       UPDATE wallets SET balance = balance - ${amountMinor}::bigint, last_fence = ${fence}::bigint, updated_at = now()
        WHERE id = ${from}::text AND last_fence <= ${fence}::bigint AND balance >= ${amountMinor}::bigint`;
-    if (debited !== 1) throw new DebitRefusedError(`debit of ${from} for ${operationId} matched ${debited} rows`);
-    const credited = await tx.$executeRaw`
+      if (debited !== 1) throw new DebitRefusedError(`debit of ${from} for ${operationId} matched ${debited} rows`);
+      const credited = await tx.$executeRaw`
       UPDATE wallets SET balance = balance + ${amountMinor}::bigint, updated_at = now() WHERE id = ${to}::text`;
-    if (credited !== 1) throw new Error(`credit of ${to} for ${operationId} matched ${credited} rows`);
-    await tx.$executeRaw`
+      if (credited !== 1) throw new Error(`credit of ${to} for ${operationId} matched ${credited} rows`);
+      await tx.$executeRaw`
       INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence)
       VALUES (${operationId}::text, ${from}::text, 'debit', ${-amountMinor}::bigint, ${fence}::bigint),
              (${operationId}::text, ${to}::text, 'credit', ${amountMinor}::bigint, ${fence}::bigint)`;
-    return 'applied';
-  }, { maxWait: SEED_DESIGN_TX_MAX_WAIT_MS, timeout: SEED_DESIGN_TX_TIMEOUT_MS });
+      return 'applied';
+    },
+    { maxWait: SEED_DESIGN_TX_MAX_WAIT_MS, timeout: SEED_DESIGN_TX_TIMEOUT_MS },
+  );
 }
 
 function retryable(err: unknown): boolean {

@@ -1,10 +1,11 @@
 // From the runs to what the issue's acceptance reads: per case the median over the runs (and
 // the spread), the peak memory of its processes, and the ratios between cases. A ratio is null
 // when one of its cases was not run (a --modes subset) or gave no figure.
+
+import type { CaseName } from './bench-options.ts';
 import type { CaseRunResult, LatencyFigures } from './case-result.ts';
 import { CPU_PARTS, type CpuPart } from './cpu-account.ts';
 import { median, type Percentiles } from './measure.ts';
-import type { CaseName } from './bench-options.ts';
 
 export interface MedianPercentiles {
   readonly p50: number | null;
@@ -69,24 +70,26 @@ export function summarize(results: readonly CaseRunResult[], cases: readonly Cas
     const peaks = runs.flatMap((r) => r.processes.map((p) => p.peakRssMb)).filter((p): p is number => p !== null);
     const latency = (key: keyof LatencyFigures) => medianPercentiles(runs.map((r) => r.latencyMs[key]));
     const med = median(throughputs);
-    return [{
-      case: caseName,
-      runs: runs.length,
-      throughputPerS: {
-        median: med === null ? null : round(med, 1),
-        min: throughputs.length === 0 ? null : round(Math.min(...throughputs), 1),
-        max: throughputs.length === 0 ? null : round(Math.max(...throughputs), 1),
+    return [
+      {
+        case: caseName,
+        runs: runs.length,
+        throughputPerS: {
+          median: med === null ? null : round(med, 1),
+          min: throughputs.length === 0 ? null : round(Math.min(...throughputs), 1),
+          max: throughputs.length === 0 ? null : round(Math.max(...throughputs), 1),
+        },
+        latencyMs: {
+          enqueueToCommit: latency('enqueueToCommit'),
+          enqueueToAnswer: latency('enqueueToAnswer'),
+          activeToCommit: latency('activeToCommit'),
+          call: latency('call'),
+        },
+        peakRssMbMax: peaks.length === 0 ? null : Math.max(...peaks),
+        ...cpuMedians(runs),
+        verified: runs.every((r) => r.verification.ok),
       },
-      latencyMs: {
-        enqueueToCommit: latency('enqueueToCommit'),
-        enqueueToAnswer: latency('enqueueToAnswer'),
-        activeToCommit: latency('activeToCommit'),
-        call: latency('call'),
-      },
-      peakRssMbMax: peaks.length === 0 ? null : Math.max(...peaks),
-      ...cpuMedians(runs),
-      verified: runs.every((r) => r.verification.ok),
-    }];
+    ];
   });
 }
 
@@ -99,14 +102,19 @@ function cpuMedians(runs: readonly CaseRunResult[]): Pick<CaseSummary, 'cpuMsPer
   };
   const cores = medianOf(accounts.map((a) => a.machineCores));
   return {
-    cpuMsPerTransfer: Object.fromEntries([...CPU_PARTS, 'other' as const].map((p) => [p, part(p)])) as Record<CpuPart | 'other', number | null>,
+    cpuMsPerTransfer: Object.fromEntries([...CPU_PARTS, 'other' as const].map((p) => [p, part(p)])) as Record<
+      CpuPart | 'other',
+      number | null
+    >,
     machineCores: cores === null ? null : round(cores, 2),
   };
 }
 
 /** Median over the runs of a case of one numeric note. */
 function noteMedian(results: readonly CaseRunResult[], caseName: CaseName, note: string): number | null {
-  const values = results.filter((r) => r.case === caseName).map((r) => r.notes[note])
+  const values = results
+    .filter((r) => r.case === caseName)
+    .map((r) => r.notes[note])
     .filter((v): v is number => typeof v === 'number');
   return values.length === 0 ? null : median(values);
 }
@@ -118,7 +126,8 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
     const y = throughput(b);
     return x === null || y === null || y === 0 ? null : round(x / y, 3);
   };
-  const lowRate = (c: CaseName, key: 'p50' | 'p95') => summaries.find((s) => s.case === c)?.latencyMs.enqueueToCommit?.[key] ?? null;
+  const lowRate = (c: CaseName, key: 'p50' | 'p95') =>
+    summaries.find((s) => s.case === c)?.latencyMs.enqueueToCommit?.[key] ?? null;
   const added = (key: 'p50' | 'p95') => {
     const on = lowRate('low-rate', key);
     const off = lowRate('low-rate-unbatched', key);

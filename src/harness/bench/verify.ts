@@ -14,8 +14,17 @@ export interface QueueState {
 }
 
 export async function bullmqState(queue: Queue): Promise<QueueState> {
-  const c = await queue.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'waiting-children', 'completed', 'failed');
-  const left = (c.waiting ?? 0) + (c.delayed ?? 0) + (c.active ?? 0) + (c.prioritized ?? 0) + (c['waiting-children'] ?? 0);
+  const c = await queue.getJobCounts(
+    'waiting',
+    'delayed',
+    'active',
+    'prioritized',
+    'waiting-children',
+    'completed',
+    'failed',
+  );
+  const left =
+    (c.waiting ?? 0) + (c.delayed ?? 0) + (c.active ?? 0) + (c.prioritized ?? 0) + (c['waiting-children'] ?? 0);
   return { failedJobs: c.failed ?? 0, jobsLeft: left, completedJobs: c.completed ?? 0 };
 }
 
@@ -27,8 +36,14 @@ export function verifyJobs(expected: number, state: QueueState): Verification {
   const completed = state.completedJobs ?? 0;
   if (completed !== expected) problems.push(`${completed} jobs completed, expected ${expected}`);
   return {
-    ok: problems.length === 0, expected, applied: completed, notApplied: expected - completed,
-    failedJobs: state.failedJobs, jobsLeft: state.jobsLeft, invariantsHeld: null, problems,
+    ok: problems.length === 0,
+    expected,
+    applied: completed,
+    notApplied: expected - completed,
+    failedJobs: state.failedJobs,
+    jobsLeft: state.jobsLeft,
+    invariantsHeld: null,
+    problems,
   };
 }
 
@@ -37,7 +52,10 @@ export function verifyJobs(expected: number, state: QueueState): Verification {
  * invariants hold; plus, when given, the job queue's state (BullMQ or Graphile Worker).
  */
 export async function verifyLedger(
-  sandbox: Sandbox, operationPrefix: string, expected: number, jobs: QueueState | null,
+  sandbox: Sandbox,
+  operationPrefix: string,
+  expected: number,
+  jobs: QueueState | null,
 ): Promise<Verification> {
   const pool = sandbox.requirePool();
   const { rows } = await pool.query<{ applied: string; total: string; others: string }>(

@@ -2,14 +2,15 @@
 // (src/cli/worker.ts: lock, fence, idempotency). The queue is filled first through the project's
 // producer, then the workers start; throughput is transfers / (last − first deciding
 // transaction) read from PostgreSQL, so process start-up is not in it.
+
+import { logDirOf, type SlotTimes } from './bench-fleet.ts';
+import { benchBalanceMinor, benchWorkload, HOT_WALLET_RATE } from './bench-workload.ts';
+import { bullmqLatencies, drainWithFleet, enqueueStamped, withFleet } from './bullmq-drive.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
 import { cpuAccount, sampleIntervalMs } from './cpu-account.ts';
-import { logDirOf, type SlotTimes } from './bench-fleet.ts';
-import { bullmqLatencies, drainWithFleet, enqueueStamped, withFleet } from './bullmq-drive.ts';
 import { commitTimes, createdAtThroughput } from './measure.ts';
-import { sandboxNames, withSandbox, type Sandbox } from './sandbox.ts';
+import { type Sandbox, sandboxNames, withSandbox } from './sandbox.ts';
 import { bullmqState, verifyLedger } from './verify.ts';
-import { benchBalanceMinor, benchWorkload, HOT_WALLET_RATE } from './bench-workload.ts';
 
 /** Batching as the worker reads it: its default (or --batch-max/--batch-wait-ms), or off. */
 export type Batching = 'default' | 'off';
@@ -46,50 +47,68 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
   }
   const operationPrefix = operationPrefixOf(run);
   const wires = benchWorkload({
-    transfers: options.transfers, wallets: options.wallets, run, hot: caseName === 'hot', operationPrefix,
+    transfers: options.transfers,
+    wallets: options.wallets,
+    run,
+    hot: caseName === 'hot',
+    operationPrefix,
   });
   const names = sandboxNames(ctx.runId, caseName, run);
   ctx.progress.begin(run, options.runs, caseName, `database ${names.database}, queue ${names.queue}`);
-  return withSandbox({
-    config, names, wallets: options.wallets, balanceMinor: benchBalanceMinor(options.transfers), withQueue: true,
-  }, async (sandbox) => {
-    const queue = sandbox.requireQueue();
-    const enqueued = await enqueueStamped(queue, wires, config.transferAmountMax);
-    ctx.progress.note(`${wires.length} transfers enqueued; starting ${options.workers} workers`);
-    let slots: SlotTimes | null = null;
-    const { processes, wallMs, cpuSamples } = await withFleet({
-      count: options.workers,
-      env: workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
-      logDir: logDirOf(ctx.logRoot, caseName, run),
-      cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, caseName, run),
-      workerEntry: ctx.config.workerEntry,
-    }, sandbox.cpuServers(sampleIntervalMs(options.quick)), async (fleet) => {
-      await drainWithFleet(ctx, queue, fleet, wires.length);
-      slots = await fleet.slotTimes();
-    });
-    const slotTimes = slots as SlotTimes | null;
+  return withSandbox(
+    {
+      config,
+      names,
+      wallets: options.wallets,
+      balanceMinor: benchBalanceMinor(options.transfers),
+      withQueue: true,
+    },
+    async (sandbox) => {
+      const queue = sandbox.requireQueue();
+      const enqueued = await enqueueStamped(queue, wires, config.transferAmountMax);
+      ctx.progress.note(`${wires.length} transfers enqueued; starting ${options.workers} workers`);
+      let slots: SlotTimes | null = null;
+      const { processes, wallMs, cpuSamples } = await withFleet(
+        {
+          count: options.workers,
+          env: workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
+          logDir: logDirOf(ctx.logRoot, caseName, run),
+          cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, caseName, run),
+          workerEntry: ctx.config.workerEntry,
+        },
+        sandbox.cpuServers(sampleIntervalMs(options.quick)),
+        async (fleet) => {
+          await drainWithFleet(ctx, queue, fleet, wires.length);
+          slots = await fleet.slotTimes();
+        },
+      );
+      const slotTimes = slots as SlotTimes | null;
 
-    const commits = await commitTimes(sandbox.requirePool(), operationPrefix);
-    const latencyMs = await bullmqLatencies(sandbox.connection, queue, enqueued, commits);
-    const verification = await verifyLedger(sandbox, operationPrefix, wires.length, await bullmqState(queue));
-    return {
-      case: caseName,
-      run,
-      ...createdAtThroughput(commits),
-      wallMs,
-      latencyMs,
-      processes,
-      cpu: cpuAccount(cpuSamples, [...commits.values()]),
-      verification,
-      notes: {
-        hotWalletShare: caseName === 'hot' ? HOT_WALLET_RATE : 0,
-        transferBatchMax: caseName === 'e2e-unbatched' ? 1 : options.batchMax,
-        // Of the time jobs held worker slots, the share spent waiting for a wallet lease.
-        slotSeconds: slotTimes === null ? null : Math.round(slotTimes.slotSeconds * 1000) / 1000,
-        lockWaitSeconds: slotTimes === null ? null : Math.round(slotTimes.lockWaitSeconds * 1000) / 1000,
-        lockWaitShareOfSlotTime: slotTimes === null || slotTimes.slotSeconds === 0 ? null
-          : Math.round((slotTimes.lockWaitSeconds / slotTimes.slotSeconds) * 10_000) / 10_000,
-      },
-    } satisfies CaseRunResult;
-  }, (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`));
+      const commits = await commitTimes(sandbox.requirePool(), operationPrefix);
+      const latencyMs = await bullmqLatencies(sandbox.connection, queue, enqueued, commits);
+      const verification = await verifyLedger(sandbox, operationPrefix, wires.length, await bullmqState(queue));
+      return {
+        case: caseName,
+        run,
+        ...createdAtThroughput(commits),
+        wallMs,
+        latencyMs,
+        processes,
+        cpu: cpuAccount(cpuSamples, [...commits.values()]),
+        verification,
+        notes: {
+          hotWalletShare: caseName === 'hot' ? HOT_WALLET_RATE : 0,
+          transferBatchMax: caseName === 'e2e-unbatched' ? 1 : options.batchMax,
+          // Of the time jobs held worker slots, the share spent waiting for a wallet lease.
+          slotSeconds: slotTimes === null ? null : Math.round(slotTimes.slotSeconds * 1000) / 1000,
+          lockWaitSeconds: slotTimes === null ? null : Math.round(slotTimes.lockWaitSeconds * 1000) / 1000,
+          lockWaitShareOfSlotTime:
+            slotTimes === null || slotTimes.slotSeconds === 0
+              ? null
+              : Math.round((slotTimes.lockWaitSeconds / slotTimes.slotSeconds) * 10_000) / 10_000,
+        },
+      } satisfies CaseRunResult;
+    },
+    (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`),
+  );
 }

@@ -52,23 +52,41 @@ export function timelineData(input: ChartInput): TimelineData {
   const last = Math.max(0, ...seconds);
   const perSecond: TimelineData['perSecond'] = [];
   for (let s = first; s <= last; s++) perSecond.push({ t: s + 0.5, applied: buckets.get(s) ?? 0 });
-  const windows = input.faults.filter((f) => f.error === null).map((f) => ({
-    start: f.startMs / 1000,
-    end: Math.max(f.endMs / 1000, f.startMs / 1000 + INSTANT_FAULT_WIDTH_S),
-    kind: f.kind,
-    detail: f.detail,
-  }));
-  const failovers = input.faults.filter((f) => f.failoverAtMs !== undefined).map((f) => ({
-    t: (f.failoverAtMs as number) / 1000,
-    label: f.kind === 'failover-lossy' && f.failover?.kind === 'lossy' ? `takeover, ${f.failover.fenceIncrementsLost} incr. lost` : 'master killed → promoted',
-  }));
+  const windows = input.faults
+    .filter((f) => f.error === null)
+    .map((f) => ({
+      start: f.startMs / 1000,
+      end: Math.max(f.endMs / 1000, f.startMs / 1000 + INSTANT_FAULT_WIDTH_S),
+      kind: f.kind,
+      detail: f.detail,
+    }));
+  const failovers = input.faults
+    .filter((f) => f.failoverAtMs !== undefined)
+    .map((f) => ({
+      t: (f.failoverAtMs as number) / 1000,
+      label:
+        f.kind === 'failover-lossy' && f.failover?.kind === 'lossy'
+          ? `takeover, ${f.failover.fenceIncrementsLost} incr. lost`
+          : 'master killed → promoted',
+    }));
   return { points, perSecond, windows, failovers };
 }
 
 export function timelineSpec(input: ChartInput, data: TimelineData): vl.TopLevelSpec {
-  const ts = [...data.points.map((p) => p.t), ...data.perSecond.map((p) => p.t), ...data.windows.map((w) => w.end), 0, input.faultPhaseEndS];
+  const ts = [
+    ...data.points.map((p) => p.t),
+    ...data.perSecond.map((p) => p.t),
+    ...data.windows.map((w) => w.end),
+    0,
+    input.faultPhaseEndS,
+  ];
   const domain = [Math.floor(Math.min(...ts)), Math.ceil(Math.max(...ts))];
-  const x = { field: 't', type: 'quantitative', title: 'time since the fault phase started (s)', scale: { domain } } as const;
+  const x = {
+    field: 't',
+    type: 'quantitative',
+    title: 'time since the fault phase started (s)',
+    scale: { domain },
+  } as const;
   const faultLayer = {
     data: { values: data.windows },
     mark: { type: 'rect', opacity: 0.28 },
@@ -81,9 +99,23 @@ export function timelineSpec(input: ChartInput, data: TimelineData): vl.TopLevel
   const failoverRules = {
     data: { values: data.failovers },
     layer: [
-      { mark: { type: 'rule', color: '#b00020', strokeWidth: 2 }, encoding: { x: { field: 't', type: 'quantitative', scale: { domain } } } },
-      { mark: { type: 'text', color: '#b00020', angle: 270, align: 'right', baseline: 'bottom', dy: -2, fontSize: 9, y: 2 },
-        encoding: { x: { field: 't', type: 'quantitative', scale: { domain } }, text: { field: 'label' } } },
+      {
+        mark: { type: 'rule', color: '#b00020', strokeWidth: 2 },
+        encoding: { x: { field: 't', type: 'quantitative', scale: { domain } } },
+      },
+      {
+        mark: {
+          type: 'text',
+          color: '#b00020',
+          angle: 270,
+          align: 'right',
+          baseline: 'bottom',
+          dy: -2,
+          fontSize: 9,
+          y: 2,
+        },
+        encoding: { x: { field: 't', type: 'quantitative', scale: { domain } }, text: { field: 'label' } },
+      },
     ],
   } as const;
   const phaseEnd = {
@@ -121,7 +153,12 @@ export function timelineSpec(input: ChartInput, data: TimelineData): vl.TopLevel
             mark: { type: 'point', filled: true, size: 9, opacity: 0.55 },
             encoding: {
               x,
-              y: { field: 'latencyMs', type: 'quantitative', title: 'latency enqueue → answer (ms)', scale: { type: 'log' } },
+              y: {
+                field: 'latencyMs',
+                type: 'quantitative',
+                title: 'latency enqueue → answer (ms)',
+                scale: { type: 'log' },
+              },
               shape: { field: 'answer', type: 'nominal', title: 'answer' },
               fill: { field: 'answer', type: 'nominal', title: 'answer', scale: { scheme: 'dark2' } },
             },

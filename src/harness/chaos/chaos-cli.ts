@@ -12,9 +12,13 @@ function failoverLine(f: RunFigures): string {
   const failovers = f.faults.list.filter((r) => r.failover !== undefined);
   if (failovers.length === 0) return '';
   const lossy = failovers.flatMap((r) => (r.failover?.kind === 'lossy' ? [r] : []));
-  const lost = lossy.map((r) => (r.failover?.kind === 'lossy' ? `${r.failover.fenceIncrementsLost}/${r.failover.lockKeysLost}` : '')).join(', ');
-  return `  failovers: ${lossy.length} lossy (fence increments/lock keys lost: ${lost || 'none'}), ` +
-    `${failovers.length - lossy.length} master kills; faults that met no transfer in flight: ${f.faults.idle}\n`;
+  const lost = lossy
+    .map((r) => (r.failover?.kind === 'lossy' ? `${r.failover.fenceIncrementsLost}/${r.failover.lockKeysLost}` : ''))
+    .join(', ');
+  return (
+    `  failovers: ${lossy.length} lossy (fence increments/lock keys lost: ${lost || 'none'}), ` +
+    `${failovers.length - lossy.length} master kills; faults that met no transfer in flight: ${f.faults.idle}\n`
+  );
 }
 
 await runCli(async () => {
@@ -52,12 +56,12 @@ await runCli(async () => {
   const failed = f.checks.filter((c) => !c.ok).map((c) => c.name);
   process.stdout.write(
     `${f.verdict.pass ? 'PASS' : 'FAIL'} seed ${f.seed} (${f.mode.apply}, unsafe ${f.mode.unsafe ?? 'none'}): ${f.verdict.detail}\n` +
-    `  ${f.faults.injected} faults, ${f.ledger.transfersApplied} applied, ${f.answers.duplicate ?? 0} duplicates answered from the record, ` +
-    `${f.metrics.stale_fence ?? 0} stale fences refused, ${f.metrics.lock_lost ?? 0} lock losses, ${f.jobs.retries} retries, ` +
-    `${(f.durationMs.total / 1000).toFixed(1)} s\n` +
-    (failed.length > 0 ? `  failed checks: ${failed.join('; ')}\n` : '') +
-    failoverLine(f) +
-    `  report: ${relative(process.cwd(), result.outDir) || '.'}/report.md\n`,
+      `  ${f.faults.injected} faults, ${f.ledger.transfersApplied} applied, ${f.answers.duplicate ?? 0} duplicates answered from the record, ` +
+      `${f.metrics.stale_fence ?? 0} stale fences refused, ${f.metrics.lock_lost ?? 0} lock losses, ${f.jobs.retries} retries, ` +
+      `${(f.durationMs.total / 1000).toFixed(1)} s\n` +
+      (failed.length > 0 ? `  failed checks: ${failed.join('; ')}\n` : '') +
+      failoverLine(f) +
+      `  report: ${relative(process.cwd(), result.outDir) || '.'}/report.md\n`,
   );
   if (!result.pass) process.exitCode = 1;
 });

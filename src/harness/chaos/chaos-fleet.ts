@@ -8,10 +8,10 @@ import { join } from 'node:path';
 import { redisTargetEnv } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
-import { FaultProxy, FaultProxyGroup, type LinkProxy } from './fault-proxy.ts';
 import type { ChaosOptions } from './chaos-options.ts';
-import type { LinkName } from './schedule.ts';
 import type { ChaosServices } from './chaos-services.ts';
+import { FaultProxy, FaultProxyGroup, type LinkProxy } from './fault-proxy.ts';
+import type { LinkName } from './schedule.ts';
 
 export const NAIVE_WORKER_ENTRY = join(PROJECT_ROOT, 'src', 'harness', 'chaos', 'naive-worker.ts');
 /** The harness's unsafe modes need this second key on the workers (see src/config/config.ts). */
@@ -33,7 +33,10 @@ export interface FleetNames {
 }
 
 /** A worker's Redis link and the environment that makes it use it. */
-async function redisLinkOf(index: number, services: ChaosServices): Promise<{ proxy: LinkProxy; env: Record<string, string> }> {
+async function redisLinkOf(
+  index: number,
+  services: ChaosServices,
+): Promise<{ proxy: LinkProxy; env: Record<string, string> }> {
   const cluster = services.cluster;
   if (cluster === null) {
     const target = services.redisEndpoint;
@@ -45,7 +48,8 @@ async function redisLinkOf(index: number, services: ChaosServices): Promise<{ pr
   }
   const members: FaultProxy[] = [];
   try {
-    for (const node of cluster.nodes) members.push(await FaultProxy.start(`worker-${index}:redis-node-${node.index}`, '127.0.0.1', node.port));
+    for (const node of cluster.nodes)
+      members.push(await FaultProxy.start(`worker-${index}:redis-node-${node.index}`, '127.0.0.1', node.port));
   } catch (err) {
     await Promise.all(members.map((m) => m.close()));
     throw err;
@@ -54,8 +58,12 @@ async function redisLinkOf(index: number, services: ChaosServices): Promise<{ pr
     redisUrl: services.redisTarget.redisUrl,
     redisCluster: {
       nodes: members.map((m) => ({ host: '127.0.0.1', port: m.port })),
-      natMap: Object.fromEntries(cluster.nodes.map((n, i) => [`127.0.0.1:${n.announcedPort}`,
-        { host: '127.0.0.1', port: (members[i] as FaultProxy).port }])),
+      natMap: Object.fromEntries(
+        cluster.nodes.map((n, i) => [
+          `127.0.0.1:${n.announcedPort}`,
+          { host: '127.0.0.1', port: (members[i] as FaultProxy).port },
+        ]),
+      ),
     },
   });
   return { proxy: new FaultProxyGroup(`worker-${index}:redis`, members), env };
@@ -64,7 +72,12 @@ async function redisLinkOf(index: number, services: ChaosServices): Promise<{ pr
 export class ChaosFleet {
   private constructor(readonly workers: readonly ChaosWorker[]) {}
 
-  static async create(options: ChaosOptions, services: ChaosServices, names: FleetNames, logDir: string): Promise<ChaosFleet> {
+  static async create(
+    options: ChaosOptions,
+    services: ChaosServices,
+    names: FleetNames,
+    logDir: string,
+  ): Promise<ChaosFleet> {
     const workers: ChaosWorker[] = [];
     const pgTarget = services.postgresEndpoint;
     try {
@@ -76,7 +89,8 @@ export class ChaosFleet {
         // the owner keep the owner's URL: the naive worker reads and writes the tables itself,
         // and switching a database check off goes through apply_transfers_unsafe(), which the
         // worker role may never call.
-        const asOwner = options.apply === 'naive' || options.unsafe === 'no-idempotency' || options.unsafe === 'no-fencing';
+        const asOwner =
+          options.apply === 'naive' || options.unsafe === 'no-idempotency' || options.unsafe === 'no-fencing';
         const databaseUrl = new URL(asOwner ? services.databaseUrl : services.workerDatabaseUrl);
         databaseUrl.hostname = '127.0.0.1';
         databaseUrl.port = String(pgProxy.port);
@@ -99,7 +113,9 @@ export class ChaosFleet {
           TRANSFERS_ALLOW_UNSAFE: options.unsafe === null ? '' : ALLOW_UNSAFE_VALUE,
         };
         const proc = new WorkerProcess(index, {
-          env, logDir, ...(options.apply === 'naive' ? { entry: NAIVE_WORKER_ENTRY } : {}),
+          env,
+          logDir,
+          ...(options.apply === 'naive' ? { entry: NAIVE_WORKER_ENTRY } : {}),
         });
         workers.push({ index, process: proc, proxies: { redis: redisProxy, postgres: pgProxy } });
       }

@@ -1,7 +1,7 @@
 // The chaos harness's options: what `npm run chaos -- [flags]` accepts, its defaults and limits,
 // parsed once into a frozen object. Every other chaos file takes a ChaosOptions.
 import { join } from 'node:path';
-import { UsageError, parseFlags } from '../../cli/args.ts';
+import { parseFlags, UsageError } from '../../cli/args.ts';
 import type { UnsafeMode } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 
@@ -139,7 +139,10 @@ export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'sin
   const allowed = faultKindsOf(redis);
   if (raw === undefined || raw === 'all') return [...allowed];
   if (raw === 'none' || raw === '') return [];
-  const kinds = raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const kinds = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   for (const kind of kinds) {
     if ((CLUSTER_FAULT_KINDS as readonly string[]).includes(kind) && redis !== 'cluster') {
       throw new UsageError(`fault kind ${kind} needs a cluster with replicas: add --redis cluster`);
@@ -166,39 +169,47 @@ function urlFlag(raw: string | undefined, flag: string, protocols: readonly stri
 
 /** The default output folder of a run: `.runs/chaos-<seed>-<timestamp>/` under the project. */
 export function defaultOutDir(seed: number, now: Date = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
   return join(PROJECT_ROOT, '.runs', `chaos-${seed}-${stamp}`);
 }
 
 export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices: string[] } {
-  const { values, positionals } = parseFlags(argv, {
-    seed: { type: 'string' },
-    workers: { type: 'string' },
-    concurrency: { type: 'string' },
-    wallets: { type: 'string' },
-    transfers: { type: 'string' },
-    duplicates: { type: 'string' },
-    conflicts: { type: 'string' },
-    invalid: { type: 'string' },
-    'hot-wallet': { type: 'boolean' },
-    'hot-wallet-rate': { type: 'string' },
-    'amount-max': { type: 'string' },
-    faults: { type: 'string' },
-    'duration-s': { type: 'string' },
-    'faults-max': { type: 'string' },
-    'fault-interval-ms': { type: 'string' },
-    'lock-ttl-ms': { type: 'string' },
-    unsafe: { type: 'string' },
-    apply: { type: 'string' },
-    'drain-timeout-s': { type: 'string' },
-    out: { type: 'string' },
-    'redis-url': { type: 'string' },
-    'database-url': { type: 'string' },
-    redis: { type: 'string' },
-    'queue-shards': { type: 'string' },
-    quiet: { type: 'boolean' },
-  }, CHAOS_USAGE);
-  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}\nusage: ${CHAOS_USAGE}`);
+  const { values, positionals } = parseFlags(
+    argv,
+    {
+      seed: { type: 'string' },
+      workers: { type: 'string' },
+      concurrency: { type: 'string' },
+      wallets: { type: 'string' },
+      transfers: { type: 'string' },
+      duplicates: { type: 'string' },
+      conflicts: { type: 'string' },
+      invalid: { type: 'string' },
+      'hot-wallet': { type: 'boolean' },
+      'hot-wallet-rate': { type: 'string' },
+      'amount-max': { type: 'string' },
+      faults: { type: 'string' },
+      'duration-s': { type: 'string' },
+      'faults-max': { type: 'string' },
+      'fault-interval-ms': { type: 'string' },
+      'lock-ttl-ms': { type: 'string' },
+      unsafe: { type: 'string' },
+      apply: { type: 'string' },
+      'drain-timeout-s': { type: 'string' },
+      out: { type: 'string' },
+      'redis-url': { type: 'string' },
+      'database-url': { type: 'string' },
+      redis: { type: 'string' },
+      'queue-shards': { type: 'string' },
+      quiet: { type: 'boolean' },
+    },
+    CHAOS_USAGE,
+  );
+  if (positionals.length > 0)
+    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}\nusage: ${CHAOS_USAGE}`);
 
   const notices: string[] = [];
   const d = CHAOS_DEFAULTS;
@@ -209,16 +220,22 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     throw new UsageError(`--unsafe must be one of ${UNSAFE_CHOICES.join(', ')}, got ${JSON.stringify(unsafeRaw)}`);
   }
   const apply = values.apply ?? 'sql';
-  if (apply !== 'sql' && apply !== 'naive') throw new UsageError(`--apply must be sql or naive, got ${JSON.stringify(apply)}`);
+  if (apply !== 'sql' && apply !== 'naive')
+    throw new UsageError(`--apply must be sql or naive, got ${JSON.stringify(apply)}`);
   if (apply === 'naive' && unsafeRaw === 'no-lock') {
-    throw new UsageError('--apply naive runs under the lock by definition; combine it with --unsafe no-fencing or nothing');
+    throw new UsageError(
+      '--apply naive runs under the lock by definition; combine it with --unsafe no-fencing or nothing',
+    );
   }
 
   const redis = values.redis ?? 'single';
-  if (redis !== 'single' && redis !== 'cluster') throw new UsageError(`--redis must be single or cluster, got ${JSON.stringify(redis)}`);
+  if (redis !== 'single' && redis !== 'cluster')
+    throw new UsageError(`--redis must be single or cluster, got ${JSON.stringify(redis)}`);
   const redisUrl = urlFlag(values['redis-url'], '--redis-url', ['redis:', 'rediss:']);
   if (redis === 'cluster' && redisUrl !== null) {
-    throw new UsageError('--redis cluster starts a private cluster (its failovers need servers the harness owns); drop --redis-url');
+    throw new UsageError(
+      '--redis cluster starts a private cluster (its failovers need servers the harness owns); drop --redis-url',
+    );
   }
   const databaseUrl = urlFlag(values['database-url'], '--database-url', ['postgresql:', 'postgres:']);
   let faults = parseFaultKinds(values.faults, redis);
@@ -226,7 +243,9 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     const refused = faults.filter((k) => SERVICE_FAULTS.includes(k));
     if (refused.length > 0) {
       if (values.faults !== undefined && values.faults !== 'all') {
-        throw new UsageError(`--faults ${refused.join(',')} restarts Redis, which the harness does not own with --redis-url; drop it`);
+        throw new UsageError(
+          `--faults ${refused.join(',')} restarts Redis, which the harness does not own with --redis-url; drop it`,
+        );
       }
       notices.push(`--redis-url given: ${refused.join(', ')} left out (the harness only restarts servers it started)`);
       faults = faults.filter((k) => !SERVICE_FAULTS.includes(k));
@@ -249,7 +268,10 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     amountMaxMinor: wholeNumber(values['amount-max'], '--amount-max', 1, 1_000_000_000, d.amountMaxMinor),
     faults,
     durationS: wholeNumber(values['duration-s'], '--duration-s', 5, DURATION_S_MAX, d.durationS),
-    faultsMax: values['faults-max'] === undefined ? null : wholeNumber(values['faults-max'], '--faults-max', 0, FAULTS_MAX_LIMIT, 0),
+    faultsMax:
+      values['faults-max'] === undefined
+        ? null
+        : wholeNumber(values['faults-max'], '--faults-max', 0, FAULTS_MAX_LIMIT, 0),
     faultIntervalMs: wholeNumber(values['fault-interval-ms'], '--fault-interval-ms', 100, 600_000, d.faultIntervalMs),
     lockTtlMs: wholeNumber(values['lock-ttl-ms'], '--lock-ttl-ms', 100, 60_000, d.lockTtlMs),
     unsafe: (unsafeRaw ?? null) as UnsafeMode | null,
@@ -257,8 +279,13 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     drainTimeoutS: wholeNumber(values['drain-timeout-s'], '--drain-timeout-s', 5, 3_600, d.drainTimeoutS),
     out: values.out ?? defaultOutDir(seed),
     redis,
-    queueShards: wholeNumber(values['queue-shards'], '--queue-shards', 1, CHAOS_QUEUE_SHARDS_MAX,
-      redis === 'cluster' ? d.queueShardsCluster : d.queueShards),
+    queueShards: wholeNumber(
+      values['queue-shards'],
+      '--queue-shards',
+      1,
+      CHAOS_QUEUE_SHARDS_MAX,
+      redis === 'cluster' ? d.queueShardsCluster : d.queueShards,
+    ),
     redisUrl,
     databaseUrl,
     quiet: values.quiet === true,

@@ -22,8 +22,8 @@ import { bullmqConnection, type RedisClient, type RedisTarget } from '../../queu
 import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
 import { LocalRedisCluster } from '../services/local-redis-cluster.ts';
-import { FaultProxy } from './fault-proxy.ts';
 import type { RedisMode } from './chaos-options.ts';
+import { FaultProxy } from './fault-proxy.ts';
 
 /** Private database name on the harness's own cluster. */
 export const PRIVATE_DATABASE = 'chaos';
@@ -57,8 +57,15 @@ export interface ProcessRecord {
 }
 
 export class ProcessRegistry {
-  readonly record: ProcessRecord = { harnessPid: process.pid, redisPid: null, redisDir: null, redisClusterPids: [], postgresDir: null,
-    postgresPid: null, workerPids: [] };
+  readonly record: ProcessRecord = {
+    harnessPid: process.pid,
+    redisPid: null,
+    redisDir: null,
+    redisClusterPids: [],
+    postgresDir: null,
+    postgresPid: null,
+    workerPids: [],
+  };
 
   constructor(private readonly path: string) {}
 
@@ -94,13 +101,19 @@ export class ChaosServices {
   /** Where the harness's own clients reach Redis: the one server, or the cluster through the nodes' announced addresses. */
   get redisTarget(): RedisTarget {
     if (this.cluster === null) return { redisUrl: this.redisUrl, redisTlsCaFile: null, redisCluster: null };
-    return { redisUrl: CLUSTER_PLACEHOLDER_URL, redisTlsCaFile: null, redisCluster: { nodes: this.cluster.seedNodes, natMap: {} } };
+    return {
+      redisUrl: CLUSTER_PLACEHOLDER_URL,
+      redisTlsCaFile: null,
+      redisCluster: { nodes: this.cluster.seedNodes, natMap: {} },
+    };
   }
 
   /** Writes the nodes' current pids (they change when a node is killed and started again). */
   recordPids(): void {
     if (this.cluster === null) return;
-    this.registry.update({ redisClusterPids: this.cluster.nodes.map((n) => n.server.pid).filter((p): p is number => p !== undefined) });
+    this.registry.update({
+      redisClusterPids: this.cluster.nodes.map((n) => n.server.pid).filter((p): p is number => p !== undefined),
+    });
   }
 
   get ownsPostgres(): boolean {
@@ -121,8 +134,10 @@ export class ChaosServices {
     return databaseName(this.databaseUrl);
   }
 
-  static async start(options: { redis: RedisMode; redisUrl: string | null; databaseUrl: string | null; seed: number; runDir: string },
-    registry: ProcessRegistry): Promise<ChaosServices> {
+  static async start(
+    options: { redis: RedisMode; redisUrl: string | null; databaseUrl: string | null; seed: number; runDir: string },
+    registry: ProcessRegistry,
+  ): Promise<ChaosServices> {
     const dirs: string[] = [];
     let redis: LocalRedis | null = null;
     let cluster: LocalRedisCluster | null = null;
@@ -134,15 +149,22 @@ export class ChaosServices {
       if (options.redis === 'cluster') {
         const dir = join(options.runDir, 'redis-cluster');
         cluster = await LocalRedisCluster.start({
-          dir, masters: CHAOS_CLUSTER_MASTERS, replicasPerMaster: CHAOS_CLUSTER_REPLICAS_PER_MASTER,
-          nodeTimeoutMs: CHAOS_CLUSTER_NODE_TIMEOUT_MS, appendOnly: true, removeDirOnStop: false,
+          dir,
+          masters: CHAOS_CLUSTER_MASTERS,
+          replicasPerMaster: CHAOS_CLUSTER_REPLICAS_PER_MASTER,
+          nodeTimeoutMs: CHAOS_CLUSTER_NODE_TIMEOUT_MS,
+          appendOnly: true,
+          removeDirOnStop: false,
           front: async (index, port) => {
             const front = await FaultProxy.start(`node-${index}`, '127.0.0.1', port);
             fronts[index] = front;
             return front.port;
           },
         });
-        registry.update({ redisDir: dir, redisClusterPids: cluster.nodes.map((n) => n.server.pid).filter((p): p is number => p !== undefined) });
+        registry.update({
+          redisDir: dir,
+          redisClusterPids: cluster.nodes.map((n) => n.server.pid).filter((p): p is number => p !== undefined),
+        });
         redisUrl = CLUSTER_PLACEHOLDER_URL;
       } else if (redisUrl === null) {
         const dir = mkdtempSync(join(tmpdir(), 'chaos-redis-'));
@@ -167,7 +189,10 @@ export class ChaosServices {
         createdDatabaseOn = options.databaseUrl;
       }
       // Roles are cluster-wide: on a borrowed server the name is unique and dropped in stop().
-      const workerRole = createdDatabaseOn === null ? PRIVATE_WORKER_ROLE : `chaos_worker_${options.seed}_${randomBytes(4).toString('hex')}`;
+      const workerRole =
+        createdDatabaseOn === null
+          ? PRIVATE_WORKER_ROLE
+          : `chaos_worker_${options.seed}_${randomBytes(4).toString('hex')}`;
       if (createdDatabaseOn !== null) {
         const url = databaseUrl;
         dropBorrowed = async () => {
@@ -178,8 +203,19 @@ export class ChaosServices {
       await migrate(databaseUrl, MIGRATIONS_DIR);
       const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
       await ensureWorkerRole(databaseUrl, workerRole, workerPassword);
-      return new ChaosServices(redisUrl, databaseUrl, roleUrl(databaseUrl, workerRole, workerPassword), workerRole,
-        redis, postgres, dirs, createdDatabaseOn, registry, cluster, fronts);
+      return new ChaosServices(
+        redisUrl,
+        databaseUrl,
+        roleUrl(databaseUrl, workerRole, workerPassword),
+        workerRole,
+        redis,
+        postgres,
+        dirs,
+        createdDatabaseOn,
+        registry,
+        cluster,
+        fronts,
+      );
     } catch (err) {
       await dropBorrowed?.();
       await redis?.stop().catch(() => undefined);
@@ -208,7 +244,7 @@ export class ChaosServices {
       await this.cluster.waitUntilHealthy(CLUSTER_RECOVERY_TIMEOUT_MS);
       return `masters ${restarted.join(', ')}`;
     }
-    if (this.redis === null) throw new Error('restart-redis needs the harness\'s own Redis');
+    if (this.redis === null) throw new Error("restart-redis needs the harness's own Redis");
     await this.redis.restart();
     this.registry.update({ redisPid: this.redis.pid ?? null });
     return 'redis-server';
@@ -216,7 +252,10 @@ export class ChaosServices {
 
   /** A client for the harness: straight to the one Redis, or to the cluster through the nodes' own proxies (never degraded for clients). */
   redisClient(): RedisClient {
-    const client = this.cluster === null ? new Redis(this.redisUrl, { maxRetriesPerRequest: null }) : bullmqConnection(this.redisTarget);
+    const client =
+      this.cluster === null
+        ? new Redis(this.redisUrl, { maxRetriesPerRequest: null })
+        : bullmqConnection(this.redisTarget);
     client.on('error', () => undefined);
     return client;
   }
@@ -247,7 +286,8 @@ export class ChaosServices {
       // The run's folder keeps each node's redis.log and nodes.conf; the data goes.
       for (const node of this.cluster.nodes) {
         for (const entry of readdirSync(node.dir)) {
-          if (entry !== 'redis.log' && entry !== 'nodes.conf') rmSync(join(node.dir, entry), { recursive: true, force: true });
+          if (entry !== 'redis.log' && entry !== 'nodes.conf')
+            rmSync(join(node.dir, entry), { recursive: true, force: true });
         }
       }
     }
@@ -255,7 +295,9 @@ export class ChaosServices {
     if (this.createdDatabaseOn !== null) {
       // A failure here is reported by the caller's own checks; nothing else to do.
       await dropDatabase(withDatabase(this.createdDatabaseOn, this.databaseName)).catch(() => undefined);
-      await dropWorkerRole(withDatabase(this.createdDatabaseOn, this.databaseName), this.workerRole).catch(() => undefined);
+      await dropWorkerRole(withDatabase(this.createdDatabaseOn, this.databaseName), this.workerRole).catch(
+        () => undefined,
+      );
     }
     for (const dir of this.dirs) rmSync(dir, { recursive: true, force: true });
     this.registry.update({ redisPid: null, redisClusterPids: [], postgresPid: null });

@@ -2,15 +2,23 @@
 // docs/chaos.md (faults by kind, applied, duplicates, stale fences, lock losses, retries,
 // duration, verdict); runs on a Redis Cluster get a table of their own with the failovers.
 import { readFileSync } from 'node:fs';
-import { runCli } from '../../cli/run-cli.ts';
 import { UsageError } from '../../cli/args.ts';
+import { runCli } from '../../cli/run-cli.ts';
 import { ALL_FAULT_KINDS, FAULT_KINDS } from './chaos-options.ts';
 import type { RunFigures } from './report.ts';
 
 const SHORT: Record<string, string> = {
-  'kill-worker': 'kill', 'pause-worker': 'stop', 'delete-locks': 'dl', 'delete-fences': 'df', 'restart-redis': 'rr',
-  'terminate-backends': 'tb', 'link-delay': 'ld', 'link-stall': 'ls', 'link-cut': 'lc',
-  'failover-lossy': 'fl', 'kill-master': 'km',
+  'kill-worker': 'kill',
+  'pause-worker': 'stop',
+  'delete-locks': 'dl',
+  'delete-fences': 'df',
+  'restart-redis': 'rr',
+  'terminate-backends': 'tb',
+  'link-delay': 'ld',
+  'link-stall': 'ls',
+  'link-cut': 'lc',
+  'failover-lossy': 'fl',
+  'kill-master': 'km',
 };
 
 export function tableHeader(): string {
@@ -23,9 +31,11 @@ export function tableHeader(): string {
 export function tableRow(f: RunFigures): string {
   const byKind = FAULT_KINDS.map((k) => String(f.faults.byKind[k] ?? 0)).join('/');
   const leases = (f.workerLogEvents['lock_lost:lease_expired'] ?? 0) + (f.workerLogEvents['lock_lost:not_owner'] ?? 0);
-  return `| ${f.seed} | ${f.faults.injected} (${byKind}) | ${f.ledger.transfersApplied} | ${f.answers.duplicate ?? 0} | ` +
+  return (
+    `| ${f.seed} | ${f.faults.injected} (${byKind}) | ${f.ledger.transfersApplied} | ${f.answers.duplicate ?? 0} | ` +
     `${f.metrics.stale_fence ?? 0} | ${leases} | ${f.metrics.lock_lost ?? 0} | ${f.jobs.retries} | ${f.jobs.deferralsAndStalls} | ` +
-    `${f.latencyMs.p50} / ${f.latencyMs.p99} | ${(f.durationMs.total / 1000).toFixed(0)} | ${f.verdict.pass ? 'PASS' : 'FAIL'} |`;
+    `${f.latencyMs.p50} / ${f.latencyMs.p99} | ${(f.durationMs.total / 1000).toFixed(0)} | ${f.verdict.pass ? 'PASS' : 'FAIL'} |`
+  );
 }
 
 export function clusterTableHeader(): string {
@@ -39,24 +49,35 @@ export function clusterTableHeader(): string {
 
 export function clusterTableRow(f: RunFigures): string {
   const byKind = ALL_FAULT_KINDS.map((k) => String(f.faults.byKind[k] ?? 0)).join('/');
-  const lossy = f.faults.list.flatMap((r) => (r.failover?.kind === 'lossy' ? [{ fo: r.failover, rec: r.recovery }] : []));
+  const lossy = f.faults.list.flatMap((r) =>
+    r.failover?.kind === 'lossy' ? [{ fo: r.failover, rec: r.recovery }] : [],
+  );
   const kills = f.faults.list.flatMap((r) => (r.failover?.kind === 'kill' ? [r.failover.promotionMs] : []));
-  const lost = lossy.map(({ fo }) => `${fo.fenceIncrementsLost} (${fo.fenceKeysBehind}), ${fo.lockKeysLost}`).join('; ');
+  const lost = lossy
+    .map(({ fo }) => `${fo.fenceIncrementsLost} (${fo.fenceKeysBehind}), ${fo.lockKeysLost}`)
+    .join('; ');
   const recovered = lossy.map(({ rec }) => `${rec?.staleFenceRefusals ?? 0} / ${rec?.fencesAdvanced ?? 0}`).join('; ');
-  return `| ${f.seed} | ${f.mode.unsafe ?? 'none'} | ${f.faults.injected} (${byKind}) | ${lost || 'none'} | ${recovered || '–'} | ` +
+  return (
+    `| ${f.seed} | ${f.mode.unsafe ?? 'none'} | ${f.faults.injected} (${byKind}) | ${lost || 'none'} | ${recovered || '–'} | ` +
     `${kills.join(', ') || 'none'} | ${f.faults.idle ?? 0} | ${f.ledger.transfersApplied} | ${f.metrics.stale_fence ?? 0} | ` +
-    `${(f.durationMs.total / 1000).toFixed(0)} | ${f.verdict.pass ? 'PASS' : 'FAIL'} |`;
+    `${(f.durationMs.total / 1000).toFixed(0)} | ${f.verdict.pass ? 'PASS' : 'FAIL'} |`
+  );
 }
 
-export const FAULT_LEGEND = Object.entries(SHORT).map(([k, v]) => `${v} = ${k}`).join(', ');
+export const FAULT_LEGEND = Object.entries(SHORT)
+  .map(([k, v]) => `${v} = ${k}`)
+  .join(', ');
 
 await runCli(async () => {
   const files = process.argv.slice(2);
   if (files.length === 0) throw new UsageError('usage: npx tsx src/harness/chaos/chaos-table.ts RUN/report.json ...');
-  const figures = files.map((file) => JSON.parse(readFileSync(file, 'utf8')) as RunFigures).sort((a, b) => a.seed - b.seed);
+  const figures = files
+    .map((file) => JSON.parse(readFileSync(file, 'utf8')) as RunFigures)
+    .sort((a, b) => a.seed - b.seed);
   const single = figures.filter((f) => f.mode.redis !== 'cluster');
   const cluster = figures.filter((f) => f.mode.redis === 'cluster');
   if (single.length > 0) process.stdout.write(`${tableHeader()}\n${single.map(tableRow).join('\n')}\n\n`);
-  if (cluster.length > 0) process.stdout.write(`${clusterTableHeader()}\n${cluster.map(clusterTableRow).join('\n')}\n\n`);
+  if (cluster.length > 0)
+    process.stdout.write(`${clusterTableHeader()}\n${cluster.map(clusterTableRow).join('\n')}\n\n`);
   process.stdout.write(`faults: ${FAULT_LEGEND}\n`);
 });

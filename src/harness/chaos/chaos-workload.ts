@@ -2,9 +2,10 @@
 // re-deliveries under new job ids, conflicting reuses of an id), hostile messages that must
 // never reach the ledger, and the opening balance that makes every valid transfer apply, so
 // the expected final balances are exact whatever the order of execution.
-import { TRANSFER_JOB_NAME } from '../../queue/job-options.ts';
+
 import { requestHash } from '../../ledger/request-hash.ts';
-import { validateTransferRequest, type TransferWire } from '../../ledger/transfer-request.ts';
+import { type TransferWire, validateTransferRequest } from '../../ledger/transfer-request.ts';
+import { TRANSFER_JOB_NAME } from '../../queue/job-options.ts';
 import { seededRandom } from '../../workload/prng.ts';
 import { randomWorkload } from '../../workload/random-transfers.ts';
 import type { ChaosOptions } from './chaos-options.ts';
@@ -51,31 +52,71 @@ export interface ChaosWorkload {
   readonly sinkWallets: ReadonlySet<string>;
 }
 
-type WorkloadOptions = Pick<ChaosOptions, 'seed' | 'wallets' | 'transfers' | 'duplicateRate' | 'conflicts' | 'invalid'
-  | 'hotWalletRate' | 'amountMaxMinor' | 'apply'>;
+type WorkloadOptions = Pick<
+  ChaosOptions,
+  | 'seed'
+  | 'wallets'
+  | 'transfers'
+  | 'duplicateRate'
+  | 'conflicts'
+  | 'invalid'
+  | 'hotWalletRate'
+  | 'amountMaxMinor'
+  | 'apply'
+>;
 
 /** Hostile messages, each with a name for the report. `op` is a fresh operation id. */
-const INVALID_MAKERS: readonly { defect: string; make: (op: string, w: (i: number) => string) => { name?: string; data: unknown } }[] = [
+const INVALID_MAKERS: readonly {
+  defect: string;
+  make: (op: string, w: (i: number) => string) => { name?: string; data: unknown };
+}[] = [
   { defect: 'float amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: 12.5 } }) },
   { defect: 'negative amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '-500' } }) },
   { defect: 'zero amount', make: (op, w) => ({ data: { operationId: op, from: w(2), to: w(1), amount: '0' } }) },
   { defect: 'exponent amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(3), amount: '1e3' } }) },
   { defect: 'decimal amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(3), amount: '10.50' } }) },
-  { defect: 'amount above maximum', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '99999999999999999999' } }) },
+  {
+    defect: 'amount above maximum',
+    make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '99999999999999999999' } }),
+  },
   { defect: 'numeric amount', make: (op, w) => ({ data: { operationId: op, from: w(2), to: w(3), amount: 100 } }) },
-  { defect: '5000-character operation id', make: (op, w) => ({ data: { operationId: `${op}-${'x'.repeat(5000)}`, from: w(1), to: w(2), amount: '1' } }) },
-  { defect: '5000-character wallet id', make: (op) => ({ data: { operationId: op, from: 'w'.repeat(5000), to: 'w1', amount: '1' } }) },
+  {
+    defect: '5000-character operation id',
+    make: (op, w) => ({ data: { operationId: `${op}-${'x'.repeat(5000)}`, from: w(1), to: w(2), amount: '1' } }),
+  },
+  {
+    defect: '5000-character wallet id',
+    make: (op) => ({ data: { operationId: op, from: 'w'.repeat(5000), to: 'w1', amount: '1' } }),
+  },
   { defect: 'null message', make: () => ({ data: null }) },
   { defect: 'array message', make: (op, w) => ({ data: [op, w(1), w(2), '10'] }) },
   { defect: 'string message', make: (op) => ({ data: `transfer ${op}` }) },
   { defect: 'same wallet', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(1), amount: '10' } }) },
-  { defect: 'lowercase currency', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', currency: 'eur' } }) },
-  { defect: 'unknown field', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', admin: true } }) },
+  {
+    defect: 'lowercase currency',
+    make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', currency: 'eur' } }),
+  },
+  {
+    defect: 'unknown field',
+    make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', admin: true } }),
+  },
   { defect: 'missing destination', make: (op, w) => ({ data: { operationId: op, from: w(1), amount: '10' } }) },
-  { defect: 'null operation id', make: (_op, w) => ({ data: { operationId: null, from: w(1), to: w(2), amount: '10' } }) },
-  { defect: 'injection in id', make: (op, w) => ({ data: { operationId: `${op}'; DROP TABLE wallets; --`, from: w(1), to: w(2), amount: '10' } }) },
-  { defect: 'object as wallet', make: (op, w) => ({ data: { operationId: op, from: { id: w(1) }, to: w(2), amount: '10' } }) },
-  { defect: 'unknown job name', make: (op, w) => ({ name: 'transfer-v2', data: { operationId: op, from: w(1), to: w(2), amount: '10' } }) },
+  {
+    defect: 'null operation id',
+    make: (_op, w) => ({ data: { operationId: null, from: w(1), to: w(2), amount: '10' } }),
+  },
+  {
+    defect: 'injection in id',
+    make: (op, w) => ({ data: { operationId: `${op}'; DROP TABLE wallets; --`, from: w(1), to: w(2), amount: '10' } }),
+  },
+  {
+    defect: 'object as wallet',
+    make: (op, w) => ({ data: { operationId: op, from: { id: w(1) }, to: w(2), amount: '10' } }),
+  },
+  {
+    defect: 'unknown job name',
+    make: (op, w) => ({ name: 'transfer-v2', data: { operationId: op, from: w(1), to: w(2), amount: '10' } }),
+  },
 ];
 
 export function walletId(i: number): string {
@@ -102,7 +143,9 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
   const remap = (wallet: string, role: 'from' | 'to'): string => {
     if (o.apply !== 'naive') return wallet;
     const i = Number(wallet.slice(WALLET_PREFIX.length));
-    return role === 'from' ? walletId(1 + ((i - 1) % sources)) : walletId(sources + 1 + ((i - 1) % (o.wallets - sources)));
+    return role === 'from'
+      ? walletId(1 + ((i - 1) % sources))
+      : walletId(sources + 1 + ((i - 1) % (o.wallets - sources)));
   };
   const sinkWallets = new Set<string>();
   if (o.apply === 'naive') for (let i = sources + 1; i <= o.wallets; i++) sinkWallets.add(walletId(i));
@@ -127,20 +170,38 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
     while (next < invalid.length && (invalid[next]?.position ?? Infinity) <= upTo) {
       const bad = invalid[next++] as (typeof invalid)[number];
       const data = bad.data as { operationId?: unknown } | null;
-      const named = typeof data === 'object' && data !== null && typeof data.operationId === 'string' ? data.operationId : null;
-      messages.push({ seq: messages.length, kind: 'invalid', jobName: bad.name ?? TRANSFER_JOB_NAME, data: bad.data,
-        operationId: named, hash: null, defect: bad.defect });
+      const named =
+        typeof data === 'object' && data !== null && typeof data.operationId === 'string' ? data.operationId : null;
+      messages.push({
+        seq: messages.length,
+        kind: 'invalid',
+        jobName: bad.name ?? TRANSFER_JOB_NAME,
+        data: bad.data,
+        operationId: named,
+        hash: null,
+        defect: bad.defect,
+      });
     }
   };
   const amountMax = BigInt(Number.MAX_SAFE_INTEGER);
-  const operations = new Map<string, { operationId: string; from: string; to: string; variants: Map<string, bigint>; messages: number }>();
+  const operations = new Map<
+    string,
+    { operationId: string; from: string; to: string; variants: Map<string, bigint>; messages: number }
+  >();
   valid.forEach((m, i) => {
     pushInvalid(i);
     const checked = validateTransferRequest(m.wire, amountMax);
     if (!checked.ok) throw new Error(`generated transfer is invalid: ${checked.reason}`);
     const hash = requestHash(checked.request);
-    messages.push({ seq: messages.length, kind: m.kind, jobName: TRANSFER_JOB_NAME, data: m.wire,
-      operationId: m.wire.operationId, hash, defect: null });
+    messages.push({
+      seq: messages.length,
+      kind: m.kind,
+      jobName: TRANSFER_JOB_NAME,
+      data: m.wire,
+      operationId: m.wire.operationId,
+      hash,
+      defect: null,
+    });
     let op = operations.get(m.wire.operationId);
     if (op === undefined) {
       op = { operationId: m.wire.operationId, from: m.wire.from, to: m.wire.to, variants: new Map(), messages: 0 };

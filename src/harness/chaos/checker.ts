@@ -5,7 +5,7 @@
 // each job's answer agrees with the stored record, and the final balances are exactly the
 // expected ones.
 import type { PrismaClient } from '../../db/prisma.ts';
-import { reconcile, COUNTEREXAMPLES_MAX, type ReconcileReport } from '../../ledger/reconciliation.ts';
+import { COUNTEREXAMPLES_MAX, type ReconcileReport, reconcile } from '../../ledger/reconciliation.ts';
 import type { ChaosMessage, ChaosWorkload } from './chaos-workload.ts';
 
 /** Which property a check protects; negative controls are judged by group. */
@@ -62,7 +62,10 @@ interface TransferRow {
 class Check {
   violations = 0;
   readonly counterexamples: Counterexample[] = [];
-  constructor(readonly name: string, readonly group: CheckGroup) {}
+  constructor(
+    readonly name: string,
+    readonly group: CheckGroup,
+  ) {}
 
   fail(example: Counterexample): void {
     this.violations += 1;
@@ -70,8 +73,14 @@ class Check {
   }
 
   result(): CheckResult {
-    return { name: this.name, group: this.group, ok: this.violations === 0, violations: this.violations, capped: false,
-      counterexamples: this.counterexamples };
+    return {
+      name: this.name,
+      group: this.group,
+      ok: this.violations === 0,
+      violations: this.violations,
+      capped: false,
+      counterexamples: this.counterexamples,
+    };
   }
 }
 
@@ -86,7 +95,9 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   'per wallet, debit fences never decrease in commit order': 'fence',
 };
 
-function outcomeOf(value: unknown): { outcome: string; stored?: { status?: string }; reason?: string; fence?: string } | null {
+function outcomeOf(
+  value: unknown,
+): { outcome: string; stored?: { status?: string }; reason?: string; fence?: string } | null {
   if (typeof value !== 'object' || value === null) return null;
   const v = value as Record<string, unknown>;
   return typeof v.outcome === 'string' ? (v as { outcome: string }) : null;
@@ -109,9 +120,14 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
   // The ledger invariants, from the project's own reconcile().
   const ledger = await reconcile(prisma);
   for (const inv of ledger.invariants) {
-    results.push({ name: inv.name, group: RECONCILE_GROUPS[inv.name] ?? 'money', ok: inv.ok,
-      violations: inv.ok ? 0 : Math.max(1, inv.counterexamples.length), capped: inv.counterexamples.length >= COUNTEREXAMPLES_MAX,
-      counterexamples: inv.counterexamples });
+    results.push({
+      name: inv.name,
+      group: RECONCILE_GROUPS[inv.name] ?? 'money',
+      ok: inv.ok,
+      violations: inv.ok ? 0 : Math.max(1, inv.counterexamples.length),
+      capped: inv.counterexamples.length >= COUNTEREXAMPLES_MAX,
+      counterexamples: inv.counterexamples,
+    });
   }
 
   const transfers = await prisma.$queryRaw<TransferRow[]>`
@@ -119,7 +135,9 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
   const records = new Map(transfers.map((t) => [t.operation_id, t]));
   const wallets = await prisma.$queryRaw<{ id: string; balance: bigint; last_fence: bigint }[]>`
     SELECT id, balance, last_fence FROM wallets`;
-  const debits = await prisma.$queryRaw<{ operation_id: string; wallet_id: string; amount: bigint; fence: bigint | null }[]>`
+  const debits = await prisma.$queryRaw<
+    { operation_id: string; wallet_id: string; amount: bigint; fence: bigint | null }[]
+  >`
     SELECT operation_id, wallet_id, amount, fence FROM ledger_entries WHERE kind = 'debit'`;
   const debitsByOp = new Map<string, typeof debits>();
   for (const d of debits) debitsByOp.set(d.operation_id, [...(debitsByOp.get(d.operation_id) ?? []), d]);
@@ -132,9 +150,12 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
   const final = new Check('every enqueued message reached a final state (completed, or failed with a reason)', 'queue');
   for (const [jobId, message] of sent) {
     const job = byJobId.get(jobId);
-    if (job === undefined) final.fail({ jobId, operationId: message.operationId, kind: message.kind, state: 'missing' });
-    else if (job.state !== 'completed' && job.state !== 'failed') final.fail({ jobId, operationId: message.operationId, state: job.state });
-    else if (job.state === 'failed' && (job.failedReason ?? '') === '') final.fail({ jobId, operationId: message.operationId, state: 'failed without a reason' });
+    if (job === undefined)
+      final.fail({ jobId, operationId: message.operationId, kind: message.kind, state: 'missing' });
+    else if (job.state !== 'completed' && job.state !== 'failed')
+      final.fail({ jobId, operationId: message.operationId, state: job.state });
+    else if (job.state === 'failed' && (job.failedReason ?? '') === '')
+      final.fail({ jobId, operationId: message.operationId, state: 'failed without a reason' });
   }
   results.push(final.result());
 
@@ -147,7 +168,10 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     jobsByOp.set(message.operationId, [...(jobsByOp.get(message.operationId) ?? []), { job, message }]);
   }
 
-  const terminal = new Check('every operation has exactly one terminal outcome, or all its messages are failed with a reason', 'queue');
+  const terminal = new Check(
+    'every operation has exactly one terminal outcome, or all its messages are failed with a reason',
+    'queue',
+  );
   const matches = new Check('every stored outcome is one of the requests sent under its id', 'exactly-once');
   const noRejection = new Check('no valid transfer was rejected (opening balances cover every sender)', 'money');
   for (const op of workload.operations.values()) {
@@ -156,27 +180,47 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     if (record === undefined) {
       const unanswered = opJobs.filter(({ job }) => !(job.state === 'failed' && (job.failedReason ?? '') !== ''));
       if (unanswered.length > 0 || opJobs.length === 0) {
-        terminal.fail({ operationId: op.operationId, record: 'none', jobs: opJobs.map(({ job }) => `${job.jobId}:${job.state}`).join(' ') });
+        terminal.fail({
+          operationId: op.operationId,
+          record: 'none',
+          jobs: opJobs.map(({ job }) => `${job.jobId}:${job.state}`).join(' '),
+        });
       }
       continue;
     }
     if (!op.variants.has(record.request_hash) || record.from_wallet !== op.from || record.to_wallet !== op.to) {
-      matches.fail({ operationId: op.operationId, storedHash: record.request_hash.slice(0, 12), from: record.from_wallet, to: record.to_wallet,
-        amount: record.amount.toString() });
+      matches.fail({
+        operationId: op.operationId,
+        storedHash: record.request_hash.slice(0, 12),
+        from: record.from_wallet,
+        to: record.to_wallet,
+        amount: record.amount.toString(),
+      });
     } else if (op.variants.get(record.request_hash) !== record.amount) {
-      matches.fail({ operationId: op.operationId, storedAmount: record.amount.toString(), sentAmount: String(op.variants.get(record.request_hash)) });
+      matches.fail({
+        operationId: op.operationId,
+        storedAmount: record.amount.toString(),
+        sentAmount: String(op.variants.get(record.request_hash)),
+      });
     }
-    if (record.status !== 'applied') noRejection.fail({ operationId: op.operationId, status: record.status, reason: record.reason });
+    if (record.status !== 'applied')
+      noRejection.fail({ operationId: op.operationId, status: record.status, reason: record.reason });
   }
   for (const record of records.values()) {
     if (!workload.operations.has(record.operation_id)) {
-      matches.fail({ operationId: short(record.operation_id), problem: 'record of an operation never sent as a valid message' });
+      matches.fail({
+        operationId: short(record.operation_id),
+        problem: 'record of an operation never sent as a valid message',
+      });
     }
   }
   results.push(terminal.result(), matches.result(), noRejection.result());
 
   // What each completed job answered must agree with the record; at most one delivery applies.
-  const answers = new Check("every job's answer agrees with the stored record (applied / duplicate / conflict)", 'exactly-once');
+  const answers = new Check(
+    "every job's answer agrees with the stored record (applied / duplicate / conflict)",
+    'exactly-once',
+  );
   const onceApplied = new Check('each operation was applied by at most one delivery', 'exactly-once');
   for (const [operationId, entries] of jobsByOp) {
     const record = records.get(operationId);
@@ -184,8 +228,13 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     for (const { job, message } of entries) {
       if (job.state !== 'completed') continue;
       const answer = outcomeOf(job.returnvalue);
-      const example = { operationId, jobId: job.jobId, answer: answer?.outcome ?? String(job.returnvalue),
-        recordStatus: record?.status ?? null, sameRequest: record === undefined ? null : record.request_hash === message.hash };
+      const example = {
+        operationId,
+        jobId: job.jobId,
+        answer: answer?.outcome ?? String(job.returnvalue),
+        recordStatus: record?.status ?? null,
+        sameRequest: record === undefined ? null : record.request_hash === message.hash,
+      };
       if (answer === null || record === undefined) {
         answers.fail(example);
         continue;
@@ -204,7 +253,8 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
         answers.fail(example);
       }
     }
-    if (applied > 1) onceApplied.fail({ operationId, appliedAnswers: applied, jobs: entries.map(({ job }) => job.jobId).join(' ') });
+    if (applied > 1)
+      onceApplied.fail({ operationId, appliedAnswers: applied, jobs: entries.map(({ job }) => job.jobId).join(' ') });
   }
   results.push(answers.result(), onceApplied.result());
 
@@ -214,9 +264,16 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     if (op.variants.size < 2) continue;
     const opDebits = debitsByOp.get(op.operationId) ?? [];
     const record = records.get(op.operationId);
-    if (opDebits.length > 1 || (opDebits.length === 1 && (record === undefined || -(opDebits[0]?.amount ?? 0n) !== record.amount))) {
-      conflicts.fail({ operationId: op.operationId, debits: opDebits.length, debitAmounts: opDebits.map((d) => (-d.amount).toString()).join(' '),
-        storedAmount: record?.amount.toString() ?? null });
+    if (
+      opDebits.length > 1 ||
+      (opDebits.length === 1 && (record === undefined || -(opDebits[0]?.amount ?? 0n) !== record.amount))
+    ) {
+      conflicts.fail({
+        operationId: op.operationId,
+        debits: opDebits.length,
+        debitAmounts: opDebits.map((d) => (-d.amount).toString()).join(' '),
+        storedAmount: record?.amount.toString() ?? null,
+      });
     }
   }
   results.push(conflicts.result());
@@ -228,8 +285,15 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     if (message.kind !== 'invalid') continue;
     const job = byJobId.get(jobId);
     const reason = job?.failedReason ?? '';
-    const example = { jobId, defect: message.defect, state: job?.state ?? 'missing', reason: short(reason, 80), attemptsMade: job?.attemptsMade ?? 0 };
-    if (job === undefined || job.state !== 'failed' || !reason.startsWith('invalid_request') || job.attemptsMade > 1) invalid.fail(example);
+    const example = {
+      jobId,
+      defect: message.defect,
+      state: job?.state ?? 'missing',
+      reason: short(reason, 80),
+      attemptsMade: job?.attemptsMade ?? 0,
+    };
+    if (job === undefined || job.state !== 'failed' || !reason.startsWith('invalid_request') || job.attemptsMade > 1)
+      invalid.fail(example);
     else if (message.operationId !== null && (records.has(message.operationId) || entryOps.has(message.operationId))) {
       invalid.fail({ ...example, problem: 'money moved or a record was written under its id' });
     }
@@ -243,17 +307,26 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     expected.set(record.from_wallet, (expected.get(record.from_wallet) ?? 0n) - record.amount);
     expected.set(record.to_wallet, (expected.get(record.to_wallet) ?? 0n) + record.amount);
   }
-  const balances = new Check('final balances equal the expected ones (opening ± every applied operation, once)', 'money');
+  const balances = new Check(
+    'final balances equal the expected ones (opening ± every applied operation, once)',
+    'money',
+  );
   const seen = new Set<string>();
   for (const w of wallets) {
     seen.add(w.id);
     const want = expected.get(w.id);
     if (want === undefined) balances.fail({ wallet: w.id, actual: w.balance.toString(), expected: null });
     else if (want !== w.balance) {
-      balances.fail({ wallet: w.id, expected: want.toString(), actual: w.balance.toString(), difference: (w.balance - want).toString() });
+      balances.fail({
+        wallet: w.id,
+        expected: want.toString(),
+        actual: w.balance.toString(),
+        difference: (w.balance - want).toString(),
+      });
     }
   }
-  for (const w of workload.wallets) if (!seen.has(w)) balances.fail({ wallet: w, actual: null, problem: 'wallet missing' });
+  for (const w of workload.wallets)
+    if (!seen.has(w)) balances.fail({ wallet: w, actual: null, problem: 'wallet missing' });
   results.push(balances.result());
 
   // The database's per-wallet fence is the highest token that wrote; no debit carries a higher one.
@@ -264,7 +337,8 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
   }
   for (const w of wallets) {
     const max = maxDebitFence.get(w.id) ?? 0n;
-    if (w.last_fence < max) fenceHigh.fail({ wallet: w.id, lastFence: w.last_fence.toString(), highestDebitFence: max.toString() });
+    if (w.last_fence < max)
+      fenceHigh.fail({ wallet: w.id, lastFence: w.last_fence.toString(), highestDebitFence: max.toString() });
   }
   results.push(fenceHigh.result());
   return { checks: results, totals: ledger.totals };

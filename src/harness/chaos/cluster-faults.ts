@@ -110,14 +110,20 @@ async function readKeys(node: Redis, keys: readonly string[]): Promise<Map<strin
   const pipeline = node.pipeline();
   for (const key of keys) pipeline.get(key);
   const replies = (await pipeline.exec()) ?? [];
-  return new Map(keys.map((key, i) => {
-    const v = replies[i]?.[1];
-    return [key, typeof v === 'string' ? v : null];
-  }));
+  return new Map(
+    keys.map((key, i) => {
+      const v = replies[i]?.[1];
+      return [key, typeof v === 'string' ? v : null];
+    }),
+  );
 }
 
 /** What the new master lacks of what the old one had. */
-export function compareSnapshots(before: LockKeySnapshot, after: ReadonlyMap<string, string | null>, elapsedMs: number) {
+export function compareSnapshots(
+  before: LockKeySnapshot,
+  after: ReadonlyMap<string, string | null>,
+  elapsedMs: number,
+) {
   let fenceKeysBehind = 0;
   let fenceIncrementsLost = 0n;
   const walletsBehind: Record<string, string> = {};
@@ -155,7 +161,8 @@ export class ClusterFaults {
     for (const member of group.members) {
       if (member === master || !this.cluster.isRunning(member)) continue;
       const info = String(await this.cluster.onNode(member, (c) => c.call('INFO', 'replication')));
-      if (infoField(info, 'role') === 'slave' && infoField(info, 'master_link_status') === 'up') return { master, replica: member };
+      if (infoField(info, 'role') === 'slave' && infoField(info, 'master_link_status') === 'up')
+        return { master, replica: member };
     }
     throw new Error(`slots ${group.fromSlot}-${group.toSlot}: no replica linked to node ${master}`);
   }
@@ -185,10 +192,14 @@ export class ClusterFaults {
       const tTakeover = performance.now();
       onTakeover?.();
       await newMaster.call('CLUSTER', 'FAILOVER', 'TAKEOVER');
-      const promotionMs = await waitFor(async () => {
-        const role = await newMaster.call('ROLE');
-        return Array.isArray(role) && role[0] === 'master';
-      }, PROMOTION_TIMEOUT_MS, `node ${replica} promoted`);
+      const promotionMs = await waitFor(
+        async () => {
+          const role = await newMaster.call('ROLE');
+          return Array.isArray(role) && role[0] === 'master';
+        },
+        PROMOTION_TIMEOUT_MS,
+        `node ${replica} promoted`,
+      );
       const after = await readKeys(newMaster, [...before.fences.keys(), ...before.locks.keys()]);
       const loss = compareSnapshots(before, after, performance.now() - tTakeover);
       // The held bytes never reach anyone: the link is reset, as a partition that outlives a failover does.
@@ -196,15 +207,25 @@ export class ClusterFaults {
       front.unstallReplication();
       // The old master learns of the newer epoch over the cluster bus and turns replica; only
       // then may its clients write again (they get MOVED to the new master).
-      await waitFor(async () => {
-        const role = await oldMaster.call('ROLE');
-        return Array.isArray(role) && role[0] === 'slave';
-      }, PROMOTION_TIMEOUT_MS, `node ${master} demoted`);
+      await waitFor(
+        async () => {
+          const role = await oldMaster.call('ROLE');
+          return Array.isArray(role) && role[0] === 'slave';
+        },
+        PROMOTION_TIMEOUT_MS,
+        `node ${master} demoted`,
+      );
       await oldMaster.call('CLIENT', 'UNPAUSE');
       await this.cluster.waitUntilHealthy(REJOIN_TIMEOUT_MS);
       return {
-        master, replica, replicationLagBytes: masterOffset - replicaOffset, heldBytes,
-        fenceKeysBefore: before.fences.size, lockKeysBefore: before.locks.size, ...loss, promotionMs,
+        master,
+        replica,
+        replicationLagBytes: masterOffset - replicaOffset,
+        heldBytes,
+        fenceKeysBefore: before.fences.size,
+        lockKeysBefore: before.locks.size,
+        ...loss,
+        promotionMs,
         rejoinMs: Math.round(performance.now() - tPause),
       };
     } finally {
@@ -223,8 +244,11 @@ export class ClusterFaults {
   async killMaster(group: SlotGroup): Promise<KilledMaster> {
     const roles = await this.roles(group);
     await this.cluster.kill(roles.master);
-    const promoted = waitFor(async () => (await this.cluster.masterOf(group)) === roles.replica, PROMOTION_TIMEOUT_MS,
-      `node ${roles.replica} promoted`);
+    const promoted = waitFor(
+      async () => (await this.cluster.masterOf(group)) === roles.replica,
+      PROMOTION_TIMEOUT_MS,
+      `node ${roles.replica} promoted`,
+    );
     promoted.catch(() => undefined);
     return { ...roles, promoted };
   }
@@ -235,6 +259,11 @@ export class ClusterFaults {
     const tRestart = performance.now();
     await this.cluster.restart(killed.master);
     await this.cluster.waitUntilHealthy(REJOIN_TIMEOUT_MS);
-    return { master: killed.master, replica: killed.replica, promotionMs, rejoinMs: Math.round(performance.now() - tRestart) };
+    return {
+      master: killed.master,
+      replica: killed.replica,
+      promotionMs,
+      rejoinMs: Math.round(performance.now() - tRestart),
+    };
   }
 }

@@ -11,10 +11,10 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lockKeysOf } from '../../lock/lock-keys.ts';
 import type { RedisClient } from '../../queue/redis-connection.ts';
+import type { ChaosMessage } from './chaos-workload.ts';
 import type { FinalJob } from './checker.ts';
 import type { FaultRecord } from './faults.ts';
 import type { History } from './history.ts';
-import type { ChaosMessage } from './chaos-workload.ts';
 
 /** Faults shorter than this are measured over this long from their start. */
 export const FAULT_AFTERMATH_MS = 1_000;
@@ -34,8 +34,13 @@ export interface FailoverRecovery {
 }
 
 /** Sets `load` on every fault record from the valid transfers' enqueue and answer times. */
-export function attachFaultLoads(records: FaultRecord[], jobs: readonly FinalJob[], sent: ReadonlyMap<string, ChaosMessage>,
-  history: Pick<History, 'offsetOfWallMs'>, firstTryMs: ReadonlyMap<string, number> = new Map()): void {
+export function attachFaultLoads(
+  records: FaultRecord[],
+  jobs: readonly FinalJob[],
+  sent: ReadonlyMap<string, ChaosMessage>,
+  history: Pick<History, 'offsetOfWallMs'>,
+  firstTryMs: ReadonlyMap<string, number> = new Map(),
+): void {
   const spans = jobs
     .filter((j) => sent.get(j.jobId)?.kind !== 'invalid' && sent.has(j.jobId))
     .map((j) => ({
@@ -62,7 +67,8 @@ function* workerLogLines(logDir: string): Generator<LogLine> {
   if (!existsSync(logDir)) return;
   for (const file of readdirSync(logDir).filter((f) => f.endsWith('.log'))) {
     for (const line of readFileSync(join(logDir, file), 'utf8').split('\n')) {
-      if (!line.startsWith('{') || !(line.includes('transfer_stale_fence') || line.includes('lock_fence_advanced'))) continue;
+      if (!line.startsWith('{') || !(line.includes('transfer_stale_fence') || line.includes('lock_fence_advanced')))
+        continue;
       try {
         yield JSON.parse(line) as LogLine;
       } catch {
@@ -73,19 +79,35 @@ function* workerLogLines(logDir: string): Generator<LogLine> {
 }
 
 /** Sets `recovery` on every lossy failover that lost fence increments. */
-export async function attachRecovery(records: FaultRecord[], logDir: string, t0WallMs: number, redis: RedisClient,
-  lockKeyPrefix: string): Promise<void> {
+export async function attachRecovery(
+  records: FaultRecord[],
+  logDir: string,
+  t0WallMs: number,
+  redis: RedisClient,
+  lockKeyPrefix: string,
+): Promise<void> {
   const lossy = records.filter((r) => r.failover?.kind === 'lossy' && r.failoverAtMs !== undefined);
   if (lossy.length === 0) return;
   const lines = [...workerLogLines(logDir)];
   for (const r of lossy) {
     if (r.failover?.kind !== 'lossy') continue;
     const from = t0WallMs + (r.failoverAtMs as number);
-    const nextFenceFault = records.find((o) => o !== r && FENCE_FAULTS.has(o.kind) && o.startMs > (r.failoverAtMs as number));
-    const to = Math.min(from + RECOVERY_WINDOW_MS, nextFenceFault === undefined ? Infinity : t0WallMs + nextFenceFault.startMs);
+    const nextFenceFault = records.find(
+      (o) => o !== r && FENCE_FAULTS.has(o.kind) && o.startMs > (r.failoverAtMs as number),
+    );
+    const to = Math.min(
+      from + RECOVERY_WINDOW_MS,
+      nextFenceFault === undefined ? Infinity : t0WallMs + nextFenceFault.startMs,
+    );
     const behind = r.failover.walletsBehind;
-    const inWindow = lines.filter((l) => typeof l.time === 'number' && l.time >= from && l.time < to
-      && typeof l.walletId === 'string' && l.walletId in behind);
+    const inWindow = lines.filter(
+      (l) =>
+        typeof l.time === 'number' &&
+        l.time >= from &&
+        l.time < to &&
+        typeof l.walletId === 'string' &&
+        l.walletId in behind,
+    );
     let walletsRecovered = 0;
     for (const [wallet, lost] of Object.entries(behind)) {
       const now = await redis.get(lockKeysOf(lockKeyPrefix, wallet).fenceKey).catch(() => null);

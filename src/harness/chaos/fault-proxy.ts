@@ -4,7 +4,7 @@
 // In front of a Redis Cluster node it also tells replication links apart (a replica's
 // connection to its master sends REPLCONF and PSYNC, which no client does) and can stall those
 // alone: the master goes on acknowledging writes that its replica never receives.
-import { createServer, connect, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 /** Bytes held per direction of one connection while delayed or stalled, before that connection is reset. */
 export const PROXY_HELD_BYTES_MAX = 64 * 1024 * 1024;
@@ -26,9 +26,14 @@ class Lane {
   private timer: NodeJS.Timeout | null = null;
   private waitingForDrain = false;
 
-  constructor(private readonly proxy: FaultProxy, private readonly from: Socket, private readonly to: Socket,
-    private readonly onOverflow: () => void, private readonly stalled: () => boolean,
-    private readonly inspect: ((data: Buffer) => void) | null) {
+  constructor(
+    private readonly proxy: FaultProxy,
+    private readonly from: Socket,
+    private readonly to: Socket,
+    private readonly onOverflow: () => void,
+    private readonly stalled: () => boolean,
+    private readonly inspect: ((data: Buffer) => void) | null,
+  ) {
     from.on('data', (data: Buffer) => this.push(data));
   }
 
@@ -119,8 +124,13 @@ export class FaultProxy {
   private cutting = false;
   readonly stats: ProxyStats = { connections: 0, resets: 0, refused: 0, replication: 0 };
 
-  private constructor(readonly name: string, private readonly server: Server, readonly port: number,
-    readonly targetHost: string, readonly targetPort: number) {}
+  private constructor(
+    readonly name: string,
+    private readonly server: Server,
+    readonly port: number,
+    readonly targetHost: string,
+    readonly targetPort: number,
+  ) {}
 
   /** Listens on a free loopback port and forwards every connection to targetHost:targetPort. */
   static async start(name: string, targetHost: string, targetPort: number): Promise<FaultProxy> {
@@ -170,7 +180,10 @@ export class FaultProxy {
         this.stats.replication += 1;
       }
     };
-    lanes.push(new Lane(this, client, upstream, close, stalled, sniff), new Lane(this, upstream, client, close, stalled, null));
+    lanes.push(
+      new Lane(this, client, upstream, close, stalled, sniff),
+      new Lane(this, upstream, client, close, stalled, null),
+    );
     this.connections.add(connection);
     client.on('error', close);
     upstream.on('error', close);
@@ -272,7 +285,10 @@ export interface LinkProxy {
 
 /** Several proxies degraded as one link (a worker reaches each cluster node through its own proxy). */
 export class FaultProxyGroup implements LinkProxy {
-  constructor(readonly name: string, readonly members: readonly FaultProxy[]) {}
+  constructor(
+    readonly name: string,
+    readonly members: readonly FaultProxy[],
+  ) {}
 
   get stats(): ProxyStats {
     const sum: ProxyStats = { connections: 0, resets: 0, refused: 0, replication: 0 };

@@ -2,16 +2,16 @@
 // records every start and end (with what it actually did) in the history. The clock is the
 // harness's; a fault that cannot be injected (Redis down for another fault) is logged, not fatal.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { dataNodesOf, deleteMatching, deleteMatchingOnNode } from '../../queue/redis-scan.ts';
 import { isCluster, type RedisClient } from '../../queue/redis-connection.ts';
+import { dataNodesOf, deleteMatching, deleteMatchingOnNode } from '../../queue/redis-scan.ts';
 import type { SlotGroup } from '../services/local-redis-cluster.ts';
+import type { ChaosFleet } from './chaos-fleet.ts';
+import type { FaultKind } from './chaos-options.ts';
+import type { ChaosServices } from './chaos-services.ts';
 import type { ClusterFaults, FailoverLoss, KillMasterResult } from './cluster-faults.ts';
 import type { FailoverRecovery } from './fault-load.ts';
-import type { ChaosFleet } from './chaos-fleet.ts';
 import type { History } from './history.ts';
-import type { FaultKind } from './chaos-options.ts';
 import { describeFault, type FaultEvent } from './schedule.ts';
-import type { ChaosServices } from './chaos-services.ts';
 
 /** delete-locks sweeps the lock keys this often during its window. */
 export const LOCK_SWEEP_INTERVAL_MS = 10;
@@ -127,9 +127,20 @@ export class FaultInjector {
       }
       waitedMs = Math.round(performance.now() - t);
     }
-    if (topological) this.topology = new Promise<void>((resolve) => { endTopology = resolve; });
-    const record: FaultRecord = { id: event.id, kind: event.kind, startMs: this.history.nowMs(), endMs: 0,
-      worker: event.worker, link: event.link, detail: describeFault(event), error: null };
+    if (topological)
+      this.topology = new Promise<void>((resolve) => {
+        endTopology = resolve;
+      });
+    const record: FaultRecord = {
+      id: event.id,
+      kind: event.kind,
+      startMs: this.history.nowMs(),
+      endMs: 0,
+      worker: event.worker,
+      link: event.link,
+      detail: describeFault(event),
+      error: null,
+    };
     if (waitedMs > 100) record.detail += ` (started ${waitedMs} ms late: the previous failover was still going)`;
     this.records.push(record);
     const open = await this.injectRecorded(event, record);
@@ -142,15 +153,26 @@ export class FaultInjector {
     let ended: Promise<void> | null = null;
     try {
       const heal = await this.start(event, record);
-      this.history.write({ type: 'fault_start', faultId: event.id, kind: event.kind, worker: event.worker, link: event.link,
-        detail: record.detail }, record.startMs);
+      this.history.write(
+        {
+          type: 'fault_start',
+          faultId: event.id,
+          kind: event.kind,
+          worker: event.worker,
+          link: event.link,
+          detail: record.detail,
+        },
+        record.startMs,
+      );
       if (heal === null) {
         record.endMs = this.history.nowMs();
         this.history.write({ type: 'fault_end', faultId: event.id, kind: event.kind, detail: record.detail });
       } else {
         let done = false;
         let endedResolve = () => {};
-        ended = new Promise<void>((resolve) => { endedResolve = resolve; });
+        ended = new Promise<void>((resolve) => {
+          endedResolve = resolve;
+        });
         const finish = async (detail?: string) => {
           if (done) return;
           done = true;
@@ -164,7 +186,12 @@ export class FaultInjector {
             this.history.write({ type: 'fault_error', faultId: event.id, kind: event.kind, error: record.error });
           }
           record.endMs = this.history.nowMs();
-          this.history.write({ type: 'fault_end', faultId: event.id, kind: event.kind, ...(detail === undefined ? {} : { detail }) });
+          this.history.write({
+            type: 'fault_end',
+            faultId: event.id,
+            kind: event.kind,
+            ...(detail === undefined ? {} : { detail }),
+          });
           this.onChange?.();
           endedResolve();
         };
@@ -239,20 +266,27 @@ export class FaultInjector {
         const fences = await deleteMatching(this.redis, fencePattern);
         const t = performance.now();
         const what = await this.services.restartRedis();
-        record.detail += `: ${locks} lock keys and ${fences} fence counters deleted, then SIGKILL and restart from AOF ` +
+        record.detail +=
+          `: ${locks} lock keys and ${fences} fence counters deleted, then SIGKILL and restart from AOF ` +
           `(${what}) in ${Math.round(performance.now() - t)} ms`;
         return null;
       }
       case 'failover-lossy': {
         const c = this.requireCluster(event.kind);
         const group = pick(c.lossyGroups, event.target);
-        if (group === undefined) throw new Error('every slot group holds a queue shard: a lossy failover would lose acknowledged jobs too (lower --queue-shards)');
+        if (group === undefined)
+          throw new Error(
+            'every slot group holds a queue shard: a lossy failover would lose acknowledged jobs too (lower --queue-shards)',
+          );
         const roles = await c.faults.stallReplication(group);
         record.detail += ` (slots ${slotsOf(group)}, master node ${roles.master}, replica node ${roles.replica})`;
         return async () => {
-          const loss = await c.faults.lossyTakeover(roles, () => { record.failoverAtMs = this.history.nowMs(); });
+          const loss = await c.faults.lossyTakeover(roles, () => {
+            record.failoverAtMs = this.history.nowMs();
+          });
           record.failover = { kind: 'lossy', slots: slotsOf(group), ...loss };
-          record.detail += `: replica behind by ${loss.replicationLagBytes} bytes; lost ${loss.fenceIncrementsLost} fence increments ` +
+          record.detail +=
+            `: replica behind by ${loss.replicationLagBytes} bytes; lost ${loss.fenceIncrementsLost} fence increments ` +
             `on ${loss.fenceKeysBehind} wallets and ${loss.lockKeysLost} of ${loss.lockKeysBefore} lock keys; ` +
             `node ${loss.replica} master after ${loss.promotionMs} ms, node ${loss.master} back as its replica after ${loss.rejoinMs} ms`;
           this.services.recordPids();
@@ -266,12 +300,18 @@ export class FaultInjector {
         this.services.recordPids();
         record.detail += ` (slots ${slotsOf(group)}, SIGKILL of master node ${killed.master})`;
         const startedMs = record.startMs;
-        void killed.promoted.then((ms) => { record.failoverAtMs = startedMs + ms; }, () => undefined);
+        void killed.promoted.then(
+          (ms) => {
+            record.failoverAtMs = startedMs + ms;
+          },
+          () => undefined,
+        );
         return async () => {
           const result = await c.faults.rejoin(killed);
           this.services.recordPids();
           record.failover = { kind: 'kill', slots: slotsOf(group), ...result };
-          record.detail += `: node ${result.replica} master after ${result.promotionMs} ms, node ${result.master} restarted ` +
+          record.detail +=
+            `: node ${result.replica} master after ${result.promotionMs} ms, node ${result.master} restarted ` +
             `and back as its replica after ${result.rejoinMs} ms`;
         };
       }

@@ -5,9 +5,16 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 
 export type HistoryEvent =
   | { type: 'run_start'; seed: number; options: unknown }
-  | { type: 'enqueue'; jobId: string; seq: number; kind: string; operationId: string | null; defect?: string | null;
+  | {
+      type: 'enqueue';
+      jobId: string;
+      seq: number;
+      kind: string;
+      operationId: string | null;
+      defect?: string | null;
       /** Valid messages: the money movement the operation asks for (applied once, whichever of its messages wins). */
-      effect?: { from: string; to: string; amount: string } }
+      effect?: { from: string; to: string; amount: string };
+    }
   | { type: 'job_active'; jobId: string; prev?: string }
   | { type: 'job_failed'; jobId: string; reason: string }
   | { type: 'job_completed'; jobId: string; outcome: string }
@@ -16,8 +23,18 @@ export type HistoryEvent =
   | { type: 'fault_end'; faultId: number; kind: string; detail?: string }
   | { type: 'fault_error'; faultId: number; kind: string; error: string }
   | { type: 'phase'; phase: string; detail?: unknown }
-  | { type: 'final'; jobId: string; state: string; operationId: string | null; outcome?: string; reason?: string;
-      attemptsMade: number; attemptsStarted: number; enqueuedAtMs: number; finishedAtMs: number | null }
+  | {
+      type: 'final';
+      jobId: string;
+      state: string;
+      operationId: string | null;
+      outcome?: string;
+      reason?: string;
+      attemptsMade: number;
+      attemptsStarted: number;
+      enqueuedAtMs: number;
+      finishedAtMs: number | null;
+    }
   | { type: 'check'; name: string; ok: boolean; counterexamples: unknown[] }
   | { type: 'run_end'; verdict: string; durationMs: number };
 
@@ -26,7 +43,11 @@ export class History {
   private lines = 0;
 
   /** `t0Ms` is performance.now() at the start of the fault phase (negative offsets are set-up). */
-  constructor(readonly path: string, private t0Ms: number, private t0WallMs: number) {
+  constructor(
+    readonly path: string,
+    private t0Ms: number,
+    private t0WallMs: number,
+  ) {
     this.stream = createWriteStream(path, { flags: 'w' });
   }
 

@@ -54,12 +54,19 @@ function stored(row: StoredRow): StoredOutcome {
 }
 
 async function walletFence(prisma: PrismaClient, walletId: string): Promise<bigint | null> {
-  const rows = await prisma.$queryRaw<{ last_fence: bigint }[]>`SELECT last_fence FROM wallets WHERE id = ${walletId}::text`;
+  const rows = await prisma.$queryRaw<
+    { last_fence: bigint }[]
+  >`SELECT last_fence FROM wallets WHERE id = ${walletId}::text`;
   return rows[0]?.last_fence ?? null;
 }
 
-async function reject(prisma: PrismaClient, request: TransferRequest, hash: string, token: bigint,
-  reason: RejectionReason): Promise<ApplyResult> {
+async function reject(
+  prisma: PrismaClient,
+  request: TransferRequest,
+  hash: string,
+  token: bigint,
+  reason: RejectionReason,
+): Promise<ApplyResult> {
   await prisma.$executeRaw`
     INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency, status, reason, fence)
     VALUES (${request.operationId}::text, ${hash}::text, ${request.from}::text, ${request.to}::text,
@@ -68,8 +75,12 @@ async function reject(prisma: PrismaClient, request: TransferRequest, hash: stri
   return { outcome: 'rejected', operationId: request.operationId, reason, fence: token.toString() };
 }
 
-export async function naiveApply(prisma: PrismaClient, request: TransferRequest, token: bigint,
-  options: NaiveApplyOptions): Promise<ApplyResult> {
+export async function naiveApply(
+  prisma: PrismaClient,
+  request: TransferRequest,
+  token: bigint,
+  options: NaiveApplyOptions,
+): Promise<ApplyResult> {
   const hash = requestHash(request);
   const { operationId } = request;
 
@@ -97,7 +108,10 @@ export async function naiveApply(prisma: PrismaClient, request: TransferRequest,
   const destination = await prisma.$queryRaw<{ currency: string }[]>`
     SELECT currency FROM wallets WHERE id = ${request.to}::text`;
   if (destination[0] === undefined) return reject(prisma, request, hash, token, 'unknown_wallet');
-  if (destination[0].currency !== source[0].currency || (request.currency !== null && request.currency !== source[0].currency)) {
+  if (
+    destination[0].currency !== source[0].currency ||
+    (request.currency !== null && request.currency !== source[0].currency)
+  ) {
     return reject(prisma, request, hash, token, 'currency_mismatch');
   }
   if (source[0].balance < request.amountMinor) return reject(prisma, request, hash, token, 'insufficient_funds');
@@ -121,7 +135,9 @@ export async function naiveApply(prisma: PrismaClient, request: TransferRequest,
                    updated_at = CURRENT_TIMESTAMP
              WHERE id = ${request.from}::text`;
       if (written !== 1) {
-        const rows = await tx.$queryRaw<{ last_fence: bigint }[]>`SELECT last_fence FROM wallets WHERE id = ${request.from}::text`;
+        const rows = await tx.$queryRaw<
+          { last_fence: bigint }[]
+        >`SELECT last_fence FROM wallets WHERE id = ${request.from}::text`;
         throw new StaleWrite(rows[0]?.last_fence ?? 0n);
       }
       await tx.$executeRaw`UPDATE wallets SET balance = balance + ${request.amountMinor}::bigint, updated_at = CURRENT_TIMESTAMP

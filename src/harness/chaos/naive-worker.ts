@@ -10,7 +10,8 @@ await runCli(async () => {
   process.exitCode = await runWorkerProcess('naive-worker', ({ config, prisma, logger }) => {
     const fence = !config.unsafe.includes('no-fencing');
     logger.warn({ fence }, 'NAIVE APPLY: read-modify-write of absolute balances; for the chaos harness only');
-    return (request, token, lease) => naiveApply(prisma, request, token, { fence, assertHeld: () => lease?.assertHeld() });
+    return (request, token, lease) =>
+      naiveApply(prisma, request, token, { fence, assertHeld: () => lease?.assertHeld() });
   });
 });
 process.exit();

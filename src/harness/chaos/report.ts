@@ -3,12 +3,12 @@
 // negative control — the violation it exists to provoke was detected.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CheckResult, FinalJob } from './checker.ts';
-import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
-import type { FaultRecord } from './faults.ts';
 import type { ChaosOptions, FaultKind } from './chaos-options.ts';
 import { faultKindsOf } from './chaos-options.ts';
 import type { ChaosWorkload } from './chaos-workload.ts';
+import type { CheckResult, FinalJob } from './checker.ts';
+import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
+import type { FaultRecord } from './faults.ts';
 
 export type Expectation = 'all-hold' | 'violation-detected' | 'money-holds';
 
@@ -23,13 +23,28 @@ export interface RunFigures {
   readonly seed: number;
   readonly startedAt: string;
   readonly command: string;
-  readonly mode: { readonly unsafe: string | null; readonly apply: string; readonly redis?: string; readonly queueShards?: number };
+  readonly mode: {
+    readonly unsafe: string | null;
+    readonly apply: string;
+    readonly redis?: string;
+    readonly queueShards?: number;
+  };
   readonly options: Record<string, unknown>;
   readonly verdict: Verdict;
   readonly durationMs: { total: number; setup: number; faultPhase: number; drain: number; check: number };
-  readonly messages: { sent: number; operations: number; originals: number; duplicates: number; conflicts: number; invalid: number };
+  readonly messages: {
+    sent: number;
+    operations: number;
+    originals: number;
+    duplicates: number;
+    conflicts: number;
+    invalid: number;
+  };
   readonly jobs: {
-    completed: number; failed: number; failedValid: number; otherState: number;
+    completed: number;
+    failed: number;
+    failedValid: number;
+    otherState: number;
     /** Jobs in the queue that the harness has no record of sending (a producer command resent after a Redis restart). */
     unrecorded: number;
     /** Times a job was started by a worker (attemptsStarted summed). */
@@ -40,7 +55,14 @@ export interface RunFigures {
     deferralsAndStalls: number;
   };
   /** From reconcile(): what the ledger holds at the end. */
-  readonly ledger: { wallets: number; balanceSum: string; openingSum: string; transfersApplied: number; transfersRejected: number; ledgerEntries: number };
+  readonly ledger: {
+    wallets: number;
+    balanceSum: string;
+    openingSum: string;
+    transfersApplied: number;
+    transfersRejected: number;
+    ledgerEntries: number;
+  };
   /** What the completed jobs answered (a delivery whose answer was lost and re-run answers `duplicate`). */
   readonly answers: Record<string, number>;
   /** The workers' counters summed over the run (src/metrics/counter-aggregate.ts), under their short names. */
@@ -50,7 +72,10 @@ export interface RunFigures {
   /** Events counted in the workers' logs: what the counters do not split (a lease lost while the decision was in flight). */
   readonly workerLogEvents: Record<string, number>;
   readonly faults: {
-    scheduled: number; injected: number; errors: number; byKind: Record<string, number>;
+    scheduled: number;
+    injected: number;
+    errors: number;
+    byKind: Record<string, number>;
     /** Injected faults whose window met no transfer in flight (they tested nothing). */
     idle: number;
     list: readonly FaultRecord[];
@@ -61,18 +86,33 @@ export interface RunFigures {
   readonly proxies: Record<string, { connections: number; resets: number; refused: number }>;
 }
 
-export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): { expectation: Expectation; text: string } {
+export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): {
+  expectation: Expectation;
+  text: string;
+} {
   if (options.unsafe === 'no-idempotency') {
-    return { expectation: 'violation-detected', text: 'negative control: duplicates re-apply; the checker must detect an exactly-once or money violation' };
+    return {
+      expectation: 'violation-detected',
+      text: 'negative control: duplicates re-apply; the checker must detect an exactly-once or money violation',
+    };
   }
   if (options.apply === 'naive' && options.unsafe === 'no-fencing') {
-    return { expectation: 'violation-detected', text: 'negative control: a frozen lock holder writes a stale balance; the checker must detect a money violation' };
+    return {
+      expectation: 'violation-detected',
+      text: 'negative control: a frozen lock holder writes a stale balance; the checker must detect a money violation',
+    };
   }
   if (options.unsafe === 'no-fencing') {
-    return { expectation: 'money-holds', text: 'control: without the fence the one-statement decision still keeps money and exactly-once (the fence-order checks may break)' };
+    return {
+      expectation: 'money-holds',
+      text: 'control: without the fence the one-statement decision still keeps money and exactly-once (the fence-order checks may break)',
+    };
   }
   if (options.unsafe === 'no-lock') {
-    return { expectation: 'all-hold', text: 'control: without mutual exclusion the fenced, idempotent decision keeps every invariant' };
+    return {
+      expectation: 'all-hold',
+      text: 'control: without mutual exclusion the fenced, idempotent decision keeps every invariant',
+    };
   }
   return { expectation: 'all-hold', text: 'every invariant holds' };
 }
@@ -84,15 +124,40 @@ export function judge(options: Pick<ChaosOptions, 'unsafe' | 'apply'>, checks: r
   const liveness = failed.filter((c) => c.group === 'queue' || c.group === 'input');
   if (expectation === 'violation-detected') {
     const detected = failed.filter((c) => c.group === 'money' || c.group === 'exactly-once');
-    if (detected.length === 0) return { expectation, expectationText: text, pass: false, detail: 'NOT DETECTED: every money and exactly-once check passed' };
-    if (liveness.length > 0) return { expectation, expectationText: text, pass: false, detail: `detected, but the run was also broken: ${names(liveness)}` };
-    return { expectation, expectationText: text, pass: true, detail: `detected by ${detected.length} check(s): ${names(detected)}` };
+    if (detected.length === 0)
+      return {
+        expectation,
+        expectationText: text,
+        pass: false,
+        detail: 'NOT DETECTED: every money and exactly-once check passed',
+      };
+    if (liveness.length > 0)
+      return {
+        expectation,
+        expectationText: text,
+        pass: false,
+        detail: `detected, but the run was also broken: ${names(liveness)}`,
+      };
+    return {
+      expectation,
+      expectationText: text,
+      pass: true,
+      detail: `detected by ${detected.length} check(s): ${names(detected)}`,
+    };
   }
   const relevant = expectation === 'money-holds' ? failed.filter((c) => c.group !== 'fence') : failed;
-  if (relevant.length > 0) return { expectation, expectationText: text, pass: false, detail: `violated: ${names(relevant)}` };
+  if (relevant.length > 0)
+    return { expectation, expectationText: text, pass: false, detail: `violated: ${names(relevant)}` };
   const fence = failed.filter((c) => c.group === 'fence');
-  return { expectation, expectationText: text, pass: true,
-    detail: fence.length > 0 ? `money and exactly-once hold; fence checks broke as allowed: ${names(fence)}` : 'every invariant holds' };
+  return {
+    expectation,
+    expectationText: text,
+    pass: true,
+    detail:
+      fence.length > 0
+        ? `money and exactly-once hold; fence checks broke as allowed: ${names(fence)}`
+        : 'every invariant holds',
+  };
 }
 
 /** Counts the structured events of interest in the workers' pino logs. */
@@ -117,8 +182,17 @@ export function countWorkerLogEvents(logDir: string): Record<string, number> {
   return counts;
 }
 
-const WORKER_LOG_EVENTS = ['lock_lost', 'lock_release_not_owner', 'lock_renew_failed', 'transfer_stale_fence', 'transfer_lock_lost',
-  'transfer_transient_error', 'lock_fence_advanced', 'lock_release_timed_out', 'lock_release_failed'];
+const WORKER_LOG_EVENTS = [
+  'lock_lost',
+  'lock_release_not_owner',
+  'lock_renew_failed',
+  'transfer_stale_fence',
+  'transfer_lock_lost',
+  'transfer_transient_error',
+  'lock_fence_advanced',
+  'lock_release_timed_out',
+  'lock_release_failed',
+];
 
 export function quantile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return 0;
@@ -131,8 +205,19 @@ export function answerOf(job: FinalJob): string {
   return typeof v === 'object' && v !== null && typeof v.outcome === 'string' ? v.outcome : job.state;
 }
 
-export function jobFigures(jobs: readonly FinalJob[], sentIds: ReadonlySet<string>, invalidIds: ReadonlySet<string>): RunFigures['jobs'] {
-  let completed = 0, failed = 0, failedValid = 0, otherState = 0, unrecorded = 0, deliveries = 0, retries = 0, deferrals = 0;
+export function jobFigures(
+  jobs: readonly FinalJob[],
+  sentIds: ReadonlySet<string>,
+  invalidIds: ReadonlySet<string>,
+): RunFigures['jobs'] {
+  let completed = 0,
+    failed = 0,
+    failedValid = 0,
+    otherState = 0,
+    unrecorded = 0,
+    deliveries = 0,
+    retries = 0,
+    deferrals = 0;
   for (const j of jobs) {
     if (j.state === 'completed') completed += 1;
     else if (j.state === 'failed') {
@@ -149,29 +234,50 @@ export function jobFigures(jobs: readonly FinalJob[], sentIds: ReadonlySet<strin
 
 export function messageFigures(workload: ChaosWorkload): RunFigures['messages'] {
   const count = (kind: string) => workload.messages.filter((m) => m.kind === kind).length;
-  return { sent: workload.messages.length, operations: workload.operations.size, originals: count('original'),
-    duplicates: count('duplicate'), conflicts: count('conflict'), invalid: count('invalid') };
+  return {
+    sent: workload.messages.length,
+    operations: workload.operations.size,
+    originals: count('original'),
+    duplicates: count('duplicate'),
+    conflicts: count('conflict'),
+    invalid: count('invalid'),
+  };
 }
 
 export function faultFigures(scheduled: number, records: readonly FaultRecord[]): RunFigures['faults'] {
   const byKind: Record<string, number> = {};
   for (const r of records) if (r.error === null) byKind[r.kind] = (byKind[r.kind] ?? 0) + 1;
-  return { scheduled, injected: records.filter((r) => r.error === null).length, errors: records.filter((r) => r.error !== null).length,
-    byKind, idle: records.filter((r) => r.error === null && r.load !== undefined && r.load.inFlight === 0).length, list: records };
+  return {
+    scheduled,
+    injected: records.filter((r) => r.error === null).length,
+    errors: records.filter((r) => r.error !== null).length,
+    byKind,
+    idle: records.filter((r) => r.error === null && r.load !== undefined && r.load.inFlight === 0).length,
+    list: records,
+  };
 }
 
 const fmt = (n: number) => n.toLocaleString('en-US');
-const cell = (v: unknown) => String(v ?? '').replace(/\|/g, '\\|').replace(/\n/g, ' ');
+const cell = (v: unknown) =>
+  String(v ?? '')
+    .replace(/\|/g, '\\|')
+    .replace(/\n/g, ' ');
 
 export function renderMarkdown(f: RunFigures, chartFile: string | null): string {
   const lines: string[] = [];
   const v = f.verdict;
   lines.push(`# Chaos run, seed ${f.seed}: ${v.pass ? 'PASS' : 'FAIL'}`, '');
-  lines.push(`\`${f.command}\` — started ${f.startedAt}, ${(f.durationMs.total / 1000).toFixed(1)} s in all ` +
-    `(set-up ${(f.durationMs.setup / 1000).toFixed(1)} s, faults ${(f.durationMs.faultPhase / 1000).toFixed(1)} s, ` +
-    `drain ${(f.durationMs.drain / 1000).toFixed(1)} s, checks ${(f.durationMs.check / 1000).toFixed(1)} s).`, '');
-  lines.push(`- Mode: apply **${f.mode.apply}**, unsafe **${f.mode.unsafe ?? 'none'}**, Redis **${f.mode.redis === 'cluster'
-    ? 'Cluster (3 masters, 1 replica each)' : 'single node'}**, ${f.mode.queueShards ?? 1} queue shard(s)`);
+  lines.push(
+    `\`${f.command}\` — started ${f.startedAt}, ${(f.durationMs.total / 1000).toFixed(1)} s in all ` +
+      `(set-up ${(f.durationMs.setup / 1000).toFixed(1)} s, faults ${(f.durationMs.faultPhase / 1000).toFixed(1)} s, ` +
+      `drain ${(f.durationMs.drain / 1000).toFixed(1)} s, checks ${(f.durationMs.check / 1000).toFixed(1)} s).`,
+    '',
+  );
+  lines.push(
+    `- Mode: apply **${f.mode.apply}**, unsafe **${f.mode.unsafe ?? 'none'}**, Redis **${
+      f.mode.redis === 'cluster' ? 'Cluster (3 masters, 1 replica each)' : 'single node'
+    }**, ${f.mode.queueShards ?? 1} queue shard(s)`,
+  );
   lines.push(`- Expectation: ${v.expectationText}`);
   lines.push(`- Verdict: **${v.pass ? 'as expected' : 'NOT as expected'}** — ${v.detail}`, '');
   if (chartFile !== null) lines.push(`![timeline](${chartFile})`, '');
@@ -181,69 +287,112 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
   const metric = (k: string) => f.metrics[k] ?? 0;
   lines.push('## Figures', '', '| figure | value |', '| --- | ---: |');
   const rows: [string, number | string][] = [
-    ['messages sent', m.sent], ['distinct operations', m.operations], ['duplicate deliveries sent (new job ids)', m.duplicates],
-    ['conflicting reuses of an id', m.conflicts], ['invalid messages', m.invalid],
-    ['jobs completed', j.completed], ['jobs failed (all reasons)', j.failed], ['valid jobs failed', j.failedValid],
+    ['messages sent', m.sent],
+    ['distinct operations', m.operations],
+    ['duplicate deliveries sent (new job ids)', m.duplicates],
+    ['conflicting reuses of an id', m.conflicts],
+    ['invalid messages', m.invalid],
+    ['jobs completed', j.completed],
+    ['jobs failed (all reasons)', j.failed],
+    ['valid jobs failed', j.failedValid],
     ['jobs the harness did not send (resent by a client)', j.unrecorded],
     ['producer calls retried after a Redis error', f.producerRetries ?? 0],
-    ['deliveries (job starts)', j.deliveries], ['retries (failed attempts retried)', j.retries], ['busy deferrals and stalled re-runs', j.deferralsAndStalls],
-    ['transfers applied (ledger)', f.ledger.transfersApplied], ['transfers rejected (ledger)', f.ledger.transfersRejected],
-    ['answers: applied', f.answers.applied ?? 0], ['answers: duplicate (answered from the record)', f.answers.duplicate ?? 0],
-    ['answers: conflict', f.answers.conflict ?? 0], ['answers: rejected', f.answers.rejected ?? 0],
-    ['worker metric: stale fences refused', metric('stale_fence')], ['worker metric: fences advanced after a refusal', metric('fence_advanced')],
+    ['deliveries (job starts)', j.deliveries],
+    ['retries (failed attempts retried)', j.retries],
+    ['busy deferrals and stalled re-runs', j.deferralsAndStalls],
+    ['transfers applied (ledger)', f.ledger.transfersApplied],
+    ['transfers rejected (ledger)', f.ledger.transfersRejected],
+    ['answers: applied', f.answers.applied ?? 0],
+    ['answers: duplicate (answered from the record)', f.answers.duplicate ?? 0],
+    ['answers: conflict', f.answers.conflict ?? 0],
+    ['answers: rejected', f.answers.rejected ?? 0],
+    ['worker metric: stale fences refused', metric('stale_fence')],
+    ['worker metric: fences advanced after a refusal', metric('fence_advanced')],
     ['worker metric: lock losses', metric('lock_lost')],
-    ['worker metric: leases lost with a decision in flight', metric('lease_lost_in_flight')], ['worker metric: lock busy', metric('lock_busy')],
-    ['worker metric: transient errors', metric('transient_error')], ['worker metric: invalid', metric('invalid')],
+    ['worker metric: leases lost with a decision in flight', metric('lease_lost_in_flight')],
+    ['worker metric: lock busy', metric('lock_busy')],
+    ['worker metric: transient errors', metric('transient_error')],
+    ['worker metric: invalid', metric('invalid')],
     ['worker logs: leases lost (watchdog: expired by our clock)', f.workerLogEvents['lock_lost:lease_expired'] ?? 0],
-    ['worker logs: leases lost (watchdog: renewal found another owner or none)', f.workerLogEvents['lock_lost:not_owner'] ?? 0],
+    [
+      'worker logs: leases lost (watchdog: renewal found another owner or none)',
+      f.workerLogEvents['lock_lost:not_owner'] ?? 0,
+    ],
     ['worker logs: releases that found the lock no longer ours', f.workerLogEvents.lock_release_not_owner ?? 0],
-    ['latency enqueue→answer p50 / p95 / p99 / max (ms)', `${f.latencyMs.p50} / ${f.latencyMs.p95} / ${f.latencyMs.p99} / ${f.latencyMs.max}`],
+    [
+      'latency enqueue→answer p50 / p95 / p99 / max (ms)',
+      `${f.latencyMs.p50} / ${f.latencyMs.p95} / ${f.latencyMs.p99} / ${f.latencyMs.max}`,
+    ],
     ['applied per second, mean / peak', `${f.appliedPerSecond.mean.toFixed(1)} / ${f.appliedPerSecond.peak}`],
   ];
   for (const [k, val] of rows) lines.push(`| ${k} | ${typeof val === 'number' ? fmt(val) : val} |`);
   lines.push('');
 
-  lines.push('## Faults', '', `${f.faults.injected} injected of ${f.faults.scheduled} scheduled${f.faults.errors > 0 ? `, ${f.faults.errors} could not be injected` : ''}; ` +
-    `${f.faults.idle ?? 0} met no transfer in flight.`, '');
+  lines.push(
+    '## Faults',
+    '',
+    `${f.faults.injected} injected of ${f.faults.scheduled} scheduled${f.faults.errors > 0 ? `, ${f.faults.errors} could not be injected` : ''}; ` +
+      `${f.faults.idle ?? 0} met no transfer in flight.`,
+    '',
+  );
   lines.push('| kind | count |', '| --- | ---: |');
   for (const kind of faultKindsOf(f.mode.redis === 'cluster' ? 'cluster' : 'single') as readonly FaultKind[]) {
     lines.push(`| ${kind} | ${f.faults.byKind[kind] ?? 0} |`);
   }
-  lines.push('', 'Every fault, with its window (s from the start of the fault phase) and the load it met: transfers in flight ' +
-    '(submitted by the producer before the window ended, answered after it began) and answered inside the window; a fault ' +
-    `shorter than ${FAULT_AFTERMATH_MS / 1000} s is measured over the ${FAULT_AFTERMATH_MS / 1000} s after its start.`, '',
-    '| # | start | end | in flight | answered during | what | error |', '| ---: | ---: | ---: | ---: | ---: | --- | --- |');
+  lines.push(
+    '',
+    'Every fault, with its window (s from the start of the fault phase) and the load it met: transfers in flight ' +
+      '(submitted by the producer before the window ended, answered after it began) and answered inside the window; a fault ' +
+      `shorter than ${FAULT_AFTERMATH_MS / 1000} s is measured over the ${FAULT_AFTERMATH_MS / 1000} s after its start.`,
+    '',
+    '| # | start | end | in flight | answered during | what | error |',
+    '| ---: | ---: | ---: | ---: | ---: | --- | --- |',
+  );
   for (const r of f.faults.list) {
-    lines.push(`| ${r.id} | ${(r.startMs / 1000).toFixed(2)} | ${(r.endMs / 1000).toFixed(2)} | ${r.load?.inFlight ?? ''} | ` +
-      `${r.load?.answeredDuring ?? ''} | ${cell(r.detail)} | ${cell(r.error ?? '')} |`);
+    lines.push(
+      `| ${r.id} | ${(r.startMs / 1000).toFixed(2)} | ${(r.endMs / 1000).toFixed(2)} | ${r.load?.inFlight ?? ''} | ` +
+        `${r.load?.answeredDuring ?? ''} | ${cell(r.detail)} | ${cell(r.error ?? '')} |`,
+    );
   }
   lines.push('');
   const failovers = f.faults.list.filter((r) => r.failover !== undefined);
   if (failovers.length > 0) {
-    lines.push('## Failovers', '', 'Lossy: the replica\'s link was stalled, then it took over (CLUSTER FAILOVER TAKEOVER); the lock keys ' +
-      'and fence counters of the old master were read with its writes paused and compared with the new master\'s. ' +
-      'Recovery: decisions refused with a stale token on the wallets whose counter went back, counters raised past the ' +
-      `database's fence (within ${RECOVERY_WINDOW_MS / 1000} s of the takeover), and counters back at or above their lost value by the end.`, '',
+    lines.push(
+      '## Failovers',
+      '',
+      "Lossy: the replica's link was stalled, then it took over (CLUSTER FAILOVER TAKEOVER); the lock keys " +
+        "and fence counters of the old master were read with its writes paused and compared with the new master's. " +
+        'Recovery: decisions refused with a stale token on the wallets whose counter went back, counters raised past the ' +
+        `database's fence (within ${RECOVERY_WINDOW_MS / 1000} s of the takeover), and counters back at or above their lost value by the end.`,
+      '',
       '| # | kind | slots | master → new master | replica behind (bytes) | fence increments lost (wallets) | lock keys lost | ' +
-      'promoted after (ms) | stale-fence refusals | fences advanced | counters recovered |',
-      '| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+        'promoted after (ms) | stale-fence refusals | fences advanced | counters recovered |',
+      '| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    );
     for (const r of failovers) {
       const fo = r.failover;
       if (fo === undefined) continue;
       const rec = r.recovery;
       if (fo.kind === 'lossy') {
-        lines.push(`| ${r.id} | failover-lossy | ${fo.slots} | node ${fo.master} → node ${fo.replica} | ${fmt(fo.replicationLagBytes)} | ` +
-          `${fo.fenceIncrementsLost} (${fo.fenceKeysBehind}) | ${fo.lockKeysLost} of ${fo.lockKeysBefore} | ${fo.promotionMs} | ` +
-          `${rec?.staleFenceRefusals ?? 0} | ${rec?.fencesAdvanced ?? 0} | ${rec === undefined ? '' : `${rec.walletsRecovered} of ${rec.walletsBehind}`} |`);
+        lines.push(
+          `| ${r.id} | failover-lossy | ${fo.slots} | node ${fo.master} → node ${fo.replica} | ${fmt(fo.replicationLagBytes)} | ` +
+            `${fo.fenceIncrementsLost} (${fo.fenceKeysBehind}) | ${fo.lockKeysLost} of ${fo.lockKeysBefore} | ${fo.promotionMs} | ` +
+            `${rec?.staleFenceRefusals ?? 0} | ${rec?.fencesAdvanced ?? 0} | ${rec === undefined ? '' : `${rec.walletsRecovered} of ${rec.walletsBehind}`} |`,
+        );
       } else {
-        lines.push(`| ${r.id} | kill-master | ${fo.slots} | node ${fo.master} → node ${fo.replica} | | | | ${fo.promotionMs} | | | |`);
+        lines.push(
+          `| ${r.id} | kill-master | ${fo.slots} | node ${fo.master} → node ${fo.replica} | | | | ${fo.promotionMs} | | | |`,
+        );
       }
     }
     lines.push('');
   }
 
   lines.push('## Invariants', '', '| invariant | group | result | violations |', '| --- | --- | --- | ---: |');
-  for (const c of f.checks) lines.push(`| ${cell(c.name)} | ${c.group} | ${c.ok ? 'pass' : '**FAIL**'} | ${c.violations}${c.capped ? '+' : ''} |`);
+  for (const c of f.checks)
+    lines.push(
+      `| ${cell(c.name)} | ${c.group} | ${c.ok ? 'pass' : '**FAIL**'} | ${c.violations}${c.capped ? '+' : ''} |`,
+    );
   lines.push('');
   const failed = f.checks.filter((c) => !c.ok);
   if (failed.length > 0) {
@@ -254,7 +403,10 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
       lines.push('');
     }
   }
-  lines.push('Files: `history.ndjson` (every enqueue, job start, outcome and fault), `report.json` (these figures), ' +
-    '`workers/worker-N.log` (each worker\'s log).', '');
+  lines.push(
+    'Files: `history.ndjson` (every enqueue, job start, outcome and fault), `report.json` (these figures), ' +
+      "`workers/worker-N.log` (each worker's log).",
+    '',
+  );
   return lines.join('\n');
 }

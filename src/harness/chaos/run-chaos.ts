@@ -10,28 +10,36 @@ import { CONFIG_DEFAULTS } from '../../config/config.ts';
 import { createPrisma, type PrismaClient } from '../../db/prisma.ts';
 import { SEED_BALANCE_MAX, seedWallets } from '../../ledger/seed-wallets.ts';
 import type { TransferWire } from '../../ledger/transfer-request.ts';
+import { keySlot } from '../../lock/key-slot.ts';
 import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../../metrics/counter-aggregate.ts';
 import { enqueueTransfers, TransferQueues } from '../../queue/producer.ts';
-import { queueProgress, waitForDrain, type QueueProgress } from '../../queue/queue-drain.ts';
+import { type QueueProgress, queueProgress, waitForDrain } from '../../queue/queue-drain.ts';
 import type { QueueShard } from '../../queue/queue-shards.ts';
 import { bullmqConnection, type RedisClient } from '../../queue/redis-connection.ts';
 import { deleteMatching } from '../../queue/redis-scan.ts';
 import { waitForWorkersConnected } from '../fleet/worker-processes.ts';
-import { keySlot } from '../../lock/key-slot.ts';
 import { renderTimelineSvg } from './chaos-chart.ts';
-import { runChecks, type FinalJob } from './checker.ts';
-import { ClusterFaults } from './cluster-faults.ts';
-import { FaultInjector, type ClusterTargets } from './faults.ts';
-import { attachFaultLoads, attachRecovery } from './fault-load.ts';
 import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet } from './chaos-fleet.ts';
-import { History } from './history.ts';
 import type { ChaosOptions } from './chaos-options.ts';
+import { ChaosServices, ProcessRegistry } from './chaos-services.ts';
+import { buildWorkload, type ChaosMessage, CURRENCY, WALLET_PREFIX } from './chaos-workload.ts';
+import { type FinalJob, runChecks } from './checker.ts';
+import { ClusterFaults } from './cluster-faults.ts';
+import { attachFaultLoads, attachRecovery } from './fault-load.ts';
+import { type ClusterTargets, FaultInjector } from './faults.ts';
+import { History } from './history.ts';
 import {
-  answerOf, countWorkerLogEvents, faultFigures, jobFigures, judge, messageFigures, quantile, renderMarkdown, type RunFigures,
+  answerOf,
+  countWorkerLogEvents,
+  faultFigures,
+  jobFigures,
+  judge,
+  messageFigures,
+  quantile,
+  type RunFigures,
+  renderMarkdown,
 } from './report.ts';
 import { buildSchedule } from './schedule.ts';
-import { ChaosServices, ProcessRegistry } from './chaos-services.ts';
-import { buildWorkload, CURRENCY, WALLET_PREFIX, type ChaosMessage } from './chaos-workload.ts';
 
 /**
  * The workload is enqueued over this share of the fault phase: all of it, so that every fault
@@ -91,7 +99,8 @@ export function jobRef(shard: Pick<QueueShard, 'index'>, jobId: string, shardCou
 async function readFinalJobs(queues: TransferQueues): Promise<FinalJob[]> {
   const out: FinalJob[] = [];
   for (const { shard, queue } of queues.shards) {
-    for (const job of await readShardJobs(queue)) out.push({ ...job, jobId: jobRef(shard, job.jobId, queues.shards.length) });
+    for (const job of await readShardJobs(queue))
+      out.push({ ...job, jobId: jobRef(shard, job.jobId, queues.shards.length) });
   }
   return out;
 }
@@ -146,8 +155,16 @@ async function producerRetry<T>(send: () => Promise<T>, progress: Progress): Pro
 }
 
 /** Sends the messages in order, a slice every tick, so they spread over `windowMs`. */
-async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMessage[], windowMs: number, history: History,
-  sent: Map<string, ChaosMessage>, progress: Progress, signal: AbortSignal, firstTryMs?: Map<string, number>): Promise<void> {
+async function enqueuePaced(
+  queues: TransferQueues,
+  messages: readonly ChaosMessage[],
+  windowMs: number,
+  history: History,
+  sent: Map<string, ChaosMessage>,
+  progress: Progress,
+  signal: AbortSignal,
+  firstTryMs?: Map<string, number>,
+): Promise<void> {
   const shardCount = queues.shards.length;
   const shardOfName = new Map(queues.shards.map(({ shard }) => [shard.name, shard]));
   const ticks = Math.max(1, Math.floor(windowMs / ENQUEUE_TICK_MS));
@@ -156,9 +173,15 @@ async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMess
     firstTryMs?.set(jobId, triedAtMs);
     progress.enqueued = sent.size;
     const wire = message.kind === 'invalid' ? null : (message.data as TransferWire);
-    history.write({ type: 'enqueue', jobId, seq: message.seq, kind: message.kind, operationId: message.operationId,
+    history.write({
+      type: 'enqueue',
+      jobId,
+      seq: message.seq,
+      kind: message.kind,
+      operationId: message.operationId,
       ...(message.defect === null ? {} : { defect: message.defect }),
-      ...(wire === null ? {} : { effect: { from: wire.from, to: wire.to, amount: wire.amount } }) });
+      ...(wire === null ? {} : { effect: { from: wire.from, to: wire.to, amount: wire.amount } }),
+    });
   };
   for (let tick = 0, next = 0; next < messages.length; tick++) {
     const dueMs = tick * ENQUEUE_TICK_MS - history.nowMs();
@@ -173,9 +196,21 @@ async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMess
       if (run.length === 0) return;
       const batch = run;
       const triedAtMs = history.nowMs();
-      const done = await producerRetry(() => enqueueTransfers(queues, batch.map((m) => m.data as TransferWire), AMOUNT_MAX), progress);
+      const done = await producerRetry(
+        () =>
+          enqueueTransfers(
+            queues,
+            batch.map((m) => m.data as TransferWire),
+            AMOUNT_MAX,
+          ),
+        progress,
+      );
       done.forEach((d, i) => {
-        record(run[i] as ChaosMessage, jobRef(shardOfName.get(d.queueName) as QueueShard, d.jobId, shardCount), triedAtMs);
+        record(
+          run[i] as ChaosMessage,
+          jobRef(shardOfName.get(d.queueName) as QueueShard, d.jobId, shardCount),
+          triedAtMs,
+        );
       });
       run = [];
     };
@@ -197,7 +232,12 @@ async function enqueuePaced(queues: TransferQueues, messages: readonly ChaosMess
 
 /** Every worker process consumes every shard: the first shard's worker count says who is up. */
 function waitForWorkers(queue: Queue, fleet: ChaosFleet, timeoutMs: number, signal: AbortSignal): Promise<void> {
-  return waitForWorkersConnected(fleet.workers.map((w) => w.process), () => queue.getWorkersCount(), timeoutMs, signal);
+  return waitForWorkersConnected(
+    fleet.workers.map((w) => w.process),
+    () => queue.getWorkersCount(),
+    timeoutMs,
+    signal,
+  );
 }
 
 /**
@@ -211,11 +251,15 @@ function clusterTargets(services: ChaosServices, queues: TransferQueues, lockKey
   const fronts = services.fronts;
   const queueSlots = queues.shards.map(({ shard }) => keySlot(`${shard.prefix}:${shard.name}:meta`));
   return {
-    faults: new ClusterFaults(cluster, (i) => {
-      const front = fronts[i];
-      if (front === undefined) throw new RangeError(`no proxy in front of node ${i}`);
-      return front;
-    }, lockKeyPrefix),
+    faults: new ClusterFaults(
+      cluster,
+      (i) => {
+        const front = fronts[i];
+        if (front === undefined) throw new RangeError(`no proxy in front of node ${i}`);
+        return front;
+      },
+      lockKeyPrefix,
+    ),
     lossyGroups: cluster.groups.filter((g) => !queueSlots.some((slot) => slot >= g.fromSlot && slot <= g.toSlot)),
     allGroups: cluster.groups,
   };
@@ -225,7 +269,12 @@ export function commandLine(argv: readonly string[]): string {
   return ['npm run chaos --', ...argv].join(' ');
 }
 
-export async function runChaos(options: ChaosOptions, argv: readonly string[], log: Log, stop?: AbortSignal): Promise<RunResult> {
+export async function runChaos(
+  options: ChaosOptions,
+  argv: readonly string[],
+  log: Log,
+  stop?: AbortSignal,
+): Promise<RunResult> {
   const startedAt = new Date();
   const tStart = performance.now();
   const outDir = options.out;
@@ -237,13 +286,23 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
 
   const schedule = buildSchedule(options.seed, options);
   const workload = buildWorkload(options);
-  if (workload.openingBalanceMinor > SEED_BALANCE_MAX) throw new RangeError('the workload needs opening balances above the seed maximum; lower --transfers or --amount-max');
+  if (workload.openingBalanceMinor > SEED_BALANCE_MAX)
+    throw new RangeError(
+      'the workload needs opening balances above the seed maximum; lower --transfers or --amount-max',
+    );
   writeFileSync(join(outDir, 'schedule.json'), `${JSON.stringify(schedule, null, 2)}\n`);
 
   const suffix = options.redisUrl === null ? '' : `-${Math.random().toString(16).slice(2, 10)}`;
   const names = { queueName: `chaos-${options.seed}${suffix}`, lockKeyPrefix: `chaos${suffix.replace('-', '.')}:` };
   const sharding = { queueName: names.queueName, queueShards: options.queueShards };
-  const progress: Progress = { phase: 'set-up', enqueued: 0, producerRetries: 0, queue: null, faults: 0, lastFault: '' };
+  const progress: Progress = {
+    phase: 'set-up',
+    enqueued: 0,
+    producerRetries: 0,
+    queue: null,
+    faults: 0,
+    lastFault: '',
+  };
 
   let services: ChaosServices | null = null;
   let fleet: ChaosFleet | null = null;
@@ -257,14 +316,33 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
   stop?.addEventListener('abort', onStop, { once: true });
 
   try {
-    log(`chaos seed ${options.seed}: ${workload.messages.length} messages (${workload.operations.size} operations), ` +
-      `${schedule.length} faults scheduled, ${options.workers} workers, out ${outDir}`);
-    services = await ChaosServices.start({ redis: options.redis, redisUrl: options.redisUrl, databaseUrl: options.databaseUrl,
-      seed: options.seed, runDir: outDir }, registry);
-    history.write({ type: 'phase', phase: 'services', detail: { ownsRedis: services.ownsRedis, ownsPostgres: services.ownsPostgres } });
+    log(
+      `chaos seed ${options.seed}: ${workload.messages.length} messages (${workload.operations.size} operations), ` +
+        `${schedule.length} faults scheduled, ${options.workers} workers, out ${outDir}`,
+    );
+    services = await ChaosServices.start(
+      {
+        redis: options.redis,
+        redisUrl: options.redisUrl,
+        databaseUrl: options.databaseUrl,
+        seed: options.seed,
+        runDir: outDir,
+      },
+      registry,
+    );
+    history.write({
+      type: 'phase',
+      phase: 'services',
+      detail: { ownsRedis: services.ownsRedis, ownsPostgres: services.ownsPostgres },
+    });
 
     prisma = createPrisma(dbConfig(services.databaseUrl));
-    await seedWallets(prisma, { wallets: options.wallets, balanceMinor: workload.openingBalanceMinor, prefix: WALLET_PREFIX, currency: CURRENCY });
+    await seedWallets(prisma, {
+      wallets: options.wallets,
+      balanceMinor: workload.openingBalanceMinor,
+      prefix: WALLET_PREFIX,
+      currency: CURRENCY,
+    });
     // The harness's own sessions must not be among those terminate-backends ends: close them now.
     await prisma.$disconnect();
     prisma = null;
@@ -285,14 +363,22 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
       queueEvents.push(events);
       const ref = (jobId: string) => jobRef(shard, jobId, shardCount);
       events.on('error', () => undefined);
-      events.on('active', ({ jobId, prev }) => history.write({ type: 'job_active', jobId: ref(jobId), ...(prev === undefined ? {} : { prev }) }));
+      events.on('active', ({ jobId, prev }) =>
+        history.write({ type: 'job_active', jobId: ref(jobId), ...(prev === undefined ? {} : { prev }) }),
+      );
       events.on('completed', ({ jobId, returnvalue }) => {
         const v = returnvalue as unknown;
-        const outcome = typeof v === 'object' && v !== null && 'outcome' in v ? String((v as { outcome: unknown }).outcome)
-          : typeof v === 'string' ? (/"outcome":"(\w+)"/.exec(v)?.[1] ?? v.slice(0, 40)) : 'unknown';
+        const outcome =
+          typeof v === 'object' && v !== null && 'outcome' in v
+            ? String((v as { outcome: unknown }).outcome)
+            : typeof v === 'string'
+              ? (/"outcome":"(\w+)"/.exec(v)?.[1] ?? v.slice(0, 40))
+              : 'unknown';
         history.write({ type: 'job_completed', jobId: ref(jobId), outcome });
       });
-      events.on('failed', ({ jobId, failedReason }) => history.write({ type: 'job_failed', jobId: ref(jobId), reason: failedReason }));
+      events.on('failed', ({ jobId, failedReason }) =>
+        history.write({ type: 'job_failed', jobId: ref(jobId), reason: failedReason }),
+      );
       events.on('stalled', ({ jobId }) => history.write({ type: 'job_stalled', jobId: ref(jobId) }));
       await events.waitUntilReady();
     }
@@ -316,22 +402,38 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     history.write({ type: 'phase', phase: 'faults', detail: { durationS: options.durationS } });
     progress.phase = 'faults';
     const currentFleet = fleet;
-    const injector = new FaultInjector(fleet, services, directRedis, names.lockKeyPrefix, history, () => {
-      progress.faults = injector.records.length;
-      const last = injector.records.at(-1);
-      progress.lastFault = last === undefined ? '' : last.detail;
-      registry.update({ workerPids: currentFleet.pids() });
-    }, clusterTargets(services, queues, names.lockKeyPrefix));
+    const injector = new FaultInjector(
+      fleet,
+      services,
+      directRedis,
+      names.lockKeyPrefix,
+      history,
+      () => {
+        progress.faults = injector.records.length;
+        const last = injector.records.at(-1);
+        progress.lastFault = last === undefined ? '' : last.detail;
+        registry.update({ workerPids: currentFleet.pids() });
+      },
+      clusterTargets(services, queues, names.lockKeyPrefix),
+    );
     const statusQueue = queues.queues;
     const tty = process.stderr.isTTY === true;
     let ticks = 0;
     ticker = setInterval(() => {
       ticks += 1;
-      void queueProgress(statusQueue).then((p) => { progress.queue = p; }, () => undefined);
+      void queueProgress(statusQueue).then(
+        (p) => {
+          progress.queue = p;
+        },
+        () => undefined,
+      );
       if (options.quiet || (!tty && ticks % 5 !== 0)) return;
       const q = progress.queue;
-      const line = `[chaos ${options.seed}] ${progress.phase} t=${Math.round(history.nowMs() / 1000)}s sent ${progress.enqueued}/${workload.messages.length}` +
-        (q === null ? '' : ` done ${q.completed} failed ${q.failed} active ${q.active} waiting ${q.waiting + q.prioritized} delayed ${q.delayed}`) +
+      const line =
+        `[chaos ${options.seed}] ${progress.phase} t=${Math.round(history.nowMs() / 1000)}s sent ${progress.enqueued}/${workload.messages.length}` +
+        (q === null
+          ? ''
+          : ` done ${q.completed} failed ${q.failed} active ${q.active} waiting ${q.waiting + q.prioritized} delayed ${q.delayed}`) +
         ` faults ${progress.faults}/${schedule.length}${progress.lastFault === '' ? '' : ` (last: ${progress.lastFault.slice(0, 60)})`}`;
       process.stderr.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
     }, PROGRESS_INTERVAL_MS);
@@ -339,13 +441,23 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     const phaseMs = options.durationS * 1000;
     const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
     const firstTryMs = new Map<string, number>();
-    const enqueueing = enqueuePaced(queues, workload.messages.slice(warmUp.length), phaseMs * ENQUEUE_SHARE, history, sent, progress, interrupted,
-      firstTryMs);
+    const enqueueing = enqueuePaced(
+      queues,
+      workload.messages.slice(warmUp.length),
+      phaseMs * ENQUEUE_SHARE,
+      history,
+      sent,
+      progress,
+      interrupted,
+      firstTryMs,
+    );
     // Awaited after the fault phase; until then a failure must not count as unhandled.
     enqueueing.catch(() => undefined);
     await injector.run(schedule, phaseAbort.signal);
     if (!phaseAbort.signal.aborted) {
-      await new Promise<void>((resolve) => phaseAbort.signal.addEventListener('abort', () => resolve(), { once: true }));
+      await new Promise<void>((resolve) =>
+        phaseAbort.signal.addEventListener('abort', () => resolve(), { once: true }),
+      );
     }
     clearTimeout(phaseTimer);
     await injector.healAll();
@@ -359,7 +471,14 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     const tDrain = performance.now();
     let drained = { ok: true, detail: '' };
     try {
-      await waitForDrain(queues.queues, options.drainTimeoutS * 1000, (p) => { progress.queue = p; }, interrupted);
+      await waitForDrain(
+        queues.queues,
+        options.drainTimeoutS * 1000,
+        (p) => {
+          progress.queue = p;
+        },
+        interrupted,
+      );
     } catch (err) {
       if (interrupted.aborted) throw err;
       drained = { ok: false, detail: err instanceof Error ? err.message : String(err) };
@@ -376,26 +495,45 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     const tCheck = performance.now();
     // The workers' counters as they flushed them (a worker copies them as it stops; one killed
     // by a fault lost at most its last second of counts).
-    const metrics = transferCounterSummary(await readCounterTotals(directRedis, aggregateKeys(names.lockKeyPrefix, names.queueName)));
+    const metrics = transferCounterSummary(
+      await readCounterTotals(directRedis, aggregateKeys(names.lockKeyPrefix, names.queueName)),
+    );
     const jobs = await readFinalJobs(queues);
     for (const j of jobs) {
       const message = sent.get(j.jobId);
-      history.write({ type: 'final', jobId: j.jobId, state: j.state, operationId: message?.operationId ?? null,
-        outcome: answerOf(j), ...(j.failedReason === null ? {} : { reason: j.failedReason.slice(0, 200) }),
-        attemptsMade: j.attemptsMade, attemptsStarted: j.attemptsStarted, enqueuedAtMs: history.offsetOfWallMs(j.timestamp),
-        finishedAtMs: j.finishedOn === null ? null : history.offsetOfWallMs(j.finishedOn) });
+      history.write({
+        type: 'final',
+        jobId: j.jobId,
+        state: j.state,
+        operationId: message?.operationId ?? null,
+        outcome: answerOf(j),
+        ...(j.failedReason === null ? {} : { reason: j.failedReason.slice(0, 200) }),
+        attemptsMade: j.attemptsMade,
+        attemptsStarted: j.attemptsStarted,
+        enqueuedAtMs: history.offsetOfWallMs(j.timestamp),
+        finishedAtMs: j.finishedOn === null ? null : history.offsetOfWallMs(j.finishedOn),
+      });
     }
     prisma = createPrisma(dbConfig(services.databaseUrl));
     const { checks, totals } = await runChecks(prisma, { workload, sent, jobs, drained });
     attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
-    await attachRecovery(injector.records, join(outDir, 'workers'), history.origin.t0WallMs, directRedis, names.lockKeyPrefix);
-    for (const c of checks) history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
+    await attachRecovery(
+      injector.records,
+      join(outDir, 'workers'),
+      history.origin.t0WallMs,
+      directRedis,
+      names.lockKeyPrefix,
+    );
+    for (const c of checks)
+      history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
     const checkMs = performance.now() - tCheck;
 
     const answers: Record<string, number> = {};
     for (const j of jobs) answers[answerOf(j)] = (answers[answerOf(j)] ?? 0) + 1;
-    const latencies = jobs.filter((j) => j.finishedOn !== null && j.state === 'completed')
-      .map((j) => (j.finishedOn as number) - j.timestamp).sort((a, b) => a - b);
+    const latencies = jobs
+      .filter((j) => j.finishedOn !== null && j.state === 'completed')
+      .map((j) => (j.finishedOn as number) - j.timestamp)
+      .sort((a, b) => a - b);
     const perSecond = new Map<number, number>();
     for (const j of jobs) {
       if (answerOf(j) === 'applied' && j.finishedOn !== null) {
@@ -404,7 +542,10 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
       }
     }
     const appliedTotal = [...perSecond.values()].reduce((a, b) => a + b, 0);
-    const activeSeconds = Math.max(1, perSecond.size === 0 ? 1 : Math.max(...perSecond.keys()) - Math.min(...perSecond.keys()) + 1);
+    const activeSeconds = Math.max(
+      1,
+      perSecond.size === 0 ? 1 : Math.max(...perSecond.keys()) - Math.min(...perSecond.keys()) + 1,
+    );
     const invalidIds = new Set([...sent].filter(([, m]) => m.kind === 'invalid').map(([id]) => id));
     const verdict = judge(options, checks);
     const figures: RunFigures = {
@@ -414,8 +555,13 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
       mode: { unsafe: options.unsafe, apply: options.apply, redis: options.redis, queueShards: options.queueShards },
       options: { ...options },
       verdict,
-      durationMs: { total: Math.round(performance.now() - tStart), setup: Math.round(setupMs), faultPhase: faultPhaseMs,
-        drain: Math.round(drainMs), check: Math.round(checkMs) },
+      durationMs: {
+        total: Math.round(performance.now() - tStart),
+        setup: Math.round(setupMs),
+        faultPhase: faultPhaseMs,
+        drain: Math.round(drainMs),
+        check: Math.round(checkMs),
+      },
       messages: messageFigures(workload),
       jobs: jobFigures(jobs, new Set(sent.keys()), invalidIds),
       ledger: totals,
@@ -424,7 +570,12 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
       producerRetries: progress.producerRetries,
       workerLogEvents: countWorkerLogEvents(join(outDir, 'workers')),
       faults: faultFigures(schedule.length, injector.records),
-      latencyMs: { p50: quantile(latencies, 0.5), p95: quantile(latencies, 0.95), p99: quantile(latencies, 0.99), max: latencies.at(-1) ?? 0 },
+      latencyMs: {
+        p50: quantile(latencies, 0.5),
+        p95: quantile(latencies, 0.95),
+        p99: quantile(latencies, 0.99),
+        max: latencies.at(-1) ?? 0,
+      },
       appliedPerSecond: { mean: appliedTotal / activeSeconds, peak: Math.max(0, ...perSecond.values()) },
       checks,
       proxies,
@@ -433,9 +584,13 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     let chartFile: string | null = 'timeline.svg';
     try {
       const svg = await renderTimelineSvg({
-        title: `chaos seed ${options.seed} — ${options.redis === 'cluster' ? 'Redis Cluster, ' : ''}apply ${options.apply}, ` +
+        title:
+          `chaos seed ${options.seed} — ${options.redis === 'cluster' ? 'Redis Cluster, ' : ''}apply ${options.apply}, ` +
           `unsafe ${options.unsafe ?? 'none'}: ${verdict.pass ? 'PASS' : 'FAIL'}`,
-        jobs, faults: injector.records, t0WallMs: history.origin.t0WallMs, faultPhaseEndS: faultPhaseMs / 1000,
+        jobs,
+        faults: injector.records,
+        t0WallMs: history.origin.t0WallMs,
+        faultPhaseEndS: faultPhaseMs / 1000,
       });
       writeFileSync(join(outDir, chartFile), svg);
     } catch (err) {
@@ -455,9 +610,14 @@ export async function runChaos(options: ChaosOptions, argv: readonly string[], l
     registry.update({ workerPids: [] });
     if (services !== null && !services.ownsRedis && queues !== null) {
       // A server we do not own keeps nothing of ours: the queues and every key under our prefix go.
-      for (const q of queues.queues) await q.obliterate({ force: true }).catch((err: unknown) => log(`could not remove queue ${q.name}: ${String(err)}`));
+      for (const q of queues.queues)
+        await q
+          .obliterate({ force: true })
+          .catch((err: unknown) => log(`could not remove queue ${q.name}: ${String(err)}`));
       const cleaner = services.redisClient();
-      await deleteMatching(cleaner, `${names.lockKeyPrefix}*`).catch((err: unknown) => log(`could not remove keys ${names.lockKeyPrefix}*: ${String(err)}`));
+      await deleteMatching(cleaner, `${names.lockKeyPrefix}*`).catch((err: unknown) =>
+        log(`could not remove keys ${names.lockKeyPrefix}*: ${String(err)}`),
+      );
       cleaner.disconnect();
     }
     for (const events of queueEvents) await events.close().catch(() => undefined);

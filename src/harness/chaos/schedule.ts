@@ -1,6 +1,6 @@
 // The fault schedule of a run: a pure function of the seed and the options, so the same seed
 // injects the same faults at the same offsets, against the same workers and links.
-import { randomInt, seededRandom, type Random } from '../../workload/prng.ts';
+import { type Random, randomInt, seededRandom } from '../../workload/prng.ts';
 import type { ChaosOptions, FaultKind } from './chaos-options.ts';
 
 export type LinkName = 'redis' | 'postgres';
@@ -26,7 +26,10 @@ export interface FaultEvent {
   readonly target?: number;
 }
 
-export type ScheduleOptions = Pick<ChaosOptions, 'faults' | 'durationS' | 'faultsMax' | 'faultIntervalMs' | 'lockTtlMs' | 'workers'>;
+export type ScheduleOptions = Pick<
+  ChaosOptions,
+  'faults' | 'durationS' | 'faultsMax' | 'faultIntervalMs' | 'lockTtlMs' | 'workers'
+>;
 
 /** Faults start after this offset (the first jobs are flowing) ... */
 export const SCHEDULE_START_MS = 1_500;
@@ -98,7 +101,10 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
 
     if (WORKER_FAULTS.includes(kind)) {
       const down = downUntil.filter((until) => until > atMs).length;
-      const free = downUntil.map((until, w) => ({ until, w })).filter((x) => x.until <= atMs).map((x) => x.w);
+      const free = downUntil
+        .map((until, w) => ({ until, w }))
+        .filter((x) => x.until <= atMs)
+        .map((x) => x.w);
       if (free.length === 0 || (o.workers > 1 && down >= o.workers - 1)) {
         // Nobody to take down without stopping the whole fleet: cut a link instead, if cuts
         // were asked for, or leave this slot empty.
@@ -115,14 +121,17 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
     // Only cluster kinds draw these numbers: the single-node schedule of a seed stays what it was.
     let target: number | null = null;
     if (kind === 'failover-lossy' || kind === 'kill-master') {
-      durationMs = kind === 'failover-lossy' ? randomInt(random, LOSSY_STALL_MS_MIN, LOSSY_STALL_MS_MAX)
-        : randomInt(random, MASTER_DOWN_MS_MIN, MASTER_DOWN_MS_MAX);
+      durationMs =
+        kind === 'failover-lossy'
+          ? randomInt(random, LOSSY_STALL_MS_MIN, LOSSY_STALL_MS_MAX)
+          : randomInt(random, MASTER_DOWN_MS_MIN, MASTER_DOWN_MS_MAX);
       target = randomInt(random, 0, TARGET_SPREAD - 1);
     }
     if (LINK_FAULTS.includes(kind)) {
       link = random() < 0.5 ? 'redis' : 'postgres';
-      const candidates = Array.from({ length: o.workers }, (_, w) => w + 1)
-        .filter((w) => (linkBusyUntil.get(`${w}:${link}`) ?? 0) <= atMs);
+      const candidates = Array.from({ length: o.workers }, (_, w) => w + 1).filter(
+        (w) => (linkBusyUntil.get(`${w}:${link}`) ?? 0) <= atMs,
+      );
       const pool = candidates.length > 0 ? candidates : Array.from({ length: o.workers }, (_, w) => w + 1);
       worker = pool[Math.floor(random() * pool.length)] as number;
       if (kind === 'link-delay') {

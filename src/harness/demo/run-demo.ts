@@ -6,24 +6,24 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Queue } from 'bullmq';
-import { redisTargetEnv, withDatabase, type Config } from '../../config/config.ts';
+import { type Config, redisTargetEnv, withDatabase } from '../../config/config.ts';
 import { MIGRATIONS_DIR, PROJECT_ROOT } from '../../config/paths.ts';
 import { dropDatabase } from '../../db/database-admin.ts';
 import { migrate } from '../../db/migrations.ts';
 import { createPrisma } from '../../db/prisma.ts';
 import { ensureWorkerRole, roleUrl } from '../../db/worker-role-grants.ts';
-import { WorkerFleet } from '../fleet/worker-processes.ts';
-import { reconcile, type ReconcileReport } from '../../ledger/reconciliation.ts';
+import { type ReconcileReport, reconcile } from '../../ledger/reconciliation.ts';
 import { seedWallets } from '../../ledger/seed-wallets.ts';
 import type { Logger } from '../../log/logger.ts';
 import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../../metrics/counter-aggregate.ts';
+import { TRANSFER_JOB_NAME } from '../../queue/job-options.ts';
 import { enqueueTransfers, TransferQueues } from '../../queue/producer.ts';
 import { queueProgress, waitForDrain } from '../../queue/queue-drain.ts';
 import { bullmqConnection, type RedisClient } from '../../queue/redis-connection.ts';
 import { deleteMatching } from '../../queue/redis-scan.ts';
-import { TRANSFER_JOB_NAME } from '../../queue/job-options.ts';
-import { ensureServices } from '../services/ensure-services.ts';
 import { randomWorkload } from '../../workload/random-transfers.ts';
+import { WorkerFleet } from '../fleet/worker-processes.ts';
+import { ensureServices } from '../services/ensure-services.ts';
 
 export const DEMO_DATABASE = 'transfers_demo';
 export const DEMO_QUEUE = 'transfers-demo';
@@ -54,7 +54,9 @@ async function waitForCompleted(queues: readonly Queue[], count: number, timeout
 
 /** Messages a foreign producer might send; each must fail with its reason and move nothing. */
 const INVALID_MESSAGES: unknown[] = [
-  null, 'not json', { operationId: 'bad-1', from: 'wallet-1', to: 'wallet-2', amount: 12.5 },
+  null,
+  'not json',
+  { operationId: 'bad-1', from: 'wallet-1', to: 'wallet-2', amount: 12.5 },
   { operationId: 'bad-2', from: 'wallet-1', to: 'wallet-2', amount: '-5' },
   { operationId: 'bad-3', from: 'wallet-1', to: 'wallet-1', amount: '5' },
   { operationId: 'x'.repeat(5_000), from: 'wallet-1', to: 'wallet-2', amount: '5' },
@@ -100,7 +102,12 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     say(`· migrating ${DEMO_DATABASE}`);
     await migrate(databaseUrl, MIGRATIONS_DIR, logger);
     say(`· seeding ${DEMO_WALLETS} wallets with ${DEMO_BALANCE_MINOR} each`);
-    await seedWallets(prisma, { wallets: DEMO_WALLETS, balanceMinor: DEMO_BALANCE_MINOR, prefix: 'wallet-', currency: 'EUR' });
+    await seedWallets(prisma, {
+      wallets: DEMO_WALLETS,
+      balanceMinor: DEMO_BALANCE_MINOR,
+      prefix: 'wallet-',
+      currency: 'EUR',
+    });
     // The owner migrated and seeded; the workers log in as the least-privilege role, which
     // can call the decision function and nothing else. A fresh password each run: only the
     // workers started below need it.
@@ -127,11 +134,21 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     fleet.startAll();
 
     const workload = randomWorkload({
-      transfers: DEMO_TRANSFERS, wallets: DEMO_WALLETS, walletPrefix: 'wallet-', duplicateRate: DEMO_DUPLICATE_RATE,
-      conflicts: DEMO_CONFLICTS, amountMaxMinor: 100, seed: 2026, operationPrefix: 'demo-',
+      transfers: DEMO_TRANSFERS,
+      wallets: DEMO_WALLETS,
+      walletPrefix: 'wallet-',
+      duplicateRate: DEMO_DUPLICATE_RATE,
+      conflicts: DEMO_CONFLICTS,
+      amountMaxMinor: 100,
+      seed: 2026,
+      operationPrefix: 'demo-',
     });
     say(`· enqueueing ${workload.length} transfer jobs and ${INVALID_MESSAGES.length} invalid messages`);
-    await enqueueTransfers(queues, workload.map((m) => m.wire), config.transferAmountMax);
+    await enqueueTransfers(
+      queues,
+      workload.map((m) => m.wire),
+      config.transferAmountMax,
+    );
     await queue.addBulk(INVALID_MESSAGES.map((data) => ({ name: TRANSFER_JOB_NAME, data })));
 
     const frozen = fleet.workers[1];
@@ -140,7 +157,9 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     // Freeze in full flight: once every worker is up and jobs are completing, the frozen
     // one is almost surely holding locks and has decisions in hand.
     await waitForCompleted(queues.queues, DEMO_FREEZE_AFTER_COMPLETED, DEMO_DRAIN_TIMEOUT_MS);
-    say(`· freezing worker ${frozen.index} (SIGSTOP) for ${frozeForMs} ms, longer than its ${DEMO_LOCK_TTL_MS} ms lock TTL`);
+    say(
+      `· freezing worker ${frozen.index} (SIGSTOP) for ${frozeForMs} ms, longer than its ${DEMO_LOCK_TTL_MS} ms lock TTL`,
+    );
     frozen.freeze();
     const thaw = setTimeout(() => {
       frozen.thaw();
@@ -152,7 +171,9 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     await waitForDrain(queues.queues, DEMO_DRAIN_TIMEOUT_MS, (p) => {
       if (performance.now() - lastProgressMs < DEMO_PROGRESS_INTERVAL_MS) return;
       lastProgressMs = performance.now();
-      say(`  progress: ${p.completed + p.failed}/${total} done, ${p.active} active, ${p.waiting + p.delayed + p.prioritized} queued`);
+      say(
+        `  progress: ${p.completed + p.failed}/${total} done, ${p.active} active, ${p.waiting + p.delayed + p.prioritized} queued`,
+      );
     });
     clearTimeout(thaw);
     frozen.thaw();
@@ -162,7 +183,9 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     await fleet.stopAll();
     say('· reconciling the ledger');
     const report = await reconcile(prisma);
-    const metrics = transferCounterSummary(await readCounterTotals(connection, aggregateKeys(DEMO_KEY_PREFIX, DEMO_QUEUE)));
+    const metrics = transferCounterSummary(
+      await readCounterTotals(connection, aggregateKeys(DEMO_KEY_PREFIX, DEMO_QUEUE)),
+    );
     const operations = new Set(workload.map((m) => m.wire.operationId));
     const recorded = await prisma.$queryRaw<{ n: bigint }[]>`
       SELECT count(*) AS n FROM transfers WHERE operation_id = ANY(${[...operations]}::text[])`;
@@ -195,7 +218,8 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
 
 export function formatSummary(s: DemoSummary): string {
   const m = s.outcomes;
-  const rejected = Object.entries(m).filter(([k]) => k.startsWith('rejected:'))
+  const rejected = Object.entries(m)
+    .filter(([k]) => k.startsWith('rejected:'))
     .map(([k, v]) => [`  rejected: ${k.slice('rejected:'.length)}`, v] as const);
   const rows: (readonly [string, string | number])[] = [
     ['jobs enqueued', s.enqueued.jobs],
@@ -222,7 +246,9 @@ export function formatSummary(s: DemoSummary): string {
   const lines = rows.map(([k, v]) => `${k.padEnd(width)}${v}`);
   lines.push('', 'invariants');
   for (const inv of s.reconcile.invariants) {
-    lines.push(`  ${inv.name.padEnd(width - 2)}${inv.ok ? 'holds' : `VIOLATED ${JSON.stringify(inv.counterexamples)}`}`);
+    lines.push(
+      `  ${inv.name.padEnd(width - 2)}${inv.ok ? 'holds' : `VIOLATED ${JSON.stringify(inv.counterexamples)}`}`,
+    );
   }
   lines.push('', `balances: ${s.reconcile.totals.balanceSum} now, ${s.reconcile.totals.openingSum} opened`);
   lines.push(s.ok ? 'RESULT: every invariant holds, every operation has one outcome' : 'RESULT: FAILED');

@@ -6,8 +6,17 @@
 // the seconds before the worker binds it, and the worker would stop at start. The entry is the
 // TypeScript source (run through tsx) or the compiled JavaScript of the production image (plain
 // node), chosen by WORKER_ENTRY (Config.workerEntry).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, createWriteStream, existsSync, fstatSync, mkdirSync, openSync, readSync, type WriteStream } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import {
+  closeSync,
+  createWriteStream,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  type WriteStream,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../config/paths.ts';
@@ -62,7 +71,10 @@ export class WorkerProcess {
   private port: number | null = null;
 
   /** A worker process (not started). */
-  constructor(readonly index: number, private readonly options: WorkerProcessOptions) {}
+  constructor(
+    readonly index: number,
+    private readonly options: WorkerProcessOptions,
+  ) {}
 
   /** The port of its /healthz, /readyz and /metrics as the running process reported it; null before. */
   get metricsPort(): number | null {
@@ -76,29 +88,45 @@ export class WorkerProcess {
 
   /** http://127.0.0.1:<metricsPort><path>; throws before the process has reported its port. */
   url(path: '/healthz' | '/readyz' | '/metrics'): string {
-    if (this.port === null) throw new Error(`worker ${this.index} has not reported its HTTP port yet (wait for waitUntilReady())`);
+    if (this.port === null)
+      throw new Error(`worker ${this.index} has not reported its HTTP port yet (wait for waitUntilReady())`);
     return `http://127.0.0.1:${this.port}${path}`;
   }
 
   /** Its /readyz status now: 0 when it does not answer or has not reported its port yet. */
   async readyStatus(): Promise<number> {
     if (this.port === null) return 0;
-    return fetch(this.url('/readyz'), { signal: AbortSignal.timeout(READY_REQUEST_TIMEOUT_MS) }).then((r) => r.status, () => 0);
+    return fetch(this.url('/readyz'), { signal: AbortSignal.timeout(READY_REQUEST_TIMEOUT_MS) }).then(
+      (r) => r.status,
+      () => 0,
+    );
   }
 
   /** Resolves once /readyz answers 200; rejects, quoting the end of its log, if the process exits or timeoutMs passes first. */
   async waitUntilReady(timeoutMs: number): Promise<void> {
     let status = 0;
-    await pollWhileRunning([this], timeoutMs, async () => {
-      status = await this.readyStatus();
-      return status === 200 ? true : undefined;
-    }, async () => this.withLogTail(`worker ${this.index} not ready after ${timeoutMs} ms (${this.describe()}, last /readyz status ${status})`));
+    await pollWhileRunning(
+      [this],
+      timeoutMs,
+      async () => {
+        status = await this.readyStatus();
+        return status === 200 ? true : undefined;
+      },
+      async () =>
+        this.withLogTail(
+          `worker ${this.index} not ready after ${timeoutMs} ms (${this.describe()}, last /readyz status ${status})`,
+        ),
+    );
   }
 
   /** Resolves with its HTTP port once the process has reported it; rejects if it exits or timeoutMs passes first. */
   waitForPort(timeoutMs: number): Promise<number> {
-    return pollWhileRunning([this], timeoutMs, async () => this.port ?? undefined,
-      async () => this.withLogTail(`worker ${this.index} reported no HTTP port within ${timeoutMs} ms`));
+    return pollWhileRunning(
+      [this],
+      timeoutMs,
+      async () => this.port ?? undefined,
+      async () => this.withLogTail(`worker ${this.index} reported no HTTP port within ${timeoutMs} ms`),
+    );
   }
 
   /** Throws, with how it ended and the end of its log, when the process has exited. */
@@ -211,7 +239,9 @@ export class WorkerProcess {
     if (child === null) return null;
     let exit: WorkerExit = { code: child.exitCode, signal: child.signalCode };
     if (this.running) {
-      const exited = new Promise<WorkerExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+      const exited = new Promise<WorkerExit>((resolve) =>
+        child.once('exit', (code, signal) => resolve({ code, signal })),
+      );
       child.kill('SIGCONT');
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
@@ -246,8 +276,13 @@ export class WorkerFleet {
  * once, with the end of its log, when one of the workers has exited; throws `timedOut()`'s message
  * once timeoutMs has passed, and 'interrupted' once `signal` aborts.
  */
-async function pollWhileRunning<T>(workers: readonly WorkerProcess[], timeoutMs: number, check: () => Promise<T | undefined>,
-  timedOut: () => Promise<string>, signal?: AbortSignal): Promise<T> {
+async function pollWhileRunning<T>(
+  workers: readonly WorkerProcess[],
+  timeoutMs: number,
+  check: () => Promise<T | undefined>,
+  timedOut: () => Promise<string>,
+  signal?: AbortSignal,
+): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     if (signal?.aborted === true) throw new Error('interrupted');
@@ -264,18 +299,30 @@ async function pollWhileRunning<T>(workers: readonly WorkerProcess[], timeoutMs:
  * at once, with the end of its log, when one of them exits first. A timeout names each worker's
  * state and quotes the log of every one whose /readyz does not answer 200.
  */
-export async function waitForWorkersConnected(workers: readonly WorkerProcess[], connected: () => Promise<number>,
-  timeoutMs: number, signal?: AbortSignal): Promise<void> {
+export async function waitForWorkersConnected(
+  workers: readonly WorkerProcess[],
+  connected: () => Promise<number>,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<void> {
   let count = 0;
-  await pollWhileRunning(workers, timeoutMs, async () => {
-    count = await connected();
-    return count >= workers.length ? true : undefined;
-  }, async () => {
-    const lines = await Promise.all(workers.map(async (w) => {
-      const status = await w.readyStatus();
-      const state = `worker ${w.index}: ${w.describe()}, /readyz ${status === 0 ? 'no answer' : status}`;
-      return status === 200 ? state : w.withLogTail(state);
-    }));
-    return `only ${count} of ${workers.length} workers connected within ${timeoutMs} ms\n${lines.join('\n')}`;
-  }, signal);
+  await pollWhileRunning(
+    workers,
+    timeoutMs,
+    async () => {
+      count = await connected();
+      return count >= workers.length ? true : undefined;
+    },
+    async () => {
+      const lines = await Promise.all(
+        workers.map(async (w) => {
+          const status = await w.readyStatus();
+          const state = `worker ${w.index}: ${w.describe()}, /readyz ${status === 0 ? 'no answer' : status}`;
+          return status === 200 ? state : w.withLogTail(state);
+        }),
+      );
+      return `only ${count} of ${workers.length} workers connected within ${timeoutMs} ms\n${lines.join('\n')}`;
+    },
+    signal,
+  );
 }

@@ -11,22 +11,22 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Queue } from 'bullmq';
-import { redisTargetEnv, withDatabase, type RedisClusterConfig } from '../../config/config.ts';
+import { type RedisClusterConfig, redisTargetEnv, withDatabase } from '../../config/config.ts';
 import { MIGRATIONS_DIR } from '../../config/paths.ts';
 import { dropDatabase } from '../../db/database-admin.ts';
 import { migrate } from '../../db/migrations.ts';
 import { createPrisma } from '../../db/prisma.ts';
-import { waitForWorkersConnected, WorkerProcess } from '../fleet/worker-processes.ts';
 import { reconcile } from '../../ledger/reconciliation.ts';
 import { seedWallets } from '../../ledger/seed-wallets.ts';
 import { enqueueTransfers, TransferQueues } from '../../queue/producer.ts';
 import { waitForDrain } from '../../queue/queue-drain.ts';
 import { bullmqConnection, type RedisTarget } from '../../queue/redis-connection.ts';
 import { dataNodesOf } from '../../queue/redis-scan.ts';
+import { randomWorkload } from '../../workload/random-transfers.ts';
+import { WorkerProcess, waitForWorkersConnected } from '../fleet/worker-processes.ts';
 import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
 import { LocalRedisCluster } from '../services/local-redis-cluster.ts';
-import { randomWorkload } from '../../workload/random-transfers.ts';
 import { cpuMsOf, processTree } from './process-cpu.ts';
 
 export const SCALING_WALLETS = 10_000;
@@ -83,13 +83,16 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted.length === 0 ? 0 : (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number);
 }
 
-async function answeredJobs(queues: readonly Queue[]): Promise<{ processedOn: number; finishedOn: number; timestamp: number }[]> {
+async function answeredJobs(
+  queues: readonly Queue[],
+): Promise<{ processedOn: number; finishedOn: number; timestamp: number }[]> {
   const out = [];
   for (const queue of queues) {
     for (let start = 0; ; start += JOBS_PAGE_SIZE) {
       const page = await queue.getJobs(['completed'], start, start + JOBS_PAGE_SIZE - 1, true);
       for (const j of page) {
-        if (j?.processedOn !== undefined && j.finishedOn !== undefined) out.push({ processedOn: j.processedOn, finishedOn: j.finishedOn, timestamp: j.timestamp });
+        if (j?.processedOn !== undefined && j.finishedOn !== undefined)
+          out.push({ processedOn: j.processedOn, finishedOn: j.finishedOn, timestamp: j.timestamp });
       }
       if (page.length < JOBS_PAGE_SIZE) break;
     }
@@ -97,13 +100,31 @@ async function answeredJobs(queues: readonly Queue[]): Promise<{ processedOn: nu
   return out;
 }
 
-async function runCase(c: ScalingCase, index: number, target: RedisTarget, postgres: LocalPostgres, redisPids: readonly number[],
-  o: ScalingOptions, logDir: string): Promise<ScalingResult> {
+async function runCase(
+  c: ScalingCase,
+  index: number,
+  target: RedisTarget,
+  postgres: LocalPostgres,
+  redisPids: readonly number[],
+  o: ScalingOptions,
+  logDir: string,
+): Promise<ScalingResult> {
   const databaseUrl = withDatabase(postgres.url, `scaling_${index}`);
   await dropDatabase(databaseUrl);
   await migrate(databaseUrl, MIGRATIONS_DIR);
-  const prisma = createPrisma({ databaseUrl, dbPoolMax: 4, dbStatementTimeoutMs: 60_000, dbLockTimeoutMs: 10_000, dbIdleInTransactionTimeoutMs: 60_000 });
-  await seedWallets(prisma, { wallets: SCALING_WALLETS, balanceMinor: SCALING_BALANCE_MINOR, prefix: 'w', currency: 'EUR' });
+  const prisma = createPrisma({
+    databaseUrl,
+    dbPoolMax: 4,
+    dbStatementTimeoutMs: 60_000,
+    dbLockTimeoutMs: 10_000,
+    dbIdleInTransactionTimeoutMs: 60_000,
+  });
+  await seedWallets(prisma, {
+    wallets: SCALING_WALLETS,
+    balanceMinor: SCALING_BALANCE_MINOR,
+    prefix: 'w',
+    currency: 'EUR',
+  });
 
   const config = { ...target, queueName: 'transfers', queueShards: c.shards };
   const connection = bullmqConnection(target);
@@ -114,8 +135,14 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
   const workers: WorkerProcess[] = [];
   try {
     const wires = randomWorkload({
-      transfers: o.transfers, wallets: SCALING_WALLETS, walletPrefix: 'w', duplicateRate: 0, conflicts: 0,
-      amountMaxMinor: 100, seed: 1_000 + index, operationPrefix: `s${index}-`,
+      transfers: o.transfers,
+      wallets: SCALING_WALLETS,
+      walletPrefix: 'w',
+      duplicateRate: 0,
+      conflicts: 0,
+      amountMaxMinor: 100,
+      seed: 1_000 + index,
+      operationPrefix: `s${index}-`,
     }).map((m) => m.wire);
     // Paused while the workers start and the transfers go in: neither is measured.
     for (const q of queues.queues) await q.pause();
@@ -124,18 +151,32 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
     const enqueuedPerSecond = wires.length / ((performance.now() - tEnqueue) / 1000);
 
     const env: Record<string, string> = {
-      DATABASE_URL: databaseUrl, ...redisTargetEnv(target), QUEUE_NAME: 'transfers', QUEUE_SHARDS: String(c.shards),
-      QUEUE_SHARDS_CONSUMED: '', LOCK_KEY_PREFIX: 'sc:', WORKER_CONCURRENCY: String(SCALING_WORKER_CONCURRENCY),
-      DB_POOL_MAX: String(SCALING_DB_POOL_MAX), LOG_LEVEL: 'warn', TRANSFERS_UNSAFE: '',
+      DATABASE_URL: databaseUrl,
+      ...redisTargetEnv(target),
+      QUEUE_NAME: 'transfers',
+      QUEUE_SHARDS: String(c.shards),
+      QUEUE_SHARDS_CONSUMED: '',
+      LOCK_KEY_PREFIX: 'sc:',
+      WORKER_CONCURRENCY: String(SCALING_WORKER_CONCURRENCY),
+      DB_POOL_MAX: String(SCALING_DB_POOL_MAX),
+      LOG_LEVEL: 'warn',
+      TRANSFERS_UNSAFE: '',
     };
     for (let w = 1; w <= c.workers; w += 1) {
-      const proc = new WorkerProcess(w, { env, logDir: join(logDir, `case-${index}`), ...(o.workerEntry === undefined ? {} : { entry: o.workerEntry }) });
+      const proc = new WorkerProcess(w, {
+        env,
+        logDir: join(logDir, `case-${index}`),
+        ...(o.workerEntry === undefined ? {} : { entry: o.workerEntry }),
+      });
       proc.start();
       workers.push(proc);
     }
     // Every worker consumes every shard: the fewest a shard counts is how many are up.
-    await waitForWorkersConnected(workers, async () => Math.min(...(await Promise.all(queues.queues.map((q) => q.getWorkersCount())))),
-      SCALING_WORKERS_READY_TIMEOUT_MS);
+    await waitForWorkersConnected(
+      workers,
+      async () => Math.min(...(await Promise.all(queues.queues.map((q) => q.getWorkersCount())))),
+      SCALING_WORKERS_READY_TIMEOUT_MS,
+    );
     const pgPid = postgres.postmasterPid();
     const parts = () => ({
       workers: cpuMsOf(workers.map((w) => w.pid).filter((p): p is number => p !== undefined)),
@@ -157,15 +198,21 @@ async function runCase(c: ScalingCase, index: number, target: RedisTarget, postg
     const latencies = jobs.map((j) => j.finishedOn - j.processedOn).sort((a, b) => a - b);
     const report = await reconcile(prisma);
     return {
-      ...c, transfers: jobs.length, busyMs, perSecond: Math.round(jobs.length / (busyMs / 1000)),
+      ...c,
+      transfers: jobs.length,
+      busyMs,
+      perSecond: Math.round(jobs.length / (busyMs / 1000)),
       enqueuedPerSecond: Math.round(enqueuedPerSecond),
       cpuMsPerTransfer: {
         workers: Math.round(((cpuAfter.workers - cpuBefore.workers) / jobs.length) * 100) / 100,
         redis: Math.round(((cpuAfter.redis - cpuBefore.redis) / jobs.length) * 100) / 100,
         postgres: Math.round(((cpuAfter.postgres - cpuBefore.postgres) / jobs.length) * 100) / 100,
       },
-      p50Ms: quantile(latencies, 0.5), p99Ms: quantile(latencies, 0.99),
-      loadBefore: Math.round(loadBefore * 10) / 10, loadAfter: Math.round(loadAfter * 10) / 10, reconciled: report.ok,
+      p50Ms: quantile(latencies, 0.5),
+      p99Ms: quantile(latencies, 0.99),
+      loadBefore: Math.round(loadBefore * 10) / 10,
+      loadAfter: Math.round(loadAfter * 10) / 10,
+      reconciled: report.ok,
     };
   } finally {
     await Promise.all(workers.map((w) => w.stop()));
@@ -183,8 +230,10 @@ export function renderTable(results: readonly ScalingResult[]): string {
     '| --- | ---: | ---: | ---: | --- | --- | ---: | --- | --- |',
   ];
   for (const r of results) {
-    lines.push(`| ${r.redis === 'cluster' ? 'cluster, 3 masters' : 'single node'} | ${r.shards} | ${r.workers} | ${r.perSecond} | ` +
-      `${r.cpuMsPerTransfer.workers} / ${r.cpuMsPerTransfer.redis} / ${r.cpuMsPerTransfer.postgres} | ${r.p50Ms} / ${r.p99Ms} | ${r.enqueuedPerSecond} | ${r.loadBefore} → ${r.loadAfter} | ${r.reconciled ? 'yes' : 'NO'} |`);
+    lines.push(
+      `| ${r.redis === 'cluster' ? 'cluster, 3 masters' : 'single node'} | ${r.shards} | ${r.workers} | ${r.perSecond} | ` +
+        `${r.cpuMsPerTransfer.workers} / ${r.cpuMsPerTransfer.redis} / ${r.cpuMsPerTransfer.postgres} | ${r.p50Ms} / ${r.p99Ms} | ${r.enqueuedPerSecond} | ${r.loadBefore} → ${r.loadAfter} | ${r.reconciled ? 'yes' : 'NO'} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -201,17 +250,31 @@ export async function runScaling(o: ScalingOptions): Promise<ScalingResult[]> {
   try {
     postgres = await LocalPostgres.start({ dir: pgDir, fsync: true });
     if (o.cases.some((c) => c.redis === 'single')) single = await LocalRedis.start({ dir: join(root, 'redis') });
-    if (o.cases.some((c) => c.redis === 'cluster')) cluster = await LocalRedisCluster.start({ dir: join(root, 'cluster'), masters: 3 });
+    if (o.cases.some((c) => c.redis === 'cluster'))
+      cluster = await LocalRedisCluster.start({ dir: join(root, 'cluster'), masters: 3 });
     for (const [i, c] of o.cases.entries()) {
-      const target: RedisTarget = c.redis === 'single'
-        ? { redisUrl: (single as LocalRedis).url, redisTlsCaFile: null, redisCluster: null }
-        : { redisUrl: 'redis://127.0.0.1', redisTlsCaFile: null, redisCluster: { nodes: (cluster as LocalRedisCluster).seedNodes, natMap: {} } satisfies RedisClusterConfig };
-      o.log(`case ${i + 1}/${o.cases.length}: ${c.redis}, ${c.shards} shard(s), ${c.workers} worker(s), ${o.transfers} transfers`);
-      const redisPids = (c.redis === 'single' ? [single?.pid] : (cluster as LocalRedisCluster).nodes.map((n) => n.server.pid))
-        .filter((p): p is number => p !== undefined);
+      const target: RedisTarget =
+        c.redis === 'single'
+          ? { redisUrl: (single as LocalRedis).url, redisTlsCaFile: null, redisCluster: null }
+          : {
+              redisUrl: 'redis://127.0.0.1',
+              redisTlsCaFile: null,
+              redisCluster: {
+                nodes: (cluster as LocalRedisCluster).seedNodes,
+                natMap: {},
+              } satisfies RedisClusterConfig,
+            };
+      o.log(
+        `case ${i + 1}/${o.cases.length}: ${c.redis}, ${c.shards} shard(s), ${c.workers} worker(s), ${o.transfers} transfers`,
+      );
+      const redisPids = (
+        c.redis === 'single' ? [single?.pid] : (cluster as LocalRedisCluster).nodes.map((n) => n.server.pid)
+      ).filter((p): p is number => p !== undefined);
       const r = await runCase(c, i, target, postgres, redisPids, o, join(o.out, 'workers'));
-      o.log(`  ${r.perSecond} transfers/s (p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms), CPU ms per transfer ${JSON.stringify(r.cpuMsPerTransfer)}, ` +
-        `load ${r.loadBefore} → ${r.loadAfter}`);
+      o.log(
+        `  ${r.perSecond} transfers/s (p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms), CPU ms per transfer ${JSON.stringify(r.cpuMsPerTransfer)}, ` +
+          `load ${r.loadBefore} → ${r.loadAfter}`,
+      );
       results.push(r);
       writeFileSync(join(o.out, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
     }

@@ -10,12 +10,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
-import { redactUrl, withDatabase, type Config } from '../../config/config.ts';
+import { type Config, redactUrl, withDatabase } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
-import { clusterNodeOptionsOf } from '../../queue/redis-connection.ts';
 import type { Logger } from '../../log/logger.ts';
+import { clusterNodeOptionsOf, type RedisEndpoint, redisTlsOptions } from '../../queue/redis-connection.ts';
 import { waitForPort } from './free-port.ts';
-import { redisTlsOptions, type RedisEndpoint } from '../../queue/redis-connection.ts';
 import { LocalPostgres, postgresBinDir } from './local-postgres.ts';
 import { redisServerArgs } from './local-redis.ts';
 import { postgresDataDir, preparePostgresParent, redisDataDir } from './service-data-dir.ts';
@@ -53,18 +52,24 @@ export async function redisAnswers(endpoint: RedisEndpoint): Promise<boolean> {
 }
 
 /** A Redis Cluster is never started here (REDIS_CLUSTER_NODES): it must answer with every slot served. */
-export async function redisClusterAnswers(cluster: NonNullable<Config['redisCluster']>, endpoint: RedisEndpoint): Promise<boolean> {
-  const client = new Cluster(cluster.nodes.map((n) => ({ host: n.host, port: n.port })), {
-    lazyConnect: true,
-    clusterRetryStrategy: () => null,
-    ...(Object.keys(cluster.natMap).length === 0 ? {} : { natMap: { ...cluster.natMap } }),
-    redisOptions: {
-      connectTimeout: SERVICE_PROBE_TIMEOUT_MS,
-      commandTimeout: SERVICE_PROBE_TIMEOUT_MS,
-      maxRetriesPerRequest: 0,
-      ...clusterNodeOptionsOf(endpoint),
+export async function redisClusterAnswers(
+  cluster: NonNullable<Config['redisCluster']>,
+  endpoint: RedisEndpoint,
+): Promise<boolean> {
+  const client = new Cluster(
+    cluster.nodes.map((n) => ({ host: n.host, port: n.port })),
+    {
+      lazyConnect: true,
+      clusterRetryStrategy: () => null,
+      ...(Object.keys(cluster.natMap).length === 0 ? {} : { natMap: { ...cluster.natMap } }),
+      redisOptions: {
+        connectTimeout: SERVICE_PROBE_TIMEOUT_MS,
+        commandTimeout: SERVICE_PROBE_TIMEOUT_MS,
+        maxRetriesPerRequest: 0,
+        ...clusterNodeOptionsOf(endpoint),
+      },
     },
-  });
+  );
   client.on('error', () => undefined);
   try {
     await client.connect();
@@ -153,7 +158,8 @@ async function startWithDocker(services: string[]): Promise<boolean> {
 async function waitUntil(probe: () => Promise<boolean>, what: string): Promise<void> {
   const deadline = performance.now() + SERVICE_START_TIMEOUT_MS;
   while (!(await probe())) {
-    if (performance.now() > deadline) throw new Error(`${what} was started but does not answer after ${SERVICE_START_TIMEOUT_MS} ms`);
+    if (performance.now() > deadline)
+      throw new Error(`${what} was started but does not answer after ${SERVICE_START_TIMEOUT_MS} ms`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -183,21 +189,43 @@ async function ensureOne(
   return action;
 }
 
-async function ensureCluster(cluster: NonNullable<Config['redisCluster']>, endpoint: RedisEndpoint): Promise<ServiceAction> {
+async function ensureCluster(
+  cluster: NonNullable<Config['redisCluster']>,
+  endpoint: RedisEndpoint,
+): Promise<ServiceAction> {
   if (await redisClusterAnswers(cluster, endpoint)) return 'already-running';
-  throw new Error(`Redis Cluster at ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')} does not answer with ` +
-    'cluster_state:ok; a cluster is never started here: start it, or unset REDIS_CLUSTER_NODES for single-node Redis.');
+  throw new Error(
+    `Redis Cluster at ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')} does not answer with ` +
+      'cluster_state:ok; a cluster is never started here: start it, or unset REDIS_CLUSTER_NODES for single-node Redis.',
+  );
 }
 
 export async function ensureServices(
-  config: Pick<Config, 'redisUrl' | 'redisTlsCaFile' | 'databaseUrl'> & Partial<Pick<Config, 'redisCluster'>>, logger?: Logger,
+  config: Pick<Config, 'redisUrl' | 'redisTlsCaFile' | 'databaseUrl'> & Partial<Pick<Config, 'redisCluster'>>,
+  logger?: Logger,
 ): Promise<ServicesReport> {
   const cluster = config.redisCluster ?? null;
   const [redis, postgres] = await Promise.all([
-    cluster !== null ? ensureCluster(cluster, config) : ensureOne('Redis', config.redisUrl, (redisUrl) => redisAnswers({ ...config, redisUrl }), startLocalRedis, 'redis',
-      'install Redis 7 (Debian: apt-get install redis-server)', logger),
-    ensureOne('PostgreSQL', config.databaseUrl, postgresAnswers, startLocalPostgres, 'postgres',
-      'install PostgreSQL 15 or later (Debian: apt-get install postgresql)', logger),
+    cluster !== null
+      ? ensureCluster(cluster, config)
+      : ensureOne(
+          'Redis',
+          config.redisUrl,
+          (redisUrl) => redisAnswers({ ...config, redisUrl }),
+          startLocalRedis,
+          'redis',
+          'install Redis 7 (Debian: apt-get install redis-server)',
+          logger,
+        ),
+    ensureOne(
+      'PostgreSQL',
+      config.databaseUrl,
+      postgresAnswers,
+      startLocalPostgres,
+      'postgres',
+      'install PostgreSQL 15 or later (Debian: apt-get install postgresql)',
+      logger,
+    ),
   ]);
   return { redis, postgres };
 }

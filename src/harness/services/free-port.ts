@@ -26,9 +26,18 @@ export async function waitForPort(host: string, port: number, timeoutMs: number)
     const ok = await new Promise<boolean>((resolve) => {
       const socket = connect({ host, port });
       socket.setTimeout(500);
-      socket.once('connect', () => { socket.destroy(); resolve(true); });
-      socket.once('timeout', () => { socket.destroy(); resolve(false); });
-      socket.once('error', () => { socket.destroy(); resolve(false); });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('timeout', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', () => {
+        socket.destroy();
+        resolve(false);
+      });
     });
     if (ok) return;
     if (performance.now() > deadline) throw new Error(`nothing listens on ${host}:${port} after ${timeoutMs} ms`);

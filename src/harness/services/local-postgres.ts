@@ -42,7 +42,11 @@ export interface LocalPostgresOptions {
 }
 
 export class LocalPostgres {
-  private constructor(readonly port: number, private readonly opts: LocalPostgresOptions, private readonly binDir: string) {}
+  private constructor(
+    readonly port: number,
+    private readonly opts: LocalPostgresOptions,
+    private readonly binDir: string,
+  ) {}
 
   get url(): string {
     return `postgresql://postgres@127.0.0.1:${this.port}/postgres`;
@@ -73,10 +77,23 @@ export class LocalPostgres {
     }
     if (existsSync(join(this.opts.dir, 'PG_VERSION'))) return;
     // initdb wants an empty folder: the password file goes beside it, for the moment of initdb.
-    const pwfile = this.opts.superuserPassword === undefined ? []
-      : ['--pwfile', writeOwned(`${this.opts.dir}.initdb-password`, this.opts.superuserPassword)];
+    const pwfile =
+      this.opts.superuserPassword === undefined
+        ? []
+        : ['--pwfile', writeOwned(`${this.opts.dir}.initdb-password`, this.opts.superuserPassword)];
     try {
-      await this.asOwner('initdb', ['-D', this.opts.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--locale=C', ...pwfile]);
+      await this.asOwner('initdb', [
+        '-D',
+        this.opts.dir,
+        '-U',
+        'postgres',
+        '--auth=trust',
+        '-E',
+        'UTF8',
+        '--no-sync',
+        '--locale=C',
+        ...pwfile,
+      ]);
     } finally {
       if (pwfile[1] !== undefined) rmSync(pwfile[1], { force: true });
     }
@@ -112,11 +129,23 @@ export class LocalPostgres {
       '-c max_connections=200',
       `-c fsync=${this.opts.fsync === false ? 'off' : 'on'}`,
       `-c synchronous_commit=${this.opts.fsync === false ? 'off' : 'on'}`,
-      ...(this.opts.ssl === undefined ? [] : ['-c ssl=on', '-c ssl_cert_file=server.crt', '-c ssl_key_file=server.key']),
+      ...(this.opts.ssl === undefined
+        ? []
+        : ['-c ssl=on', '-c ssl_cert_file=server.crt', '-c ssl_key_file=server.key']),
       ...Object.entries(this.opts.settings ?? {}).map(([name, value]) => `-c ${name}=${value}`),
     ].join(' ');
-    await this.asOwner('pg_ctl', ['start', '-D', this.opts.dir, '-w', '-t', String(POSTGRES_START_TIMEOUT_S),
-      '-l', join(this.opts.dir, 'server.log'), '-o', options]);
+    await this.asOwner('pg_ctl', [
+      'start',
+      '-D',
+      this.opts.dir,
+      '-w',
+      '-t',
+      String(POSTGRES_START_TIMEOUT_S),
+      '-l',
+      join(this.opts.dir, 'server.log'),
+      '-o',
+      options,
+    ]);
   }
 
   /** The postmaster's pid, from postmaster.pid. */
@@ -151,8 +180,10 @@ function idOf(flag: '-u' | '-g', user: string): number {
   try {
     return Number(execFileSync('id', [flag, user], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
   } catch {
-    throw new Error(`PostgreSQL refuses to run as root and there is no \`${user}\` user to run it as: install PostgreSQL's ` +
-      'package (it creates the user) or run as another user');
+    throw new Error(
+      `PostgreSQL refuses to run as root and there is no \`${user}\` user to run it as: install PostgreSQL's ` +
+        'package (it creates the user) or run as another user',
+    );
   }
 }
 

@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Cluster, Redis, type ClusterOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis } from 'ioredis';
 import { CLUSTER_SLOT_COUNT } from '../../lock/key-slot.ts';
 import { freePort } from './free-port.ts';
 import { LocalRedis } from './local-redis.ts';
@@ -94,7 +94,8 @@ async function clusterPort(taken: ReadonlySet<number>): Promise<number> {
 }
 
 function wholeNumberIn(name: string, value: number, min: number, max: number): number {
-  if (!Number.isInteger(value) || value < min || value > max) throw new RangeError(`${name} must be from ${min} to ${max}, got ${value}`);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new RangeError(`${name} must be from ${min} to ${max}, got ${value}`);
   return value;
 }
 
@@ -119,8 +120,12 @@ export function parseClusterNodes(text: string, indexOfId: (id: string) => numbe
       slots.push([Number(a), Number(b ?? a)]);
     }
     out.push({
-      id, index: indexOfId(id), role: flags.includes('master') ? 'master' : 'replica',
-      masterId: master === '-' ? null : master, failed: flags.includes('fail'), slots,
+      id,
+      index: indexOfId(id),
+      role: flags.includes('master') ? 'master' : 'replica',
+      masterId: master === '-' ? null : master,
+      failed: flags.includes('fail'),
+      slots,
     });
   }
   return out;
@@ -145,7 +150,12 @@ export class LocalRedisCluster {
 
   static async start(options: LocalRedisClusterOptions): Promise<LocalRedisCluster> {
     const masters = wholeNumberIn('masters', options.masters, 1, CLUSTER_MASTERS_MAX);
-    const replicas = wholeNumberIn('replicasPerMaster', options.replicasPerMaster ?? 0, 0, CLUSTER_REPLICAS_PER_MASTER_MAX);
+    const replicas = wholeNumberIn(
+      'replicasPerMaster',
+      options.replicasPerMaster ?? 0,
+      0,
+      CLUSTER_REPLICAS_PER_MASTER_MAX,
+    );
     const count = masters * (1 + replicas);
     const nodes: LocalClusterNode[] = [];
     const groups: SlotGroup[] = Array.from({ length: masters }, (_, g) => ({
@@ -172,28 +182,48 @@ export class LocalRedisCluster {
     }
   }
 
-  private static serverArgs(options: LocalRedisClusterOptions, dir: string, announcedPort: number, busPort: number): string[] {
+  private static serverArgs(
+    options: LocalRedisClusterOptions,
+    dir: string,
+    announcedPort: number,
+    busPort: number,
+  ): string[] {
     return [
-      '--cluster-enabled', 'yes',
-      '--cluster-config-file', join(dir, 'nodes.conf'),
-      '--cluster-node-timeout', String(options.nodeTimeoutMs ?? CLUSTER_NODE_TIMEOUT_MS_DEFAULT),
-      '--cluster-announce-ip', '127.0.0.1',
-      '--cluster-announce-port', String(announcedPort),
-      '--cluster-announce-bus-port', String(busPort),
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      join(dir, 'nodes.conf'),
+      '--cluster-node-timeout',
+      String(options.nodeTimeoutMs ?? CLUSTER_NODE_TIMEOUT_MS_DEFAULT),
+      '--cluster-announce-ip',
+      '127.0.0.1',
+      '--cluster-announce-port',
+      String(announcedPort),
+      '--cluster-announce-bus-port',
+      String(busPort),
       // A slot range whose master is down must not stop the others from serving.
-      '--cluster-require-full-coverage', 'no',
+      '--cluster-require-full-coverage',
+      'no',
       // A replica takes over whatever its link's age: the harness decides when there is a failover.
-      '--cluster-replica-validity-factor', '0',
+      '--cluster-replica-validity-factor',
+      '0',
       // Groups stay as created: a replica never wanders to another master.
-      '--cluster-allow-replica-migration', 'no',
+      '--cluster-allow-replica-migration',
+      'no',
       // A full resynchronisation (an old master coming back as a replica) starts at once.
-      '--repl-diskless-sync-delay', '0',
-      '--logfile', join(dir, 'redis.log'),
+      '--repl-diskless-sync-delay',
+      '0',
+      '--logfile',
+      join(dir, 'redis.log'),
     ];
   }
 
   /** A port can be taken between picking and binding (other tests pick too): retry. */
-  private static async startNode(index: number, options: LocalRedisClusterOptions, taken: ReadonlySet<number>): Promise<LocalClusterNode> {
+  private static async startNode(
+    index: number,
+    options: LocalRedisClusterOptions,
+    taken: ReadonlySet<number>,
+  ): Promise<LocalClusterNode> {
     // Absolute: redis-server changes into --dir before it opens the log file.
     const dir = resolve(options.dir, `node-${index}`);
     // A new cluster starts from nothing: a nodes.conf or AOF left by an earlier run in the same
@@ -206,7 +236,9 @@ export class LocalRedisCluster {
       try {
         const announcedPort = options.front === undefined ? port : await options.front(index, port);
         const server = await LocalRedis.start({
-          dir, port, appendOnly: options.appendOnly ?? false,
+          dir,
+          port,
+          appendOnly: options.appendOnly ?? false,
           extraArgs: LocalRedisCluster.serverArgs(options, dir, announcedPort, busPort),
         });
         const client = server.client();
@@ -233,14 +265,19 @@ export class LocalRedisCluster {
       // Distinct epochs from the start, as redis-cli --cluster create does: no collision to resolve.
       for (const [i, client] of clients.entries()) await client.call('CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1));
       const first = this.nodes[0] as LocalClusterNode;
-      for (const client of clients.slice(1)) await client.call('CLUSTER', 'MEET', '127.0.0.1', String(first.port), String(first.busPort));
-      await this.waitFor(async () => {
-        const views = await Promise.all(clients.map((c) => c.call('CLUSTER', 'NODES')));
-        return views.every((v) => {
-          const lines = String(v).trim().split('\n');
-          return lines.length === this.nodes.length && !/handshake|noaddr/.test(String(v));
-        });
-      }, CLUSTER_FORM_TIMEOUT_MS, 'every node knows every other');
+      for (const client of clients.slice(1))
+        await client.call('CLUSTER', 'MEET', '127.0.0.1', String(first.port), String(first.busPort));
+      await this.waitFor(
+        async () => {
+          const views = await Promise.all(clients.map((c) => c.call('CLUSTER', 'NODES')));
+          return views.every((v) => {
+            const lines = String(v).trim().split('\n');
+            return lines.length === this.nodes.length && !/handshake|noaddr/.test(String(v));
+          });
+        },
+        CLUSTER_FORM_TIMEOUT_MS,
+        'every node knows every other',
+      );
       for (const group of this.groups) {
         const masterId = (this.nodes[group.members[0] as number] as LocalClusterNode).id;
         for (const r of group.members.slice(1)) await (clients[r] as Redis).call('CLUSTER', 'REPLICATE', masterId);
@@ -270,8 +307,11 @@ export class LocalRedisCluster {
   async onNode<T>(index: number, command: (client: Redis) => Promise<T>): Promise<T> {
     const node = this.node(index);
     const client = new Redis(node.port, '127.0.0.1', {
-      lazyConnect: true, connectTimeout: PROBE_TIMEOUT_MS, commandTimeout: PROBE_TIMEOUT_MS,
-      maxRetriesPerRequest: 0, retryStrategy: () => null,
+      lazyConnect: true,
+      connectTimeout: PROBE_TIMEOUT_MS,
+      commandTimeout: PROBE_TIMEOUT_MS,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
     });
     client.on('error', () => undefined);
     try {
@@ -357,7 +397,11 @@ export class LocalRedisCluster {
   }
 
   async waitUntilHealthy(timeoutMs: number): Promise<void> {
-    await this.waitFor(() => this.isHealthy(), timeoutMs, 'healthy (cluster_state:ok, every replica linked to its master)');
+    await this.waitFor(
+      () => this.isHealthy(),
+      timeoutMs,
+      'healthy (cluster_state:ok, every replica linked to its master)',
+    );
   }
 
   /** SIGKILL of one node. */

@@ -1,7 +1,7 @@
 // Starts and controls a private redis-server from the local binary: used by `npm run services`
 // when the configured Redis is down, by tests that must stop, pause or flush a server, and by
 // the chaos harness. Never points at the shared instance.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { freePort, waitForPort } from './free-port.ts';
@@ -21,20 +21,38 @@ export interface LocalRedisOptions {
 export const REDIS_START_TIMEOUT_MS = 10_000;
 
 export function redisServerArgs(opts: LocalRedisOptions & { port: number }): string[] {
-  const listen = opts.tls === undefined ? ['--port', String(opts.port)] : [
-    '--port', '0', '--tls-port', String(opts.port),
-    '--tls-cert-file', opts.tls.certFile, '--tls-key-file', opts.tls.keyFile, '--tls-ca-cert-file', opts.tls.caFile,
-    // Clients are not asked for certificates; they authenticate the server, not the reverse.
-    '--tls-auth-clients', 'no',
-  ];
+  const listen =
+    opts.tls === undefined
+      ? ['--port', String(opts.port)]
+      : [
+          '--port',
+          '0',
+          '--tls-port',
+          String(opts.port),
+          '--tls-cert-file',
+          opts.tls.certFile,
+          '--tls-key-file',
+          opts.tls.keyFile,
+          '--tls-ca-cert-file',
+          opts.tls.caFile,
+          // Clients are not asked for certificates; they authenticate the server, not the reverse.
+          '--tls-auth-clients',
+          'no',
+        ];
   return [
     ...listen,
-    '--bind', '127.0.0.1',
-    '--dir', opts.dir,
-    '--save', '',
-    '--appendonly', opts.appendOnly ? 'yes' : 'no',
-    '--maxmemory-policy', 'noeviction',
-    '--daemonize', opts.daemonize ? 'yes' : 'no',
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    opts.dir,
+    '--save',
+    '',
+    '--appendonly',
+    opts.appendOnly ? 'yes' : 'no',
+    '--maxmemory-policy',
+    'noeviction',
+    '--daemonize',
+    opts.daemonize ? 'yes' : 'no',
     ...(opts.daemonize ? ['--logfile', `${opts.dir}/redis.log`, '--pidfile', `${opts.dir}/redis.pid`] : []),
     ...(opts.extraArgs ?? []),
   ];
@@ -42,7 +60,10 @@ export function redisServerArgs(opts: LocalRedisOptions & { port: number }): str
 
 export class LocalRedis {
   private child: ChildProcess | null = null;
-  private constructor(readonly port: number, private readonly opts: LocalRedisOptions) {}
+  private constructor(
+    readonly port: number,
+    private readonly opts: LocalRedisOptions,
+  ) {}
 
   get url(): string {
     return `${this.opts.tls === undefined ? 'redis' : 'rediss'}://127.0.0.1:${this.port}`;

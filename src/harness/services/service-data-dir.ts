@@ -28,7 +28,10 @@ function isRoot(): boolean {
 /** `<folder name>-<hash of the real path>`: stable for one checkout, distinct between clones. */
 export function projectId(projectRoot: string = PROJECT_ROOT): string {
   const real = existsSync(projectRoot) ? realpathSync(projectRoot) : projectRoot;
-  const label = basename(real).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, PROJECT_LABEL_LENGTH_MAX) || 'project';
+  const label =
+    basename(real)
+      .replace(/[^A-Za-z0-9._-]/g, '_')
+      .slice(0, PROJECT_LABEL_LENGTH_MAX) || 'project';
   const hash = createHash('sha256').update(real).digest('hex').slice(0, PROJECT_HASH_LENGTH);
   return `${label}-${hash}`;
 }

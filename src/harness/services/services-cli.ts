@@ -1,9 +1,10 @@
 // `npm run services`: make Redis and PostgreSQL reachable at the configured URLs.
+
+import { parseFlags } from '../../cli/args.ts';
+import { runCli } from '../../cli/run-cli.ts';
 import { loadConfig } from '../../config/config.ts';
 import { createLogger } from '../../log/logger.ts';
 import { ensureServices } from './ensure-services.ts';
-import { parseFlags } from '../../cli/args.ts';
-import { runCli } from '../../cli/run-cli.ts';
 
 await runCli(async () => {
   parseFlags(process.argv.slice(2), {}, 'npm run services');

@@ -1,13 +1,24 @@
 // The bench's flags: defaults, --quick sizes, the modes list, and clear errors for bad values.
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../../src/cli/args.ts';
-import { BENCH_DEFAULTS, BENCH_QUICK, casesOf, MODES, parseBenchArgs } from '../../../src/harness/bench/bench-options.ts';
+import {
+  BENCH_DEFAULTS,
+  BENCH_QUICK,
+  casesOf,
+  MODES,
+  parseBenchArgs,
+} from '../../../src/harness/bench/bench-options.ts';
 
 describe('bench options', () => {
   it('defaults to every mode at the issue sizes, batching left to the worker', () => {
     const o = parseBenchArgs([]);
     expect(o).toMatchObject({ workers: 2, concurrency: 32, transfers: 20_000, wallets: 10_000, runs: 3, quick: false });
-    expect(o).toMatchObject({ batchMax: null, batchWaitMs: null, cpuProfDir: null, lowRatePerS: BENCH_DEFAULTS.lowRatePerS });
+    expect(o).toMatchObject({
+      batchMax: null,
+      batchWaitMs: null,
+      cpuProfDir: null,
+      lowRatePerS: BENCH_DEFAULTS.lowRatePerS,
+    });
     expect(o.modes).toEqual([...MODES]);
     expect(casesOf(o.modes)).toContain('low-rate-unbatched');
   });

@@ -18,101 +18,133 @@ import { describeRun, runCommand } from '../../support/cli-process.ts';
 const BENCH_TIMEOUT_MS = 360_000;
 
 const RATIO_FIELDS = [
-  'e2eToDbCeilingRatio', 'e2eUnbatchedToDbCeilingRatio', 'e2eToSeedDesignRatio', 'e2eToPeerRatio',
-  'hotToUniformRatio', 'lowRateBatchingAddedP50Ms',
+  'e2eToDbCeilingRatio',
+  'e2eUnbatchedToDbCeilingRatio',
+  'e2eToSeedDesignRatio',
+  'e2eToPeerRatio',
+  'hotToUniformRatio',
+  'lowRateBatchingAddedP50Ms',
 ] as const;
-const PROCESS_CASES = ['queue-ceiling', 'e2e', 'e2e-unbatched', 'peer-graphile-worker', 'hot', 'low-rate', 'low-rate-unbatched'];
+const PROCESS_CASES = [
+  'queue-ceiling',
+  'e2e',
+  'e2e-unbatched',
+  'peer-graphile-worker',
+  'hot',
+  'low-rate',
+  'low-rate-unbatched',
+];
 
 describe('npm run bench -- --quick', () => {
   const out = mkdtempSync(join(tmpdir(), 'bench-test-'));
   afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-  it('runs every mode, verifies every case and writes the results with every field', async () => {
-    const result = await runCommand('npm', ['run', '--silent', 'bench', '--', '--quick', '--out', out], {}, BENCH_TIMEOUT_MS);
-    const context = describeRun(result);
-    expect(result.code, context).toBe(0);
+  it(
+    'runs every mode, verifies every case and writes the results with every field',
+    async () => {
+      const result = await runCommand(
+        'npm',
+        ['run', '--silent', 'bench', '--', '--quick', '--out', out],
+        {},
+        BENCH_TIMEOUT_MS,
+      );
+      const context = describeRun(result);
+      expect(result.code, context).toBe(0);
 
-    const files = readdirSync(out);
-    const jsonFile = files.find((f) => f.endsWith('.json'));
-    expect(jsonFile, context).toBeDefined();
-    expect(files.filter((f) => f.endsWith('.svg')), context).toHaveLength(1);
-    const report = JSON.parse(readFileSync(join(out, jsonFile as string), 'utf8')) as BenchReport;
+      const files = readdirSync(out);
+      const jsonFile = files.find((f) => f.endsWith('.json'));
+      expect(jsonFile, context).toBeDefined();
+      expect(
+        files.filter((f) => f.endsWith('.svg')),
+        context,
+      ).toHaveLength(1);
+      const report = JSON.parse(readFileSync(join(out, jsonFile as string), 'utf8')) as BenchReport;
 
-    expect(report.ok, report.failure ?? '').toBe(true);
-    for (const field of RATIO_FIELDS) expect(typeof report[field], field).toBe('number');
-    expect(typeof report.e2ePeakRssMbPerWorker).toBe('number');
-    expect(report.machine.cores).toBeGreaterThan(0);
-    expect(report.machine.memoryGiB).toBeGreaterThan(0);
-    expect(report.machine.cpuModel).not.toBe('');
-    for (const key of ['node', 'postgres', 'redis', 'bullmq', 'graphileWorker', 'projectCommit'] as const) {
-      expect(typeof report.versions?.[key], key).toBe('string');
-    }
-    expect(report.parameters).toMatchObject({ workers: BENCH_DEFAULTS.workers, concurrency: BENCH_DEFAULTS.concurrency, runs: 1, quick: true });
-
-    // Every case ran once, every transfer ended applied, the ledger reconciled.
-    expect(report.runs.map((r) => r.case)).toEqual([...CASES]);
-    for (const run of report.runs) {
-      const v = run.verification;
-      expect(v.ok, `${run.case}: ${v.problems.join('; ')}`).toBe(true);
-      expect(v.applied, run.case).toBe(v.expected);
-      expect(v.expected, run.case).toBeGreaterThan(0);
-      if (run.case !== 'queue-ceiling') expect(v.invariantsHeld, run.case).toBe(true);
-      if (PROCESS_CASES.includes(run.case)) {
-        expect(run.processes, run.case).toHaveLength(BENCH_DEFAULTS.workers);
-        for (const p of run.processes) expect(p.peakRssMb, run.case).toBeGreaterThan(0);
+      expect(report.ok, report.failure ?? '').toBe(true);
+      for (const field of RATIO_FIELDS) expect(typeof report[field], field).toBe('number');
+      expect(typeof report.e2ePeakRssMbPerWorker).toBe('number');
+      expect(report.machine.cores).toBeGreaterThan(0);
+      expect(report.machine.memoryGiB).toBeGreaterThan(0);
+      expect(report.machine.cpuModel).not.toBe('');
+      for (const key of ['node', 'postgres', 'redis', 'bullmq', 'graphileWorker', 'projectCommit'] as const) {
+        expect(typeof report.versions?.[key], key).toBe('string');
       }
-    }
-    // The paced cases measure latency on every paced transfer.
-    for (const name of ['low-rate', 'low-rate-unbatched']) {
-      const low = report.runs.find((r) => r.case === name);
-      expect(low?.transfers, name).toBeGreaterThan(0);
-      expect(low?.latencyMs.enqueueToCommit?.n, name).toBe(low?.transfers);
-    }
-    expect(report.summary.map((s) => s.case)).toEqual([...CASES]);
-    expect(result.stdout).toContain('| e2e |');
+      expect(report.parameters).toMatchObject({
+        workers: BENCH_DEFAULTS.workers,
+        concurrency: BENCH_DEFAULTS.concurrency,
+        runs: 1,
+        quick: true,
+      });
 
-    // The CPU account: the two cases of the unbatched ratio always have one (both servers are
-    // local here), the paced cases never; every account splits a busy machine into its parts.
-    for (const name of ['db-ceiling', 'e2e-unbatched']) expect(report.runs.find((r) => r.case === name)?.cpu, name).not.toBeNull();
-    for (const run of report.runs) {
-      if (run.case === 'low-rate' || run.case === 'low-rate-unbatched') {
-        expect(run.cpu, run.case).toBeNull();
-        continue;
+      // Every case ran once, every transfer ended applied, the ledger reconciled.
+      expect(report.runs.map((r) => r.case)).toEqual([...CASES]);
+      for (const run of report.runs) {
+        const v = run.verification;
+        expect(v.ok, `${run.case}: ${v.problems.join('; ')}`).toBe(true);
+        expect(v.applied, run.case).toBe(v.expected);
+        expect(v.expected, run.case).toBeGreaterThan(0);
+        if (run.case !== 'queue-ceiling') expect(v.invariantsHeld, run.case).toBe(true);
+        if (PROCESS_CASES.includes(run.case)) {
+          expect(run.processes, run.case).toHaveLength(BENCH_DEFAULTS.workers);
+          for (const p of run.processes) expect(p.peakRssMb, run.case).toBeGreaterThan(0);
+        }
       }
-      if (run.cpu === null) continue;
-      const c = run.cpu.msPerTransfer;
-      expect(run.cpu.transfers, run.case).toBeGreaterThan(0);
-      expect(c.machine, run.case).toBeGreaterThan(0);
-      if (run.case !== 'queue-ceiling') expect(c.postgres, run.case).toBeGreaterThan(0);
-      if (PROCESS_CASES.includes(run.case)) expect(c.processes, run.case).toBeGreaterThan(0);
-      else expect(c.processes, run.case).toBeNull();
-    }
-    expect(result.stdout).toContain('| case | CPU ms per transfer: processes |');
+      // The paced cases measure latency on every paced transfer.
+      for (const name of ['low-rate', 'low-rate-unbatched']) {
+        const low = report.runs.find((r) => r.case === name);
+        expect(low?.transfers, name).toBeGreaterThan(0);
+        expect(low?.latencyMs.enqueueToCommit?.n, name).toBe(low?.transfers);
+      }
+      expect(report.summary.map((s) => s.case)).toEqual([...CASES]);
+      expect(result.stdout).toContain('| e2e |');
 
-    // Nothing left behind on the shared servers under this run's names.
-    const runId = /bench (\w+):/.exec(result.stderr)?.[1];
-    expect(runId, context).toBeDefined();
-    const config = loadConfig();
-    const admin = new pg.Client({ connectionString: withDatabase(config.databaseUrl, 'postgres') });
-    await admin.connect();
-    try {
-      const dbs = await admin.query('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [`bench_${runId}`]);
-      expect(dbs.rows).toEqual([]);
-    } finally {
-      await admin.end();
-    }
-    const redis = bullmqConnection(config);
-    try {
-      const left: string[] = [];
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `*${runId}*`, 'COUNT', 10_000);
-        cursor = next;
-        left.push(...keys);
-      } while (cursor !== '0');
-      expect(left).toEqual([]);
-    } finally {
-      redis.disconnect();
-    }
-  }, BENCH_TIMEOUT_MS + 30_000);
+      // The CPU account: the two cases of the unbatched ratio always have one (both servers are
+      // local here), the paced cases never; every account splits a busy machine into its parts.
+      for (const name of ['db-ceiling', 'e2e-unbatched'])
+        expect(report.runs.find((r) => r.case === name)?.cpu, name).not.toBeNull();
+      for (const run of report.runs) {
+        if (run.case === 'low-rate' || run.case === 'low-rate-unbatched') {
+          expect(run.cpu, run.case).toBeNull();
+          continue;
+        }
+        if (run.cpu === null) continue;
+        const c = run.cpu.msPerTransfer;
+        expect(run.cpu.transfers, run.case).toBeGreaterThan(0);
+        expect(c.machine, run.case).toBeGreaterThan(0);
+        if (run.case !== 'queue-ceiling') expect(c.postgres, run.case).toBeGreaterThan(0);
+        if (PROCESS_CASES.includes(run.case)) expect(c.processes, run.case).toBeGreaterThan(0);
+        else expect(c.processes, run.case).toBeNull();
+      }
+      expect(result.stdout).toContain('| case | CPU ms per transfer: processes |');
+
+      // Nothing left behind on the shared servers under this run's names.
+      const runId = /bench (\w+):/.exec(result.stderr)?.[1];
+      expect(runId, context).toBeDefined();
+      const config = loadConfig();
+      const admin = new pg.Client({ connectionString: withDatabase(config.databaseUrl, 'postgres') });
+      await admin.connect();
+      try {
+        const dbs = await admin.query('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [
+          `bench_${runId}`,
+        ]);
+        expect(dbs.rows).toEqual([]);
+      } finally {
+        await admin.end();
+      }
+      const redis = bullmqConnection(config);
+      try {
+        const left: string[] = [];
+        let cursor = '0';
+        do {
+          const [next, keys] = await redis.scan(cursor, 'MATCH', `*${runId}*`, 'COUNT', 10_000);
+          cursor = next;
+          left.push(...keys);
+        } while (cursor !== '0');
+        expect(left).toEqual([]);
+      } finally {
+        redis.disconnect();
+      }
+    },
+    BENCH_TIMEOUT_MS + 30_000,
+  );
 });

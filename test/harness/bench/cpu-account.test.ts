@@ -2,15 +2,20 @@
 // arithmetic on made-up samples, and a sampler against the real machine, PostgreSQL and Redis,
 // where a child process that burns a known amount of CPU must show up in the `processes` part
 // and one that sleeps must not.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  cpuAccount, parseMachineStat, parseProcStat, parseRedisCpuMs, startCpuSampler, type CpuSample,
-} from '../../../src/harness/bench/cpu-account.ts';
 import { loadConfig, withDatabase } from '../../../src/config/config.ts';
+import {
+  type CpuSample,
+  cpuAccount,
+  parseMachineStat,
+  parseProcStat,
+  parseRedisCpuMs,
+  startCpuSampler,
+} from '../../../src/harness/bench/cpu-account.ts';
 
 describe('parsers', () => {
   it('reads utime, stime, cutime, cstime and ppid past a command name with spaces and parentheses', () => {
@@ -35,8 +40,14 @@ describe('parsers', () => {
 });
 
 describe('cpuAccount', () => {
-  const sample = (atMs: number, processes: number | null, postgres: number | null, machine: number | null): CpuSample => ({
-    atMs, cpuMs: { processes, postgres, redis: 10, bench: 0, machine },
+  const sample = (
+    atMs: number,
+    processes: number | null,
+    postgres: number | null,
+    machine: number | null,
+  ): CpuSample => ({
+    atMs,
+    cpuMs: { processes, postgres, redis: 10, bench: 0, machine },
   });
 
   it('takes the first and last samples inside the span and divides by the transfers committed between them', () => {
@@ -91,19 +102,27 @@ describe('CpuSampler on this machine', () => {
    * done and waits to be killed. It says ready first, so its start-up is not measured.
    */
   async function child(kind: 'burn' | 'sleep', cpuMs: number): Promise<ChildProcess> {
-    const work = kind === 'burn'
-      ? `const t=process.cpuUsage();while((process.cpuUsage(t).user+process.cpuUsage(t).system)/1000<${cpuMs});done()`
-      : `setTimeout(done,${cpuMs})`;
+    const work =
+      kind === 'burn'
+        ? `const t=process.cpuUsage();while((process.cpuUsage(t).user+process.cpuUsage(t).system)/1000<${cpuMs});done()`
+        : `setTimeout(done,${cpuMs})`;
     const code = `const done=()=>process.stdout.write('done\\n');process.stdin.once('data',()=>{${work}});process.stdout.write('ready\\n')`;
     const p = spawn(process.execPath, ['-e', code], { stdio: ['pipe', 'pipe', 'inherit'] });
     await once(p.stdout as NodeJS.ReadableStream, 'data');
     return p;
   }
 
-  async function measure(kind: 'burn' | 'sleep'): Promise<{ processes: number; postgres: number; redis: number; machine: number }> {
+  async function measure(
+    kind: 'burn' | 'sleep',
+  ): Promise<{ processes: number; postgres: number; redis: number; machine: number }> {
     const p = await child(kind, 400);
     try {
-      const sampler = await startCpuSampler({ processPids: () => (p.pid === undefined ? [] : [p.pid]), pool, redis, intervalMs: 50 });
+      const sampler = await startCpuSampler({
+        processPids: () => (p.pid === undefined ? [] : [p.pid]),
+        pool,
+        redis,
+        intervalMs: 50,
+      });
       p.stdin?.write('go\n');
       await once(p.stdout as NodeJS.ReadableStream, 'data');
       // Work on both servers while sampling: a CPU-bound query and a few thousand commands.
@@ -121,13 +140,18 @@ describe('CpuSampler on this machine', () => {
         if (a === null || b === null) throw new Error(`${k} was not read`);
         return b - a;
       };
-      return { processes: delta('processes'), postgres: delta('postgres'), redis: delta('redis'), machine: delta('machine') };
+      return {
+        processes: delta('processes'),
+        postgres: delta('postgres'),
+        redis: delta('redis'),
+        machine: delta('machine'),
+      };
     } finally {
       p.kill('SIGKILL');
     }
   }
 
-  it('counts the CPU a case process burns, the servers\' work and the machine\'s; a sleeping process counts next to nothing', async () => {
+  it("counts the CPU a case process burns, the servers' work and the machine's; a sleeping process counts next to nothing", async () => {
     const burning = await measure('burn');
     // 400 ms burnt, read in 10 ms ticks; the sampler may start a little after the child.
     expect(burning.processes).toBeGreaterThanOrEqual(250);

@@ -4,10 +4,10 @@
 // with the same decision call the db-ceiling case uses.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
-import { decide } from '../../../src/harness/bench/decision-call.ts';
-import { Sandbox, sandboxNames, benchRunId } from '../../../src/harness/bench/sandbox.ts';
-import { verifyJobs, verifyLedger } from '../../../src/harness/bench/verify.ts';
 import { benchBalanceMinor, benchWorkload } from '../../../src/harness/bench/bench-workload.ts';
+import { decide } from '../../../src/harness/bench/decision-call.ts';
+import { benchRunId, Sandbox, sandboxNames } from '../../../src/harness/bench/sandbox.ts';
+import { verifyJobs, verifyLedger } from '../../../src/harness/bench/verify.ts';
 import { validateTransferRequest } from '../../../src/ledger/transfer-request.ts';
 
 const TRANSFERS = 40;
@@ -25,7 +25,13 @@ describe('bench verification', () => {
       withQueue: false,
     });
     const pool = sandbox.requirePool();
-    for (const wire of benchWorkload({ transfers: TRANSFERS, wallets: WALLETS, run: 1, hot: false, operationPrefix: 'r1-' })) {
+    for (const wire of benchWorkload({
+      transfers: TRANSFERS,
+      wallets: WALLETS,
+      run: 1,
+      hot: false,
+      operationPrefix: 'r1-',
+    })) {
       const verdict = validateTransferRequest(wire, 10n ** 15n);
       if (!verdict.ok) throw new Error(verdict.reason);
       expect(await decide(pool, verdict.request)).toBe('applied');
@@ -40,9 +46,15 @@ describe('bench verification', () => {
   });
 
   it('refuses a run with fewer transfers applied than sent, or with failed or leftover jobs', async () => {
-    const v = await verifyLedger(sandbox, 'r1-', TRANSFERS + 1, { failedJobs: 1, jobsLeft: 2, completedJobs: TRANSFERS });
+    const v = await verifyLedger(sandbox, 'r1-', TRANSFERS + 1, {
+      failedJobs: 1,
+      jobsLeft: 2,
+      completedJobs: TRANSFERS,
+    });
     expect(v.ok).toBe(false);
-    expect(v.problems.join('; ')).toMatch(/40 transfers applied, expected 41.*1 jobs failed.*2 jobs still queued.*40 jobs completed, expected 41/);
+    expect(v.problems.join('; ')).toMatch(
+      /40 transfers applied, expected 41.*1 jobs failed.*2 jobs still queued.*40 jobs completed, expected 41/,
+    );
     expect(verifyJobs(TRANSFERS, { failedJobs: 1, jobsLeft: 0, completedJobs: TRANSFERS - 1 }).ok).toBe(false);
   });
 

@@ -3,15 +3,15 @@
 // going (SIGTERM, which makes the harness stop everything it started; SIGKILL after a grace),
 // then ends whatever the harness listed in processes.json and removes the folder, so that a
 // failed or timed-out test leaves nothing behind.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { PROJECT_ROOT } from '../../../src/config/paths.ts';
-import type { RunFigures } from '../../../src/harness/chaos/report.ts';
 import type { ProcessRecord } from '../../../src/harness/chaos/chaos-services.ts';
+import type { RunFigures } from '../../../src/harness/chaos/report.ts';
 import { postgresBinDir } from '../../../src/harness/services/local-postgres.ts';
 
 const TSX_LOADER = createRequire(import.meta.url).resolve('tsx');
@@ -69,11 +69,20 @@ export class ChaosCliRun {
         stdout += c;
         if (verdictAtMs === null && /^(PASS|FAIL) seed /m.test(stdout)) verdictAtMs = performance.now();
       });
-      child.stderr?.setEncoding('utf8').on('data', (c: string) => { stderr += c; });
+      child.stderr?.setEncoding('utf8').on('data', (c: string) => {
+        stderr += c;
+      });
       const timer = setTimeout(() => {
-        reject(new Error(`chaos run still going after ${timeoutMs} ms\nstdout:\n${stdout}\nstderr (tail):\n${stderr.slice(-4000)}`));
+        reject(
+          new Error(
+            `chaos run still going after ${timeoutMs} ms\nstdout:\n${stdout}\nstderr (tail):\n${stderr.slice(-4000)}`,
+          ),
+        );
       }, timeoutMs);
-      child.once('error', (err) => { clearTimeout(timer); reject(err); });
+      child.once('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
       child.once('close', (code) => {
         clearTimeout(timer);
         this.child = null;
@@ -120,7 +129,11 @@ function alive(pid: number): boolean {
 function killLeftovers(recordPath: string): void {
   if (!existsSync(recordPath)) return;
   const record = JSON.parse(readFileSync(recordPath, 'utf8')) as ProcessRecord;
-  for (const pid of [...record.workerPids, ...(record.redisPid === null ? [] : [record.redisPid]), ...(record.redisClusterPids ?? [])]) {
+  for (const pid of [
+    ...record.workerPids,
+    ...(record.redisPid === null ? [] : [record.redisPid]),
+    ...(record.redisClusterPids ?? []),
+  ]) {
     if (alive(pid)) process.kill(pid, 'SIGKILL');
   }
   const binDir = postgresBinDir();
@@ -133,5 +146,6 @@ function killLeftovers(recordPath: string): void {
       if (record.postgresPid !== null && alive(record.postgresPid)) process.kill(record.postgresPid, 'SIGKILL');
     }
   }
-  for (const dir of [record.redisDir, record.postgresDir]) if (dir !== null) rmSync(dir, { recursive: true, force: true });
+  for (const dir of [record.redisDir, record.postgresDir])
+    if (dir !== null) rmSync(dir, { recursive: true, force: true });
 }

@@ -11,24 +11,47 @@ describe('chaos run on Redis Cluster (short)', () => {
   const run = new ChaosCliRun();
   afterAll(() => run.cleanup(), 60_000);
 
-  it('survives a lossy failover and a killed master with every invariant holding', async () => {
-    const result = await run.run(['--seed', '12', '--redis', 'cluster', '--duration-s', '30', '--transfers', '1500',
-      '--faults', 'failover-lossy,kill-master,pause-worker,delete-locks', '--fault-interval-ms', '4000', '--quiet'], RUN_TIMEOUT_MS);
-    const { report, context } = expectVerdictAsExpected(result);
-    expect(report.checks.filter((c) => !c.ok), context).toEqual([]);
-    expect(report.ledger.transfersApplied).toBe(1500);
+  it(
+    'survives a lossy failover and a killed master with every invariant holding',
+    async () => {
+      const result = await run.run(
+        [
+          '--seed',
+          '12',
+          '--redis',
+          'cluster',
+          '--duration-s',
+          '30',
+          '--transfers',
+          '1500',
+          '--faults',
+          'failover-lossy,kill-master,pause-worker,delete-locks',
+          '--fault-interval-ms',
+          '4000',
+          '--quiet',
+        ],
+        RUN_TIMEOUT_MS,
+      );
+      const { report, context } = expectVerdictAsExpected(result);
+      expect(
+        report.checks.filter((c) => !c.ok),
+        context,
+      ).toEqual([]);
+      expect(report.ledger.transfersApplied).toBe(1500);
 
-    const lossy = report.faults.list.filter((r) => r.failover?.kind === 'lossy');
-    const killed = report.faults.list.filter((r) => r.failover?.kind === 'kill');
-    expect(lossy.length, context).toBeGreaterThanOrEqual(1);
-    expect(killed.length, context).toBeGreaterThanOrEqual(1);
-    for (const r of lossy) {
-      if (r.failover?.kind !== 'lossy') continue;
-      // The replica really fell behind, and the new master really lacked increments.
-      expect(r.failover.replicationLagBytes, r.detail).toBeGreaterThan(0);
-      expect(r.failover.fenceIncrementsLost, r.detail).toBeGreaterThan(0);
-    }
-    expect(report.faults.idle, context).toBe(0);
-    expect(report.faults.errors, context).toBe(0);
-  }, RUN_TIMEOUT_MS + 30_000);
+      const lossy = report.faults.list.filter((r) => r.failover?.kind === 'lossy');
+      const killed = report.faults.list.filter((r) => r.failover?.kind === 'kill');
+      expect(lossy.length, context).toBeGreaterThanOrEqual(1);
+      expect(killed.length, context).toBeGreaterThanOrEqual(1);
+      for (const r of lossy) {
+        if (r.failover?.kind !== 'lossy') continue;
+        // The replica really fell behind, and the new master really lacked increments.
+        expect(r.failover.replicationLagBytes, r.detail).toBeGreaterThan(0);
+        expect(r.failover.fenceIncrementsLost, r.detail).toBeGreaterThan(0);
+      }
+      expect(report.faults.idle, context).toBe(0);
+      expect(report.faults.errors, context).toBe(0);
+    },
+    RUN_TIMEOUT_MS + 30_000,
+  );
 });

@@ -11,13 +11,23 @@ describe('chaos run (short)', () => {
   const run = new ChaosCliRun();
   afterAll(() => run.cleanup(), 60_000);
 
-  it('keeps every invariant under every fault kind', async () => {
-    const result = await run.run(['--seed', '11', '--duration-s', '30', '--transfers', '1500', '--quiet'], RUN_TIMEOUT_MS);
-    const { report, context } = expectVerdictAsExpected(result);
-    expect(report.checks.filter((c) => !c.ok), context).toEqual([]);
-    expect(Object.keys(report.faults.byKind).sort()).toEqual([...FAULT_KINDS].sort());
-    expect(report.ledger.transfersApplied).toBe(1500);
-    expect(report.jobs.failedValid).toBe(0);
-    expect(report.answers.duplicate).toBeGreaterThan(0);
-  }, RUN_TIMEOUT_MS + 10_000);
+  it(
+    'keeps every invariant under every fault kind',
+    async () => {
+      const result = await run.run(
+        ['--seed', '11', '--duration-s', '30', '--transfers', '1500', '--quiet'],
+        RUN_TIMEOUT_MS,
+      );
+      const { report, context } = expectVerdictAsExpected(result);
+      expect(
+        report.checks.filter((c) => !c.ok),
+        context,
+      ).toEqual([]);
+      expect(Object.keys(report.faults.byKind).sort()).toEqual([...FAULT_KINDS].sort());
+      expect(report.ledger.transfersApplied).toBe(1500);
+      expect(report.jobs.failedValid).toBe(0);
+      expect(report.answers.duplicate).toBeGreaterThan(0);
+    },
+    RUN_TIMEOUT_MS + 10_000,
+  );
 });

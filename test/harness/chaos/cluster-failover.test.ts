@@ -10,10 +10,10 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterFaults } from '../../../src/harness/chaos/cluster-faults.ts';
 import { FaultProxy } from '../../../src/harness/chaos/fault-proxy.ts';
+import { infoField, LocalRedisCluster, type SlotGroup } from '../../../src/harness/services/local-redis-cluster.ts';
 import { FencedLock } from '../../../src/lock/fenced-lock.ts';
 import { keySlot } from '../../../src/lock/key-slot.ts';
 import { lockKeysOf } from '../../../src/lock/lock-keys.ts';
-import { infoField, LocalRedisCluster, type SlotGroup } from '../../../src/harness/services/local-redis-cluster.ts';
 
 const PREFIX = 'fo:';
 const TTL_MS = 30_000;
@@ -28,7 +28,10 @@ let faults: ClusterFaults | null = null;
 
 beforeAll(async () => {
   cluster = await LocalRedisCluster.start({
-    dir: mkdtempSync(join(tmpdir(), 'ft-failover-')), masters: 3, replicasPerMaster: 1, nodeTimeoutMs: NODE_TIMEOUT_MS,
+    dir: mkdtempSync(join(tmpdir(), 'ft-failover-')),
+    masters: 3,
+    replicasPerMaster: 1,
+    nodeTimeoutMs: NODE_TIMEOUT_MS,
     front: async (index, port) => {
       const proxy = await FaultProxy.start(`node-${index}`, '127.0.0.1', port);
       fronts[index] = proxy;
@@ -67,11 +70,19 @@ async function tokens(wallet: string, count: number): Promise<bigint> {
 
 /** Until the replica has processed everything its master wrote (nothing in flight on the link). */
 async function replicaCaughtUp(master: number, replica: number): Promise<void> {
-  await cluster!.waitFor(async () => {
-    const m = Number(infoField(String(await cluster!.onNode(master, (c) => c.call('INFO', 'replication'))), 'master_repl_offset'));
-    const r = Number(infoField(String(await cluster!.onNode(replica, (c) => c.call('INFO', 'replication'))), 'slave_repl_offset'));
-    return m === r;
-  }, 10_000, 'replica caught up');
+  await cluster!.waitFor(
+    async () => {
+      const m = Number(
+        infoField(String(await cluster!.onNode(master, (c) => c.call('INFO', 'replication'))), 'master_repl_offset'),
+      );
+      const r = Number(
+        infoField(String(await cluster!.onNode(replica, (c) => c.call('INFO', 'replication'))), 'slave_repl_offset'),
+      );
+      return m === r;
+    },
+    10_000,
+    'replica caught up',
+  );
 }
 
 describe('failovers on a private cluster with replicas', () => {

@@ -1,19 +1,27 @@
 // The load a fault met, from the jobs' submit and answer times: a pure function, checked on
 // hand-made jobs (the chaos runs check that no fault met an idle system).
 import { describe, expect, it } from 'vitest';
+import type { ChaosMessage } from '../../../src/harness/chaos/chaos-workload.ts';
 import type { FinalJob } from '../../../src/harness/chaos/checker.ts';
 import { compareSnapshots } from '../../../src/harness/chaos/cluster-faults.ts';
 import { attachFaultLoads } from '../../../src/harness/chaos/fault-load.ts';
 import type { FaultRecord } from '../../../src/harness/chaos/faults.ts';
-import type { ChaosMessage } from '../../../src/harness/chaos/chaos-workload.ts';
 
 const T0 = 1_000_000;
 
 function job(jobId: string, enqueuedAtMs: number, finishedAtMs: number | null): FinalJob {
   return {
-    jobId, name: 'transfer', state: finishedAtMs === null ? 'waiting' : 'completed', returnvalue: null, failedReason: null,
-    attemptsMade: 1, attemptsStarted: 1, timestamp: T0 + enqueuedAtMs, processedOn: null,
-    finishedOn: finishedAtMs === null ? null : T0 + finishedAtMs, data: {},
+    jobId,
+    name: 'transfer',
+    state: finishedAtMs === null ? 'waiting' : 'completed',
+    returnvalue: null,
+    failedReason: null,
+    attemptsMade: 1,
+    attemptsStarted: 1,
+    timestamp: T0 + enqueuedAtMs,
+    processedOn: null,
+    finishedOn: finishedAtMs === null ? null : T0 + finishedAtMs,
+    data: {},
   };
 }
 
@@ -38,8 +46,13 @@ describe('attachFaultLoads', () => {
       job('ghost', 1_000, 1_500), // in the queue, never recorded as sent
     ];
     const sent = new Map<string, ChaosMessage>([
-      ['a', message('original')], ['b', message('original')], ['c', message('duplicate')], ['d', message('conflict')],
-      ['e', message('original')], ['f', message('original')], ['bad', message('invalid')],
+      ['a', message('original')],
+      ['b', message('original')],
+      ['c', message('duplicate')],
+      ['d', message('conflict')],
+      ['e', message('original')],
+      ['f', message('original')],
+      ['bad', message('invalid')],
     ]);
     const records = [fault(1, 1_000, 2_000), fault(2, 2_550, 2_550)];
     attachFaultLoads(records, jobs, sent, { offsetOfWallMs: (ms) => ms - T0 });
@@ -48,7 +61,7 @@ describe('attachFaultLoads', () => {
     expect(records[1]?.load).toEqual({ inFlight: 3, answeredDuring: 2 });
   });
 
-  it('counts a transfer from the producer\'s first try, so one the fault kept from being enqueued was in flight', () => {
+  it("counts a transfer from the producer's first try, so one the fault kept from being enqueued was in flight", () => {
     const jobs = [job('late', 2_500, 2_600)];
     const sent = new Map([['late', message('original')]]);
     const records = [fault(1, 1_000, 2_000)];
@@ -62,7 +75,11 @@ describe('attachFaultLoads', () => {
 describe('compareSnapshots', () => {
   it('counts increments lost per counter, lock keys lost unless their lease had run out anyway', () => {
     const before = {
-      fences: new Map([['p:{wallet:w1}:fence', 10n], ['p:{wallet:w2}:fence', 4n], ['p:{wallet:w3}:fence', 3n]]),
+      fences: new Map([
+        ['p:{wallet:w1}:fence', 10n],
+        ['p:{wallet:w2}:fence', 4n],
+        ['p:{wallet:w3}:fence', 3n],
+      ]),
       locks: new Map([
         ['p:{wallet:w1}:lock', { owner: 'o1', pttlMs: 900 }], // gone on the new master: lost
         ['p:{wallet:w2}:lock', { owner: 'o2', pttlMs: 900 }], // another owner there: lost
@@ -71,11 +88,18 @@ describe('compareSnapshots', () => {
       ]),
     };
     const after = new Map<string, string | null>([
-      ['p:{wallet:w1}:fence', '3'], ['p:{wallet:w2}:fence', '5'], ['p:{wallet:w3}:fence', null],
-      ['p:{wallet:w1}:lock', null], ['p:{wallet:w2}:lock', 'other'], ['p:{wallet:w3}:lock', 'o3'], ['p:{wallet:w4}:lock', null],
+      ['p:{wallet:w1}:fence', '3'],
+      ['p:{wallet:w2}:fence', '5'],
+      ['p:{wallet:w3}:fence', null],
+      ['p:{wallet:w1}:lock', null],
+      ['p:{wallet:w2}:lock', 'other'],
+      ['p:{wallet:w3}:lock', 'o3'],
+      ['p:{wallet:w4}:lock', null],
     ]);
     expect(compareSnapshots(before, after, 50)).toEqual({
-      fenceKeysBehind: 2, fenceIncrementsLost: 7 + 3, lockKeysLost: 2,
+      fenceKeysBehind: 2,
+      fenceIncrementsLost: 7 + 3,
+      lockKeysLost: 2,
       walletsBehind: { w1: '10', w3: '3' },
     });
   });

@@ -37,10 +37,12 @@ beforeAll(async () => {
     s.on('error', () => undefined);
     s.pipe(s);
   });
-  const port = await new Promise<number>((resolve) => echo.listen(0, '127.0.0.1', () => {
-    const a = echo.address();
-    resolve(typeof a === 'object' && a !== null ? a.port : 0);
-  }));
+  const port = await new Promise<number>((resolve) =>
+    echo.listen(0, '127.0.0.1', () => {
+      const a = echo.address();
+      resolve(typeof a === 'object' && a !== null ? a.port : 0);
+    }),
+  );
   proxy = await FaultProxy.start('test', '127.0.0.1', port);
 });
 
@@ -70,7 +72,10 @@ describe('FaultProxy', () => {
     const s = await connectTo(proxy.port);
     proxy.stall();
     const pending = roundTrip(s, 'abcdef');
-    const early = await Promise.race([pending.then(() => 'answered'), new Promise((r) => setTimeout(() => r('held'), 300))]);
+    const early = await Promise.race([
+      pending.then(() => 'answered'),
+      new Promise((r) => setTimeout(() => r('held'), 300)),
+    ]);
     expect(early).toBe('held');
     proxy.unstall();
     expect((await pending).reply).toBe('abcdef');

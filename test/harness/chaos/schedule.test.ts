@@ -2,8 +2,8 @@
 // same faults at the same offsets against the same targets; another seed gives another one.
 import { describe, expect, it } from 'vitest';
 import { chaosOptions, FAULT_KINDS, parseChaosArgs } from '../../../src/harness/chaos/chaos-options.ts';
-import { buildSchedule, scheduledFaultCount } from '../../../src/harness/chaos/schedule.ts';
 import { buildWorkload } from '../../../src/harness/chaos/chaos-workload.ts';
+import { buildSchedule, scheduledFaultCount } from '../../../src/harness/chaos/schedule.ts';
 
 describe('buildSchedule', () => {
   it('gives the same schedule for the same seed', () => {

@@ -15,7 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DATA_DIR, PROJECT_ROOT } from '../../../src/config/paths.ts';
 import { freePort } from '../../../src/harness/services/free-port.ts';
 import { LocalPostgres, postgresBinDir } from '../../../src/harness/services/local-postgres.ts';
-import { postgresDataDir, projectId, redisDataDir, ROOT_POSTGRES_BASE_DIR } from '../../../src/harness/services/service-data-dir.ts';
+import {
+  postgresDataDir,
+  projectId,
+  ROOT_POSTGRES_BASE_DIR,
+  redisDataDir,
+} from '../../../src/harness/services/service-data-dir.ts';
 import { describeRun, lastJsonLine, runCommand } from '../../support/cli-process.ts';
 
 const run = promisify(execFile);
@@ -33,8 +38,13 @@ let postgresDir: string;
 
 async function redisAnswers(): Promise<boolean> {
   const client = new Redis({
-    host: '127.0.0.1', port: redisPort, lazyConnect: true, connectTimeout: PROBE_TIMEOUT_MS,
-    commandTimeout: PROBE_TIMEOUT_MS, maxRetriesPerRequest: 0, retryStrategy: () => null,
+    host: '127.0.0.1',
+    port: redisPort,
+    lazyConnect: true,
+    connectTimeout: PROBE_TIMEOUT_MS,
+    commandTimeout: PROBE_TIMEOUT_MS,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
   });
   client.on('error', () => undefined);
   try {
@@ -108,7 +118,8 @@ async function expectBothAnswer(): Promise<void> {
 
 beforeAll(async () => {
   redisPort = await freePort();
-  do postgresPort = await freePort(); while (postgresPort === redisPort);
+  do postgresPort = await freePort();
+  while (postgresPort === redisPort);
   redisDir = redisDataDir(redisPort);
   postgresDir = postgresDataDir(postgresPort);
   env = {
@@ -143,7 +154,9 @@ describe('npm run services', { timeout: TEST_TIMEOUT_MS }, () => {
     } finally {
       redis.disconnect();
     }
-    expect(await withPostgres(async (c) => (await c.query('SHOW data_directory')).rows[0]?.data_directory)).toBe(postgresDir);
+    expect(await withPostgres(async (c) => (await c.query('SHOW data_directory')).rows[0]?.data_directory)).toBe(
+      postgresDir,
+    );
     if (userInfo().uid === 0) {
       // Outside the checkout, which may be root-only, in a folder named after this checkout.
       expect(postgresDir).toBe(join(ROOT_POSTGRES_BASE_DIR, projectId(PROJECT_ROOT), `postgres-${postgresPort}`));
@@ -169,7 +182,9 @@ describe('npm run services', { timeout: TEST_TIMEOUT_MS }, () => {
     await stopPostgres();
     expect(await services()).toEqual({ redis: 'already-running', postgres: 'started-local' });
     await expectBothAnswer();
-    expect(await withPostgres(async (c) => (await c.query("SELECT to_regclass('survives')::text AS t")).rows[0]?.t)).toBe('survives');
+    expect(
+      await withPostgres(async (c) => (await c.query("SELECT to_regclass('survives')::text AS t")).rows[0]?.t),
+    ).toBe('survives');
   });
 
   it('brings back both when both are stopped', async () => {
@@ -187,8 +202,9 @@ describe('a PostgreSQL data folder the postgres user cannot enter', () => {
     const rootOnly = mkdtempSync(join(tmpdir(), 'ft-root-only-'));
     try {
       expect(statSync(rootOnly).mode & 0o777).toBe(0o700);
-      await expect(LocalPostgres.start({ dir: join(rootOnly, 'cluster') }))
-        .rejects.toThrow(/cannot be entered by the postgres user/);
+      await expect(LocalPostgres.start({ dir: join(rootOnly, 'cluster') })).rejects.toThrow(
+        /cannot be entered by the postgres user/,
+      );
       expect(existsSync(join(rootOnly, 'cluster', 'PG_VERSION'))).toBe(false);
     } finally {
       rmSync(rootOnly, { recursive: true, force: true });

@@ -113,7 +113,7 @@ export const CHAOS_DEFAULTS = Object.freeze({
   queueShards: 1,
   /**
    * On a cluster: two shards over three slot groups, so at least one group holds lock keys only
-   * and the lossy failover can hit it without losing acknowledged queue writes (docs/chaos.md).
+   * and the lossy failover can hit it without losing acknowledged queue writes (docs/verification/chaos.md).
    */
   queueShardsCluster: 2,
 });

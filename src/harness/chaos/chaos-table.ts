@@ -1,5 +1,5 @@
 // `npx tsx src/harness/chaos/chaos-table.ts DIR/report.json ...`: one Markdown table row per chaos run, for
-// docs/chaos.md (faults by kind, applied, duplicates, stale fences, lock losses, retries,
+// docs/verification/chaos.md (faults by kind, applied, duplicates, stale fences, lock losses, retries,
 // duration, verdict); runs on a Redis Cluster get a table of their own with the failovers.
 import { readFileSync } from 'node:fs';
 import { UsageError } from '../../cli/args.ts';

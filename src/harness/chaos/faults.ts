@@ -56,7 +56,7 @@ export interface FaultRecord {
 /** The cluster a run's failovers act on, and which slot groups each kind may hit. */
 export interface ClusterTargets {
   readonly faults: ClusterFaults;
-  /** Groups holding no queue shard: a lossy failover there loses lock data only (docs/chaos.md). */
+  /** Groups holding no queue shard: a lossy failover there loses lock data only (docs/verification/chaos.md). */
   readonly lossyGroups: readonly SlotGroup[];
   readonly allGroups: readonly SlotGroup[];
 }

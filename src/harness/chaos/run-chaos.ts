@@ -243,7 +243,7 @@ function waitForWorkers(queue: Queue, fleet: ChaosFleet, timeoutMs: number, sign
 /**
  * The failovers' targets on a cluster run: a lossy failover only hits slot groups holding no
  * queue shard (BullMQ's own acknowledged writes would be lost with the lock's: see
- * docs/chaos.md), a killed master any group.
+ * docs/verification/chaos.md), a killed master any group.
  */
 function clusterTargets(services: ChaosServices, queues: TransferQueues, lockKeyPrefix: string): ClusterTargets | null {
   const cluster = services.cluster;

@@ -6,7 +6,7 @@
 // answered divided by the time from the first job a worker took to the last answer, both as
 // BullMQ recorded them; CPU per transfer is what the worker processes, the Redis servers and
 // PostgreSQL (postmaster and backends) spent between resume and drain.
-// The figures of docs/scaling.md come from here (`npm run scaling`).
+// The figures of docs/operating/scaling.md come from here (`npm run scaling`).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 // `npm run scaling -- [--transfers N] [--workers 1,2,4] [--redis single,cluster] [--out DIR]`: the
-// throughput table of docs/scaling.md (see run-scaling.ts). Private servers, started and removed
+// throughput table of docs/operating/scaling.md (see run-scaling.ts). Private servers, started and removed
 // here; prints the Markdown table, and writes it with the raw figures under the output folder.
 import { join } from 'node:path';
 import { integerFlag, parseFlags, UsageError } from '../../cli/args.ts';

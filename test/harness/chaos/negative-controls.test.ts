@@ -1,5 +1,5 @@
 // The harness must be able to fail: with a safety layer switched off it has to see the damage.
-// Short versions of the negative controls of docs/chaos.md, run one after the other.
+// Short versions of the negative controls of docs/verification/chaos.md, run one after the other.
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChaosCliRun, expectVerdictAsExpected } from './chaos-child.ts';
 

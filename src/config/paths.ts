@@ -4,6 +4,5 @@ import { fileURLToPath } from 'node:url';
 
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MIGRATIONS_DIR = join(PROJECT_ROOT, 'prisma', 'migrations');
-export const LUA_DIR = join(PROJECT_ROOT, 'lua');
 /** Project-owned data of services started by `npm run services` (git-ignored). */
 export const DATA_DIR = join(PROJECT_ROOT, '.data');

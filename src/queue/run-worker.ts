@@ -81,72 +81,320 @@ function describeFailures(state: HealthState): string {
 
 /** Runs one worker process until it is told to stop; resolves with the exit code. */
 export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFactory): Promise<number> {
-  const config = loadConfig();
-  const logger = createLogger(config.logLevel, name);
-  exitOnCrash(logger);
-  if (config.unsafe.length > 0) {
-    logger.warn({ unsafe: config.unsafe }, 'UNSAFE MODE: safety layers are switched off; never run this in production');
-  }
-  const gated = !config.unsafe.includes('no-readiness');
-  const instanceId = `${name}-${process.pid}-${randomBytes(4).toString('hex')}`;
-  const metrics = new WorkerMetrics({ instanceId, queueName: config.queueName, defaultMetrics: true });
+  return await new WorkerRuntime(name, makeApply).run();
+}
 
-  let phase: Phase = 'starting';
-  let running: TransferWorker | null = null;
+/** What the worker opens once the servers answer, and closes at shutdown. */
+interface QueueSide {
+  readonly prisma: PrismaClient;
+  readonly connection: RedisClient;
+  readonly lock: FencedLock;
+  readonly worker: TransferWorker;
+  /** The queues whose depth /metrics reports: every shard this worker consumes. */
+  readonly depthQueues: readonly Queue[];
+  readonly publisher: CounterAggregatePublisher;
+}
+
+/**
+ * One worker process: owns every resource it opens (the lock connection, the health probes and
+ * monitor, the HTTP server, then Prisma, the BullMQ connection, the lock, the BullMQ workers, the
+ * depth queues and the counter publisher) and takes them through starting, running, stopping.
+ */
+class WorkerRuntime {
+  private readonly config: Config;
+  private readonly logger: Logger;
+  /** Off with UNSAFE_MODE=no-readiness: the worker takes jobs without waiting for the servers. */
+  private readonly gated: boolean;
+  private readonly instanceId: string;
+  private readonly metrics: WorkerMetrics;
+  private phase: Phase = 'starting';
 
   // The first signal asks for a graceful stop; a second one forces the exit.
-  const stop = new AbortController();
-  let stopSignal = '';
-  let firstSignalAtMs = 0;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stop.signal.aborted) {
-      if (performance.now() - firstSignalAtMs < SIGNAL_REPEAT_WINDOW_MS) return;
-      logger.error(
-        { event: 'shutdown_forced', signal, jobsInHand: metrics.jobsInProgress },
+  private readonly stop = new AbortController();
+  private readonly stopRequested: Promise<void>;
+  private stopSignal = '';
+  private firstSignalAtMs = 0;
+
+  // Opened at once: the probes use them before anything else runs.
+  private readonly redis: Redis;
+  private readonly pgProbe: PostgresProbe;
+  private readonly monitor: HealthMonitor;
+  private server: OpsServer | null = null;
+  /** Set once, when the servers answer. */
+  private queueSide: QueueSide | null = null;
+
+  constructor(
+    name: string,
+    private readonly makeApply: ApplyStrategyFactory | undefined,
+  ) {
+    this.config = loadConfig();
+    this.logger = createLogger(this.config.logLevel, name);
+    exitOnCrash(this.logger);
+    if (this.config.unsafe.length > 0) {
+      this.logger.warn(
+        { unsafe: this.config.unsafe },
+        'UNSAFE MODE: safety layers are switched off; never run this in production',
+      );
+    }
+    this.gated = !this.config.unsafe.includes('no-readiness');
+    this.instanceId = `${name}-${process.pid}-${randomBytes(4).toString('hex')}`;
+    this.metrics = new WorkerMetrics({
+      instanceId: this.instanceId,
+      queueName: this.config.queueName,
+      defaultMetrics: true,
+    });
+
+    process.on('SIGTERM', this.onSignal);
+    process.on('SIGINT', this.onSignal);
+    this.stopRequested = new Promise<void>((resolve) =>
+      this.stop.signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
+
+    this.redis = lockConnection(this.config);
+    const redisError = watchConnectionErrors(this.redis, this.logger, 'lock');
+    this.pgProbe = new PostgresProbe(this.config.databaseUrl, readMigrations(MIGRATIONS_DIR));
+    this.monitor = new HealthMonitor({
+      probes: [
+        (timeoutMs) => probeRedis(this.redis, this.config.redisUrl, timeoutMs, redisError),
+        (timeoutMs) => this.pgProbe.probe(timeoutMs),
+      ],
+      logger: this.logger,
+      onCheck: (state) => this.gate(state),
+    });
+  }
+
+  /** The life of the process, in order; resolves with the exit code. */
+  async run(): Promise<number> {
+    await this.startOpsServer();
+    if (this.gated && !(await this.waitForServers())) return 0;
+    const side = this.startQueueSide();
+    await this.stopRequested;
+    return await this.shutDown(side);
+  }
+
+  private readonly onSignal = (signal: NodeJS.Signals): void => {
+    if (this.stop.signal.aborted) {
+      if (performance.now() - this.firstSignalAtMs < SIGNAL_REPEAT_WINDOW_MS) return;
+      this.logger.error(
+        { event: 'shutdown_forced', signal, jobsInHand: this.metrics.jobsInProgress },
         'second signal; exiting without waiting',
       );
       process.exit(1);
     }
-    stopSignal = signal;
-    firstSignalAtMs = performance.now();
-    stop.abort();
+    this.stopSignal = signal;
+    this.firstSignalAtMs = performance.now();
+    this.stop.abort();
   };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  const stopRequested = new Promise<void>((resolve) =>
-    stop.signal.addEventListener('abort', () => resolve(), { once: true }),
-  );
 
-  const redis = lockConnection(config);
-  const redisError = watchConnectionErrors(redis, logger, 'lock');
-  const pgProbe = new PostgresProbe(config.databaseUrl, readMigrations(MIGRATIONS_DIR));
-  const monitor = new HealthMonitor({
-    probes: [
-      (timeoutMs) => probeRedis(redis, config.redisUrl, timeoutMs, redisError),
-      (timeoutMs) => pgProbe.probe(timeoutMs),
-    ],
-    logger,
-    onCheck: (state) => gate(state),
-  });
+  /** The HTTP server comes first: a port already taken is a start-up error before anything runs. */
+  private async startOpsServer(): Promise<void> {
+    const { config, metrics, logger } = this;
+    if (config.metricsPort === null) return;
+    this.server = await OpsServer.start({
+      host: config.metricsHost,
+      port: config.metricsPort,
+      metrics,
+      readiness: () => this.readiness(),
+      logger,
+    }).catch(async (err: unknown) => {
+      this.redis.disconnect();
+      throw err;
+    });
+    reportListeningPort(this.server.port);
+  }
 
-  const readiness = (): Readiness => {
-    if (phase === 'stopping') return { ready: false, reason: 'shutting down' };
-    const health = monitor.state;
-    if (phase === 'starting')
+  /**
+   * Probes until Redis, PostgreSQL and the migrations pass. False when a signal came first (the
+   * connections are closed); throws a StartupError when STARTUP_TIMEOUT_MS passes.
+   */
+  private async waitForServers(): Promise<boolean> {
+    const { config, logger } = this;
+    logger.info(
+      {
+        event: 'worker_starting',
+        instanceId: this.instanceId,
+        metricsPort: this.server?.port ?? null,
+        startupTimeoutMs: config.startupTimeoutMs,
+        redis: describeRedisTarget(config),
+        database: redactUrl(config.databaseUrl),
+      },
+      'waiting for Redis, PostgreSQL and the migrations',
+    );
+    const state = await this.monitor.waitUntilHealthy(config.startupTimeoutMs, this.stop.signal);
+    if (this.stop.signal.aborted) {
+      logger.info({ signal: this.stopSignal }, 'stopped before it was ready');
+      await this.closeConnections();
+      return false;
+    }
+    if (!state.healthy) {
+      await this.closeConnections();
+      throw new StartupError(
+        [...new Set(state.failures.map((f) => f.variable))],
+        `${describeFailures(state)}; still not ready after STARTUP_TIMEOUT_MS=${config.startupTimeoutMs} ms`,
+      );
+    }
+    return true;
+  }
+
+  /** Opens Prisma, the BullMQ side and the lock, starts taking jobs and the health monitor. */
+  private startQueueSide(): QueueSide {
+    const side = this.openQueueSide();
+    this.queueSide = side;
+    side.publisher.start();
+    this.phase = 'running';
+    if (this.gated) side.worker.run();
+    this.monitor.start();
+    this.metrics.setReady(this.readiness().ready);
+    this.logStarted();
+    return side;
+  }
+
+  private openQueueSide(): QueueSide {
+    const { config, logger, metrics, redis } = this;
+    const prisma = createPrisma(config, (err) => logger.warn({ err }, 'database connection error'));
+    const connection = bullmqConnection(config);
+    watchConnectionErrors(connection, logger, 'queue');
+    const lock = new FencedLock({
+      redis,
+      lockTtlMs: config.lockTtlMs,
+      keyPrefix: config.lockKeyPrefix,
+      logger,
+      ownerPrefix: `${this.instanceId}:`,
+    });
+    const apply = this.makeApply?.({ config, prisma, logger });
+    const admission: Admission | undefined = this.gated
+      ? { admit: () => this.phase === 'running' && this.monitor.state.healthy }
+      : undefined;
+    const worker = startTransferWorker({
+      config,
+      prisma,
+      lock,
+      connection,
+      logger,
+      metrics,
+      ...(apply ? { apply } : {}),
+      ...(admission ? { admission } : {}),
+    });
+    const depthQueues = consumedQueueShardsOf(config).map((shard) => {
+      const queue = new Queue(shard.name, { connection: redis, prefix: shard.prefix });
+      queue.on('error', (err) => logger.debug({ err: err.message, queue: shard.name }, 'queue depth connection error'));
+      return queue;
+    });
+    metrics.setQueueDepthSource(queueDepthSource(depthQueues));
+    const publisher = new CounterAggregatePublisher({
+      redis,
+      keys: aggregateKeys(config.lockKeyPrefix, config.queueName),
+      metrics,
+      logger,
+    });
+    return { prisma, connection, lock, worker, depthQueues, publisher };
+  }
+
+  private logStarted(): void {
+    const { config } = this;
+    this.logger.info(
+      {
+        event: 'worker_started',
+        instanceId: this.instanceId,
+        queues: consumedQueueShardsOf(config).map((s) => s.name),
+        concurrency: config.workerConcurrency,
+        lockTtlMs: config.lockTtlMs,
+        batchMax: config.transferBatchMax,
+        batchWaitMs: config.transferBatchWaitMs,
+        metricsPort: this.server?.port ?? null,
+        redis: describeRedisTarget(config),
+        database: redactUrl(config.databaseUrl),
+      },
+      'worker started',
+    );
+  }
+
+  /** The graceful stop: finish the jobs in hand, release the leases, close everything, in order. */
+  private async shutDown(side: QueueSide): Promise<number> {
+    const { config, logger, metrics } = this;
+    this.phase = 'stopping';
+    metrics.setReady(false);
+    logger.info(
+      {
+        event: 'worker_stopping',
+        signal: this.stopSignal,
+        jobsInHand: metrics.jobsInProgress,
+        locksHeld: side.lock.heldCount,
+        shutdownTimeoutMs: config.shutdownTimeoutMs,
+      },
+      'worker stopping',
+    );
+    if (config.unsafe.includes('no-graceful-shutdown')) {
+      logger.warn(
+        { jobsInHand: metrics.jobsInProgress, locksHeld: side.lock.heldCount },
+        'UNSAFE: exiting without finishing the jobs in hand',
+      );
+      return 0;
+    }
+    const force = this.exitAfterShutdownTimeout();
+    await this.monitor.stop();
+    // Takes no new job, lets the jobs in hand finish, then waits for their batches and the lock
+    // releases they sent; releaseAll() then releases whatever lease is still held.
+    await side.worker.close();
+    const released = await side.lock.releaseAll(SHUTDOWN_LOCK_RELEASE_TIMEOUT_MS);
+    await this.closeConnections();
+    clearTimeout(force);
+    logger.info({ event: 'worker_stopped', locksReleased: released }, 'worker stopped');
+    return 0;
+  }
+
+  /** SHUTDOWN_TIMEOUT_MS bounds the graceful stop: past it the process exits 1 at once. */
+  private exitAfterShutdownTimeout(): NodeJS.Timeout {
+    const { config, logger, metrics } = this;
+    const force = setTimeout(() => {
+      logger.error(
+        {
+          event: 'shutdown_timed_out',
+          shutdownTimeoutMs: config.shutdownTimeoutMs,
+          jobsInHand: metrics.jobsInProgress,
+        },
+        'jobs did not finish within SHUTDOWN_TIMEOUT_MS; exiting',
+      );
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    force.unref();
+    return force;
+  }
+
+  /** Closes what is open, each close bounded; the queue side only if it was started. */
+  private async closeConnections(): Promise<void> {
+    const side = this.queueSide;
+    const { redis } = this;
+    await side?.publisher.stop();
+    await Promise.all((side?.depthQueues ?? []).map((q) => q.close().catch(() => undefined)));
+    await this.server?.close();
+    await side?.prisma.$disconnect().catch(() => undefined);
+    await this.pgProbe.close(SHUTDOWN_CLOSE_TIMEOUT_MS);
+    await withinMs(redis.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => redis.disconnect());
+    if (side !== null) {
+      const { connection } = side;
+      await withinMs(connection.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => connection.disconnect());
+    }
+  }
+
+  /** What /readyz answers, and the ready gauge. */
+  private readiness(): Readiness {
+    if (this.phase === 'stopping') return { ready: false, reason: 'shutting down' };
+    const health = this.monitor.state;
+    if (this.phase === 'starting')
       return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
     if (!health.healthy) return { ready: false, reason: describeFailures(health) };
-    if (running === null || !running.isRunning() || running.isPaused())
+    const worker = this.queueSide?.worker ?? null;
+    if (worker === null || !worker.isRunning() || worker.isPaused())
       return { ready: false, reason: 'the queue worker is not running' };
     return { ready: true };
-  };
-  const admission: Admission | undefined = gated
-    ? { admit: () => phase === 'running' && monitor.state.healthy }
-    : undefined;
+  }
 
   /** After every probe round: pause while a server does not answer, resume when it does. */
-  async function gate(state: HealthState): Promise<void> {
-    const worker = running;
-    if (phase === 'running' && worker !== null && gated) {
+  private async gate(state: HealthState): Promise<void> {
+    const worker = this.queueSide?.worker ?? null;
+    const { logger, metrics } = this;
+    if (this.phase === 'running' && worker !== null && this.gated) {
       if (!state.healthy && !worker.isPaused()) {
         logger.warn(
           { event: 'worker_paused', jobsInHand: metrics.jobsInProgress },
@@ -162,156 +410,6 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
         worker.run();
       }
     }
-    metrics.setReady(readiness().ready);
+    metrics.setReady(this.readiness().ready);
   }
-
-  // The HTTP server comes first: a port already taken is a start-up error before anything runs.
-  const server =
-    config.metricsPort === null
-      ? null
-      : await OpsServer.start({ host: config.metricsHost, port: config.metricsPort, metrics, readiness, logger }).catch(
-          async (err: unknown) => {
-            redis.disconnect();
-            throw err;
-          },
-        );
-  if (server !== null) reportListeningPort(server.port);
-
-  let prisma: PrismaClient | null = null;
-  let connection: RedisClient | null = null;
-  let depthQueues: Queue[] = [];
-  let publisher: CounterAggregatePublisher | null = null;
-  let lock: FencedLock | null = null;
-  const closeAll = async () => {
-    await publisher?.stop();
-    await Promise.all(depthQueues.map((q) => q.close().catch(() => undefined)));
-    await server?.close();
-    await prisma?.$disconnect().catch(() => undefined);
-    await pgProbe.close(SHUTDOWN_CLOSE_TIMEOUT_MS);
-    await withinMs(redis.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => redis.disconnect());
-    if (connection !== null)
-      await withinMs(connection.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => connection?.disconnect());
-  };
-
-  if (gated) {
-    logger.info(
-      {
-        event: 'worker_starting',
-        instanceId,
-        metricsPort: server?.port ?? null,
-        startupTimeoutMs: config.startupTimeoutMs,
-        redis: describeRedisTarget(config),
-        database: redactUrl(config.databaseUrl),
-      },
-      'waiting for Redis, PostgreSQL and the migrations',
-    );
-    const state = await monitor.waitUntilHealthy(config.startupTimeoutMs, stop.signal);
-    if (stop.signal.aborted) {
-      logger.info({ signal: stopSignal }, 'stopped before it was ready');
-      await closeAll();
-      return 0;
-    }
-    if (!state.healthy) {
-      await closeAll();
-      throw new StartupError(
-        [...new Set(state.failures.map((f) => f.variable))],
-        `${describeFailures(state)}; still not ready after STARTUP_TIMEOUT_MS=${config.startupTimeoutMs} ms`,
-      );
-    }
-  }
-
-  prisma = createPrisma(config, (err) => logger.warn({ err }, 'database connection error'));
-  connection = bullmqConnection(config);
-  watchConnectionErrors(connection, logger, 'queue');
-  lock = new FencedLock({
-    redis,
-    lockTtlMs: config.lockTtlMs,
-    keyPrefix: config.lockKeyPrefix,
-    logger,
-    ownerPrefix: `${instanceId}:`,
-  });
-  const apply = makeApply?.({ config, prisma, logger });
-  running = startTransferWorker({
-    config,
-    prisma,
-    lock,
-    connection,
-    logger,
-    metrics,
-    ...(apply ? { apply } : {}),
-    ...(admission ? { admission } : {}),
-  });
-  // The queues this worker reports the depth of; one today, the shards of the queue later.
-  // The queues this worker consumes: every shard it takes jobs from.
-  depthQueues = consumedQueueShardsOf(config).map((shard) => {
-    const queue = new Queue(shard.name, { connection: redis, prefix: shard.prefix });
-    queue.on('error', (err) => logger.debug({ err: err.message, queue: shard.name }, 'queue depth connection error'));
-    return queue;
-  });
-  metrics.setQueueDepthSource(queueDepthSource(depthQueues));
-  publisher = new CounterAggregatePublisher({
-    redis,
-    keys: aggregateKeys(config.lockKeyPrefix, config.queueName),
-    metrics,
-    logger,
-  });
-  publisher.start();
-  phase = 'running';
-  if (gated) running.run();
-  monitor.start();
-  metrics.setReady(readiness().ready);
-  logger.info(
-    {
-      event: 'worker_started',
-      instanceId,
-      queues: consumedQueueShardsOf(config).map((s) => s.name),
-      concurrency: config.workerConcurrency,
-      lockTtlMs: config.lockTtlMs,
-      batchMax: config.transferBatchMax,
-      batchWaitMs: config.transferBatchWaitMs,
-      metricsPort: server?.port ?? null,
-      redis: describeRedisTarget(config),
-      database: redactUrl(config.databaseUrl),
-    },
-    'worker started',
-  );
-
-  await stopRequested;
-  phase = 'stopping';
-  metrics.setReady(false);
-  logger.info(
-    {
-      event: 'worker_stopping',
-      signal: stopSignal,
-      jobsInHand: metrics.jobsInProgress,
-      locksHeld: lock.heldCount,
-      shutdownTimeoutMs: config.shutdownTimeoutMs,
-    },
-    'worker stopping',
-  );
-  if (config.unsafe.includes('no-graceful-shutdown')) {
-    logger.warn(
-      { jobsInHand: metrics.jobsInProgress, locksHeld: lock.heldCount },
-      'UNSAFE: exiting without finishing the jobs in hand',
-    );
-    return 0;
-  }
-  const force = setTimeout(() => {
-    logger.error(
-      { event: 'shutdown_timed_out', shutdownTimeoutMs: config.shutdownTimeoutMs, jobsInHand: metrics.jobsInProgress },
-      'jobs did not finish within SHUTDOWN_TIMEOUT_MS; exiting',
-    );
-    process.exit(1);
-  }, config.shutdownTimeoutMs);
-  force.unref();
-
-  await monitor.stop();
-  // Takes no new job, lets the jobs in hand finish, then waits for their batches and the lock
-  // releases they sent; releaseAll() then releases whatever lease is still held.
-  await running.close();
-  const released = await lock.releaseAll(SHUTDOWN_LOCK_RELEASE_TIMEOUT_MS);
-  await closeAll();
-  clearTimeout(force);
-  logger.info({ event: 'worker_stopped', locksReleased: released }, 'worker stopped');
-  return 0;
 }

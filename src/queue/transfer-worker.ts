@@ -329,7 +329,7 @@ export interface TransferWorker {
 
 export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
   const processor = new TransferProcessor(deps);
-  const process = async (job: Job, token: string | undefined): Promise<TransferOutcome> => {
+  const processJob = async (job: Job, token: string | undefined): Promise<TransferOutcome> => {
     const startedAtMs = performance.now();
     deps.metrics.jobStarted();
     try {
@@ -341,7 +341,7 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
       deps.metrics.jobFinished((performance.now() - startedAtMs) / 1000);
     }
   };
-  const workers = consumedQueueShardsOf(deps.config).map((shard) => shardWorker(shard, process, deps));
+  const workers = consumedQueueShardsOf(deps.config).map((shard) => shardWorker(shard, processJob, deps));
   return {
     workers,
     processor,

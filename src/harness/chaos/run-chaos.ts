@@ -1,29 +1,27 @@
 // One chaos run, start to end: private services, seeded wallets, a fleet of worker processes
 // behind fault proxies, the workload enqueued at a steady pace while the schedule's faults are
 // injected, then heal, drain (bounded), check and report. Everything it started is stopped
-// and removed in `finally`, also when it fails or is interrupted.
+// and removed at the end (chaos-resources.ts), also when it fails or is interrupted.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { type Queue, QueueEvents } from 'bullmq';
-import { CONFIG_DEFAULTS } from '../../config/config.ts';
-import { createPrisma, type PrismaClient } from '../../db/prisma.ts';
+import type { Queue } from 'bullmq';
+import { createPrisma } from '../../db/prisma.ts';
 import { SEED_BALANCE_MAX, seedWallets } from '../../ledger/seed-wallets.ts';
-import type { TransferWire } from '../../ledger/transfer-request.ts';
 import { keySlot } from '../../lock/key-slot.ts';
 import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../../metrics/counter-aggregate.ts';
-import { enqueueTransfers, TransferQueues } from '../../queue/producer.ts';
-import { type QueueProgress, queueProgress, waitForDrain } from '../../queue/queue-drain.ts';
-import type { QueueShard } from '../../queue/queue-shards.ts';
+import { TransferQueues } from '../../queue/producer.ts';
+import { queueProgress, waitForDrain } from '../../queue/queue-drain.ts';
 import { bullmqConnection, type RedisClient } from '../../queue/redis-connection.ts';
-import { deleteMatching } from '../../queue/redis-scan.ts';
 import { waitForWorkersConnected } from '../fleet/worker-processes.ts';
-import { renderTimelineSvg } from './chaos-chart.ts';
-import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet } from './chaos-fleet.ts';
+import { enqueuePaced, type Progress } from './chaos-enqueue.ts';
+import { answerCounts, appliedPerSecond, latencyFigures, writeReportFiles } from './chaos-figures.ts';
+import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet, type FleetNames } from './chaos-fleet.ts';
 import type { ChaosOptions } from './chaos-options.ts';
+import { readFinalJobs, watchQueueEvents } from './chaos-queues.ts';
+import { ChaosResources } from './chaos-resources.ts';
 import { ChaosServices, ProcessRegistry } from './chaos-services.ts';
-import { buildWorkload, type ChaosMessage, CURRENCY, WALLET_PREFIX } from './chaos-workload.ts';
-import { type FinalJob, runChecks } from './checker.ts';
+import { buildWorkload, type ChaosMessage, type ChaosWorkload, CURRENCY, WALLET_PREFIX } from './chaos-workload.ts';
+import { type CheckOutput, type FinalJob, runChecks } from './checker.ts';
 import { ClusterFaults } from './cluster-faults.ts';
 import { attachFaultLoads, attachRecovery } from './fault-load.ts';
 import { type ClusterTargets, FaultInjector } from './faults.ts';
@@ -35,18 +33,10 @@ import {
   jobFigures,
   judge,
   messageFigures,
-  quantile,
   type RunFigures,
-  renderMarkdown,
 } from './report.ts';
-import { buildSchedule } from './schedule.ts';
+import { buildSchedule, type FaultEvent } from './schedule.ts';
 
-/**
- * The workload is enqueued over this share of the fault phase: all of it, so that every fault
- * window meets transfers in flight (the report counts them per fault).
- */
-export const ENQUEUE_SHARE = 1;
-export const ENQUEUE_TICK_MS = 100;
 export const WORKERS_READY_TIMEOUT_MS = 60_000;
 export const PROGRESS_INTERVAL_MS = 1_000;
 /**
@@ -56,9 +46,6 @@ export const PROGRESS_INTERVAL_MS = 1_000;
  */
 export const WARM_UP_MESSAGES = 40;
 export const WARM_UP_TIMEOUT_MS = 60_000;
-/** Jobs read per page after the drain. */
-const JOBS_PAGE_SIZE = 1_000;
-const AMOUNT_MAX = BigInt(CONFIG_DEFAULTS.TRANSFER_AMOUNT_MAX);
 
 export interface RunResult {
   readonly figures: RunFigures;
@@ -68,14 +55,52 @@ export interface RunResult {
 
 type Log = (line: string) => void;
 
-interface Progress {
-  phase: string;
-  enqueued: number;
-  /** Enqueue calls the producer repeated after an error. */
-  producerRetries: number;
-  queue: QueueProgress | null;
-  faults: number;
-  lastFault: string;
+/** What the run is and where it writes, fixed before anything starts. */
+interface RunPlan {
+  readonly options: ChaosOptions;
+  readonly argv: readonly string[];
+  readonly log: Log;
+  readonly startedAt: Date;
+  readonly tStart: number;
+  readonly outDir: string;
+  readonly registry: ProcessRegistry;
+  readonly history: History;
+  readonly schedule: readonly FaultEvent[];
+  readonly workload: ChaosWorkload;
+  readonly names: FleetNames;
+  readonly progress: Progress;
+  /** The caller's stop signal (never aborted without one). */
+  readonly interrupted: AbortSignal;
+  /** jobId → the message sent under it. */
+  readonly sent: Map<string, ChaosMessage>;
+}
+
+/** What set-up started, for the later steps. */
+interface Rig {
+  readonly services: ChaosServices;
+  readonly queues: TransferQueues;
+  /** A harness connection straight to Redis (not through a proxy). */
+  readonly directRedis: RedisClient;
+  readonly fleet: ChaosFleet;
+}
+
+interface FaultPhase {
+  readonly injector: FaultInjector;
+  /** jobId → when the producer first tried to send it, for the fault phase's messages. */
+  readonly firstTryMs: Map<string, number>;
+  readonly faultPhaseMs: number;
+}
+
+interface Drain {
+  readonly drained: { ok: boolean; detail: string };
+  readonly drainMs: number;
+}
+
+interface Checked extends CheckOutput {
+  readonly proxies: RunFigures['proxies'];
+  readonly metrics: RunFigures['metrics'];
+  readonly jobs: FinalJob[];
+  readonly checkMs: number;
 }
 
 function dbConfig(databaseUrl: string) {
@@ -88,146 +113,148 @@ function dbConfig(databaseUrl: string) {
   };
 }
 
-/**
- * How the run names a job: its BullMQ id with one queue; `<shard>:<id>` with several (ids are
- * unique per queue only).
- */
-export function jobRef(shard: Pick<QueueShard, 'index'>, jobId: string, shardCount: number): string {
-  return shardCount === 1 ? jobId : `${shard.index}:${jobId}`;
+export function commandLine(argv: readonly string[]): string {
+  return ['npm run chaos --', ...argv].join(' ');
 }
 
-async function readFinalJobs(queues: TransferQueues): Promise<FinalJob[]> {
-  const out: FinalJob[] = [];
-  for (const { shard, queue } of queues.shards) {
-    for (const job of await readShardJobs(queue))
-      out.push({ ...job, jobId: jobRef(shard, job.jobId, queues.shards.length) });
-  }
-  return out;
-}
-
-async function readShardJobs(queue: Queue): Promise<FinalJob[]> {
-  const out: FinalJob[] = [];
-  const states = ['completed', 'failed', 'active', 'waiting', 'delayed', 'prioritized', 'waiting-children'] as const;
-  for (const state of states) {
-    for (let start = 0; ; start += JOBS_PAGE_SIZE) {
-      const page = await queue.getJobs([state], start, start + JOBS_PAGE_SIZE - 1, true);
-      for (const job of page) {
-        if (job === undefined || job === null || job.id === undefined) continue;
-        out.push({
-          jobId: job.id,
-          name: job.name,
-          state,
-          returnvalue: job.returnvalue,
-          failedReason: job.failedReason === undefined || job.failedReason === null ? null : String(job.failedReason),
-          attemptsMade: job.attemptsMade ?? 0,
-          attemptsStarted: job.attemptsStarted ?? 0,
-          timestamp: job.timestamp,
-          processedOn: job.processedOn ?? null,
-          finishedOn: job.finishedOn ?? null,
-          data: job.data,
-        });
-      }
-      if (page.length < JOBS_PAGE_SIZE) break;
-    }
-  }
-  return out;
-}
-
-/**
- * A producer retries what Redis did not acknowledge (a master failing over, a restart): for this
- * long at most, every PRODUCER_RETRY_DELAY_MS. A retried add whose first try did land leaves a
- * job the harness has no record of (counted in the report, answered from the idempotency record).
- */
-export const PRODUCER_RETRY_TIMEOUT_MS = 60_000;
-export const PRODUCER_RETRY_DELAY_MS = 250;
-
-async function producerRetry<T>(send: () => Promise<T>, progress: Progress): Promise<T> {
-  const deadline = performance.now() + PRODUCER_RETRY_TIMEOUT_MS;
-  for (;;) {
-    try {
-      return await send();
-    } catch (err) {
-      if (performance.now() > deadline) throw err;
-      progress.producerRetries += 1;
-      await sleep(PRODUCER_RETRY_DELAY_MS);
-    }
+export async function runChaos(
+  options: ChaosOptions,
+  argv: readonly string[],
+  log: Log,
+  stop?: AbortSignal,
+): Promise<RunResult> {
+  const plan = planRun(options, argv, log, stop);
+  const owned = new ChaosResources(plan.registry, plan.history, plan.names, log);
+  // Ends the fault phase: its timer, or the caller's stop.
+  const phaseAbort = new AbortController();
+  const onStop = () => phaseAbort.abort();
+  stop?.addEventListener('abort', onStop, { once: true });
+  try {
+    log(
+      `chaos seed ${options.seed}: ${plan.workload.messages.length} messages (${plan.workload.operations.size} operations), ` +
+        `${plan.schedule.length} faults scheduled, ${options.workers} workers, out ${plan.outDir}`,
+    );
+    const rig = await setUp(plan, owned);
+    const warmUpCount = await warmUp(plan, rig);
+    const setupMs = performance.now() - plan.tStart;
+    const faults = await runFaultPhase(plan, rig, owned, warmUpCount, phaseAbort);
+    const drain = await drainQueues(plan, rig, owned);
+    const checked = await check(plan, rig, owned, faults, drain);
+    return await report(plan, setupMs, faults, drain, checked);
+  } finally {
+    stop?.removeEventListener('abort', onStop);
+    await owned.close();
   }
 }
 
-/** Sends the messages in order, a slice every tick, so they spread over `windowMs`. */
-async function enqueuePaced(
-  queues: TransferQueues,
-  messages: readonly ChaosMessage[],
-  windowMs: number,
-  history: History,
-  sent: Map<string, ChaosMessage>,
-  progress: Progress,
-  signal: AbortSignal,
-  firstTryMs?: Map<string, number>,
-): Promise<void> {
-  const shardCount = queues.shards.length;
-  const shardOfName = new Map(queues.shards.map(({ shard }) => [shard.name, shard]));
-  const ticks = Math.max(1, Math.floor(windowMs / ENQUEUE_TICK_MS));
-  const record = (message: ChaosMessage, jobId: string, triedAtMs: number) => {
-    sent.set(jobId, message);
-    firstTryMs?.set(jobId, triedAtMs);
-    progress.enqueued = sent.size;
-    const wire = message.kind === 'invalid' ? null : (message.data as TransferWire);
-    history.write({
-      type: 'enqueue',
-      jobId,
-      seq: message.seq,
-      kind: message.kind,
-      operationId: message.operationId,
-      ...(message.defect === null ? {} : { defect: message.defect }),
-      ...(wire === null ? {} : { effect: { from: wire.from, to: wire.to, amount: wire.amount } }),
-    });
+/** Creates the output folder, the history, the schedule and the workload; starts nothing. */
+function planRun(options: ChaosOptions, argv: readonly string[], log: Log, stop: AbortSignal | undefined): RunPlan {
+  const startedAt = new Date();
+  const tStart = performance.now();
+  const outDir = options.out;
+  mkdirSync(outDir, { recursive: true });
+  const registry = new ProcessRegistry(join(outDir, 'processes.json'));
+  registry.update({});
+  const history = new History(join(outDir, 'history.ndjson'), tStart, Date.now());
+  history.write({ type: 'run_start', seed: options.seed, options });
+
+  const schedule = buildSchedule(options.seed, options);
+  const workload = buildWorkload(options);
+  if (workload.openingBalanceMinor > SEED_BALANCE_MAX)
+    throw new RangeError(
+      'the workload needs opening balances above the seed maximum; lower --transfers or --amount-max',
+    );
+  writeFileSync(join(outDir, 'schedule.json'), `${JSON.stringify(schedule, null, 2)}\n`);
+
+  const suffix = options.redisUrl === null ? '' : `-${Math.random().toString(16).slice(2, 10)}`;
+  const names = { queueName: `chaos-${options.seed}${suffix}`, lockKeyPrefix: `chaos${suffix.replace('-', '.')}:` };
+  const progress: Progress = {
+    phase: 'set-up',
+    enqueued: 0,
+    producerRetries: 0,
+    queue: null,
+    faults: 0,
+    lastFault: '',
   };
-  for (let tick = 0, next = 0; next < messages.length; tick++) {
-    const dueMs = tick * ENQUEUE_TICK_MS - history.nowMs();
-    if (dueMs > 0) await sleep(dueMs);
-    if (signal.aborted) return;
-    // Tick k sends up to message ceil((k + 1) · n / ticks): the last one goes at the end of the window, not before.
-    const slice = messages.slice(next, Math.ceil(((tick + 1) * messages.length) / ticks));
-    next += slice.length;
-    // Valid messages go through the producer (validated, addBulk); hostile ones straight onto the queue.
-    let run: ChaosMessage[] = [];
-    const flush = async () => {
-      if (run.length === 0) return;
-      const batch = run;
-      const triedAtMs = history.nowMs();
-      const done = await producerRetry(
-        () =>
-          enqueueTransfers(
-            queues,
-            batch.map((m) => m.data as TransferWire),
-            AMOUNT_MAX,
-          ),
-        progress,
-      );
-      done.forEach((d, i) => {
-        record(
-          run[i] as ChaosMessage,
-          jobRef(shardOfName.get(d.queueName) as QueueShard, d.jobId, shardCount),
-          triedAtMs,
-        );
-      });
-      run = [];
-    };
-    for (const message of slice) {
-      if (message.kind !== 'invalid') {
-        run.push(message);
-        continue;
-      }
-      await flush();
-      // Hostile messages have no trustworthy source wallet: spread them over the shards by position.
-      const target = queues.shards[message.seq % shardCount] as (typeof queues.shards)[number];
-      const triedAtMs = history.nowMs();
-      const job = await producerRetry(() => target.queue.add(message.jobName, message.data as object), progress);
-      if (job.id !== undefined) record(message, jobRef(target.shard, job.id, shardCount), triedAtMs);
-    }
-    await flush();
-  }
+  const interrupted = stop ?? new AbortController().signal;
+  return {
+    options,
+    argv,
+    log,
+    startedAt,
+    tStart,
+    outDir,
+    registry,
+    history,
+    schedule,
+    workload,
+    names,
+    progress,
+    interrupted,
+    sent: new Map(),
+  };
+}
+
+/** Services, seeded wallets, the queues and their events, and the fleet, connected. */
+async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
+  const { options, outDir, registry, history, names } = plan;
+  const services = await ChaosServices.start(
+    {
+      redis: options.redis,
+      redisUrl: options.redisUrl,
+      databaseUrl: options.databaseUrl,
+      seed: options.seed,
+      runDir: outDir,
+    },
+    registry,
+  );
+  owned.services = services;
+  history.write({
+    type: 'phase',
+    phase: 'services',
+    detail: { ownsRedis: services.ownsRedis, ownsPostgres: services.ownsPostgres },
+  });
+  await seed(plan, services, owned);
+  const queues = await openQueues(plan, services, owned);
+  const directRedis = services.redisClient();
+  owned.connections.push(directRedis);
+  const fleet = await ChaosFleet.create(options, services, names, join(outDir, 'workers'));
+  owned.fleet = fleet;
+  fleet.startAll();
+  registry.update({ workerPids: fleet.pids() });
+  await waitForWorkers(queues.queues[0] as Queue, fleet, WORKERS_READY_TIMEOUT_MS, plan.interrupted);
+  return { services, queues, directRedis, fleet };
+}
+
+async function seed(plan: RunPlan, services: ChaosServices, owned: ChaosResources): Promise<void> {
+  owned.prisma = createPrisma(dbConfig(services.databaseUrl));
+  await seedWallets(owned.prisma, {
+    wallets: plan.options.wallets,
+    balanceMinor: plan.workload.openingBalanceMinor,
+    prefix: WALLET_PREFIX,
+    currency: CURRENCY,
+  });
+  // The harness's own sessions must not be among those terminate-backends ends: close them now.
+  await owned.prisma.$disconnect();
+  owned.prisma = null;
+}
+
+/** The run's queues on one connection, and their events (into the history) on another. */
+async function openQueues(plan: RunPlan, services: ChaosServices, owned: ChaosResources): Promise<TransferQueues> {
+  const redisTarget = services.redisTarget;
+  const sharding = { queueName: plan.names.queueName, queueShards: plan.options.queueShards };
+  const shardingConfig = { ...sharding, redisCluster: redisTarget.redisCluster };
+  const queueConnection = bullmqConnection(redisTarget);
+  queueConnection.on('error', () => undefined);
+  owned.connections.push(queueConnection);
+  const queues = TransferQueues.open(queueConnection, shardingConfig, CHAOS_JOB_ATTEMPTS_MAX);
+  owned.queues = queues;
+  for (const q of queues.queues) q.on('error', () => undefined);
+  const eventsConnection = bullmqConnection(redisTarget);
+  eventsConnection.on('error', () => undefined);
+  owned.connections.push(eventsConnection);
+  await watchQueueEvents(queues, eventsConnection, plan.history, owned.queueEvents);
+  return queues;
 }
 
 /** Every worker process consumes every shard: the first shard's worker count says who is up. */
@@ -238,6 +265,72 @@ function waitForWorkers(queue: Queue, fleet: ChaosFleet, timeoutMs: number, sign
     timeoutMs,
     signal,
   );
+}
+
+/** Sends the first messages and waits for them; resolves with how many it sent. */
+async function warmUp(plan: RunPlan, rig: Rig): Promise<number> {
+  const { workload, history, sent, progress, interrupted } = plan;
+  const messages = workload.messages.slice(0, Math.min(WARM_UP_MESSAGES, Math.floor(workload.messages.length / 10)));
+  await enqueuePaced(rig.queues, messages, 0, { history, sent, progress }, interrupted);
+  await waitForDrain(rig.queues.queues, WARM_UP_TIMEOUT_MS, undefined, interrupted);
+  history.write({ type: 'phase', phase: 'warmed-up', detail: { messages: messages.length } });
+  return messages.length;
+}
+
+/**
+ * The schedule's faults while the rest of the workload is enqueued over the whole phase (so that
+ * every fault window meets transfers in flight: the report counts them per fault); then heal.
+ */
+async function runFaultPhase(
+  plan: RunPlan,
+  rig: Rig,
+  owned: ChaosResources,
+  warmUpCount: number,
+  phaseAbort: AbortController,
+): Promise<FaultPhase> {
+  const { options, history, sent, progress, interrupted } = plan;
+  history.setOrigin(performance.now(), Date.now());
+  history.write({ type: 'phase', phase: 'faults', detail: { durationS: options.durationS } });
+  progress.phase = 'faults';
+  const injector = faultInjector(plan, rig);
+  owned.ticker = startProgressTicker(plan, rig.queues);
+
+  const phaseMs = options.durationS * 1000;
+  const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
+  const firstTryMs = new Map<string, number>();
+  const messages = plan.workload.messages.slice(warmUpCount);
+  const enqueueing = enqueuePaced(rig.queues, messages, phaseMs, { history, sent, progress, firstTryMs }, interrupted);
+  // Awaited after the fault phase; until then a failure must not count as unhandled.
+  enqueueing.catch(() => undefined);
+  await injector.run(plan.schedule, phaseAbort.signal);
+  if (!phaseAbort.signal.aborted) {
+    await new Promise<void>((resolve) => phaseAbort.signal.addEventListener('abort', () => resolve(), { once: true }));
+  }
+  clearTimeout(phaseTimer);
+  await injector.healAll();
+  await enqueueing;
+  if (interrupted.aborted) throw new Error('interrupted');
+  return { injector, firstTryMs, faultPhaseMs: history.nowMs() };
+}
+
+function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
+  const { fleet, services, queues, directRedis } = rig;
+  const { names, history, progress, registry } = plan;
+  const injector: FaultInjector = new FaultInjector(
+    fleet,
+    services,
+    directRedis,
+    names.lockKeyPrefix,
+    history,
+    () => {
+      progress.faults = injector.records.length;
+      const last = injector.records.at(-1);
+      progress.lastFault = last === undefined ? '' : last.detail;
+      registry.update({ workerPids: fleet.pids() });
+    },
+    clusterTargets(services, queues, names.lockKeyPrefix),
+  );
+  return injector;
 }
 
 /**
@@ -265,365 +358,166 @@ function clusterTargets(services: ChaosServices, queues: TransferQueues, lockKey
   };
 }
 
-export function commandLine(argv: readonly string[]): string {
-  return ['npm run chaos --', ...argv].join(' ');
+/** Every PROGRESS_INTERVAL_MS: refresh the queue counts; on a terminal redraw the line, else print every 5th. */
+function startProgressTicker(plan: RunPlan, queues: TransferQueues): NodeJS.Timeout {
+  const { options, progress } = plan;
+  const statusQueue = queues.queues;
+  const tty = process.stderr.isTTY === true;
+  let ticks = 0;
+  return setInterval(() => {
+    ticks += 1;
+    void queueProgress(statusQueue).then(
+      (p) => {
+        progress.queue = p;
+      },
+      () => undefined,
+    );
+    if (options.quiet || (!tty && ticks % 5 !== 0)) return;
+    const line = progressLine(plan);
+    process.stderr.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
+  }, PROGRESS_INTERVAL_MS);
 }
 
-export async function runChaos(
-  options: ChaosOptions,
-  argv: readonly string[],
-  log: Log,
-  stop?: AbortSignal,
-): Promise<RunResult> {
-  const startedAt = new Date();
-  const tStart = performance.now();
-  const outDir = options.out;
-  mkdirSync(outDir, { recursive: true });
-  const registry = new ProcessRegistry(join(outDir, 'processes.json'));
-  registry.update({});
-  const history = new History(join(outDir, 'history.ndjson'), tStart, Date.now());
-  history.write({ type: 'run_start', seed: options.seed, options });
+function progressLine(plan: RunPlan): string {
+  const { options, progress, history, workload, schedule } = plan;
+  const q = progress.queue;
+  return (
+    `[chaos ${options.seed}] ${progress.phase} t=${Math.round(history.nowMs() / 1000)}s sent ${progress.enqueued}/${workload.messages.length}` +
+    (q === null
+      ? ''
+      : ` done ${q.completed} failed ${q.failed} active ${q.active} waiting ${q.waiting + q.prioritized} delayed ${q.delayed}`) +
+    ` faults ${progress.faults}/${schedule.length}${progress.lastFault === '' ? '' : ` (last: ${progress.lastFault.slice(0, 60)})`}`
+  );
+}
 
-  const schedule = buildSchedule(options.seed, options);
-  const workload = buildWorkload(options);
-  if (workload.openingBalanceMinor > SEED_BALANCE_MAX)
-    throw new RangeError(
-      'the workload needs opening balances above the seed maximum; lower --transfers or --amount-max',
-    );
-  writeFileSync(join(outDir, 'schedule.json'), `${JSON.stringify(schedule, null, 2)}\n`);
-
-  const suffix = options.redisUrl === null ? '' : `-${Math.random().toString(16).slice(2, 10)}`;
-  const names = { queueName: `chaos-${options.seed}${suffix}`, lockKeyPrefix: `chaos${suffix.replace('-', '.')}:` };
-  const sharding = { queueName: names.queueName, queueShards: options.queueShards };
-  const progress: Progress = {
-    phase: 'set-up',
-    enqueued: 0,
-    producerRetries: 0,
-    queue: null,
-    faults: 0,
-    lastFault: '',
-  };
-
-  let services: ChaosServices | null = null;
-  let fleet: ChaosFleet | null = null;
-  let queues: TransferQueues | null = null;
-  const queueEvents: QueueEvents[] = [];
-  const connections: RedisClient[] = [];
-  let prisma: PrismaClient | null = null;
-  let ticker: NodeJS.Timeout | null = null;
-  const phaseAbort = new AbortController();
-  const onStop = () => phaseAbort.abort();
-  stop?.addEventListener('abort', onStop, { once: true });
-
+/** Drain, bounded: a queue that does not drain is itself a failure (a check), not an error. */
+async function drainQueues(plan: RunPlan, rig: Rig, owned: ChaosResources): Promise<Drain> {
+  const { options, history, progress, interrupted } = plan;
+  history.write({ type: 'phase', phase: 'drain' });
+  progress.phase = 'drain';
+  const tDrain = performance.now();
+  let drained = { ok: true, detail: '' };
   try {
-    log(
-      `chaos seed ${options.seed}: ${workload.messages.length} messages (${workload.operations.size} operations), ` +
-        `${schedule.length} faults scheduled, ${options.workers} workers, out ${outDir}`,
-    );
-    services = await ChaosServices.start(
-      {
-        redis: options.redis,
-        redisUrl: options.redisUrl,
-        databaseUrl: options.databaseUrl,
-        seed: options.seed,
-        runDir: outDir,
+    await waitForDrain(
+      rig.queues.queues,
+      options.drainTimeoutS * 1000,
+      (p) => {
+        progress.queue = p;
       },
-      registry,
-    );
-    history.write({
-      type: 'phase',
-      phase: 'services',
-      detail: { ownsRedis: services.ownsRedis, ownsPostgres: services.ownsPostgres },
-    });
-
-    prisma = createPrisma(dbConfig(services.databaseUrl));
-    await seedWallets(prisma, {
-      wallets: options.wallets,
-      balanceMinor: workload.openingBalanceMinor,
-      prefix: WALLET_PREFIX,
-      currency: CURRENCY,
-    });
-    // The harness's own sessions must not be among those terminate-backends ends: close them now.
-    await prisma.$disconnect();
-    prisma = null;
-
-    const redisTarget = services.redisTarget;
-    const shardingConfig = { ...sharding, redisCluster: redisTarget.redisCluster };
-    const queueConnection = bullmqConnection(redisTarget);
-    queueConnection.on('error', () => undefined);
-    connections.push(queueConnection);
-    queues = TransferQueues.open(queueConnection, shardingConfig, CHAOS_JOB_ATTEMPTS_MAX);
-    for (const q of queues.queues) q.on('error', () => undefined);
-    const eventsConnection = bullmqConnection(redisTarget);
-    eventsConnection.on('error', () => undefined);
-    connections.push(eventsConnection);
-    const shardCount = queues.shards.length;
-    for (const { shard } of queues.shards) {
-      const events = new QueueEvents(shard.name, { connection: eventsConnection, prefix: shard.prefix });
-      queueEvents.push(events);
-      const ref = (jobId: string) => jobRef(shard, jobId, shardCount);
-      events.on('error', () => undefined);
-      events.on('active', ({ jobId, prev }) =>
-        history.write({ type: 'job_active', jobId: ref(jobId), ...(prev === undefined ? {} : { prev }) }),
-      );
-      events.on('completed', ({ jobId, returnvalue }) => {
-        const v = returnvalue as unknown;
-        const outcome =
-          typeof v === 'object' && v !== null && 'outcome' in v
-            ? String((v as { outcome: unknown }).outcome)
-            : typeof v === 'string'
-              ? (/"outcome":"(\w+)"/.exec(v)?.[1] ?? v.slice(0, 40))
-              : 'unknown';
-        history.write({ type: 'job_completed', jobId: ref(jobId), outcome });
-      });
-      events.on('failed', ({ jobId, failedReason }) =>
-        history.write({ type: 'job_failed', jobId: ref(jobId), reason: failedReason }),
-      );
-      events.on('stalled', ({ jobId }) => history.write({ type: 'job_stalled', jobId: ref(jobId) }));
-      await events.waitUntilReady();
-    }
-
-    const directRedis = services.redisClient();
-    connections.push(directRedis);
-    fleet = await ChaosFleet.create(options, services, names, join(outDir, 'workers'));
-    fleet.startAll();
-    registry.update({ workerPids: fleet.pids() });
-    const interrupted = stop ?? new AbortController().signal;
-    await waitForWorkers(queues.queues[0] as Queue, fleet, WORKERS_READY_TIMEOUT_MS, interrupted);
-    const sent = new Map<string, ChaosMessage>();
-    const warmUp = workload.messages.slice(0, Math.min(WARM_UP_MESSAGES, Math.floor(workload.messages.length / 10)));
-    await enqueuePaced(queues, warmUp, 0, history, sent, progress, interrupted);
-    await waitForDrain(queues.queues, WARM_UP_TIMEOUT_MS, undefined, interrupted);
-    history.write({ type: 'phase', phase: 'warmed-up', detail: { messages: warmUp.length } });
-    const setupMs = performance.now() - tStart;
-
-    // The fault phase.
-    history.setOrigin(performance.now(), Date.now());
-    history.write({ type: 'phase', phase: 'faults', detail: { durationS: options.durationS } });
-    progress.phase = 'faults';
-    const currentFleet = fleet;
-    const injector = new FaultInjector(
-      fleet,
-      services,
-      directRedis,
-      names.lockKeyPrefix,
-      history,
-      () => {
-        progress.faults = injector.records.length;
-        const last = injector.records.at(-1);
-        progress.lastFault = last === undefined ? '' : last.detail;
-        registry.update({ workerPids: currentFleet.pids() });
-      },
-      clusterTargets(services, queues, names.lockKeyPrefix),
-    );
-    const statusQueue = queues.queues;
-    const tty = process.stderr.isTTY === true;
-    let ticks = 0;
-    ticker = setInterval(() => {
-      ticks += 1;
-      void queueProgress(statusQueue).then(
-        (p) => {
-          progress.queue = p;
-        },
-        () => undefined,
-      );
-      if (options.quiet || (!tty && ticks % 5 !== 0)) return;
-      const q = progress.queue;
-      const line =
-        `[chaos ${options.seed}] ${progress.phase} t=${Math.round(history.nowMs() / 1000)}s sent ${progress.enqueued}/${workload.messages.length}` +
-        (q === null
-          ? ''
-          : ` done ${q.completed} failed ${q.failed} active ${q.active} waiting ${q.waiting + q.prioritized} delayed ${q.delayed}`) +
-        ` faults ${progress.faults}/${schedule.length}${progress.lastFault === '' ? '' : ` (last: ${progress.lastFault.slice(0, 60)})`}`;
-      process.stderr.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
-    }, PROGRESS_INTERVAL_MS);
-
-    const phaseMs = options.durationS * 1000;
-    const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
-    const firstTryMs = new Map<string, number>();
-    const enqueueing = enqueuePaced(
-      queues,
-      workload.messages.slice(warmUp.length),
-      phaseMs * ENQUEUE_SHARE,
-      history,
-      sent,
-      progress,
       interrupted,
-      firstTryMs,
     );
-    // Awaited after the fault phase; until then a failure must not count as unhandled.
-    enqueueing.catch(() => undefined);
-    await injector.run(schedule, phaseAbort.signal);
-    if (!phaseAbort.signal.aborted) {
-      await new Promise<void>((resolve) =>
-        phaseAbort.signal.addEventListener('abort', () => resolve(), { once: true }),
-      );
-    }
-    clearTimeout(phaseTimer);
-    await injector.healAll();
-    await enqueueing;
-    if (interrupted.aborted) throw new Error('interrupted');
-    const faultPhaseMs = history.nowMs();
-    history.write({ type: 'phase', phase: 'drain' });
-    progress.phase = 'drain';
-
-    // Drain, bounded: a queue that does not drain is itself a failure.
-    const tDrain = performance.now();
-    let drained = { ok: true, detail: '' };
-    try {
-      await waitForDrain(
-        queues.queues,
-        options.drainTimeoutS * 1000,
-        (p) => {
-          progress.queue = p;
-        },
-        interrupted,
-      );
-    } catch (err) {
-      if (interrupted.aborted) throw err;
-      drained = { ok: false, detail: err instanceof Error ? err.message : String(err) };
-    }
-    const drainMs = performance.now() - tDrain;
-    clearInterval(ticker);
-    ticker = null;
-    if (tty && !options.quiet) process.stderr.write('\n');
-    progress.phase = 'check';
-    history.write({ type: 'phase', phase: 'check', detail: drained });
-    const proxies = fleet.proxyStats();
-    await fleet.stopAll();
-
-    const tCheck = performance.now();
-    // The workers' counters as they flushed them (a worker copies them as it stops; one killed
-    // by a fault lost at most its last second of counts).
-    const metrics = transferCounterSummary(
-      await readCounterTotals(directRedis, aggregateKeys(names.lockKeyPrefix, names.queueName)),
-    );
-    const jobs = await readFinalJobs(queues);
-    for (const j of jobs) {
-      const message = sent.get(j.jobId);
-      history.write({
-        type: 'final',
-        jobId: j.jobId,
-        state: j.state,
-        operationId: message?.operationId ?? null,
-        outcome: answerOf(j),
-        ...(j.failedReason === null ? {} : { reason: j.failedReason.slice(0, 200) }),
-        attemptsMade: j.attemptsMade,
-        attemptsStarted: j.attemptsStarted,
-        enqueuedAtMs: history.offsetOfWallMs(j.timestamp),
-        finishedAtMs: j.finishedOn === null ? null : history.offsetOfWallMs(j.finishedOn),
-      });
-    }
-    prisma = createPrisma(dbConfig(services.databaseUrl));
-    const { checks, totals } = await runChecks(prisma, { workload, sent, jobs, drained });
-    attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
-    await attachRecovery(
-      injector.records,
-      join(outDir, 'workers'),
-      history.origin.t0WallMs,
-      directRedis,
-      names.lockKeyPrefix,
-    );
-    for (const c of checks)
-      history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
-    const checkMs = performance.now() - tCheck;
-
-    const answers: Record<string, number> = {};
-    for (const j of jobs) answers[answerOf(j)] = (answers[answerOf(j)] ?? 0) + 1;
-    const latencies = jobs
-      .filter((j) => j.finishedOn !== null && j.state === 'completed')
-      .map((j) => (j.finishedOn as number) - j.timestamp)
-      .sort((a, b) => a - b);
-    const perSecond = new Map<number, number>();
-    for (const j of jobs) {
-      if (answerOf(j) === 'applied' && j.finishedOn !== null) {
-        const s = Math.floor(history.offsetOfWallMs(j.finishedOn) / 1000);
-        perSecond.set(s, (perSecond.get(s) ?? 0) + 1);
-      }
-    }
-    const appliedTotal = [...perSecond.values()].reduce((a, b) => a + b, 0);
-    const activeSeconds = Math.max(
-      1,
-      perSecond.size === 0 ? 1 : Math.max(...perSecond.keys()) - Math.min(...perSecond.keys()) + 1,
-    );
-    const invalidIds = new Set([...sent].filter(([, m]) => m.kind === 'invalid').map(([id]) => id));
-    const verdict = judge(options, checks);
-    const figures: RunFigures = {
-      seed: options.seed,
-      startedAt: startedAt.toISOString(),
-      command: commandLine(argv),
-      mode: { unsafe: options.unsafe, apply: options.apply, redis: options.redis, queueShards: options.queueShards },
-      options: { ...options },
-      verdict,
-      durationMs: {
-        total: Math.round(performance.now() - tStart),
-        setup: Math.round(setupMs),
-        faultPhase: faultPhaseMs,
-        drain: Math.round(drainMs),
-        check: Math.round(checkMs),
-      },
-      messages: messageFigures(workload),
-      jobs: jobFigures(jobs, new Set(sent.keys()), invalidIds),
-      ledger: totals,
-      answers,
-      metrics,
-      producerRetries: progress.producerRetries,
-      workerLogEvents: countWorkerLogEvents(join(outDir, 'workers')),
-      faults: faultFigures(schedule.length, injector.records),
-      latencyMs: {
-        p50: quantile(latencies, 0.5),
-        p95: quantile(latencies, 0.95),
-        p99: quantile(latencies, 0.99),
-        max: latencies.at(-1) ?? 0,
-      },
-      appliedPerSecond: { mean: appliedTotal / activeSeconds, peak: Math.max(0, ...perSecond.values()) },
-      checks,
-      proxies,
-    };
-
-    let chartFile: string | null = 'timeline.svg';
-    try {
-      const svg = await renderTimelineSvg({
-        title:
-          `chaos seed ${options.seed} — ${options.redis === 'cluster' ? 'Redis Cluster, ' : ''}apply ${options.apply}, ` +
-          `unsafe ${options.unsafe ?? 'none'}: ${verdict.pass ? 'PASS' : 'FAIL'}`,
-        jobs,
-        faults: injector.records,
-        t0WallMs: history.origin.t0WallMs,
-        faultPhaseEndS: faultPhaseMs / 1000,
-      });
-      writeFileSync(join(outDir, chartFile), svg);
-    } catch (err) {
-      log(`chart not drawn: ${err instanceof Error ? err.message : String(err)}`);
-      chartFile = null;
-    }
-    writeFileSync(join(outDir, 'report.json'), `${JSON.stringify(figures, null, 2)}\n`);
-    writeFileSync(join(outDir, 'report.md'), renderMarkdown(figures, chartFile));
-    history.write({ type: 'run_end', verdict: verdict.pass ? 'pass' : 'fail', durationMs: figures.durationMs.total });
-    return { figures, outDir, pass: verdict.pass };
-  } finally {
-    stop?.removeEventListener('abort', onStop);
-    if (ticker !== null) clearInterval(ticker);
-    await prisma?.$disconnect().catch(() => undefined);
-    await fleet?.stopAll().catch(() => undefined);
-    await fleet?.closeProxies().catch(() => undefined);
-    registry.update({ workerPids: [] });
-    if (services !== null && !services.ownsRedis && queues !== null) {
-      // A server we do not own keeps nothing of ours: the queues and every key under our prefix go.
-      for (const q of queues.queues)
-        await q
-          .obliterate({ force: true })
-          .catch((err: unknown) => log(`could not remove queue ${q.name}: ${String(err)}`));
-      const cleaner = services.redisClient();
-      await deleteMatching(cleaner, `${names.lockKeyPrefix}*`).catch((err: unknown) =>
-        log(`could not remove keys ${names.lockKeyPrefix}*: ${String(err)}`),
-      );
-      cleaner.disconnect();
-    }
-    for (const events of queueEvents) await events.close().catch(() => undefined);
-    await queues?.close().catch(() => undefined);
-    for (const c of connections) c.disconnect();
-    await services?.stop().catch(() => undefined);
-    await history.close();
+  } catch (err) {
+    if (interrupted.aborted) throw err;
+    drained = { ok: false, detail: err instanceof Error ? err.message : String(err) };
   }
+  const drainMs = performance.now() - tDrain;
+  owned.stopTicker();
+  if (process.stderr.isTTY === true && !options.quiet) process.stderr.write('\n');
+  return { drained, drainMs };
+}
+
+/** Stops the fleet, reads back the counters and every job, and runs the checks. */
+async function check(
+  plan: RunPlan,
+  rig: Rig,
+  owned: ChaosResources,
+  faults: FaultPhase,
+  drain: Drain,
+): Promise<Checked> {
+  const { outDir, history, names, progress, sent, workload } = plan;
+  const { injector, firstTryMs } = faults;
+  progress.phase = 'check';
+  history.write({ type: 'phase', phase: 'check', detail: drain.drained });
+  const proxies = rig.fleet.proxyStats();
+  await rig.fleet.stopAll();
+
+  const tCheck = performance.now();
+  // The workers' counters as they flushed them (a worker copies them as it stops; one killed
+  // by a fault lost at most its last second of counts).
+  const metrics = transferCounterSummary(
+    await readCounterTotals(rig.directRedis, aggregateKeys(names.lockKeyPrefix, names.queueName)),
+  );
+  const jobs = await readFinalJobs(rig.queues);
+  writeFinalJobs(history, jobs, sent);
+  owned.prisma = createPrisma(dbConfig(rig.services.databaseUrl));
+  const { checks, totals } = await runChecks(owned.prisma, { workload, sent, jobs, drained: drain.drained });
+  attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
+  await attachRecovery(
+    injector.records,
+    join(outDir, 'workers'),
+    history.origin.t0WallMs,
+    rig.directRedis,
+    names.lockKeyPrefix,
+  );
+  for (const c of checks)
+    history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
+  return { proxies, metrics, jobs, checks, totals, checkMs: performance.now() - tCheck };
+}
+
+function writeFinalJobs(history: History, jobs: readonly FinalJob[], sent: ReadonlyMap<string, ChaosMessage>): void {
+  for (const j of jobs) {
+    const message = sent.get(j.jobId);
+    history.write({
+      type: 'final',
+      jobId: j.jobId,
+      state: j.state,
+      operationId: message?.operationId ?? null,
+      outcome: answerOf(j),
+      ...(j.failedReason === null ? {} : { reason: j.failedReason.slice(0, 200) }),
+      attemptsMade: j.attemptsMade,
+      attemptsStarted: j.attemptsStarted,
+      enqueuedAtMs: history.offsetOfWallMs(j.timestamp),
+      finishedAtMs: j.finishedOn === null ? null : history.offsetOfWallMs(j.finishedOn),
+    });
+  }
+}
+
+/** The verdict and the figures, written to report.json, report.md and timeline.svg. */
+async function report(
+  plan: RunPlan,
+  setupMs: number,
+  faults: FaultPhase,
+  drain: Drain,
+  checked: Checked,
+): Promise<RunResult> {
+  const { options, argv, outDir, history, sent, progress, workload, schedule, tStart } = plan;
+  const { jobs, checks } = checked;
+  const invalidIds = new Set([...sent].filter(([, m]) => m.kind === 'invalid').map(([id]) => id));
+  const verdict = judge(options, checks);
+  const figures: RunFigures = {
+    seed: options.seed,
+    startedAt: plan.startedAt.toISOString(),
+    command: commandLine(argv),
+    mode: { unsafe: options.unsafe, apply: options.apply, redis: options.redis, queueShards: options.queueShards },
+    options: { ...options },
+    verdict,
+    durationMs: {
+      total: Math.round(performance.now() - tStart),
+      setup: Math.round(setupMs),
+      faultPhase: faults.faultPhaseMs,
+      drain: Math.round(drain.drainMs),
+      check: Math.round(checked.checkMs),
+    },
+    messages: messageFigures(workload),
+    jobs: jobFigures(jobs, new Set(sent.keys()), invalidIds),
+    ledger: checked.totals,
+    answers: answerCounts(jobs),
+    metrics: checked.metrics,
+    producerRetries: progress.producerRetries,
+    workerLogEvents: countWorkerLogEvents(join(outDir, 'workers')),
+    faults: faultFigures(schedule.length, faults.injector.records),
+    latencyMs: latencyFigures(jobs),
+    appliedPerSecond: appliedPerSecond(jobs, history),
+    checks,
+    proxies: checked.proxies,
+  };
+  const chart = {
+    jobs,
+    faults: faults.injector.records,
+    t0WallMs: history.origin.t0WallMs,
+    faultPhaseEndS: faults.faultPhaseMs / 1000,
+  };
+  await writeReportFiles(options, figures, chart, plan.log);
+  history.write({ type: 'run_end', verdict: verdict.pass ? 'pass' : 'fail', durationMs: figures.durationMs.total });
+  return { figures, outDir, pass: verdict.pass };
 }

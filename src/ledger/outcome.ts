@@ -1,13 +1,10 @@
 // The closed set of answers a transfer can get. Terminal outcomes are stored with the
 // operation; a duplicate or a conflict answers with what was stored.
 
-export const REJECTION_REASONS = [
-  'insufficient_funds',
-  'unknown_wallet',
-  'currency_mismatch',
-  'same_wallet',
-  'invalid_request',
-] as const;
+// Exactly the reasons apply_transfer() / apply_transfers() answer. The first migration's CHECK
+// constraint on transfers.reason also allows 'invalid_request', which nothing produces (an
+// invalid message fails its job before the database); applied migrations stay as they are.
+export const REJECTION_REASONS = ['insufficient_funds', 'unknown_wallet', 'currency_mismatch', 'same_wallet'] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 /** What the idempotency record holds. Fences are decimal strings (JSON-safe, exact). */

@@ -1,11 +1,7 @@
-// The closed set of answers a transfer can get. Terminal outcomes are stored with the
-// operation; a duplicate or a conflict answers with what was stored.
-
-// Exactly the reasons apply_transfer() / apply_transfers() answer. The first migration's CHECK
-// constraint on transfers.reason also allows 'invalid_request', which nothing produces (an
-// invalid message fails its job before the database); applied migrations stay as they are.
-export const REJECTION_REASONS = ['insufficient_funds', 'unknown_wallet', 'currency_mismatch', 'same_wallet'] as const;
-export type RejectionReason = (typeof REJECTION_REASONS)[number];
+// The closed set of answers a transfer can get, as types. Terminal outcomes are stored with the
+// operation; a duplicate or a conflict answers with what was stored. The names, and what each
+// means, are declared in vocabulary.ts.
+import type { RejectionReason } from './vocabulary.ts';
 
 /** What the idempotency record holds. Fences are decimal strings (JSON-safe, exact). */
 export type StoredOutcome =
@@ -32,7 +28,3 @@ export interface StaleFence {
 }
 
 export type ApplyResult = TransferOutcome | StaleFence;
-
-export function isRejectionReason(value: unknown): value is RejectionReason {
-  return typeof value === 'string' && (REJECTION_REASONS as readonly string[]).includes(value);
-}

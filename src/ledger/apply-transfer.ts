@@ -4,9 +4,16 @@
 // and a whole batch costs one round trip and one commit.
 import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
-import { type ApplyResult, isRejectionReason, type StoredOutcome } from './outcome.ts';
+import type { ApplyResult, StoredOutcome } from './outcome.ts';
 import { requestHash } from './request-hash.ts';
 import type { TransferRequest } from './transfer-request.ts';
+import {
+  isDecisionOutcome,
+  isRejectionReason,
+  isStoredStatus,
+  type LedgerContractViolation,
+  ledgerContractMessage,
+} from './vocabulary.ts';
 
 export interface ApplyOptions {
   /** Negative controls only (the chaos harness): skip the idempotency record. */
@@ -23,20 +30,29 @@ interface DecisionRow {
   wallet_fence: bigint | null;
 }
 
-/** An answer from the database that breaks the function's contract: a bug, never retried quietly. */
+/**
+ * An answer from the database that breaks the function's contract: a bug, never retried quietly.
+ * Each check is named in the vocabulary, which gives the message its prefix.
+ */
 export class LedgerContractError extends Error {
   override name = 'LedgerContractError';
+  constructor(
+    readonly violation: LedgerContractViolation,
+    detail: string,
+  ) {
+    super(ledgerContractMessage(violation, detail));
+  }
 }
 
 function storedOutcome(row: DecisionRow): StoredOutcome {
-  if (row.fence === null)
-    throw new LedgerContractError(`stored outcome without a fence: ${JSON.stringify(row.outcome)}`);
-  if (row.status === 'applied') return { status: 'applied', fence: row.fence.toString() };
-  if (row.status === 'rejected' && isRejectionReason(row.reason)) {
-    return { status: 'rejected', reason: row.reason, fence: row.fence.toString() };
+  if (row.fence === null) throw new LedgerContractError('stored_without_fence', JSON.stringify(row.outcome));
+  if (isStoredStatus(row.status)) {
+    if (row.status === 'applied') return { status: 'applied', fence: row.fence.toString() };
+    if (isRejectionReason(row.reason)) return { status: 'rejected', reason: row.reason, fence: row.fence.toString() };
   }
   throw new LedgerContractError(
-    `unknown stored status ${JSON.stringify(row.status)} / reason ${JSON.stringify(row.reason)}`,
+    'unknown_stored_status',
+    `${JSON.stringify(row.status)} / reason ${JSON.stringify(row.reason)}`,
   );
 }
 
@@ -59,8 +75,7 @@ export async function applyTransfer(
       ${request.amountMinor}::bigint, ${request.currency}::text, ${fence}::bigint,
       ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean)`;
   const row = rows[0];
-  if (rows.length !== 1 || row === undefined)
-    throw new LedgerContractError(`apply_transfer returned ${rows.length} rows`);
+  if (rows.length !== 1 || row === undefined) throw new LedgerContractError('single_row_count', `${rows.length} rows`);
   return decisionResult(row, request.operationId, fence);
 }
 
@@ -101,12 +116,12 @@ export async function applyTransfers(
           ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
           ${currencies}::text[], ${fences}::bigint[])`;
   if (rows.length !== transfers.length) {
-    throw new LedgerContractError(`apply_transfers returned ${rows.length} rows for ${transfers.length} transfers`);
+    throw new LedgerContractError('batch_row_count', `${rows.length} rows for ${transfers.length} transfers`);
   }
   return rows.map((row, i) => {
     const transfer = transfers[i];
     if (row.ord !== i + 1 || transfer === undefined) {
-      throw new LedgerContractError(`apply_transfers answered position ${row.ord} at ${i + 1}`);
+      throw new LedgerContractError('batch_order', `${row.ord} at ${i + 1}`);
     }
     return decisionResult(row, transfer.request.operationId, transfer.fence);
   });
@@ -117,12 +132,13 @@ interface BatchRow extends DecisionRow {
 }
 
 function decisionResult(row: DecisionRow, operationId: string, fence: bigint): ApplyResult {
-  switch (row.outcome) {
+  const outcome = row.outcome;
+  if (!isDecisionOutcome(outcome)) throw new LedgerContractError('unknown_outcome', JSON.stringify(outcome));
+  switch (outcome) {
     case 'applied':
       return { outcome: 'applied', operationId, fence: fence.toString() };
     case 'rejected':
-      if (!isRejectionReason(row.reason))
-        throw new LedgerContractError(`rejection without a known reason: ${row.reason}`);
+      if (!isRejectionReason(row.reason)) throw new LedgerContractError('unknown_rejection_reason', `${row.reason}`);
       return { outcome: 'rejected', operationId, reason: row.reason, fence: fence.toString() };
     case 'duplicate':
       return { outcome: 'duplicate', operationId, stored: storedOutcome(row) };
@@ -130,14 +146,17 @@ function decisionResult(row: DecisionRow, operationId: string, fence: bigint): A
       return { outcome: 'conflict', operationId, stored: storedOutcome(row) };
     case 'stale_fence':
       if (row.wallet_fence === null || row.wallet_fence <= fence) {
-        throw new LedgerContractError(
-          `stale_fence without a higher wallet fence (ours ${fence}, wallet ${row.wallet_fence})`,
-        );
+        throw new LedgerContractError('stale_fence_not_higher', `(ours ${fence}, wallet ${row.wallet_fence})`);
       }
       return { outcome: 'stale_fence', operationId, walletFence: row.wallet_fence };
     default:
-      throw new LedgerContractError(`unknown outcome ${JSON.stringify(row.outcome)}`);
+      // Every name in DECISION_OUTCOMES has its case: a new one fails to compile here.
+      return assertNever(outcome);
   }
+}
+
+function assertNever(value: never): never {
+  throw new LedgerContractError('unknown_outcome', JSON.stringify(value));
 }
 
 /** The PostgreSQL SQLSTATE behind an error thrown by a Prisma raw query, when there is one. */

@@ -8,7 +8,7 @@ import {
   TRANSFER_BATCH_WAIT_MS_LIMIT,
   TRANSFER_BATCHES_IN_FLIGHT_LIMIT,
 } from '../config/config.ts';
-import type { FencedTransfer } from './apply-transfer.ts';
+import { type FencedTransfer, LedgerContractError } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
 
 /** Decides the given transfers in order, one result per transfer, in the same order. */
@@ -185,7 +185,7 @@ export class DecisionBatcher {
     try {
       const results = await this.decide(sent.map((p) => ({ request: p.item.request, fence: p.item.fence })));
       if (results.length !== sent.length) {
-        throw new Error(`the batch decision answered ${results.length} results for ${sent.length} transfers`);
+        throw new LedgerContractError('batch_result_count', `${results.length} results for ${sent.length} transfers`);
       }
       sent.forEach((p, i) => {
         p.resolve(results[i] as ApplyResult);

@@ -1,14 +1,7 @@
-// The closed set of answers a transfer can get. Terminal outcomes are stored with the
-// operation; a duplicate or a conflict answers with what was stored.
-
-export const REJECTION_REASONS = [
-  'insufficient_funds',
-  'unknown_wallet',
-  'currency_mismatch',
-  'same_wallet',
-  'invalid_request',
-] as const;
-export type RejectionReason = (typeof REJECTION_REASONS)[number];
+// The closed set of answers a transfer can get, as types. Terminal outcomes are stored with the
+// operation; a duplicate or a conflict answers with what was stored. The names, and what each
+// means, are declared in vocabulary.ts.
+import type { RejectionReason } from './vocabulary.ts';
 
 /** What the idempotency record holds. Fences are decimal strings (JSON-safe, exact). */
 export type StoredOutcome =
@@ -35,7 +28,3 @@ export interface StaleFence {
 }
 
 export type ApplyResult = TransferOutcome | StaleFence;
-
-export function isRejectionReason(value: unknown): value is RejectionReason {
-  return typeof value === 'string' && (REJECTION_REASONS as readonly string[]).includes(value);
-}

@@ -1,9 +1,10 @@
 // Reads the stored outcome of one operation (for `npm run status`).
 import type { PrismaClient } from '../db/prisma.ts';
+import type { StoredStatus } from './vocabulary.ts';
 
 export interface TransferRecord {
   operationId: string;
-  status: 'applied' | 'rejected';
+  status: StoredStatus;
   reason: string | null;
   from: string;
   to: string;
@@ -17,7 +18,7 @@ export async function readTransfer(prisma: PrismaClient, operationId: string): P
   const rows = await prisma.$queryRaw<
     {
       operation_id: string;
-      status: 'applied' | 'rejected';
+      status: StoredStatus;
       reason: string | null;
       from_wallet: string;
       to_wallet: string;

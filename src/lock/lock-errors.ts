@@ -1,4 +1,7 @@
 // Typed errors of the fenced lock: a lost lease, and a Redis reply that breaks the scripts' contract.
+// Their messages start with the prefixes the vocabulary declares, so a job's failedReason can be
+// read back (the vocabulary is a leaf of names: the lock learns nothing of the ledger from it).
+import { lockErrorMessage } from '../ledger/vocabulary.ts';
 
 /** Why a held lock stopped being ours. */
 export type LockLostReason =
@@ -16,7 +19,7 @@ export class LockLostError extends Error {
   readonly reason: LockLostReason;
 
   constructor(walletId: string, token: bigint, reason: LockLostReason) {
-    super(`the lock of wallet ${walletId} (token ${token}) is lost: ${reason}`);
+    super(lockErrorMessage('LockLostError', `${walletId} (token ${token}) is lost: ${reason}`));
     this.name = 'LockLostError';
     this.walletId = walletId;
     this.token = token;
@@ -27,7 +30,7 @@ export class LockLostError extends Error {
 /** A script replied something its header does not allow: a bug or a foreign writer, never retried silently. */
 export class LockProtocolError extends Error {
   constructor(script: string, detail: string) {
-    super(`lock script ${script}: ${detail}`);
+    super(lockErrorMessage('LockProtocolError', `${script}: ${detail}`));
     this.name = 'LockProtocolError';
   }
 }

@@ -12,6 +12,7 @@
 // the instances listed in the queue's set. A worker killed with SIGKILL loses at most its last
 // interval of counts; the ledger, not these counters, is the record of what happened.
 import type { Cluster, Redis } from 'ioredis';
+import { TERMINAL_OUTCOMES } from '../ledger/vocabulary.ts';
 import type { Logger } from '../log/logger.ts';
 import { METRIC_PREFIX, seriesId, type WorkerMetrics } from './worker-metrics.ts';
 
@@ -135,7 +136,7 @@ export function transferCounterSummary(totals: CounterTotals): Record<string, nu
   const put = (name: string, value: number | undefined) => {
     if (value !== undefined && value !== 0) out[name] = value;
   };
-  for (const outcome of ['applied', 'rejected', 'duplicate', 'conflict']) {
+  for (const outcome of TERMINAL_OUTCOMES) {
     put(outcome, totals[seriesId(`${p}outcomes_total`, { outcome })]);
   }
   const rejection = new RegExp(`^${p}rejections_total\\{reason="([a-z_]+)"\\}$`);

@@ -3,15 +3,12 @@
 // counter aggregate (counter-aggregate.ts) copies the counters to Redis off the hot path for the
 // demo and the chaos harness. There is no other set of counters.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { REJECTION_REASONS, type TransferOutcome } from '../ledger/outcome.ts';
+import type { TransferOutcome } from '../ledger/outcome.ts';
+import { REJECTION_REASONS, RETRY_KINDS, type RetryKind, TERMINAL_OUTCOMES } from '../ledger/vocabulary.ts';
 
 /** Every metric of ours starts with this (Prometheus naming: a common prefix, units and `_total` last). */
 export const METRIC_PREFIX = 'fenced_transfers_';
 
-export const TERMINAL_OUTCOMES = ['applied', 'rejected', 'duplicate', 'conflict'] as const;
-/** Why an attempt failed and went back to BullMQ for a retry (RetryableTransferError's kinds). */
-export const RETRY_KINDS = ['stale_fence', 'lock_lost', 'lock_busy', 'transient_error'] as const;
-export type RetryKind = (typeof RETRY_KINDS)[number];
 /** before_commit: the watchdog or assertHeld() stopped the decision; in_flight: the lease ended while it was sent. */
 export const LOCK_LOSS_MOMENTS = ['before_commit', 'in_flight'] as const;
 export type LockLossMoment = (typeof LOCK_LOSS_MOMENTS)[number];

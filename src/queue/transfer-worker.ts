@@ -9,6 +9,7 @@ import { applyTransfers, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledge
 import { type BatchStats, DecisionBatcher } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
 import { type TransferRequest, validateTransferRequest } from '../ledger/transfer-request.ts';
+import { failureMessage, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
 import type { FencedLock } from '../lock/fenced-lock.ts';
 import { LockLostError } from '../lock/lock-errors.ts';
@@ -34,10 +35,10 @@ export const JOB_STALLED_COUNT_MAX = 10;
 export class RetryableTransferError extends Error {
   override name = 'RetryableTransferError';
   constructor(
-    readonly kind: 'stale_fence' | 'lock_lost' | 'lock_busy' | 'transient_error',
+    readonly kind: RetryKind,
     detail: string,
   ) {
-    super(`${kind}: ${detail}`);
+    super(failureMessage(kind, detail));
   }
 }
 
@@ -141,7 +142,7 @@ export class TransferProcessor {
     if (!verdict.ok) {
       this.metrics.invalidMessage();
       log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
-      throw new UnrecoverableError(`invalid_request: ${verdict.reason}`);
+      throw new UnrecoverableError(failureMessage('invalid_request', verdict.reason));
     }
     const request = verdict.request;
     const fields = { operationId: request.operationId, walletId: request.from };

@@ -2,6 +2,7 @@
 // use (and that parser rejecting what a scraper would reject), and the counter ids the Redis
 // aggregate stores being exactly the series /metrics prints.
 import { describe, expect, it } from 'vitest';
+import { REJECTION_REASONS, RETRY_KINDS, TERMINAL_OUTCOMES } from '../../src/ledger/vocabulary.ts';
 import { transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
 import { seriesId, WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { parsePrometheusText, sampleValue } from '../support/prometheus-text.ts';
@@ -51,6 +52,15 @@ describe('WorkerMetrics', () => {
     expect(sampleValue(families, 'fenced_transfers_lock_wait_seconds_count', { result: 'acquired' })).toBe(1);
     expect(sampleValue(families, 'fenced_transfers_queue_jobs', { queue: 'q"1\\x', state: 'waiting' })).toBe(7);
     expect(families.get('process_resident_memory_bytes')?.type).toBe('gauge');
+  });
+
+  it("starts one series per name of the vocabulary's lists, and no other", async () => {
+    const samples = await new WorkerMetrics({ instanceId: 'w', queueName: 'q' }).counterSamples();
+    const labels = (name: string, label: string) =>
+      samples.filter((s) => s.name === `fenced_transfers_${name}`).map((s) => s.labels[label]);
+    expect(labels('outcomes_total', 'outcome')).toEqual([...TERMINAL_OUTCOMES]);
+    expect(labels('rejections_total', 'reason')).toEqual([...REJECTION_REASONS]);
+    expect(labels('retries_total', 'kind')).toEqual([...RETRY_KINDS]);
   });
 
   it('a queue that cannot be read leaves the depth gauge empty, the scrape still works', async () => {

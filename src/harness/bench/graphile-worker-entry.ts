@@ -7,6 +7,7 @@ import { Logger, type LogLevel, run, type Task } from 'graphile-worker';
 import { runCli } from '../../cli/run-cli.ts';
 import { loadConfig } from '../../config/config.ts';
 import { validateTransferRequest } from '../../ledger/transfer-request.ts';
+import { failureMessage } from '../../ledger/vocabulary.ts';
 import { createLogger } from '../../log/logger.ts';
 import { decide } from './decision-call.ts';
 import {
@@ -30,7 +31,7 @@ await runCli(async () => {
   });
   const transfer: Task = async (payload, helpers) => {
     const verdict = validateTransferRequest(payload, config.transferAmountMax);
-    if (!verdict.ok) throw new Error(`invalid_request: ${verdict.reason}`);
+    if (!verdict.ok) throw new Error(failureMessage('invalid_request', verdict.reason));
     const outcome = await decide({ query: (text, values) => helpers.query(text, values) }, verdict.request);
     if (outcome !== 'applied' && outcome !== 'duplicate') throw new Error(`unexpected outcome ${outcome}`);
   };

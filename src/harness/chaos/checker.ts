@@ -6,6 +6,7 @@
 // expected ones.
 import type { PrismaClient } from '../../db/prisma.ts';
 import { COUNTEREXAMPLES_MAX, type ReconcileReport, reconcile } from '../../ledger/reconciliation.ts';
+import { classifyFailure } from '../../ledger/vocabulary.ts';
 import type { ChaosMessage, ChaosWorkload } from './chaos-workload.ts';
 
 /** Which property a check protects; negative controls are judged by group. */
@@ -292,7 +293,12 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
       reason: short(reason, 80),
       attemptsMade: job?.attemptsMade ?? 0,
     };
-    if (job === undefined || job.state !== 'failed' || !reason.startsWith('invalid_request') || job.attemptsMade > 1)
+    if (
+      job === undefined ||
+      job.state !== 'failed' ||
+      classifyFailure(reason).kind !== 'invalid_request' ||
+      job.attemptsMade > 1
+    )
       invalid.fail(example);
     else if (message.operationId !== null && (records.has(message.operationId) || entryOps.has(message.operationId))) {
       invalid.fail({ ...example, problem: 'money moved or a record was written under its id' });

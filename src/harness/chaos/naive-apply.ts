@@ -17,10 +17,10 @@
 // fence) is the only thing between two writers of a row. Not for production, obviously.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PrismaClient } from '../../db/prisma.ts';
-import type { ApplyResult, RejectionReason, StoredOutcome } from '../../ledger/outcome.ts';
-import { isRejectionReason } from '../../ledger/outcome.ts';
+import type { ApplyResult, StoredOutcome } from '../../ledger/outcome.ts';
 import { requestHash } from '../../ledger/request-hash.ts';
 import type { TransferRequest } from '../../ledger/transfer-request.ts';
+import { isRejectionReason, type RejectionReason } from '../../ledger/vocabulary.ts';
 
 /** The pause between the read and the write, drawn per transfer: the window a freeze must hit. */
 export const NAIVE_WINDOW_MS_MIN = 50;

@@ -1,0 +1,101 @@
+// Renders docs/reference/outcomes.md from the vocabulary's tables (vocabulary.ts): every outcome,
+// rejection reason, non-terminal answer, failure kind and failure cause with its meaning and
+// what an operator does about it. `npm run docs` writes it (src/harness/docs/reference-docs.ts).
+import {
+  type Described,
+  FAILURE_CAUSE_DOCS,
+  FAILURE_CAUSES,
+  FAILURE_KIND_DOCS,
+  FAILURE_KINDS,
+  NON_TERMINAL_ANSWER_DOCS,
+  NON_TERMINAL_ANSWERS,
+  REJECTION_REASON_DOCS,
+  REJECTION_REASONS,
+  TERMINAL_OUTCOME_DOCS,
+  TERMINAL_OUTCOMES,
+} from './vocabulary.ts';
+
+export const OUTCOMES_REFERENCE_PATH = 'docs/reference/outcomes.md';
+
+const code = (text: string) => `\`${text}\``;
+
+/** A Markdown table with its columns padded to one width, as the formatter (Biome) writes them. */
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(3, h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]) => `| ${widths.map((w, i) => (cells[i] ?? '').padEnd(w)).join(' | ')} |`;
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+function describedTable(title: string, names: readonly string[], docs: Readonly<Record<string, Described>>): string {
+  return table(
+    [title, 'meaning', 'what to do'],
+    names.map((name) => {
+      const doc = docs[name] as Described;
+      return [code(name), doc.meaning, doc.action];
+    }),
+  );
+}
+
+/** The whole document; `notice` is its first line (the generator's "do not edit" mark). */
+export function renderOutcomesReference(notice: string): string {
+  const failureKinds = table(
+    ['kind', 'message starts with', 'retried', 'meaning', 'what to do'],
+    FAILURE_KINDS.map((kind) => {
+      const doc = FAILURE_KIND_DOCS[kind];
+      const retried = doc.retried ? 'yes' : `no (${doc.source === 'bullmq' ? 'BullMQ fails it' : 'fails at once'})`;
+      return [code(kind), code(doc.prefix), retried, doc.meaning, doc.action];
+    }),
+  );
+  const causes = table(
+    ['error', 'message starts with', 'meaning', 'what to do'],
+    FAILURE_CAUSES.map((cause) => {
+      const doc = FAILURE_CAUSE_DOCS[cause];
+      return [code(cause), doc.prefixes.map(code).join(', '), doc.meaning, doc.action];
+    }),
+  );
+  return [
+    notice,
+    '',
+    '# Outcomes and failures',
+    '',
+    'Every answer a transfer can get and every reason its job can fail, with what it means and what to do',
+    'about it. Declared once in [src/ledger/vocabulary.ts](../../src/ledger/vocabulary.ts), which the SQL',
+    "contract checks, the worker's messages and the metrics' label values derive from.",
+    '',
+    '## Terminal outcomes',
+    '',
+    "A job completes with one of these as its return value's `outcome`; counted by",
+    '`fenced_transfers_outcomes_total{outcome}`.',
+    '',
+    describedTable('outcome', TERMINAL_OUTCOMES, TERMINAL_OUTCOME_DOCS),
+    '',
+    '## Rejection reasons',
+    '',
+    'The `reason` of a `rejected` outcome, stored in `transfers.reason`; counted by',
+    '`fenced_transfers_rejections_total{reason}`.',
+    '',
+    describedTable('reason', REJECTION_REASONS, REJECTION_REASON_DOCS),
+    '',
+    '## Non-terminal answers',
+    '',
+    'Answers that end one try but not the job: the worker acts on each and tries again.',
+    '',
+    describedTable('answer', NON_TERMINAL_ANSWERS, NON_TERMINAL_ANSWER_DOCS),
+    '',
+    '## Failure kinds',
+    '',
+    "A failed attempt's message starts with its kind's prefix, and BullMQ keeps the last one as the",
+    "job's `failedReason`. A retried kind fails the job only after the last of `JOB_ATTEMPTS_MAX`",
+    'attempts; retries are counted by `fenced_transfers_retries_total{kind}`.',
+    '',
+    failureKinds,
+    '',
+    "## Errors in a failure's detail",
+    '',
+    'The detail after a `lock_lost: ` or `transient_error: ` prefix is the message of the error behind it;',
+    'these are the ones the project raises. Anything else there is most likely a PostgreSQL or Redis error.',
+    '',
+    causes,
+    '',
+  ].join('\n');
+}

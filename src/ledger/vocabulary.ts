@@ -1,0 +1,275 @@
+// Every name an answer or a failure can carry, declared once with a one-line meaning and a
+// one-line action: the terminal outcomes, the rejection reasons, the non-terminal answers, the
+// failure kinds (the prefix of a failed attempt's message, which BullMQ keeps as the job's
+// failedReason) and the errors whose messages fill a failure's detail. The SQL contract checks
+// (apply-transfer.ts), the worker's messages, the metrics' label values and
+// docs/reference/outcomes.md all derive from these tables; test/ledger/vocabulary.test.ts fails
+// when the SQL functions can answer something that is not here. BullMQ's enums/error-code.ts is
+// the model. This module imports nothing, so the lock can build its messages from it without
+// learning anything about the ledger.
+
+/** What an operator reads about one name: what it means, and what to do about it. */
+export interface Described {
+  readonly meaning: string;
+  readonly action: string;
+}
+
+/** The answers a job completes with (its return value's `outcome`). */
+export const TERMINAL_OUTCOMES = ['applied', 'rejected', 'duplicate', 'conflict'] as const;
+export type TerminalOutcome = (typeof TERMINAL_OUTCOMES)[number];
+
+export const TERMINAL_OUTCOME_DOCS: Readonly<Record<TerminalOutcome, Described>> = {
+  applied: {
+    meaning: 'Decided: the money moved, one debit and one credit recorded under the operation and its fence.',
+    action: 'Nothing.',
+  },
+  rejected: {
+    meaning: 'Decided and recorded without moving money; the `reason` says why. A redelivery answers `duplicate`.',
+    action: 'Act on the reason (below); a retry needs a new operationId, the same one answers the stored rejection.',
+  },
+  duplicate: {
+    meaning: 'This operationId was decided before for the same request; `stored` is that decision, nothing moved now.',
+    action: 'Nothing: a redelivery or a producer retry, answered from the idempotency record.',
+  },
+  conflict: {
+    meaning: 'This operationId was decided before for a different request; nothing moved, `stored` is the first one.',
+    action: 'A producer bug: find who reused the operationId for another transfer; one id per logical operation.',
+  },
+};
+
+/** The outcomes the idempotency record stores (`transfers.status`). */
+export const STORED_STATUSES = ['applied', 'rejected'] as const;
+export type StoredStatus = (typeof STORED_STATUSES)[number];
+
+/**
+ * Why a transfer was rejected: exactly the reasons the SQL functions can answer. The database's
+ * CHECK constraint on `transfers.reason` also allows REASONS_ALLOWED_BY_CHECK_ONLY.
+ */
+export const REJECTION_REASONS = ['insufficient_funds', 'unknown_wallet', 'currency_mismatch', 'same_wallet'] as const;
+export type RejectionReason = (typeof REJECTION_REASONS)[number];
+
+/**
+ * Reasons the first migration's CHECK constraint (transfers_reason_matches_status) allows but
+ * nothing produces: `invalid_request` was listed as a rejection reason, yet an invalid message
+ * fails its job (the `invalid_request` failure kind) and never reaches the database. Applied
+ * migrations are immutable, so the constraint keeps it; the vocabulary does not.
+ */
+export const REASONS_ALLOWED_BY_CHECK_ONLY = ['invalid_request'] as const;
+
+export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>> = {
+  insufficient_funds: {
+    meaning: "The source wallet's balance is below the amount.",
+    action: 'Fund the wallet if the transfer should happen, then send it again under a new operationId.',
+  },
+  unknown_wallet: {
+    meaning: 'The source or the destination wallet does not exist.',
+    action: 'Check the wallet ids the producer sends; create the wallet, then send again under a new operationId.',
+  },
+  currency_mismatch: {
+    meaning: "The two wallets' currencies differ, or the message's `currency` is not theirs.",
+    action: 'Fix the producer: a transfer moves one currency between wallets of that currency.',
+  },
+  same_wallet: {
+    meaning:
+      'Source and destination are the same wallet. The worker fails such a message as `invalid_request` first, so only a direct caller of the SQL functions gets this.',
+    action: 'Fix the caller of apply_transfer() / apply_transfers().',
+  },
+};
+
+/**
+ * Answers that end one try but not the job: the worker acts on each and tries again (in the
+ * same attempt, or by handing the job back to the queue).
+ */
+export const NON_TERMINAL_ANSWERS = ['stale_fence', 'lock_busy', 'lock_lost'] as const;
+export type NonTerminalAnswer = (typeof NON_TERMINAL_ANSWERS)[number];
+
+export const NON_TERMINAL_ANSWER_DOCS: Readonly<Record<NonTerminalAnswer, Described>> = {
+  stale_fence: {
+    meaning:
+      "The database refused the decision: the token is below the source wallet's last fence (a newer holder wrote, or Redis lost its counter). Nothing was written.",
+    action:
+      'Nothing for one: the worker raises the Redis counter past the fence and tries again. A steady rate means Redis keeps losing its counters (restarts without persistence, failovers).',
+  },
+  lock_busy: {
+    meaning: "Another worker process holds the source wallet's lease; the job goes back to the queue, delayed.",
+    action: 'Nothing for a few. Many mean one hot wallet shared by many processes, or a holder that is stuck.',
+  },
+  lock_lost: {
+    meaning:
+      'The lease ended before the decision was sent (another owner, no renewal before it ran out, or stopped), so it was not sent; the attempt fails and is retried.',
+    action:
+      'Nothing for one. A rate means Redis answers slowly or not at all, or the process pauses (GC, CPU starvation) longer than LOCK_TTL_MS.',
+  },
+};
+
+/** What one decision of apply_transfer() / apply_transfers() answers in its `outcome` column. */
+export const DECISION_OUTCOMES = [...TERMINAL_OUTCOMES, 'stale_fence'] as const;
+export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
+
+/** Failure kinds of an attempt that BullMQ retries with back-off (RetryableTransferError's kinds). */
+export const RETRY_KINDS = ['stale_fence', 'lock_lost', 'lock_busy', 'transient_error'] as const;
+export type RetryKind = (typeof RETRY_KINDS)[number];
+
+/** Failure kinds the worker raises: the message is the kind's prefix and a detail. */
+export const WORKER_FAILURE_KINDS = ['invalid_request', ...RETRY_KINDS] as const;
+export type WorkerFailureKind = (typeof WORKER_FAILURE_KINDS)[number];
+
+/** Every kind a failed job's failedReason can start with: the worker's, and BullMQ's own stall limit. */
+export const FAILURE_KINDS = [...WORKER_FAILURE_KINDS, 'stalled'] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+export interface FailureKindDoc extends Described {
+  /** What the message (and so the job's failedReason) starts with. */
+  readonly prefix: string;
+  /** BullMQ tries the job again (until JOB_ATTEMPTS_MAX attempts); false: the job fails at once. */
+  readonly retried: boolean;
+  /** Who writes the message: our worker, or BullMQ itself. */
+  readonly source: 'worker' | 'bullmq';
+}
+
+export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = {
+  invalid_request: {
+    prefix: 'invalid_request: ',
+    retried: false,
+    source: 'worker',
+    meaning:
+      'The message is outside the wire format, or the job is not a transfer; the detail names what is wrong. Nothing was written.',
+    action: 'Fix the producer. Retrying the job only fails it again; remove it once understood.',
+  },
+  stale_fence: {
+    prefix: 'stale_fence: ',
+    retried: true,
+    source: 'worker',
+    meaning: 'The database refused the decision STALE_FENCE_ROUNDS_MAX times in one attempt (see `stale_fence` above).',
+    action:
+      "Nothing while attempts remain. In the failed set: Redis's fence counters keep falling behind; fix Redis, then retry the job (it is idempotent).",
+  },
+  lock_lost: {
+    prefix: 'lock_lost: ',
+    retried: true,
+    source: 'worker',
+    meaning: 'The lease was lost before the decision was sent; the detail is the LockLostError message.',
+    action: 'Nothing while attempts remain. In the failed set: see `lock_lost` above, then retry the job.',
+  },
+  lock_busy: {
+    prefix: 'lock_busy: ',
+    retried: true,
+    source: 'worker',
+    meaning: 'The wallet stayed busy for LOCK_BUSY_DEFERRALS_MAX deferrals; that counts as one failed attempt.',
+    action:
+      'Nothing while attempts remain. In the failed set: find what holds the wallet that long (a stuck worker, a hot wallet), then retry the job.',
+  },
+  transient_error: {
+    prefix: 'transient_error: ',
+    retried: true,
+    source: 'worker',
+    meaning:
+      'Any other error of an attempt: PostgreSQL or Redis unreachable or timing out, a serialization failure, or a contract error (below); the detail is its message.',
+    action:
+      'Read the detail. A server error clears once the server is back; a LedgerContractError or LockProtocolError is a bug or a foreign writer and will not clear by itself.',
+  },
+  stalled: {
+    prefix: 'job stalled more than allowable limit',
+    retried: false,
+    source: 'bullmq',
+    meaning:
+      "BullMQ's own failure: the job's worker died or stopped renewing the job lock more than JOB_STALLED_COUNT_MAX times.",
+    action:
+      'Look for workers that crash or block their event loop longer than JOB_LOCK_DURATION_MS; then retry the job (it is idempotent).',
+  },
+};
+
+/**
+ * The contract checks on what the SQL functions answer, each named, with the text its
+ * LedgerContractError message starts with.
+ */
+export const LEDGER_CONTRACT_VIOLATIONS = {
+  single_row_count: 'apply_transfer returned ',
+  batch_row_count: 'apply_transfers returned ',
+  batch_order: 'apply_transfers answered position ',
+  batch_result_count: 'the batch decision answered ',
+  unknown_outcome: 'unknown outcome ',
+  unknown_rejection_reason: 'rejection without a known reason: ',
+  stored_without_fence: 'stored outcome without a fence: ',
+  unknown_stored_status: 'unknown stored status ',
+  stale_fence_not_higher: 'stale_fence without a higher wallet fence ',
+} as const;
+export type LedgerContractViolation = keyof typeof LEDGER_CONTRACT_VIOLATIONS;
+
+/** The errors whose message is a failure's detail, by class name. */
+export const FAILURE_CAUSES = ['LockLostError', 'LockProtocolError', 'LedgerContractError'] as const;
+export type FailureCause = (typeof FAILURE_CAUSES)[number];
+
+export interface FailureCauseDoc extends Described {
+  /** The texts its message starts with (one per named check for a LedgerContractError). */
+  readonly prefixes: readonly [string, ...string[]];
+}
+
+export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>> = {
+  LockLostError: {
+    prefixes: ['the lock of wallet '],
+    meaning:
+      'The lease stopped being ours: `not_owner` (a renewal found another owner or no lock), `lease_expired` (nothing confirmed before it ran out by our clock), `stopped` (the work was over).',
+    action: 'As for `lock_lost`.',
+  },
+  LockProtocolError: {
+    prefixes: ['lock script '],
+    meaning:
+      "A lock script replied something its header does not allow: a bug, another script loaded under the name, or a foreign writer on the lock's keys.",
+    action:
+      'Not transient: check that every worker runs one version and nothing else writes keys under LOCK_KEY_PREFIX.',
+  },
+  LedgerContractError: {
+    prefixes: Object.values(LEDGER_CONTRACT_VIOLATIONS) as [string, ...string[]],
+    meaning:
+      'A database function answered outside its contract (an unknown outcome or reason, a wrong row count or order): the code and the migrations disagree.',
+    action:
+      'Not transient: check that `npm run db:migrate` ran and the workers match the database. A decision is one statement, so nothing is half-written.',
+  },
+};
+
+/** The message of a failed attempt: the kind's prefix, then the detail. */
+export function failureMessage(kind: WorkerFailureKind, detail: string): string {
+  return `${FAILURE_KIND_DOCS[kind].prefix}${detail}`;
+}
+
+/** The message of a lock error, from its one prefix. */
+export function lockErrorMessage(cause: 'LockLostError' | 'LockProtocolError', detail: string): string {
+  return `${FAILURE_CAUSE_DOCS[cause].prefixes[0]}${detail}`;
+}
+
+/** The message of a LedgerContractError for one named check. */
+export function ledgerContractMessage(violation: LedgerContractViolation, detail: string): string {
+  return `${LEDGER_CONTRACT_VIOLATIONS[violation]}${detail}`;
+}
+
+/** A failure message read back: its kind (null: no known prefix), the rest, and the error behind the rest. */
+export interface ClassifiedFailure {
+  readonly kind: FailureKind | null;
+  readonly detail: string;
+  readonly cause: FailureCause | null;
+}
+
+/** Reads a failure message (a job's failedReason) back into the names above. */
+export function classifyFailure(message: string): ClassifiedFailure {
+  const kind = FAILURE_KINDS.find((k) => message.startsWith(FAILURE_KIND_DOCS[k].prefix)) ?? null;
+  const detail = kind === null ? message : message.slice(FAILURE_KIND_DOCS[kind].prefix.length);
+  const cause = FAILURE_CAUSES.find((c) => FAILURE_CAUSE_DOCS[c].prefixes.some((p) => detail.startsWith(p))) ?? null;
+  return { kind, detail, cause };
+}
+
+function isOneOf<T extends string>(list: readonly T[], value: unknown): value is T {
+  return typeof value === 'string' && (list as readonly string[]).includes(value);
+}
+
+export function isRejectionReason(value: unknown): value is RejectionReason {
+  return isOneOf(REJECTION_REASONS, value);
+}
+
+export function isStoredStatus(value: unknown): value is StoredStatus {
+  return isOneOf(STORED_STATUSES, value);
+}
+
+export function isDecisionOutcome(value: unknown): value is DecisionOutcome {
+  return isOneOf(DECISION_OUTCOMES, value);
+}

@@ -3,7 +3,7 @@
 // aggregate stores being exactly the series /metrics prints.
 import { describe, expect, it } from 'vitest';
 import { transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
-import { seriesId, WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
+import { seriesId, WORKER_METRICS, WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { parsePrometheusText, sampleValue } from '../support/prometheus-text.ts';
 
 function busyMetrics(): WorkerMetrics {
@@ -51,6 +51,27 @@ describe('WorkerMetrics', () => {
     expect(sampleValue(families, 'fenced_transfers_lock_wait_seconds_count', { result: 'acquired' })).toBe(1);
     expect(sampleValue(families, 'fenced_transfers_queue_jobs', { queue: 'q"1\\x', state: 'waiting' })).toBe(7);
     expect(families.get('process_resident_memory_bytes')?.type).toBe('gauge');
+  });
+
+  it('serves exactly the metrics WORKER_METRICS declares, with their type, help and labels', async () => {
+    const families = parsePrometheusText(await busyMetrics().exposition());
+    const served = [...families.values()]
+      .filter((f) => f.name.startsWith('fenced_transfers_'))
+      .map((f) => ({
+        name: f.name,
+        type: f.type,
+        help: f.help,
+        labelNames: [...new Set(f.samples.flatMap((s) => Object.keys(s.labels)).filter((l) => l !== 'le'))].sort(),
+      }));
+    const declared = Object.values(WORKER_METRICS).map((d) => ({
+      name: d.name,
+      type: d.type,
+      help: d.help,
+      labelNames: [...d.labelNames].sort(),
+    }));
+    expect(served.sort((a, b) => a.name.localeCompare(b.name))).toEqual(
+      declared.sort((a, b) => a.name.localeCompare(b.name)),
+    );
   });
 
   it('a queue that cannot be read leaves the depth gauge empty, the scrape still works', async () => {

@@ -358,7 +358,8 @@ function shardsConsumed(env: Env, shards: number): readonly number[] {
 /** TRANSFERS_UNSAFE's modes, refused unless TRANSFERS_ALLOW_UNSAFE gives its consent word for word. */
 function unsafeModes(env: Env): UnsafeMode[] {
   const modes = SETTINGS.TRANSFERS_UNSAFE.values;
-  const unsafe = list(env, 'TRANSFERS_UNSAFE');
+  const raw = read(env, 'TRANSFERS_UNSAFE');
+  const unsafe = raw === '' ? [] : raw.split(',').map((s) => s.trim());
   for (const mode of unsafe) {
     if (!(modes as readonly string[]).includes(mode)) {
       throw new ConfigError('TRANSFERS_UNSAFE', `unknown mode ${JSON.stringify(mode)}; expected ${modes.join(', ')}`);

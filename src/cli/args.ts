@@ -1,5 +1,6 @@
 // Command-line flag parsing shared by the commands: unknown flags are errors, not ignored.
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { parseWholeNumber, type WholeNumberError } from '../config/bounds.ts';
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -29,9 +30,17 @@ export function requireFlag(value: string | undefined, flag: string, usage: stri
   return value;
 }
 
-export function integerFlag(value: string, flag: string): number {
-  if (!/^\d+$/.test(value)) throw new UsageError(`${flag} must be a whole number, got ${JSON.stringify(value)}`);
-  return Number(value);
+/** How a flag's whole number is refused; the range is left out when the caller set none. */
+const flagFault: WholeNumberError = ({ name, min, max, given, problem }) =>
+  problem === 'not-whole'
+    ? new UsageError(
+        `${name} must be a whole number${max === Number.MAX_SAFE_INTEGER ? '' : ` from ${min} to ${max}`}, got ${JSON.stringify(given)}`,
+      )
+    : new UsageError(`${name} must be from ${min} to ${max}, got ${given}`);
+
+/** A flag's value as a whole number from `min` to `max` (by default any that is exact in a double). */
+export function integerFlag(value: string, flag: string, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  return parseWholeNumber(value, flag, min, max, flagFault);
 }
 
 export function amountFlag(value: string, flag: string): bigint {

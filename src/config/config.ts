@@ -1,24 +1,25 @@
 // Reads and validates the environment once, at start, into a typed and frozen object.
 // Nothing else in the service reads process.env: pass the Config (or a piece of it) down.
+// Which variables there are, their defaults, bounds and meaning: settings.ts, the one table.
 
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
+import { parseWholeNumber, type WholeNumberError } from './bounds.ts';
 import { PROJECT_ROOT } from './paths.ts';
+import {
+  ALLOW_UNSAFE_CONSENT,
+  type LogLevel,
+  METRICS_PORT_OFF,
+  PORT_MAX,
+  SETTINGS,
+  type SettingName,
+  type SettingNameOf,
+  SSL_MODES,
+  type UnsafeMode,
+} from './settings.ts';
 
-/**
- * Negative controls. The first three switch a layer of the transfer decision off; the last two
- * switch an operational guarantee off: `no-readiness` takes jobs without waiting for the servers
- * and the migrations, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand.
- */
-export type UnsafeMode = 'no-idempotency' | 'no-fencing' | 'no-lock' | 'no-readiness' | 'no-graceful-shutdown';
-const UNSAFE_MODES: readonly UnsafeMode[] = [
-  'no-idempotency',
-  'no-fencing',
-  'no-lock',
-  'no-readiness',
-  'no-graceful-shutdown',
-];
+export { METRICS_PORT_OFF, type UnsafeMode } from './settings.ts';
 
 /** One Redis Cluster node as given in REDIS_CLUSTER_NODES or REDIS_CLUSTER_NAT_MAP. */
 export interface RedisNodeAddress {
@@ -33,82 +34,91 @@ export interface RedisClusterConfig {
   readonly natMap: Readonly<Record<string, RedisNodeAddress>>;
 }
 
-/** Seed nodes and NAT entries accepted at most; a cluster has at most ~1000 nodes and a handful of seeds suffice. */
-export const REDIS_CLUSTER_NODES_MAX = 64;
-/** Queue shards at most (QUEUE_SHARDS); each is one BullMQ queue, consumed by every worker that lists it. */
-export const QUEUE_SHARDS_MAX = 64;
+/** Seed nodes and NAT entries accepted at most (REDIS_CLUSTER_NODES, REDIS_CLUSTER_NAT_MAP). */
+export const REDIS_CLUSTER_NODES_MAX = SETTINGS.REDIS_CLUSTER_NODES.itemsMax;
+/** Queue shards at most (QUEUE_SHARDS). */
+export const QUEUE_SHARDS_MAX = SETTINGS.QUEUE_SHARDS.max;
 
+/**
+ * The service's configuration. Each field is set by the variable(s) whose `field` names it in
+ * SETTINGS (settings.ts), where its meaning, default and bounds are; the comments here only say
+ * what a value means beyond the variable's own text.
+ */
 export interface Config {
   readonly databaseUrl: string;
-  /**
-   * Single-node Redis. In cluster mode only its credentials (user, password) are used, for
-   * every node; the addresses come from redisCluster.
-   */
+  /** In cluster mode only its credentials (user, password) and TLS are used, for every node. */
   readonly redisUrl: string;
-  /** PEM file of the CA that signed the Redis server's certificate (rediss:// only); null: the system's CAs. */
+  /** Null: the system's CAs. */
   readonly redisTlsCaFile: string | null;
   /** Null: one Redis at redisUrl (the default). Set: an ioredis Cluster over these nodes. */
   readonly redisCluster: RedisClusterConfig | null;
-  /** Base name of the queue; shard 0 carries it unchanged (see src/queue/queue-shards.ts). */
+  /** Shard 0 carries it unchanged (see src/queue/queue-shards.ts). */
   readonly queueName: string;
-  /** Queues the producer spreads transfers over, by a stable hash of the source wallet. */
   readonly queueShards: number;
-  /** Shard indexes this process consumes (workers); every shard unless QUEUE_SHARDS_CONSUMED lists some. */
+  /** Sorted, no repeats; every shard unless QUEUE_SHARDS_CONSUMED lists some. */
   readonly queueShardsConsumed: readonly number[];
-  /** Prefix of every Redis key the lock writes (`<prefix>{wallet:<id>}:lock`). */
   readonly lockKeyPrefix: string;
   readonly lockTtlMs: number;
   readonly workerConcurrency: number;
-  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly logLevel: LogLevel;
   readonly transferAmountMax: bigint;
-  /** Connections in one process's PostgreSQL pool. */
   readonly dbPoolMax: number;
   readonly dbStatementTimeoutMs: number;
   readonly dbLockTimeoutMs: number;
   readonly dbIdleInTransactionTimeoutMs: number;
-  /** Attempts BullMQ makes of one job before it lands in the failed set. */
   readonly jobAttemptsMax: number;
-  /** BullMQ's own lease on an active job; a dead worker's jobs are re-queued after about this long. */
   readonly jobLockDurationMs: number;
-  /** How often workers look for stalled jobs (whose worker died). */
   readonly jobStalledIntervalMs: number;
-  /** Transfers decided together in one round trip and one commit; 1 = one transfer per commit. */
   readonly transferBatchMax: number;
-  /** How long a transfer may wait for company before its batch is sent anyway. */
   readonly transferBatchWaitMs: number;
-  /** Batches one process may have at the database at once (each holds one pooled connection). */
+  /** At most dbPoolMax: each batch in flight holds a pooled connection. */
   readonly transferBatchesInFlightMax: number;
-  /**
-   * How long after acquiring a wallet's lock a process still lets more of its jobs for that
-   * wallet ride on the same lease; 0 = every job takes the lock itself.
-   */
   readonly lockRideMsMax: number;
-  /** Layers switched off for the chaos harness's negative controls; empty in production. */
+  /** Empty in production. */
   readonly unsafe: readonly UnsafeMode[];
-  /** Address `npm run dashboard` listens on: an IP address or `localhost`. */
   readonly dashboardHost: string;
-  /** Its TCP port; 0 takes any free port (the command logs the one it got). */
   readonly dashboardPort: number;
-  /** When true the dashboard only shows: retry, clean, pause, add, remove and the like are refused. */
   readonly dashboardReadOnly: boolean;
   /**
-   * The worker entry that the demo, the chaos harness and the tests start as child processes:
-   * the TypeScript source (run through tsx) or the compiled `dist/cli/worker.js` (plain node).
+   * Absolute: the TypeScript source (run through tsx) or the compiled `dist/cli/worker.js`
+   * (plain node) that the demo, the harnesses and the tests start as child processes.
    */
   readonly workerEntry: string;
   /**
-   * Port of the worker's HTTP server (/healthz, /readyz, /metrics); null when METRICS_PORT=off;
-   * 0 for any free port (the port bound is in the worker's log, and reported to a parent process
-   * that started it with an IPC channel: src/harness/fleet/worker-processes.ts).
+   * Null when METRICS_PORT=off; 0 for any free port (the port bound is in the worker's log, and
+   * reported to a parent process that started it with an IPC channel:
+   * src/harness/fleet/worker-processes.ts).
    */
   readonly metricsPort: number | null;
-  /** Address that server listens on. */
   readonly metricsHost: string;
-  /** How long a starting worker waits for Redis, PostgreSQL and the migrations before it gives up. */
   readonly startupTimeoutMs: number;
-  /** How long a stopping worker gives the jobs in hand before it exits anyway (non-zero). */
   readonly shutdownTimeoutMs: number;
 }
+
+// The table and Config agree, checked by the compiler: every field is set by some variable, every
+// variable names a field (or null), and a variable's kind gives its field's type.
+type SettingFields = (typeof SETTINGS)[SettingName]['field'];
+type FieldsWithoutSetting = Exclude<keyof Config, SettingFields>;
+const everyFieldHasASetting: [FieldsWithoutSetting] extends [never] ? true : FieldsWithoutSetting = true;
+type KindValue<N extends SettingName> = (typeof SETTINGS)[N] extends { kind: 'integer' }
+  ? number
+  : (typeof SETTINGS)[N] extends { kind: 'boolean' }
+    ? boolean
+    : (typeof SETTINGS)[N] extends { kind: 'enum'; list: false; values: readonly (infer V)[] }
+      ? V
+      : (typeof SETTINGS)[N] extends { kind: 'enum'; list: true; values: readonly (infer V)[] }
+        ? readonly V[]
+        : unknown;
+type MistypedSettings = {
+  [N in SettingNameOf<'integer' | 'boolean' | 'enum'>]: (typeof SETTINGS)[N]['field'] extends keyof Config
+    ? KindValue<N> extends Config[(typeof SETTINGS)[N]['field']]
+      ? never
+      : N
+    : never;
+}[SettingNameOf<'integer' | 'boolean' | 'enum'>];
+const everyKindFitsItsField: [MistypedSettings] extends [never] ? true : MistypedSettings = true;
+void everyFieldHasASetting;
+void everyKindFitsItsField;
 
 export class ConfigError extends Error {
   constructor(
@@ -120,75 +130,70 @@ export class ConfigError extends Error {
   }
 }
 
-export const CONFIG_DEFAULTS = Object.freeze({
-  DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/transfers',
-  REDIS_URL: 'redis://127.0.0.1:6379',
-  REDIS_TLS_CA_FILE: '',
-  REDIS_CLUSTER_NODES: '',
-  REDIS_CLUSTER_NAT_MAP: '',
-  QUEUE_NAME: 'transfers',
-  QUEUE_SHARDS: '1',
-  QUEUE_SHARDS_CONSUMED: '',
-  LOCK_KEY_PREFIX: 'ft:',
-  LOCK_TTL_MS: '10000',
-  WORKER_CONCURRENCY: '32',
-  LOG_LEVEL: 'info',
-  TRANSFER_AMOUNT_MAX: '1000000000000000',
-  DB_POOL_MAX: '8',
-  DB_STATEMENT_TIMEOUT_MS: '5000',
-  DB_LOCK_TIMEOUT_MS: '2000',
-  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '5000',
-  JOB_ATTEMPTS_MAX: '20',
-  JOB_LOCK_DURATION_MS: '30000',
-  JOB_STALLED_INTERVAL_MS: '30000',
-  TRANSFER_BATCH_MAX: '64',
-  TRANSFER_BATCH_WAIT_MS: '2',
-  TRANSFER_BATCHES_IN_FLIGHT_MAX: '4',
-  LOCK_RIDE_MS_MAX: '250',
-  TRANSFERS_UNSAFE: '',
-  DASHBOARD_HOST: '127.0.0.1',
-  DASHBOARD_PORT: '3000',
-  DASHBOARD_READ_ONLY: 'true',
-  WORKER_ENTRY: 'src/cli/worker.ts',
-  METRICS_PORT: '9464',
-  METRICS_HOST: '0.0.0.0',
-  STARTUP_TIMEOUT_MS: '30000',
-  SHUTDOWN_TIMEOUT_MS: '20000',
-});
+type DefaultedName = { [N in SettingName]: (typeof SETTINGS)[N]['default'] extends string ? N : never }[SettingName];
+
+/** Every variable that has a default, with it, as the text an unset or empty variable reads as. */
+export const CONFIG_DEFAULTS: Readonly<Record<DefaultedName, string>> = Object.freeze(
+  Object.fromEntries(
+    Object.entries(SETTINGS).flatMap(([name, setting]) => (setting.default === null ? [] : [[name, setting.default]])),
+  ) as Record<DefaultedName, string>,
+);
 
 /** Upper bound of TRANSFER_BATCH_MAX; apply_transfers() refuses larger calls (APPLY_BATCH_LIMIT). */
-export const TRANSFER_BATCH_MAX_LIMIT = 1_000;
+export const TRANSFER_BATCH_MAX_LIMIT = SETTINGS.TRANSFER_BATCH_MAX.max;
 /**
  * Upper bounds of the other batching and riding settings, here and in the classes that take
  * them (DecisionBatcher, SharedLeases): a typo cannot ask for a wait of minutes.
  */
-export const TRANSFER_BATCH_WAIT_MS_LIMIT = 1_000;
-export const TRANSFER_BATCHES_IN_FLIGHT_LIMIT = 100;
-export const LOCK_RIDE_MS_MAX_LIMIT = 60_000;
-
-/** The METRICS_PORT value that switches the worker's HTTP server off. */
-export const METRICS_PORT_OFF = 'off';
+export const TRANSFER_BATCH_WAIT_MS_LIMIT = SETTINGS.TRANSFER_BATCH_WAIT_MS.max;
+export const TRANSFER_BATCHES_IN_FLIGHT_LIMIT = SETTINGS.TRANSFER_BATCHES_IN_FLIGHT_MAX.max;
+export const LOCK_RIDE_MS_MAX_LIMIT = SETTINGS.LOCK_RIDE_MS_MAX.max;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-function read(env: Env, name: keyof typeof CONFIG_DEFAULTS): string {
+function read(env: Env, name: DefaultedName): string {
   const value = env[name];
   return value === undefined || value === '' ? CONFIG_DEFAULTS[name] : value;
 }
 
-function integer(env: Env, name: keyof typeof CONFIG_DEFAULTS, min: number, max: number): number {
-  const raw = read(env, name);
-  if (!/^\d+$/.test(raw)) {
-    throw new ConfigError(name, `expected a whole number between ${min} and ${max}, got ${JSON.stringify(raw)}`);
-  }
-  const value = Number(raw);
-  if (value < min || value > max) {
-    throw new ConfigError(name, `expected a whole number between ${min} and ${max}, got ${raw}`);
-  }
-  return value;
+// One message shape per kind, naming the variable and what it accepts.
+
+/** An integer setting's fault: the range from the table; the text quoted when it is not a number. */
+const integerFault: WholeNumberError = ({ name, min, max, given, problem }) =>
+  new ConfigError(
+    name,
+    `expected a whole number between ${min} and ${max}, got ${problem === 'not-whole' ? JSON.stringify(given) : given}`,
+  );
+
+function integer(env: Env, name: SettingNameOf<'integer'>): number {
+  const { min, max } = SETTINGS[name];
+  return parseWholeNumber(read(env, name), name, min, max, integerFault);
 }
 
-function url(env: Env, name: keyof typeof CONFIG_DEFAULTS, protocols: readonly string[]): string {
+function oneOf<V extends string>(env: Env, name: SettingNameOf<'enum'>, values: readonly V[]): V {
+  const raw = read(env, name);
+  if (!(values as readonly string[]).includes(raw)) {
+    throw new ConfigError(name, `expected one of ${values.join(', ')}, got ${JSON.stringify(raw)}`);
+  }
+  return raw as V;
+}
+
+function matching(env: Env, name: SettingNameOf<'pattern'>): string {
+  const { pattern, allowed } = SETTINGS[name];
+  const raw = read(env, name);
+  if (!pattern.test(raw)) throw new ConfigError(name, `expected ${allowed}, got ${JSON.stringify(raw)}`);
+  return raw;
+}
+
+function booleanFlag(env: Env, name: SettingNameOf<'boolean'>): boolean {
+  const raw = read(env, name);
+  if (raw !== 'true' && raw !== 'false')
+    throw new ConfigError(name, `expected true or false, got ${JSON.stringify(raw)}`);
+  return raw === 'true';
+}
+
+function url(env: Env, name: SettingNameOf<'url'>): string {
+  const protocols: readonly string[] = SETTINGS[name].protocols;
   const raw = read(env, name);
   let parsed: URL;
   try {
@@ -205,14 +210,12 @@ function url(env: Env, name: keyof typeof CONFIG_DEFAULTS, protocols: readonly s
   if (parsed.hostname === '') {
     throw new ConfigError(name, 'the URL names no host');
   }
-  if (parsed.port !== '' && !(Number(parsed.port) >= 1 && Number(parsed.port) <= 65535)) {
+  if (parsed.port !== '' && !(Number(parsed.port) >= 1 && Number(parsed.port) <= PORT_MAX)) {
     throw new ConfigError(name, `port out of range: ${parsed.port}`);
   }
   return raw;
 }
 
-/** libpq's sslmode values; pg reads `prefer`, `require` and `verify-ca` as `verify-full`. */
-const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'] as const;
 const PEM_CERTIFICATE = '-----BEGIN CERTIFICATE-----';
 
 /** A PEM certificate file that exists and can be read; `variable` names where it came from. */
@@ -256,20 +259,7 @@ function databaseTls(databaseUrl: string): void {
   }
 }
 
-function name(env: Env, variable: keyof typeof CONFIG_DEFAULTS, pattern: RegExp, what: string): string {
-  const raw = read(env, variable);
-  if (!pattern.test(raw)) throw new ConfigError(variable, `expected ${what}, got ${JSON.stringify(raw)}`);
-  return raw;
-}
-
-function booleanFlag(env: Env, variable: keyof typeof CONFIG_DEFAULTS): boolean {
-  const raw = read(env, variable);
-  if (raw !== 'true' && raw !== 'false')
-    throw new ConfigError(variable, `expected true or false, got ${JSON.stringify(raw)}`);
-  return raw === 'true';
-}
-
-function listenHost(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string {
+function listenHost(env: Env, variable: 'DASHBOARD_HOST'): string {
   const raw = read(env, variable);
   if (raw !== 'localhost' && isIP(raw) === 0) {
     throw new ConfigError(
@@ -283,28 +273,31 @@ function listenHost(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string {
 function metricsPort(env: Env): number | null {
   const raw = read(env, 'METRICS_PORT');
   if (raw === METRICS_PORT_OFF) return null;
-  if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65_535) {
-    throw new ConfigError(
-      'METRICS_PORT',
-      `expected a port between 0 (any free port) and 65535, or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`,
-    );
-  }
-  return Number(raw);
+  return parseWholeNumber(
+    raw,
+    'METRICS_PORT',
+    0,
+    PORT_MAX,
+    ({ name, min, max }) =>
+      new ConfigError(
+        name,
+        `expected a port between ${min} (any free port) and ${max}, or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`,
+      ),
+  );
 }
 
 /** `host:port` with a DNS name, an IPv4 address or a bracketed IPv6 address. */
 const NODE_ADDRESS_PATTERN = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):(\d{1,5})$/;
 
 function nodeAddress(variable: string, raw: string): RedisNodeAddress {
+  const refuse = () => new ConfigError(variable, `expected host:port (port 1-${PORT_MAX}), got ${JSON.stringify(raw)}`);
   const match = NODE_ADDRESS_PATTERN.exec(raw);
-  const port = Number(match?.[2]);
-  if (match === null || !(port >= 1 && port <= 65535)) {
-    throw new ConfigError(variable, `expected host:port (port 1-65535), got ${JSON.stringify(raw)}`);
-  }
+  if (match === null) throw refuse();
+  const port = parseWholeNumber(match[2] as string, variable, 1, PORT_MAX, refuse);
   return { host: (match[1] as string).replace(/^\[(.*)\]$/, '$1'), port };
 }
 
-function list(env: Env, variable: keyof typeof CONFIG_DEFAULTS): string[] {
+function list(env: Env, variable: DefaultedName): string[] {
   const raw = read(env, variable).trim();
   return raw === '' ? [] : raw.split(',').map((s) => s.trim());
 }
@@ -349,62 +342,52 @@ function shardsConsumed(env: Env, shards: number): readonly number[] {
   const raw = list(env, 'QUEUE_SHARDS_CONSUMED');
   if (raw.length === 0) return Object.freeze(Array.from({ length: shards }, (_, i) => i));
   const out = new Set<number>();
+  const refuse: WholeNumberError = ({ name, min, max, given }) =>
+    new ConfigError(
+      name,
+      `expected shard indexes from ${min} to ${max} (QUEUE_SHARDS=${shards}), got ${JSON.stringify(given)}`,
+    );
   for (const item of raw) {
-    if (!/^\d{1,3}$/.test(item) || Number(item) >= shards) {
-      throw new ConfigError(
-        'QUEUE_SHARDS_CONSUMED',
-        `expected shard indexes from 0 to ${shards - 1} (QUEUE_SHARDS=${shards}), got ${JSON.stringify(item)}`,
-      );
-    }
-    if (out.has(Number(item))) throw new ConfigError('QUEUE_SHARDS_CONSUMED', `shard ${item} is listed twice`);
-    out.add(Number(item));
+    const shard = parseWholeNumber(item, 'QUEUE_SHARDS_CONSUMED', 0, shards - 1, refuse);
+    if (out.has(shard)) throw new ConfigError('QUEUE_SHARDS_CONSUMED', `shard ${item} is listed twice`);
+    out.add(shard);
   }
   return Object.freeze([...out].sort((a, b) => a - b));
 }
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-
-export function loadConfig(env: Env = process.env): Config {
-  const logLevel = read(env, 'LOG_LEVEL');
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
-    throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
-  }
-
-  const amountMaxRaw = read(env, 'TRANSFER_AMOUNT_MAX');
-  if (!/^[1-9]\d{0,17}$/.test(amountMaxRaw)) {
-    throw new ConfigError(
-      'TRANSFER_AMOUNT_MAX',
-      `expected a positive integer below 10^18, got ${JSON.stringify(amountMaxRaw)}`,
-    );
-  }
-
-  const unsafeRaw = read(env, 'TRANSFERS_UNSAFE');
-  const unsafe = unsafeRaw === '' ? [] : unsafeRaw.split(',').map((s) => s.trim());
+/** TRANSFERS_UNSAFE's modes, refused unless TRANSFERS_ALLOW_UNSAFE gives its consent word for word. */
+function unsafeModes(env: Env): UnsafeMode[] {
+  const modes = SETTINGS.TRANSFERS_UNSAFE.values;
+  const raw = read(env, 'TRANSFERS_UNSAFE');
+  const unsafe = raw === '' ? [] : raw.split(',').map((s) => s.trim());
   for (const mode of unsafe) {
-    if (!(UNSAFE_MODES as readonly string[]).includes(mode)) {
-      throw new ConfigError(
-        'TRANSFERS_UNSAFE',
-        `unknown mode ${JSON.stringify(mode)}; expected ${UNSAFE_MODES.join(', ')}`,
-      );
+    if (!(modes as readonly string[]).includes(mode)) {
+      throw new ConfigError('TRANSFERS_UNSAFE', `unknown mode ${JSON.stringify(mode)}; expected ${modes.join(', ')}`);
     }
   }
-  if (unsafe.length > 0 && env.TRANSFERS_ALLOW_UNSAFE !== 'i-understand-this-breaks-guarantees') {
+  if (unsafe.length > 0 && env.TRANSFERS_ALLOW_UNSAFE !== ALLOW_UNSAFE_CONSENT) {
     throw new ConfigError(
       'TRANSFERS_UNSAFE',
-      'switches off a safety layer and is only for negative controls; it also needs ' +
-        'TRANSFERS_ALLOW_UNSAFE=i-understand-this-breaks-guarantees',
+      `switches off a safety layer and is only for negative controls; it also needs TRANSFERS_ALLOW_UNSAFE=${ALLOW_UNSAFE_CONSENT}`,
     );
   }
+  return unsafe as UnsafeMode[];
+}
 
-  const lockTtlMs = integer(env, 'LOCK_TTL_MS', 100, 600_000);
-  const dbPoolMax = integer(env, 'DB_POOL_MAX', 1, 100);
-  const transferBatchMax = integer(env, 'TRANSFER_BATCH_MAX', 1, TRANSFER_BATCH_MAX_LIMIT);
+export function loadConfig(env: Env = process.env): Config {
+  const logLevel = oneOf(env, 'LOG_LEVEL', SETTINGS.LOG_LEVEL.values);
+  const amountMaxRaw = matching(env, 'TRANSFER_AMOUNT_MAX');
+  const unsafe = unsafeModes(env);
+
+  const lockTtlMs = integer(env, 'LOCK_TTL_MS');
+  const dbPoolMax = integer(env, 'DB_POOL_MAX');
+  const transferBatchMax = integer(env, 'TRANSFER_BATCH_MAX');
   // Left unset, it follows a smaller pool down, and without batching (one transfer per call) it
   // is the whole pool, as one call per job slot was before batching: holding calls back only
   // helps batches form. Set, it must fit in the pool.
   const inFlightSet = (env.TRANSFER_BATCHES_IN_FLIGHT_MAX ?? '') !== '';
   const transferBatchesInFlightMax = inFlightSet
-    ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX', 1, TRANSFER_BATCHES_IN_FLIGHT_LIMIT)
+    ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX')
     : transferBatchMax === 1
       ? dbPoolMax
       : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
@@ -414,54 +397,48 @@ export function loadConfig(env: Env = process.env): Config {
       `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`,
     );
   }
-  const databaseUrl = url(env, 'DATABASE_URL', ['postgresql:', 'postgres:']);
+  const databaseUrl = url(env, 'DATABASE_URL');
   databaseTls(databaseUrl);
-  const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
+  const redisUrl = url(env, 'REDIS_URL');
   const redisTlsCaRaw = read(env, 'REDIS_TLS_CA_FILE');
   if (redisTlsCaRaw !== '' && new URL(redisUrl).protocol !== 'rediss:') {
     throw new ConfigError('REDIS_TLS_CA_FILE', 'is set but REDIS_URL is not a rediss:// URL; TLS would not be used');
   }
-  const workerEntryRaw = read(env, 'WORKER_ENTRY');
-  if (!/\.(ts|js)$/.test(workerEntryRaw)) {
-    throw new ConfigError(
-      'WORKER_ENTRY',
-      `expected a .ts source or a compiled .js file, got ${JSON.stringify(workerEntryRaw)}`,
-    );
-  }
-  const queueShards = integer(env, 'QUEUE_SHARDS', 1, QUEUE_SHARDS_MAX);
+  const workerEntryRaw = matching(env, 'WORKER_ENTRY');
+  const queueShards = integer(env, 'QUEUE_SHARDS');
   const config: Config = {
     databaseUrl,
     redisUrl,
     redisCluster: redisCluster(env),
     redisTlsCaFile: redisTlsCaRaw === '' ? null : certificateFile('REDIS_TLS_CA_FILE', redisTlsCaRaw),
-    queueName: name(env, 'QUEUE_NAME', /^[A-Za-z0-9._-]{1,64}$/, '1-64 characters of [A-Za-z0-9._-]'),
+    queueName: matching(env, 'QUEUE_NAME'),
     queueShards,
     queueShardsConsumed: shardsConsumed(env, queueShards),
-    lockKeyPrefix: name(env, 'LOCK_KEY_PREFIX', /^[A-Za-z0-9._:-]{0,64}$/, 'up to 64 characters of [A-Za-z0-9._:-]'),
+    lockKeyPrefix: matching(env, 'LOCK_KEY_PREFIX'),
     lockTtlMs,
-    workerConcurrency: integer(env, 'WORKER_CONCURRENCY', 1, 256),
-    logLevel: logLevel as Config['logLevel'],
+    workerConcurrency: integer(env, 'WORKER_CONCURRENCY'),
+    logLevel,
     transferAmountMax: BigInt(amountMaxRaw),
     dbPoolMax,
-    dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS', 100, 600_000),
-    dbLockTimeoutMs: integer(env, 'DB_LOCK_TIMEOUT_MS', 100, 600_000),
-    dbIdleInTransactionTimeoutMs: integer(env, 'DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', 100, 600_000),
-    jobAttemptsMax: integer(env, 'JOB_ATTEMPTS_MAX', 1, 1000),
-    jobLockDurationMs: integer(env, 'JOB_LOCK_DURATION_MS', 1000, 600_000),
-    jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS', 1000, 600_000),
+    dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS'),
+    dbLockTimeoutMs: integer(env, 'DB_LOCK_TIMEOUT_MS'),
+    dbIdleInTransactionTimeoutMs: integer(env, 'DB_IDLE_IN_TRANSACTION_TIMEOUT_MS'),
+    jobAttemptsMax: integer(env, 'JOB_ATTEMPTS_MAX'),
+    jobLockDurationMs: integer(env, 'JOB_LOCK_DURATION_MS'),
+    jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS'),
     transferBatchMax,
-    transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS', 0, TRANSFER_BATCH_WAIT_MS_LIMIT),
+    transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS'),
     transferBatchesInFlightMax,
-    lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX', 0, LOCK_RIDE_MS_MAX_LIMIT),
-    unsafe: Object.freeze(unsafe as UnsafeMode[]),
+    lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX'),
+    unsafe: Object.freeze(unsafe),
     dashboardHost: listenHost(env, 'DASHBOARD_HOST'),
-    dashboardPort: integer(env, 'DASHBOARD_PORT', 0, 65_535),
+    dashboardPort: integer(env, 'DASHBOARD_PORT'),
     dashboardReadOnly: booleanFlag(env, 'DASHBOARD_READ_ONLY'),
     workerEntry: isAbsolute(workerEntryRaw) ? workerEntryRaw : resolve(PROJECT_ROOT, workerEntryRaw),
     metricsPort: metricsPort(env),
-    metricsHost: name(env, 'METRICS_HOST', /^[A-Za-z0-9.:-]{1,255}$/, 'a host name or IP address'),
-    startupTimeoutMs: integer(env, 'STARTUP_TIMEOUT_MS', 1_000, 600_000),
-    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 1_000, 600_000),
+    metricsHost: matching(env, 'METRICS_HOST'),
+    startupTimeoutMs: integer(env, 'STARTUP_TIMEOUT_MS'),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS'),
   };
   return Object.freeze(config);
 }
@@ -530,7 +507,8 @@ export function loadWorkerDbPassword(env: Env = process.env): string {
   if (raw === undefined || raw === '')
     throw new ConfigError('WORKER_DB_PASSWORD', "is required (the worker role's password)");
   if (!WORKER_DB_PASSWORD_PATTERN.test(raw)) {
-    throw new ConfigError('WORKER_DB_PASSWORD', 'expected 16-256 printable ASCII characters without spaces');
+    // The value itself is never quoted back: it is a secret.
+    throw new ConfigError('WORKER_DB_PASSWORD', `expected ${SETTINGS.WORKER_DB_PASSWORD.allowed}`);
   }
   return raw;
 }

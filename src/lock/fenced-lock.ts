@@ -4,14 +4,15 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { wholeNumberIn } from '../config/bounds.ts';
+import { SETTINGS } from '../config/settings.ts';
 import type { Logger } from '../log/logger.ts';
 import { fullJitterDelayMs } from './backoff.ts';
 import { assertKeyPrefix, type LockKeys, lockKeysOf } from './lock-keys.ts';
 import { type AdvanceFenceReply, type LockRedisClient, type LockScripts, loadLockScripts } from './lock-scripts.ts';
 
 /** Same bounds as LOCK_TTL_MS in the configuration. */
-export const LOCK_TTL_MS_MIN = 100;
-export const LOCK_TTL_MS_MAX = 600_000;
+export const LOCK_TTL_MS_MIN = SETTINGS.LOCK_TTL_MS.min;
+export const LOCK_TTL_MS_MAX = SETTINGS.LOCK_TTL_MS.max;
 
 /** Busy lock: a short bounded wait inside the worker slot, then the job goes back to the queue delayed. */
 export const ACQUIRE_ATTEMPTS_MAX_DEFAULT = 5;

@@ -1,7 +1,9 @@
 // The counters, histograms and gauges of one worker process, in a prom-client registry of its
 // own. They live in memory and cost nothing on the hot path; /metrics renders them, and the
 // counter aggregate (counter-aggregate.ts) copies the counters to Redis off the hot path for the
-// demo and the chaos harness. There is no other set of counters.
+// demo and the chaos harness. There is no other set of counters. Each metric is declared once,
+// in WORKER_METRICS: the registry is built from that list, and docs/reference/metrics.md is
+// rendered from it (`npm run docs`).
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { TransferOutcome } from '../ledger/outcome.ts';
 import { REJECTION_REASONS, RETRY_KINDS, type RetryKind, TERMINAL_OUTCOMES } from '../ledger/vocabulary.ts';
@@ -38,6 +40,151 @@ export const LOCK_WAIT_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 export const JOB_DURATION_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000];
 
+/** One metric as declared: what /metrics calls it, its Prometheus type, its labels and its help text. */
+export interface MetricDefinition {
+  readonly name: string;
+  readonly type: 'counter' | 'gauge' | 'histogram';
+  readonly help: string;
+  readonly labelNames: readonly string[];
+  /** Histograms only: the upper bounds of the buckets, in the metric's unit. */
+  readonly buckets?: readonly number[];
+}
+
+const p = METRIC_PREFIX;
+
+/** Every metric of a worker process, in the order /metrics and the reference document list them. */
+export const WORKER_METRICS = {
+  outcomes: {
+    name: `${p}outcomes_total`,
+    type: 'counter',
+    help: 'Transfers answered, by outcome (duplicate and conflict are answered from the idempotency record)',
+    labelNames: ['outcome'],
+  },
+  rejections: {
+    name: `${p}rejections_total`,
+    type: 'counter',
+    help: 'Transfers rejected, by reason (a subset of outcome="rejected")',
+    labelNames: ['reason'],
+  },
+  invalid: {
+    name: `${p}invalid_messages_total`,
+    type: 'counter',
+    help: 'Messages outside the wire format, failed at once without retry',
+    labelNames: [],
+  },
+  staleFences: {
+    name: `${p}stale_fence_refusals_total`,
+    type: 'counter',
+    help: 'Decisions the database refused because the token was below the wallet fence',
+    labelNames: [],
+  },
+  fenceAdvances: {
+    name: `${p}fence_advances_total`,
+    type: 'counter',
+    help: 'Redis fence counters raised past the database fence after a refusal',
+    labelNames: [],
+  },
+  lockLosses: {
+    name: `${p}lock_losses_total`,
+    type: 'counter',
+    help: 'Leases lost while a job held them: before the commit (decision not sent) or with the decision in flight (the fence decided)',
+    labelNames: ['when'],
+  },
+  busyDeferrals: {
+    name: `${p}lock_busy_deferrals_total`,
+    type: 'counter',
+    help: 'Jobs handed back to the queue, delayed, because their wallet was locked by another holder',
+    labelNames: [],
+  },
+  retries: {
+    name: `${p}retries_total`,
+    type: 'counter',
+    help: 'Attempts that failed and went back to BullMQ for a retry, by kind',
+    labelNames: ['kind'],
+  },
+  decisionDuration: {
+    name: `${p}decision_duration_seconds`,
+    type: 'histogram',
+    help: 'Time of one decision call to PostgreSQL (one batch of transfers, one round trip and one commit)',
+    labelNames: [],
+    buckets: DECISION_DURATION_BUCKETS_S,
+  },
+  batchSize: {
+    name: `${p}decision_batch_size`,
+    type: 'histogram',
+    help: 'Transfers decided by one decision call',
+    labelNames: [],
+    buckets: BATCH_SIZE_BUCKETS,
+  },
+  jobDuration: {
+    name: `${p}job_duration_seconds`,
+    type: 'histogram',
+    help: 'Time a job held a worker slot, per attempt (lock_wait_seconds_sum over this sum is the share of slot time spent waiting for locks)',
+    labelNames: [],
+    buckets: JOB_DURATION_BUCKETS_S,
+  },
+  lockWait: {
+    name: `${p}lock_wait_seconds`,
+    type: 'histogram',
+    help: 'Time a job waited for its wallet lease: a ride on the one this process holds, an acquisition, or polling a wallet held elsewhere until it was ours (result="acquired") or the wait gave up and the job was deferred (result="busy")',
+    labelNames: ['result'],
+    buckets: LOCK_WAIT_BUCKETS_S,
+  },
+  inProgress: {
+    name: `${p}jobs_in_progress`,
+    type: 'gauge',
+    help: 'Jobs this process holds right now',
+    labelNames: [],
+  },
+  ready: {
+    name: `${p}worker_ready`,
+    type: 'gauge',
+    help: '1 while this worker takes jobs (what /readyz answers), 0 while gated or stopping',
+    labelNames: [],
+  },
+  info: {
+    name: `${p}worker_info`,
+    type: 'gauge',
+    help: 'Always 1; labels identify the process (instance is the prefix of its lock owner ids)',
+    labelNames: ['instance', 'queue'],
+  },
+  queueJobs: {
+    name: `${p}queue_jobs`,
+    type: 'gauge',
+    help: 'Jobs in the queue by state, read from Redis at scrape time',
+    labelNames: ['queue', 'state'],
+  },
+} as const satisfies Readonly<Record<string, MetricDefinition>>;
+
+type WorkerMetricKey = keyof typeof WORKER_METRICS;
+type LabelOf<D> = D extends { readonly labelNames: readonly (infer L extends string)[] } ? L : never;
+/** The prom-client object a definition becomes. */
+type MetricOf<D> = D extends { readonly type: 'counter' }
+  ? Counter<LabelOf<D>>
+  : D extends { readonly type: 'histogram' }
+    ? Histogram<LabelOf<D>>
+    : Gauge<LabelOf<D>>;
+type WorkerMetricSet = { readonly [K in WorkerMetricKey]: MetricOf<(typeof WORKER_METRICS)[K]> };
+
+/** Gauges whose value is read at scrape time, by key. */
+type Collectors = Partial<Record<WorkerMetricKey, (this: Gauge<string>) => Promise<void>>>;
+
+/** Every metric of WORKER_METRICS, registered in `registry`; nothing else is registered here. */
+function registerWorkerMetrics(registry: Registry, collectors: Collectors): WorkerMetricSet {
+  const registers = [registry];
+  const built: Record<string, Counter<string> | Gauge<string> | Histogram<string>> = {};
+  for (const [key, d] of Object.entries(WORKER_METRICS) as [WorkerMetricKey, MetricDefinition][]) {
+    const common = { name: d.name, help: d.help, labelNames: d.labelNames, registers };
+    if (d.type === 'counter') built[key] = new Counter(common);
+    else if (d.type === 'histogram') built[key] = new Histogram({ ...common, buckets: [...(d.buckets ?? [])] });
+    else {
+      const collect = collectors[key];
+      built[key] = new Gauge(collect === undefined ? common : { ...common, collect });
+    }
+  }
+  return built as unknown as WorkerMetricSet;
+}
+
 /** One counter series: its name, labels and value, as /metrics shows it. */
 export interface CounterSample {
   readonly name: string;
@@ -56,117 +203,29 @@ export interface WorkerMetricsOptions {
 export class WorkerMetrics {
   readonly registry = new Registry();
   readonly instanceId: string;
-  private readonly outcomes: Counter<'outcome'>;
-  private readonly rejections: Counter<'reason'>;
-  private readonly invalid: Counter;
-  private readonly staleFences: Counter;
-  private readonly fenceAdvances: Counter;
-  private readonly lockLosses: Counter<'when'>;
-  private readonly busyDeferrals: Counter;
-  private readonly retries: Counter<'kind'>;
-  private readonly decisionDuration: Histogram;
-  private readonly lockWait: Histogram<'result'>;
-  private readonly jobDuration: Histogram;
-  private readonly batchSize: Histogram;
-  private readonly inProgress: Gauge;
-  private readonly ready: Gauge;
+  private readonly outcomes: WorkerMetricSet['outcomes'];
+  private readonly rejections: WorkerMetricSet['rejections'];
+  private readonly invalid: WorkerMetricSet['invalid'];
+  private readonly staleFences: WorkerMetricSet['staleFences'];
+  private readonly fenceAdvances: WorkerMetricSet['fenceAdvances'];
+  private readonly lockLosses: WorkerMetricSet['lockLosses'];
+  private readonly busyDeferrals: WorkerMetricSet['busyDeferrals'];
+  private readonly retries: WorkerMetricSet['retries'];
+  private readonly decisionDuration: WorkerMetricSet['decisionDuration'];
+  private readonly lockWait: WorkerMetricSet['lockWait'];
+  private readonly jobDuration: WorkerMetricSet['jobDuration'];
+  private readonly batchSize: WorkerMetricSet['batchSize'];
+  private readonly inProgress: WorkerMetricSet['inProgress'];
+  private readonly ready: WorkerMetricSet['ready'];
   private readonly counters: readonly Counter<string>[];
   private queueDepthSource: QueueDepthSource | null = null;
   private jobsInHand = 0;
 
   constructor(options: WorkerMetricsOptions) {
     this.instanceId = options.instanceId;
-    const registers = [this.registry];
-    const p = METRIC_PREFIX;
-    this.outcomes = new Counter({
-      name: `${p}outcomes_total`,
-      help: 'Transfers answered, by outcome (duplicate and conflict are answered from the idempotency record)',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.rejections = new Counter({
-      name: `${p}rejections_total`,
-      help: 'Transfers rejected, by reason (a subset of outcome="rejected")',
-      labelNames: ['reason'],
-      registers,
-    });
-    this.invalid = new Counter({
-      name: `${p}invalid_messages_total`,
-      help: 'Messages outside the wire format, failed at once without retry',
-      registers,
-    });
-    this.staleFences = new Counter({
-      name: `${p}stale_fence_refusals_total`,
-      help: 'Decisions the database refused because the token was below the wallet fence',
-      registers,
-    });
-    this.fenceAdvances = new Counter({
-      name: `${p}fence_advances_total`,
-      help: 'Redis fence counters raised past the database fence after a refusal',
-      registers,
-    });
-    this.lockLosses = new Counter({
-      name: `${p}lock_losses_total`,
-      help: 'Leases lost while a job held them: before the commit (decision not sent) or with the decision in flight (the fence decided)',
-      labelNames: ['when'],
-      registers,
-    });
-    this.busyDeferrals = new Counter({
-      name: `${p}lock_busy_deferrals_total`,
-      help: 'Jobs handed back to the queue, delayed, because their wallet was locked by another holder',
-      registers,
-    });
-    this.retries = new Counter({
-      name: `${p}retries_total`,
-      help: 'Attempts that failed and went back to BullMQ for a retry, by kind',
-      labelNames: ['kind'],
-      registers,
-    });
-    this.decisionDuration = new Histogram({
-      name: `${p}decision_duration_seconds`,
-      help: 'Time of one decision call to PostgreSQL (one batch of transfers, one round trip and one commit)',
-      buckets: DECISION_DURATION_BUCKETS_S,
-      registers,
-    });
-    this.batchSize = new Histogram({
-      name: `${p}decision_batch_size`,
-      help: 'Transfers decided by one decision call',
-      buckets: BATCH_SIZE_BUCKETS,
-      registers,
-    });
-    this.jobDuration = new Histogram({
-      name: `${p}job_duration_seconds`,
-      help: 'Time a job held a worker slot, per attempt (lock_wait_seconds_sum over this sum is the share of slot time spent waiting for locks)',
-      buckets: JOB_DURATION_BUCKETS_S,
-      registers,
-    });
-    this.lockWait = new Histogram({
-      name: `${p}lock_wait_seconds`,
-      help: 'Time a job waited for its wallet lease: a ride on the one this process holds, an acquisition, or polling a wallet held elsewhere until it was ours (result="acquired") or the wait gave up and the job was deferred (result="busy")',
-      labelNames: ['result'],
-      buckets: LOCK_WAIT_BUCKETS_S,
-      registers,
-    });
-    this.inProgress = new Gauge({ name: `${p}jobs_in_progress`, help: 'Jobs this process holds right now', registers });
-    this.ready = new Gauge({
-      name: `${p}worker_ready`,
-      help: '1 while this worker takes jobs (what /readyz answers), 0 while gated or stopping',
-      registers,
-    });
-    const info = new Gauge({
-      name: `${p}worker_info`,
-      help: 'Always 1; labels identify the process (instance is the prefix of its lock owner ids)',
-      labelNames: ['instance', 'queue'],
-      registers,
-    });
-    info.set({ instance: options.instanceId, queue: options.queueName }, 1);
     const source = () => this.queueDepthSource;
-    new Gauge({
-      name: `${p}queue_jobs`,
-      help: 'Jobs in the queue by state, read from Redis at scrape time',
-      labelNames: ['queue', 'state'],
-      registers,
-      async collect() {
+    const m = registerWorkerMetrics(this.registry, {
+      async queueJobs() {
         this.reset();
         const read = source();
         if (read === null) return;
@@ -177,6 +236,21 @@ export class WorkerMetrics {
         }
       },
     });
+    this.outcomes = m.outcomes;
+    this.rejections = m.rejections;
+    this.invalid = m.invalid;
+    this.staleFences = m.staleFences;
+    this.fenceAdvances = m.fenceAdvances;
+    this.lockLosses = m.lockLosses;
+    this.busyDeferrals = m.busyDeferrals;
+    this.retries = m.retries;
+    this.decisionDuration = m.decisionDuration;
+    this.batchSize = m.batchSize;
+    this.jobDuration = m.jobDuration;
+    this.lockWait = m.lockWait;
+    this.inProgress = m.inProgress;
+    this.ready = m.ready;
+    m.info.set({ instance: options.instanceId, queue: options.queueName }, 1);
     this.counters = [
       this.outcomes,
       this.rejections,

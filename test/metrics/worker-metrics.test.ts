@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { REJECTION_REASONS, RETRY_KINDS, TERMINAL_OUTCOMES } from '../../src/ledger/vocabulary.ts';
 import { transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
-import { seriesId, WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
+import { seriesId, WORKER_METRICS, WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { parsePrometheusText, sampleValue } from '../support/prometheus-text.ts';
 
 function busyMetrics(): WorkerMetrics {
@@ -61,6 +61,27 @@ describe('WorkerMetrics', () => {
     expect(labels('outcomes_total', 'outcome')).toEqual([...TERMINAL_OUTCOMES]);
     expect(labels('rejections_total', 'reason')).toEqual([...REJECTION_REASONS]);
     expect(labels('retries_total', 'kind')).toEqual([...RETRY_KINDS]);
+  });
+
+  it('serves exactly the metrics WORKER_METRICS declares, with their type, help and labels', async () => {
+    const families = parsePrometheusText(await busyMetrics().exposition());
+    const served = [...families.values()]
+      .filter((f) => f.name.startsWith('fenced_transfers_'))
+      .map((f) => ({
+        name: f.name,
+        type: f.type,
+        help: f.help,
+        labelNames: [...new Set(f.samples.flatMap((s) => Object.keys(s.labels)).filter((l) => l !== 'le'))].sort(),
+      }));
+    const declared = Object.values(WORKER_METRICS).map((d) => ({
+      name: d.name,
+      type: d.type,
+      help: d.help,
+      labelNames: [...d.labelNames].sort(),
+    }));
+    expect(served.sort((a, b) => a.name.localeCompare(b.name))).toEqual(
+      declared.sort((a, b) => a.name.localeCompare(b.name)),
+    );
   });
 
   it('a queue that cannot be read leaves the depth gauge empty, the scrape still works', async () => {

@@ -95,10 +95,7 @@ export interface BenchOptions {
 export const DEFAULT_OUT_DIR = join(PROJECT_ROOT, 'bench', 'results');
 
 export function bounded(raw: string | undefined, flag: string, min: number, max: number, fallback: number): number {
-  if (raw === undefined) return fallback;
-  const value = integerFlag(raw, flag);
-  if (value < min || value > max) throw new UsageError(`${flag} must be from ${min} to ${max}, got ${value}`);
-  return value;
+  return raw === undefined ? fallback : integerFlag(raw, flag, min, max);
 }
 
 export function parseModes(raw: string | undefined): Mode[] {

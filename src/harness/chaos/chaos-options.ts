@@ -1,8 +1,8 @@
 // The chaos harness's options: what `npm run chaos -- [flags]` accepts, its defaults and limits,
 // parsed once into a frozen object. Every other chaos file takes a ChaosOptions.
 import { join } from 'node:path';
-import { parseFlags, UsageError } from '../../cli/args.ts';
-import type { UnsafeMode } from '../../config/config.ts';
+import { integerFlag, parseFlags, UsageError } from '../../cli/args.ts';
+import { QUEUE_SHARDS_MAX, type UnsafeMode } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 
 /** Every fault the harness can inject (DESIGN.md, "Faults the harness injects"). */
@@ -42,7 +42,7 @@ export const DURATION_S_MAX = 3_600;
 export const FAULTS_MAX_LIMIT = 10_000;
 export const INVALID_MAX = 10_000;
 /** Same bound as QUEUE_SHARDS. */
-export const CHAOS_QUEUE_SHARDS_MAX = 16;
+export const CHAOS_QUEUE_SHARDS_MAX = QUEUE_SHARDS_MAX;
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -119,11 +119,7 @@ export const CHAOS_DEFAULTS = Object.freeze({
 });
 
 function wholeNumber(raw: string | undefined, flag: string, min: number, max: number, fallback: number): number {
-  if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new UsageError(`${flag} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-  }
-  return Number(raw);
+  return raw === undefined ? fallback : integerFlag(raw, flag, min, max);
 }
 
 function rate(raw: string | undefined, flag: string, fallback: number): number {

@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, type ClusterOptions, Redis } from 'ioredis';
+import { wholeNumberIn } from '../../config/bounds.ts';
 import { CLUSTER_SLOT_COUNT } from '../../lock/key-slot.ts';
 import { freePort } from './free-port.ts';
 import { LocalRedis } from './local-redis.ts';
@@ -91,12 +92,6 @@ async function clusterPort(taken: ReadonlySet<number>): Promise<number> {
     if (await portIsFree(port + CLUSTER_BUS_PORT_OFFSET)) return port;
   }
   throw new Error(`no free port pair (port, port + ${CLUSTER_BUS_PORT_OFFSET}) after ${PORT_PICK_ATTEMPTS_MAX} tries`);
-}
-
-function wholeNumberIn(name: string, value: number, min: number, max: number): number {
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new RangeError(`${name} must be from ${min} to ${max}, got ${value}`);
-  return value;
 }
 
 /** One field of INFO output (`field:value` lines). */

@@ -8,7 +8,13 @@ import { SETTINGS } from '../config/settings.ts';
 import type { Logger } from '../log/logger.ts';
 import { fullJitterDelayMs } from './backoff.ts';
 import { assertKeyPrefix, type LockKeys, lockKeysOf } from './lock-keys.ts';
-import { type AdvanceFenceReply, type LockRedisClient, type LockScripts, loadLockScripts } from './lock-scripts.ts';
+import {
+  type AcquireReply,
+  type AdvanceFenceReply,
+  type LockRedisClient,
+  type LockScripts,
+  loadLockScripts,
+} from './lock-scripts.ts';
 
 /** Same bounds as LOCK_TTL_MS in the configuration. */
 export const LOCK_TTL_MS_MIN = SETTINGS.LOCK_TTL_MS.min;
@@ -136,7 +142,7 @@ export class FencedLock {
     const keys = this.keysOf(walletId);
     const owner = `${this.ownerPrefix}${randomUUID()}`;
     const acquireSentAtMs = performance.now();
-    const reply = await this.scripts.acquire(keys, owner, this.lockTtlMs);
+    const reply = await this.sendAcquire(walletId, keys, owner);
     if (reply.kind === 'busy') {
       if (reply.pttlMs < 0) {
         // Only a writer that bypassed acquire.lua leaves a lock without TTL; it will never expire.
@@ -148,6 +154,36 @@ export class FencedLock {
     this.held.set(owner, walletId);
     this.logger.debug({ event: 'lock_acquired', walletId, owner, token: reply.token.toString() }, 'lock acquired');
     return { kind: 'acquired', lease };
+  }
+
+  /**
+   * An acquire that failed (a command timeout, a connection flushed) may still run: ioredis
+   * keeps it queued or resends it after a reconnect. Whoever reads its reply, nobody holds its
+   * owner id any more, so an owner-checked release follows it on the same connection, in order,
+   * without delaying the caller: the lock is given back instead of held by nobody for a TTL.
+   */
+  private async sendAcquire(walletId: string, keys: LockKeys, owner: string): Promise<AcquireReply> {
+    try {
+      return await this.scripts.acquire(keys, owner, this.lockTtlMs);
+    } catch (err) {
+      this.scripts.release(keys, owner).then(
+        (released) => {
+          if (released) {
+            this.logger.warn(
+              { event: 'lock_acquire_given_back', walletId, owner },
+              'an acquire that had failed ran after all; its lock is given back',
+            );
+          }
+        },
+        (releaseErr: unknown) => {
+          this.logger.warn(
+            { event: 'lock_acquire_give_back_failed', walletId, owner, err: releaseErr },
+            'could not give back a lock a failed acquire may have taken; it expires by its TTL',
+          );
+        },
+      );
+      throw err;
+    }
   }
 
   /**

@@ -1,6 +1,6 @@
 // The lock scripts, unchanged, on a private 3-master Redis Cluster: both keys of a wallet hash
 // to one slot (checked against the servers' CLUSTER KEYSLOT), and every script runs through an
-// ioredis Cluster client on wallets spread over all masters.
+// ioredis Cluster client on wallets spread over all masters, acquire's repeat branch included.
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +8,7 @@ import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluste
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
+import { loadLockScripts } from '../../src/lock/lock-scripts.ts';
 import { withLock } from '../../src/lock/with-lock.ts';
 import { makeTempDir } from './lock-fixtures.ts';
 
@@ -108,6 +109,13 @@ describe('Redis Cluster', () => {
         return token;
       });
       expect(result).toEqual({ kind: 'acquired', value: 101n, token: 101n });
+
+      // A resent acquire (same owner id) keeps the lock and gets a fresh token.
+      const scripts = loadLockScripts(cluster);
+      const keys = lockKeysOf(KEY_PREFIX, walletId);
+      expect(await scripts.acquire(keys, 'resent-owner', TTL_MS)).toEqual({ kind: 'ok', token: 102n });
+      expect(await scripts.acquire(keys, 'resent-owner', TTL_MS)).toEqual({ kind: 'ok', token: 103n });
+      expect(await scripts.release(keys, 'resent-owner')).toBe(true);
     }
   });
 

@@ -1,10 +1,11 @@
 // FencedLock against the shared Redis (unique key prefix): tokens, mutual exclusion under
-// contention, takeover after expiry, bounded busy retries, exact token transport, logs.
+// contention, takeover after expiry, bounded busy retries, exact token transport, logs, and
+// scripts that are safe to run twice (ioredis resends a command whose reply a reconnect lost).
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FencedLock, type LockLease } from '../../src/lock/fenced-lock.ts';
-import { FENCE_TARGET_MAX } from '../../src/lock/lock-scripts.ts';
+import { FENCE_TARGET_MAX, loadLockScripts } from '../../src/lock/lock-scripts.ts';
 import { captureLog, connectShared, deleteKeysWithPrefix, sharedRedisUrl, uniqueKeyPrefix } from './lock-fixtures.ts';
 
 /** Long enough that no lease expires during the contention test. */
@@ -207,6 +208,52 @@ describe('FencedLock', () => {
     await redis.set(lock.keysOf('corrupt').fenceKey, 'not-a-number');
     await expect(lock.acquire('corrupt')).rejects.toThrow(/not an integer/);
     expect(await redis.exists(lock.keysOf('corrupt').lockKey)).toBe(0);
+  });
+
+  it('answers a repeat of an acquisition that holds the lock already with the lock and a fresh token', async () => {
+    const scripts = loadLockScripts(redis);
+    const keys = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix }).keysOf('repeated');
+    expect(await scripts.acquire(keys, 'owner-a', CONTENTION_TTL_MS)).toEqual({ kind: 'ok', token: 1n });
+    // The holder's clock counts from the first send, so a repeat must not lengthen the lease.
+    await redis.pexpire(keys.lockKey, SHORT_TTL_MS * 10);
+
+    // Token 1 went out in a reply that never arrived; the repeat gets the next one.
+    expect(await scripts.acquire(keys, 'owner-a', CONTENTION_TTL_MS)).toEqual({ kind: 'ok', token: 2n });
+    expect(await redis.get(keys.lockKey)).toBe('owner-a');
+    expect(await redis.pttl(keys.lockKey)).toBeLessThanOrEqual(SHORT_TTL_MS * 10);
+
+    // Another owner is still refused, and its attempt issues nothing.
+    expect(await scripts.acquire(keys, 'owner-b', CONTENTION_TTL_MS)).toMatchObject({ kind: 'busy' });
+    expect(await redis.get(keys.fenceKey)).toBe('2');
+
+    // After advance-fence (the database had seen 100), a repeat answers above it: never the
+    // counter read back, which is a token the database has seen, nor the token issued before.
+    await scripts.advanceFence(keys, 100n);
+    expect(await scripts.acquire(keys, 'owner-a', CONTENTION_TTL_MS)).toEqual({ kind: 'ok', token: 101n });
+
+    // A repeat that meets a corrupt counter gives the lock back like a first run does.
+    await redis.set(keys.fenceKey, 'not-a-number');
+    await expect(scripts.acquire(keys, 'owner-a', CONTENTION_TTL_MS)).rejects.toThrow(/not an integer/);
+    expect(await redis.exists(keys.lockKey)).toBe(0);
+  });
+
+  it('renews and releases safely when sent twice: a repeat touches no other owner', async () => {
+    const lock = new FencedLock({ redis, lockTtlMs: CONTENTION_TTL_MS, keyPrefix });
+    const keys = lock.keysOf('repeated-release');
+    const first = expectAcquired(await lock.acquire('repeated-release'));
+    expect(await lock.renew('repeated-release', first.owner)).toBe(true);
+    expect(await lock.renew('repeated-release', first.owner)).toBe(true);
+    expect(await lock.release('repeated-release', first.owner)).toBe(true);
+    // The repeat of a release that ran finds nothing of ours: 0, nothing deleted.
+    expect(await lock.release('repeated-release', first.owner)).toBe(false);
+
+    const next = expectAcquired(await lock.acquire('repeated-release'));
+    await redis.pexpire(keys.lockKey, SHORT_TTL_MS * 10);
+    expect(await lock.release('repeated-release', first.owner)).toBe(false);
+    expect(await lock.renew('repeated-release', first.owner)).toBe(false);
+    expect(await redis.get(keys.lockKey)).toBe(next.owner);
+    expect(await redis.pttl(keys.lockKey)).toBeLessThanOrEqual(SHORT_TTL_MS * 10);
+    expect(await lock.release('repeated-release', next.owner)).toBe(true);
   });
 
   it('logs acquire and release with walletId, owner and token as a string, and no connection string', async () => {

@@ -1,6 +1,7 @@
 // A TCP proxy per link (one worker's connection to Redis or to PostgreSQL) that the harness
 // can degrade: add delay with jitter, stall (hold every byte until released, like a partition
-// that heals), or cut (reset every connection and refuse new ones for a while).
+// that heals), or cut (reset every connection and refuse new ones for a while). Holding the
+// replies alone, then cutting, loses replies to requests the target has already run.
 // In front of a Redis Cluster node it also tells replication links apart (a replica's
 // connection to its master sends REPLCONF and PSYNC, which no client does) and can stall those
 // alone: the master goes on acknowledging writes that its replica never receives.
@@ -121,6 +122,7 @@ export class FaultProxy {
   private jitterMs = 0;
   private stalled = false;
   private replicationStalled = false;
+  private repliesStalled = false;
   private cutting = false;
   readonly stats: ProxyStats = { connections: 0, resets: 0, refused: 0, replication: 0 };
 
@@ -172,6 +174,7 @@ export class FaultProxy {
     const connection: Connection = { client, upstream, lanes, replication: false, sniffedBytes: 0 };
     const close = () => this.drop(connection, false);
     const stalled = () => this.stalled || (this.replicationStalled && connection.replication);
+    const repliesStalled = () => stalled() || this.repliesStalled;
     const sniff = (data: Buffer) => {
       if (connection.replication || connection.sniffedBytes >= REPLICATION_SNIFF_BYTES_MAX) return;
       connection.sniffedBytes += data.length;
@@ -182,7 +185,7 @@ export class FaultProxy {
     };
     lanes.push(
       new Lane(this, client, upstream, close, stalled, sniff),
-      new Lane(this, upstream, client, close, stalled, null),
+      new Lane(this, upstream, client, close, repliesStalled, null),
     );
     this.connections.add(connection);
     client.on('error', close);
@@ -218,6 +221,19 @@ export class FaultProxy {
 
   unstall(): void {
     this.stalled = false;
+    for (const c of this.connections) for (const lane of c.lanes) lane.pump();
+  }
+
+  /**
+   * Holds every byte from the target to the clients; requests still reach the target and run.
+   * A cut() now discards the replies: the clients never learn what their requests did.
+   */
+  stallReplies(): void {
+    this.repliesStalled = true;
+  }
+
+  unstallReplies(): void {
+    this.repliesStalled = false;
     for (const c of this.connections) for (const lane of c.lanes) lane.pump();
   }
 
@@ -260,6 +276,7 @@ export class FaultProxy {
     this.setDelay(0, 0);
     this.uncut();
     this.replicationStalled = false;
+    this.repliesStalled = false;
     this.unstall();
   }
 

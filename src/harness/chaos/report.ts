@@ -192,6 +192,8 @@ const WORKER_LOG_EVENTS = [
   'lock_fence_advanced',
   'lock_release_timed_out',
   'lock_release_failed',
+  'lock_acquire_given_back',
+  'lock_acquire_give_back_failed',
 ];
 
 export function quantile(sorted: readonly number[], q: number): number {

@@ -1,11 +1,14 @@
 // The fault proxy against a local echo server: a plain pipe, added delay, a stall that holds
-// bytes and then delivers them in order, and a cut that resets and refuses connections.
+// bytes and then delivers them in order, and a cut that resets and refuses connections;
+// replies held alone, then lost in a cut, while the requests ran.
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultProxy } from '../../../src/harness/chaos/fault-proxy.ts';
 
 let echo: Server;
 let proxy: FaultProxy;
+/** Everything the echo server has received, in order: what reached the target. */
+let received = '';
 
 function connectTo(port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
@@ -32,9 +35,25 @@ function roundTrip(socket: Socket, text: string): Promise<{ reply: string; ms: n
   });
 }
 
+/** Polls `condition` every 10 ms; throws after timeoutMs. */
+async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadlineMs = performance.now() + timeoutMs;
+  while (!condition()) {
+    if (performance.now() > deadlineMs) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+function answeredWithin(pending: Promise<unknown>, ms: number): Promise<boolean> {
+  return Promise.race([pending.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+}
+
 beforeAll(async () => {
   echo = createServer((s) => {
     s.on('error', () => undefined);
+    s.on('data', (chunk: Buffer) => {
+      received += chunk.toString('utf8');
+    });
     s.pipe(s);
   });
   const port = await new Promise<number>((resolve) =>
@@ -80,6 +99,31 @@ describe('FaultProxy', () => {
     proxy.unstall();
     expect((await pending).reply).toBe('abcdef');
     s.destroy();
+  }, 10_000);
+
+  it('forwards requests but holds the replies, which a cut then discards', async () => {
+    const s = await connectTo(proxy.port);
+    proxy.stallReplies();
+    const pending = roundTrip(s, 'held-reply');
+    await waitFor(() => received.includes('held-reply'));
+    expect(await answeredWithin(pending, 300)).toBe(false);
+    proxy.unstallReplies();
+    expect((await pending).reply).toBe('held-reply');
+
+    proxy.stallReplies();
+    let answer = '';
+    s.on('data', (chunk: Buffer) => {
+      answer += chunk.toString('utf8');
+    });
+    s.on('error', () => undefined);
+    const closed = new Promise<void>((resolve) => s.once('close', () => resolve()));
+    s.write('lost-reply');
+    await waitFor(() => received.includes('lost-reply'));
+    proxy.cut();
+    await closed;
+    proxy.uncut();
+    proxy.unstallReplies();
+    expect(answer).toBe('');
   }, 10_000);
 
   it('resets open connections and refuses new ones while cut', async () => {

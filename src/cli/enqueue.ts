@@ -11,6 +11,7 @@ import { type TransferWire, validateTransferRequest } from '../ledger/transfer-r
 import { redactText } from '../log/redact.ts';
 import { ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers, TransferQueues } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
+import { redisReachable } from '../queue/redis-reachable.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
 import { integerFlag, parseFlags, UsageError } from './args.ts';
 import { runCli } from './run-cli.ts';
@@ -59,6 +60,7 @@ await runCli(async () => {
 
   const config = loadConfig();
   const connection = bullmqConnection(config);
+  await redisReachable(connection, config);
   // QUEUE_SHARDS queues; each transfer goes to its source wallet's shard.
   const queue = TransferQueues.open(connection, config, config.jobAttemptsMax);
   // The message only: a refused password's error object carries the password (see redact.ts).

@@ -7,6 +7,7 @@ import { readTransfer } from '../ledger/transfer-status.ts';
 import { TransferQueues } from '../queue/producer.ts';
 import { queueProgress } from '../queue/queue-drain.ts';
 import { bullmqConnection, describeRedisTarget } from '../queue/redis-connection.ts';
+import { redisReachable } from '../queue/redis-reachable.ts';
 import { parseFlags, UsageError } from './args.ts';
 import { runCli } from './run-cli.ts';
 
@@ -14,6 +15,7 @@ const USAGE = 'npm run status -- [<operationId>]';
 
 async function queueStatus(config: Config): Promise<void> {
   const connection = bullmqConnection(config);
+  await redisReachable(connection, config);
   connection.on('error', () => undefined);
   const queues = TransferQueues.open(connection, config, config.jobAttemptsMax);
   try {

@@ -11,6 +11,7 @@ import { ConfigError, type RedisClusterConfig, redactUrl } from '../config/confi
 import type { Logger } from '../log/logger.ts';
 import { withinMs } from '../ops/probes.ts';
 import { describeRedisTarget, lockConnection, type RedisClient, redisTlsOptions } from '../queue/redis-connection.ts';
+import { describeRedisError } from '../queue/redis-reachable.ts';
 import { createBoard } from './board.ts';
 
 /** A Redis command of the dashboard that has not answered in this long fails (the page shows an error). */
@@ -98,15 +99,20 @@ async function connectRedis(options: DashboardOptions): Promise<RedisClient> {
     ...redisTlsOptions(target),
   });
   // Errors after start reach the requests that fail with them; this keeps them off the console.
-  connection.on('error', () => undefined);
+  // The first one is kept: connect() itself only says "Connection is closed".
+  let firstError: Error | null = null;
+  connection.on('error', (err: Error) => {
+    firstError ??= err;
+  });
   try {
     await connection.connect();
     await connection.ping();
   } catch (err) {
     connection.disconnect();
+    const reason = firstError ?? (err instanceof Error ? err : new Error(String(err)));
     throw new ConfigError(
       'REDIS_URL',
-      `Redis does not answer at ${redactUrl(options.redisUrl)}: ${err instanceof Error ? err.message : String(err)}`,
+      `Redis does not answer at ${redactUrl(options.redisUrl)}: ${describeRedisError(reason)}`,
     );
   }
   return connection;

@@ -5,6 +5,7 @@
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { redactUrl } from '../config/config.ts';
+import { databaseFaultOf, describeDatabaseFault } from '../db/database-errors.ts';
 import type { MigrationFile } from '../db/migrations.ts';
 
 export type ProbeVariable = 'REDIS_URL' | 'DATABASE_URL';
@@ -59,6 +60,12 @@ export async function probeRedis(
   }
 }
 
+/** What the server answered, with the step that fixes it when it is a setup mistake (database missing, role refused). */
+function postgresProblem(err: unknown): string {
+  const fault = databaseFaultOf(err);
+  return fault === null || fault.unreachable ? messageOf(err) : describeDatabaseFault(fault);
+}
+
 interface MigrationRow {
   migration_name: string;
   checksum: string;
@@ -108,7 +115,7 @@ export class PostgresProbe {
       return { ok: true };
     } catch (err) {
       this.drop();
-      return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${messageOf(err)}` };
+      return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${postgresProblem(err)}` };
     }
   }
 

@@ -12,6 +12,7 @@ import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
 import { type Config, redactUrl, withDatabase } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
+import { databaseFaultOf } from '../../db/database-errors.ts';
 import type { Logger } from '../../log/logger.ts';
 import { clusterNodeOptionsOf, type RedisEndpoint, redisTlsOptions } from '../../queue/redis-connection.ts';
 import { waitForPort } from './free-port.ts';
@@ -92,7 +93,11 @@ export async function postgresAnswers(databaseUrl: string): Promise<boolean> {
     await client.connect();
     await client.query('SELECT 1');
     return true;
-  } catch {
+  } catch (err) {
+    // A server that answers but refuses (a role or password it does not know) is there: starting
+    // another on its port could only fail, and the refusal is what the person needs to read.
+    const fault = databaseFaultOf(err);
+    if (fault !== null && !fault.unreachable) throw err;
     return false;
   } finally {
     await client.end().catch(() => undefined);

@@ -10,7 +10,7 @@ import type { Config } from './config.ts';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /**
- * Negative controls. The first three switch a layer of the transfer decision off; the last two
+ * Negative controls. The first four switch a layer of the transfer decision off; the last two
  * switch an operational guarantee off: `no-readiness` takes jobs without waiting for the servers
  * and the migrations, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand.
  */
@@ -18,6 +18,7 @@ export const UNSAFE_MODES = [
   'no-idempotency',
   'no-fencing',
   'no-lock',
+  'no-lease-check',
   'no-readiness',
   'no-graceful-shutdown',
 ] as const;
@@ -372,7 +373,7 @@ export const SETTINGS = {
     default: '',
     values: UNSAFE_MODES,
     list: true,
-    doc: '**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand',
+    doc: '**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off, `no-lease-check` lets an equal token of another lease pass; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand',
   },
   TRANSFERS_ALLOW_UNSAFE: {
     field: 'unsafe',

@@ -7,15 +7,14 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { databaseName } from '../config/config.ts';
+import { DECISION_FUNCTION } from '../ledger/apply-transfer.ts';
 
 /**
  * Every function the worker role may execute, with its full signature as PostgreSQL prints it
  * (`regprocedure`). A new decision function is added here and in its migration (SECURITY
  * DEFINER, fixed search_path, EXECUTE revoked from PUBLIC); a test checks the two agree.
  */
-export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([
-  'apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[])',
-]);
+export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([DECISION_FUNCTION]);
 
 /** Tables the worker role may read (SELECT only). */
 export const WORKER_READABLE_TABLES: readonly string[] = Object.freeze(['_prisma_migrations']);

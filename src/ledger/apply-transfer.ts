@@ -1,7 +1,7 @@
 // The database decision: one call of apply_transfers() for many transfers, or of
 // apply_transfer() for one (see prisma/migrations), so for each transfer the idempotency
-// record, fence check, balance check and double-entry ledger are decided in one statement,
-// and a whole batch costs one round trip and one commit.
+// record, fence check (token and lease), balance check and double-entry ledger are decided in
+// one statement, and a whole batch costs one round trip and one commit.
 import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 import type { ApplyResult, StoredOutcome } from './outcome.ts';
@@ -15,11 +15,23 @@ import {
   ledgerContractMessage,
 } from './vocabulary.ts';
 
+/**
+ * The worker's decision function, with its full signature as PostgreSQL prints it
+ * (`regprocedure`): the one function the worker role may execute (DECISION_FUNCTIONS in
+ * src/db/worker-role-grants.ts) and the one applyTransfers() calls with every check on.
+ */
+export const DECISION_FUNCTION = 'apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[])';
+
+/** A lease id as FencedLock issues it (crypto.randomUUID()); PostgreSQL stores it as `uuid`. */
+const LEASE_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 export interface ApplyOptions {
   /** Negative controls only (the chaos harness): skip the idempotency record. */
   readonly skipIdempotency?: boolean;
   /** Negative controls only: skip the fence comparison on the source wallet. */
   readonly skipFence?: boolean;
+  /** Negative controls only: let an equal token pass whichever lease carries it. */
+  readonly skipLeaseCheck?: boolean;
 }
 
 interface DecisionRow {
@@ -56,24 +68,35 @@ function storedOutcome(row: DecisionRow): StoredOutcome {
   );
 }
 
-/** One transfer and the fencing token it is decided under. */
+/** One transfer, the fencing token it is decided under and the lease that token belongs to. */
 export interface FencedTransfer {
   readonly request: TransferRequest;
   readonly fence: bigint;
+  /** LockLease.leaseId: an equal token passes only for the lease that set the wallet's fence. */
+  readonly leaseId: string;
 }
 
+function assertFenced(fence: bigint, leaseId: string, operationId: string): void {
+  if (fence < 1n) throw new RangeError(`fence must be positive, got ${fence} for ${operationId}`);
+  if (!LEASE_ID_PATTERN.test(leaseId)) {
+    throw new RangeError(`leaseId must be a lower-case UUID, got ${JSON.stringify(leaseId)} for ${operationId}`);
+  }
+}
+
+/** One transfer through apply_transfer() (owner only: the bench's fixtures and tests). */
 export async function applyTransfer(
   prisma: PrismaClient,
   request: TransferRequest,
   fence: bigint,
+  leaseId: string,
   options: ApplyOptions = {},
 ): Promise<ApplyResult> {
-  if (fence < 1n) throw new RangeError(`fence must be positive, got ${fence}`);
+  assertFenced(fence, leaseId, request.operationId);
   const rows = await prisma.$queryRaw<DecisionRow[]>`
     SELECT outcome, status, reason, fence, wallet_fence FROM apply_transfer(
       ${request.operationId}::text, ${requestHash(request)}::text, ${request.from}::text, ${request.to}::text,
-      ${request.amountMinor}::bigint, ${request.currency}::text, ${fence}::bigint,
-      ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean)`;
+      ${request.amountMinor}::bigint, ${request.currency}::text, ${fence}::bigint, ${leaseId}::uuid,
+      ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean)`;
   const row = rows[0];
   if (rows.length !== 1 || row === undefined) throw new LedgerContractError('single_row_count', `${rows.length} rows`);
   return decisionResult(row, request.operationId, fence);
@@ -93,9 +116,7 @@ export async function applyTransfers(
   if (transfers.length < 1 || transfers.length > TRANSFER_BATCH_MAX_LIMIT) {
     throw new RangeError(`between 1 and ${TRANSFER_BATCH_MAX_LIMIT} transfers per call, got ${transfers.length}`);
   }
-  for (const t of transfers) {
-    if (t.fence < 1n) throw new RangeError(`fence must be positive, got ${t.fence} for ${t.request.operationId}`);
-  }
+  for (const t of transfers) assertFenced(t.fence, t.leaseId, t.request.operationId);
   const operationIds = transfers.map((t) => t.request.operationId);
   const hashes = transfers.map((t) => requestHash(t.request));
   const froms = transfers.map((t) => t.request.from);
@@ -103,18 +124,20 @@ export async function applyTransfers(
   const amounts = transfers.map((t) => t.request.amountMinor);
   const currencies = transfers.map((t) => t.request.currency);
   const fences = transfers.map((t) => t.fence);
-  const unsafe = options.skipIdempotency === true || options.skipFence === true;
+  const leaseIds = transfers.map((t) => t.leaseId);
+  const unsafe = options.skipIdempotency === true || options.skipFence === true || options.skipLeaseCheck === true;
   // Production calls the function that always checks; only the negative controls (the owner's
   // connection, never a worker role) reach the variant with switches.
   const rows = unsafe
     ? await prisma.$queryRaw<BatchRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers_unsafe(
           ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
-          ${currencies}::text[], ${fences}::bigint[], ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean)`
+          ${currencies}::text[], ${fences}::bigint[], ${leaseIds}::uuid[], ${!options.skipIdempotency}::boolean,
+          ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean)`
     : await prisma.$queryRaw<BatchRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(
           ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
-          ${currencies}::text[], ${fences}::bigint[])`;
+          ${currencies}::text[], ${fences}::bigint[], ${leaseIds}::uuid[])`;
   if (rows.length !== transfers.length) {
     throw new LedgerContractError('batch_row_count', `${rows.length} rows for ${transfers.length} transfers`);
   }
@@ -145,8 +168,9 @@ function decisionResult(row: DecisionRow, operationId: string, fence: bigint): A
     case 'conflict':
       return { outcome: 'conflict', operationId, stored: storedOutcome(row) };
     case 'stale_fence':
-      if (row.wallet_fence === null || row.wallet_fence <= fence) {
-        throw new LedgerContractError('stale_fence_not_higher', `(ours ${fence}, wallet ${row.wallet_fence})`);
+      // Above our token, or equal to it when another lease holds that token.
+      if (row.wallet_fence === null || row.wallet_fence < fence) {
+        throw new LedgerContractError('stale_fence_below_ours', `(ours ${fence}, wallet ${row.wallet_fence})`);
       }
       return { outcome: 'stale_fence', operationId, walletFence: row.wallet_fence };
     default:

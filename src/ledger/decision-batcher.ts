@@ -183,7 +183,9 @@ export class DecisionBatcher {
     const startedAtMs = performance.now();
     let ok = false;
     try {
-      const results = await this.decide(sent.map((p) => ({ request: p.item.request, fence: p.item.fence })));
+      const results = await this.decide(
+        sent.map((p) => ({ request: p.item.request, fence: p.item.fence, leaseId: p.item.leaseId })),
+      );
       if (results.length !== sent.length) {
         throw new LedgerContractError('batch_result_count', `${results.length} results for ${sent.length} transfers`);
       }

@@ -123,6 +123,24 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
             FROM ledger_entries WHERE kind = 'debit') d
          WHERE fence < previous_fence ORDER BY wallet_id LIMIT ${limit}`,
       ),
+      // One token, one lease: the riders of a lease share its token, but two leases that Redis
+      // gave the same number must never both decide with it. Every decision is seen through its
+      // record (refusals included) and every debit (the record keeps only the first outcome
+      // when the no-idempotency control moves money again). Rows without a lease (written
+      // before the lease-ids migration, or by the harness's naive apply) say nothing.
+      await check(
+        'per wallet, no token was used by two leases',
+        tx.$queryRaw<Row[]>`
+        SELECT wallet_id, fence, count(*) AS leases,
+               string_agg(left(lease::text, 8) || ':' || operation_id, ' ' ORDER BY operation_id) AS lease_operations
+          FROM (SELECT wallet_id, fence, lease, min(operation_id) AS operation_id
+                  FROM (SELECT wallet_id, fence, lease, operation_id FROM ledger_entries
+                         WHERE kind = 'debit' AND lease IS NOT NULL
+                        UNION ALL
+                        SELECT from_wallet, fence, lease, operation_id FROM transfers WHERE lease IS NOT NULL) u
+                 GROUP BY wallet_id, fence, lease) per_lease
+         GROUP BY wallet_id, fence HAVING count(*) > 1 ORDER BY wallet_id, fence LIMIT ${limit}`,
+      ),
     ];
 
     return {

@@ -86,7 +86,7 @@ export type NonTerminalAnswer = (typeof NON_TERMINAL_ANSWERS)[number];
 export const NON_TERMINAL_ANSWER_DOCS: Readonly<Record<NonTerminalAnswer, Described>> = {
   stale_fence: {
     meaning:
-      "The database refused the decision: the token is below the source wallet's last fence (a newer holder wrote, or Redis lost its counter). Nothing was written.",
+      "The database refused the decision: the token is below the source wallet's last fence, or equal to it but of another lease (a newer holder wrote, or Redis lost its counter). Nothing was written.",
     action:
       'Nothing for one: the worker raises the Redis counter past the fence and tries again. A steady rate means Redis keeps losing its counters (restarts without persistence, failovers).',
   },
@@ -192,7 +192,7 @@ export const LEDGER_CONTRACT_VIOLATIONS = {
   unknown_rejection_reason: 'rejection without a known reason: ',
   stored_without_fence: 'stored outcome without a fence: ',
   unknown_stored_status: 'unknown stored status ',
-  stale_fence_not_higher: 'stale_fence without a higher wallet fence ',
+  stale_fence_below_ours: 'stale_fence with a wallet fence below ours ',
 } as const;
 export type LedgerContractViolation = keyof typeof LEDGER_CONTRACT_VIOLATIONS;
 

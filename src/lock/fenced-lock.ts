@@ -66,6 +66,11 @@ export interface LockLease {
   readonly walletId: string;
   /** Random per acquisition; renew and release must present it. */
   readonly owner: string;
+  /**
+   * The acquisition's identity, a UUID: the random part of `owner`. The decision records it
+   * beside the token, so two leases that Redis gave the same token are still told apart.
+   */
+  readonly leaseId: string;
   /** Strictly greater than every token issued before for this wallet (while Redis keeps its data). */
   readonly token: bigint;
   /**
@@ -140,7 +145,8 @@ export class FencedLock {
   /** One attempt. Errors (Redis unreachable, protocol) are thrown: they are transient for the caller, not "busy". */
   async acquire(walletId: string): Promise<AcquireResult> {
     const keys = this.keysOf(walletId);
-    const owner = `${this.ownerPrefix}${randomUUID()}`;
+    const leaseId = randomUUID();
+    const owner = `${this.ownerPrefix}${leaseId}`;
     const acquireSentAtMs = performance.now();
     const reply = await this.sendAcquire(walletId, keys, owner);
     if (reply.kind === 'busy') {
@@ -150,7 +156,14 @@ export class FencedLock {
       }
       return { kind: 'busy', retryAfterMs: reply.pttlMs >= 0 ? reply.pttlMs : this.lockTtlMs, attempts: 1 };
     }
-    const lease: LockLease = { walletId, owner, token: reply.token, acquireSentAtMs, lockTtlMs: this.lockTtlMs };
+    const lease: LockLease = {
+      walletId,
+      owner,
+      leaseId,
+      token: reply.token,
+      acquireSentAtMs,
+      lockTtlMs: this.lockTtlMs,
+    };
     this.held.set(owner, walletId);
     this.logger.debug({ event: 'lock_acquired', walletId, owner, token: reply.token.toString() }, 'lock acquired');
     return { kind: 'acquired', lease };

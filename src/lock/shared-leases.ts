@@ -45,6 +45,8 @@ export interface SharedLeasesOptions {
 export interface LeaseRide {
   readonly walletId: string;
   readonly token: bigint;
+  /** The lease's identity: its riders share it with the token, and nobody else has it. */
+  readonly leaseId: string;
   /** The lease's watchdog view: signal, assertHeld(), remaining time. */
   readonly lease: HeldLease;
   /** True when the job rode on a lease another job of this process had taken. */
@@ -222,6 +224,7 @@ export class SharedLeases {
     return {
       walletId,
       token: watchdog.token,
+      leaseId: watchdog.leaseId,
       lease: watchdog,
       joined,
       spoil: () => {

@@ -12,6 +12,8 @@ export const RENEWALS_PER_TTL = 3;
 export interface HeldLease {
   readonly walletId: string;
   readonly owner: string;
+  /** The lease's identity (LockLease.leaseId), decided with beside the token. */
+  readonly leaseId: string;
   readonly token: bigint;
   /** Fires, with a LockLostError as reason, when the lock is lost. */
   readonly signal: AbortSignal;
@@ -44,6 +46,7 @@ type WatchdogState = 'running' | 'lost' | 'stopped';
 export class Watchdog implements HeldLease {
   readonly walletId: string;
   readonly owner: string;
+  readonly leaseId: string;
   readonly token: bigint;
   readonly renewIntervalMs: number;
   private readonly lockTtlMs: number;
@@ -60,6 +63,7 @@ export class Watchdog implements HeldLease {
     const { lease } = options;
     this.walletId = lease.walletId;
     this.owner = lease.owner;
+    this.leaseId = lease.leaseId;
     this.token = lease.token;
     this.lockTtlMs = lease.lockTtlMs;
     this.renewer = options.renewer;

@@ -101,6 +101,7 @@ export class TransferProcessor {
     const options = {
       skipIdempotency: deps.config.unsafe.includes('no-idempotency'),
       skipFence: deps.config.unsafe.includes('no-fencing'),
+      skipLeaseCheck: deps.config.unsafe.includes('no-lease-check'),
     };
     this.apply = deps.apply ?? null;
     this.batcher =
@@ -113,8 +114,9 @@ export class TransferProcessor {
             onBatch: (stats) => this.onBatch(stats),
           })
         : null;
-    // Riders share one token, which is only safe when the database decides each transfer
-    // atomically (apply_transfers under row locks). A custom strategy (the harness's naive
+    // Riders share one token (and the lease id the database tells leases apart by), which is
+    // only safe when the database decides each transfer atomically (apply_transfers under row
+    // locks). A custom strategy (the harness's naive
     // read-modify-write) gets the lease to itself, one job at a time, as the lock promises.
     this.leases = new SharedLeases(deps.lock, { rideMsMax: deps.apply === undefined ? deps.config.lockRideMsMax : 0 });
     this.metrics = deps.metrics;
@@ -169,8 +171,9 @@ export class TransferProcessor {
           );
           return result;
         }
-        // Our token is below what the wallet has seen: a newer holder wrote, or Redis lost
-        // its counter. Raise the counter past the database's fence and try again.
+        // Our token is below what the wallet has seen, or equal to it but another lease's: a
+        // newer holder wrote, or Redis lost increments. Raise the counter to the database's
+        // fence (the next acquire then issues a token above it) and try again.
         this.metrics.staleFenceRefused();
         log.warn(
           {
@@ -223,8 +226,8 @@ export class TransferProcessor {
       this.metrics.observeLockWait(lockWaitS(), acquired.kind);
       if (acquired.kind === 'busy') return { kind: 'busy', retryAfterMs: acquired.retryAfterMs };
       await this.deps.lock.release(request.from, acquired.lease.owner, acquired.lease.token);
-      const token = acquired.lease.token;
-      return { kind: 'done', result: await this.decide(job, request, token, null), token };
+      const { token, leaseId } = acquired.lease;
+      return { kind: 'done', result: await this.decide(job, request, token, leaseId, null), token };
     }
     // Announced before the lease is taken, so the batcher knows a transfer is on its way.
     const expected = this.batcher?.expect();
@@ -238,10 +241,11 @@ export class TransferProcessor {
         ride.lease.assertHeld();
         const result =
           expected === undefined
-            ? await this.decide(job, request, ride.token, ride.lease)
+            ? await this.decide(job, request, ride.token, ride.leaseId, ride.lease)
             : await expected.submit({
                 request,
                 fence: ride.token,
+                leaseId: ride.leaseId,
                 check: () => ride.lease.assertHeld(),
                 beforeSend: () =>
                   this.deps.hooks?.beforeApply?.({ job, request, token: ride.token, lease: ride.lease }),
@@ -268,6 +272,7 @@ export class TransferProcessor {
     job: Job,
     request: TransferRequest,
     token: bigint,
+    leaseId: string,
     lease: HeldLease | null,
   ): Promise<ApplyResult> {
     lease?.assertHeld();
@@ -281,7 +286,7 @@ export class TransferProcessor {
       }
     }
     if (this.batcher === null) throw new Error('no decision path: neither an ApplyStrategy nor a batcher');
-    return this.batcher.expect().submit({ request, fence: token });
+    return this.batcher.expect().submit({ request, fence: token, leaseId });
   }
 
   /** Hands the job back to the queue, delayed, instead of holding a worker slot while the wallet is busy. */

@@ -17,6 +17,7 @@ import {
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
 const PASSWORD = 'worker-role-test-password-42';
@@ -91,7 +92,7 @@ describe('npm run db:worker-role', () => {
     expect(result.privileges).toEqual(expectedWorkerPrivileges(db.name, 'public'));
     expect(result.privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
-      'FUNCTION public.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[]) EXECUTE',
+      'FUNCTION public.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) EXECUTE',
       'SCHEMA public USAGE',
       'TABLE public._prisma_migrations SELECT',
     ]);
@@ -134,16 +135,32 @@ describe('connected as the worker role', () => {
     const prisma = createPrisma({ ...db.config, databaseUrl: roleUrl(db.url, role, PASSWORD) });
     try {
       const request = { operationId: 'as-role', from: 'w1', to: 'w2', amountMinor: 300n, currency: null };
-      expect(await applyTransfers(prisma, [{ request, fence: 1n }])).toEqual([
+      expect(await applyTransfers(prisma, [{ request, fence: 1n, leaseId: leaseIdFor(1n) }])).toEqual([
         { outcome: 'applied', operationId: 'as-role', fence: '1' },
       ]);
-      expect(await applyTransfers(prisma, [{ request, fence: 2n }])).toMatchObject([{ outcome: 'duplicate' }]);
+      expect(await applyTransfers(prisma, [{ request, fence: 2n, leaseId: leaseIdFor(2n) }])).toMatchObject([
+        { outcome: 'duplicate' },
+      ]);
       // The single-transfer function and the negative controls' variant carry switches that
       // turn a check off: the worker role may call neither.
-      await expect(applyTransfer(prisma, request, 3n)).rejects.toThrow(/permission denied/);
-      await expect(applyTransfers(prisma, [{ request, fence: 3n }], { skipIdempotency: true })).rejects.toThrow(
-        /permission denied/,
-      );
+      await expect(applyTransfer(prisma, request, 3n, leaseIdFor(3n))).rejects.toThrow(/permission denied/);
+      for (const unsafe of [{ skipIdempotency: true }, { skipLeaseCheck: true }]) {
+        await expect(applyTransfers(prisma, [{ request, fence: 3n, leaseId: leaseIdFor(3n) }], unsafe)).rejects.toThrow(
+          /permission denied/,
+        );
+      }
+      // The decision without lease ids is gone, for the worker role as for everyone.
+      await expect(
+        asRole.query('SELECT * FROM apply_transfers($1::text[], $2, $3, $4, $5::bigint[], $6::text[], $7::bigint[])', [
+          ['x'],
+          ['h'],
+          ['w1'],
+          ['w2'],
+          ['1'],
+          [null],
+          ['4'],
+        ]),
+      ).rejects.toMatchObject({ code: '42883' });
     } finally {
       await prisma.$disconnect();
     }

@@ -9,6 +9,7 @@ import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import type { TransferRequest } from '../../src/ledger/transfer-request.ts';
+import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 let db: TestDatabase;
@@ -30,7 +31,12 @@ const req = (operationId: string, over: Partial<TransferRequest> = {}): Transfer
   currency: null,
   ...over,
 });
-const at = (request: TransferRequest, fence: bigint): FencedTransfer => ({ request, fence });
+/** A transfer under `fence`, by default decided by the one lease that owns that token. */
+const at = (request: TransferRequest, fence: bigint, leaseId = leaseIdFor(fence)): FencedTransfer => ({
+  request,
+  fence,
+  leaseId,
+});
 
 async function balance(id: string): Promise<bigint> {
   return BigInt(
@@ -90,7 +96,9 @@ describe('apply_transfers', () => {
     expect(await applyTransfers(db.prisma, [at(req('ghosts', { from: 'ghost-a', to: 'ghost-b' }), 1n)])).toEqual([
       { outcome: 'rejected', operationId: 'ghosts', reason: 'unknown_wallet', fence: '1' },
     ]);
-    expect(await applyTransfer(db.prisma, req('ghosts-1', { from: 'ghost-a', to: 'ghost-b' }), 1n)).toMatchObject({
+    expect(
+      await applyTransfer(db.prisma, req('ghosts-1', { from: 'ghost-a', to: 'ghost-b' }), 1n, leaseIdFor(1n)),
+    ).toMatchObject({
       outcome: 'rejected',
       reason: 'unknown_wallet',
     });
@@ -110,14 +118,74 @@ describe('apply_transfers', () => {
     expect(await balance('w1')).toBe(0n);
   });
 
-  it('an equal token passes (one lease, several transfers); a lower one after a higher is stale', async () => {
+  it('an equal token passes for its own lease (riders); a lower one after a higher is stale', async () => {
     const results = await applyTransfers(db.prisma, [
       at(req('a'), 7n),
       at(req('b'), 7n),
       at(req('c'), 8n),
       at(req('d'), 7n),
+      at(req('e'), 8n),
     ]);
-    expect(results.map((r) => r.outcome)).toEqual(['applied', 'applied', 'applied', 'stale_fence']);
+    expect(results.map((r) => r.outcome)).toEqual(['applied', 'applied', 'applied', 'stale_fence', 'applied']);
+  });
+
+  it("an equal token of another lease is stale, answering the wallet's fence; the wallet and entries keep the lease", async () => {
+    const p = leaseIdFor(100n, 1);
+    const q = leaseIdFor(100n, 2);
+    expect(await applyTransfers(db.prisma, [at(req('p-1'), 100n, p)])).toMatchObject([{ outcome: 'applied' }]);
+    const results = await applyTransfers(db.prisma, [
+      at(req('q-1', { to: 'w3' }), 100n, q),
+      at(req('p-2', { to: 'w4' }), 100n, p),
+      at(req('q-2', { from: 'w2', to: 'w3' }), 100n, q),
+    ]);
+    expect(results).toEqual([
+      { outcome: 'stale_fence', operationId: 'q-1', walletFence: 100n },
+      { outcome: 'applied', operationId: 'p-2', fence: '100' },
+      // Another wallet: its fence is its own, so the same number is a fresh token there.
+      { outcome: 'applied', operationId: 'q-2', fence: '100' },
+    ]);
+    expect((await db.pg.query("SELECT 1 FROM transfers WHERE operation_id = 'q-1'")).rowCount).toBe(0);
+    const wallets = await db.pg.query(
+      'SELECT id, last_fence, last_lease FROM wallets WHERE id IN ($1, $2) ORDER BY id',
+      ['w1', 'w2'],
+    );
+    expect(wallets.rows).toEqual([
+      { id: 'w1', last_fence: '100', last_lease: p },
+      { id: 'w2', last_fence: '100', last_lease: q },
+    ]);
+    const entries = await db.pg.query(
+      "SELECT e.operation_id, e.kind, e.fence, e.lease, t.lease AS record_lease FROM ledger_entries e JOIN transfers t USING (operation_id) WHERE e.kind IN ('debit', 'credit') ORDER BY e.id",
+    );
+    expect(entries.rows).toEqual(
+      ['p-1', 'p-2', 'q-2'].flatMap((op) =>
+        ['debit', 'credit'].map((kind) => {
+          const lease = op.startsWith('p') ? p : q;
+          return { operation_id: op, kind, fence: '100', lease, record_lease: lease };
+        }),
+      ),
+    );
+    // A higher token of any lease passes and takes the fence over; a rejection records it too.
+    expect(
+      await applyTransfers(db.prisma, [at(req('q-3', { amountMinor: 5_000n }), 101n, q), at(req('p-3'), 101n, p)]),
+    ).toMatchObject([
+      { outcome: 'rejected', reason: 'insufficient_funds' },
+      { outcome: 'stale_fence', walletFence: 101n },
+    ]);
+    expect((await db.pg.query("SELECT last_lease FROM wallets WHERE id = 'w1'")).rows[0]).toEqual({ last_lease: q });
+    expect((await db.pg.query("SELECT lease FROM transfers WHERE operation_id = 'q-3'")).rows[0]).toEqual({ lease: q });
+    expect((await reconcile(db.prisma)).ok).toBe(true);
+  });
+
+  it('with the lease check off (the no-lease-check control) an equal token of another lease passes again', async () => {
+    const p = leaseIdFor(100n, 1);
+    const q = leaseIdFor(100n, 2);
+    await applyTransfers(db.prisma, [at(req('p-1'), 100n, p)]);
+    expect(
+      await applyTransfers(db.prisma, [at(req('q-1', { to: 'w3' }), 100n, q)], { skipLeaseCheck: true }),
+    ).toMatchObject([{ outcome: 'applied' }]);
+    expect(await applyTransfers(db.prisma, [at(req('p-2', { to: 'w4' }), 99n, p)], { skipLeaseCheck: true })).toEqual([
+      { outcome: 'stale_fence', operationId: 'p-2', walletFence: 100n },
+    ]);
   });
 
   it('refuses an empty batch, one above the limit and a fence below 1 before sending anything', async () => {
@@ -129,11 +197,12 @@ describe('apply_transfers', () => {
       ),
     ).rejects.toThrow(/between 1 and 1000/);
     await expect(applyTransfers(db.prisma, [at(req('zero'), 0n)])).rejects.toThrow(/fence must be positive/);
+    await expect(applyTransfers(db.prisma, [at(req('no-lease'), 1n, 'lease-1')])).rejects.toThrow(/leaseId must be/);
   });
 
   it('the database refuses arrays of different lengths and a batch above its own limit', async () => {
     const call = (n: number, hashes: number) =>
-      db.pg.query('SELECT * FROM apply_transfers($1, $2, $3, $4, $5, $6, $7)', [
+      db.pg.query('SELECT * FROM apply_transfers($1, $2, $3, $4, $5, $6, $7, $8)', [
         Array(n).fill('op'),
         Array(hashes).fill('h'),
         Array(n).fill('w1'),
@@ -141,6 +210,7 @@ describe('apply_transfers', () => {
         Array(n).fill('1'),
         Array(n).fill(null),
         Array(n).fill('1'),
+        Array(n).fill(leaseIdFor(1n)),
       ]);
     await expect(call(2, 1)).rejects.toMatchObject({ code: '22023' });
     await expect(call(1_001, 1_001)).rejects.toMatchObject({ code: '22023' });
@@ -219,6 +289,7 @@ describe('crossing batches', () => {
               requests.map((r) => r.amountMinor.toString()),
               requests.map(() => null),
               requests.map(() => '1'),
+              requests.map(() => leaseIdFor(1n)),
             ]);
           } catch (err) {
             if ((err as { code?: string }).code === '40P01') deadlocks += 1;
@@ -235,7 +306,7 @@ describe('crossing batches', () => {
   it('twelve batches crossing the same wallets in both directions never deadlock, and the ledger holds', async () => {
     // Slow row-lock waits down so every batch is inside the call while the others are.
     await db.pg.query(`ALTER DATABASE "${db.name}" SET deadlock_timeout = '200ms'`);
-    const { deadlocks, failures } = await crossingBatches('apply_transfers($1, $2, $3, $4, $5, $6, $7)');
+    const { deadlocks, failures } = await crossingBatches('apply_transfers($1, $2, $3, $4, $5, $6, $7, $8)');
     expect(failures).toEqual([]);
     expect(deadlocks).toBe(0);
     expect((await db.pg.query('SELECT count(*)::int AS n FROM transfers')).rows[0]).toEqual({ n: 12 * 16 });
@@ -266,7 +337,7 @@ describe('crossing batches', () => {
     await db.pg.query(unordered);
     await db.pg.query(`ALTER DATABASE "${db.name}" SET deadlock_timeout = '200ms'`);
     const { deadlocks, failures } = await crossingBatches(
-      'transfers_decide_batch_unordered($1, $2, $3, $4, $5, $6, $7, TRUE, TRUE)',
+      'transfers_decide_batch_unordered($1, $2, $3, $4, $5, $6, $7, $8, TRUE, TRUE, TRUE)',
     );
     expect(failures).toEqual([]);
     expect(deadlocks).toBeGreaterThan(0);

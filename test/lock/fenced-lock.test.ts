@@ -65,6 +65,10 @@ describe('FencedLock', () => {
     const second = expectAcquired(await lock.acquire('basic'));
     expect(second.token).toBe(2n);
     expect(second.owner).not.toBe(first.owner);
+    // Each acquisition has its own identity, a UUID that ends its owner id.
+    expect(second.leaseId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(second.owner.endsWith(second.leaseId)).toBe(true);
+    expect(second.leaseId).not.toBe(first.leaseId);
     await lock.release('basic', second.owner);
   });
 

@@ -140,6 +140,7 @@ describe('Watchdog', () => {
     const sentLongAgo: LockLease = {
       walletId: 'slow-reply',
       owner: 'owner',
+      leaseId: '00000000-0000-4000-8000-000000000001',
       token: 1n,
       acquireSentAtMs: performance.now() - TTL_MS - 1,
       lockTtlMs: TTL_MS,

@@ -94,7 +94,9 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
   // The negative controls that switch a database check off call apply_transfers_unsafe(), which
   // only the owner may execute (the worker role never can): those workers log in as the owner.
   const loginFor = (env: Record<string, string>): Record<string, string> =>
-    /no-idempotency|no-fencing/.test(env.TRANSFERS_UNSAFE ?? '') ? { ...env, DATABASE_URL: db.url } : env;
+    /no-idempotency|no-fencing|no-lease-check/.test(env.TRANSFERS_UNSAFE ?? '')
+      ? { ...env, DATABASE_URL: db.url }
+      : env;
   const workerEnv = loginFor({ ...baseEnv, DATABASE_URL: workerLogin.url, REDIS_URL: config.redisUrl });
   const workerEnvFor = (extraEnv: Record<string, string>): Record<string, string> =>
     loginFor({ ...workerEnv, ...extraEnv });

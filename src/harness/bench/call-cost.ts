@@ -17,7 +17,7 @@ import { endPool, trackConnections } from '../../db/pool-close.ts';
 import { closePrisma, createPrisma } from '../../db/prisma.ts';
 import { applyTransfers } from '../../ledger/apply-transfer.ts';
 import { bounded } from './bench-options.ts';
-import { batchQuery, spreadTransfers, UNLOCKED_FENCE } from './decision-call.ts';
+import { batchQuery, spreadTransfers, UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from './decision-call.ts';
 import { median } from './measure.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
@@ -75,7 +75,7 @@ await runCli(async () => {
         }
         const results = await applyTransfers(
           prisma,
-          requests.map((request) => ({ request, fence: UNLOCKED_FENCE })),
+          requests.map((request) => ({ request, fence: UNLOCKED_FENCE, leaseId: UNLOCKED_LEASE_ID })),
         );
         const notApplied = results.filter((x) => x.outcome !== 'applied');
         if (notApplied.length > 0)

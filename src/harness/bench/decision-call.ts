@@ -7,15 +7,18 @@ import { requestHash } from '../../ledger/request-hash.ts';
 import type { TransferRequest } from '../../ledger/transfer-request.ts';
 
 /**
- * No lock issues tokens in the cases that call this: every call carries this fence. The fence
- * comparison still runs (and passes: a wallet's last_fence never exceeds it), so the database
- * does the same work as under the worker.
+ * No lock issues tokens in the cases that call this: every call carries this fence and this
+ * lease id, as the riders of one lease do. The fence and lease comparison still runs (and
+ * passes: a wallet's last_fence never exceeds it, and an equal one was set by this lease), so
+ * the database does the same work as under the worker.
  */
 export const UNLOCKED_FENCE = 1n;
+export const UNLOCKED_LEASE_ID = '00000000-0000-4000-8000-00000000be4c';
 
 const APPLY_TRANSFER_SQL =
   'SELECT outcome, status, reason, fence, wallet_fence FROM apply_transfer(' +
-  '$1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::bigint, $8::boolean, $9::boolean)';
+  '$1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::bigint, $8::uuid, ' +
+  '$9::boolean, $10::boolean, $11::boolean)';
 
 /** A pg pool or client, or Graphile Worker's `helpers.query`. */
 export interface SqlRunner {
@@ -33,6 +36,8 @@ export function decisionQuery(request: TransferRequest, fence: bigint): { text: 
       request.amountMinor.toString(),
       request.currency,
       fence.toString(),
+      UNLOCKED_LEASE_ID,
+      true,
       true,
       true,
     ],
@@ -81,7 +86,7 @@ export function batchQuery(
   return {
     text:
       'SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(' +
-      '$1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[])',
+      '$1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::uuid[])',
     values: [
       requests.map((r) => r.operationId),
       requests.map((r) => requestHash(r)),
@@ -90,6 +95,7 @@ export function batchQuery(
       requests.map((r) => r.amountMinor.toString()),
       requests.map((r) => r.currency),
       requests.map(() => fence.toString()),
+      requests.map(() => UNLOCKED_LEASE_ID),
     ],
   };
 }

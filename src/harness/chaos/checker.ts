@@ -94,6 +94,7 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   'applied transfers have one debit and one credit; others none': 'exactly-once',
   'every money movement has an operation record': 'exactly-once',
   'per wallet, debit fences never decrease in commit order': 'fence',
+  'per wallet, no token was used by two leases': 'fence',
 };
 
 function outcomeOf(

@@ -191,7 +191,8 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
     retried: true,
     permanent: false,
     source: 'worker',
-    meaning: 'The wallet stayed busy for LOCK_BUSY_DEFERRALS_MAX deferrals; that counts as one failed attempt.',
+    meaning:
+      'The wallet stayed busy for LOCK_BUSY_DEFERRALS_MAX deferrals since the last real attempt (readiness bounces and stalled re-runs do not count); that counts as one failed attempt, and the count starts again.',
     action:
       'Nothing while attempts remain. In the failed set: find what holds the wallet that long (a stuck worker, a hot wallet), then retry the job.',
   },

@@ -25,7 +25,10 @@ import type { RedisClient } from './redis-connection.ts';
 
 /** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
 export const STALE_FENCE_ROUNDS_MAX = 3;
-/** Times a job may go back to the queue delayed because its wallet is busy, before that counts as a failed attempt. */
+/**
+ * Times a job may go back to the queue delayed because its wallet is busy since its last real
+ * attempt (BusyDeferrals), before that counts as a failed attempt.
+ */
 export const LOCK_BUSY_DEFERRALS_MAX = 100;
 export const LOCK_BUSY_DELAY_BASE_MS = 25;
 export const LOCK_BUSY_DELAY_CAP_MS = 2_000;
@@ -93,6 +96,26 @@ export interface TransferWorkerDeps {
 export interface FaultReporter {
   permanent(kind: PermanentKind, reason: string): void;
   decided(): void;
+}
+
+/**
+ * A job's busy-wallet deferrals since its last real attempt, kept in the job's progress (the one
+ * field of a job hash the wire format leaves free) beside the attemptsMade they count from: a
+ * failed attempt starts the count again, and readiness-gate bounces and stalled re-runs, which
+ * BullMQ counts in attemptsStarted, do not count at all.
+ */
+export interface BusyDeferrals {
+  readonly busyDeferrals: number;
+  readonly sinceAttemptsMade: number;
+}
+
+/** The deferrals a job has behind it since its last real attempt (0 when the count is from before it). */
+export function busyDeferralsOf(job: Pick<Job, 'progress' | 'attemptsMade'>): number {
+  const p = job.progress as Partial<BusyDeferrals> | number | string | boolean | null | undefined;
+  if (typeof p !== 'object' || p === null) return 0;
+  if (p.sinceAttemptsMade !== job.attemptsMade) return 0;
+  const n = p.busyDeferrals;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
 }
 
 type LockedApply = { kind: 'done'; result: ApplyResult; token: bigint } | { kind: 'busy'; retryAfterMs: number };
@@ -314,13 +337,15 @@ export class TransferProcessor {
     log: Logger,
     fields: Record<string, string>,
   ): Promise<never> {
-    const deferrals = Math.max(0, job.attemptsStarted - job.attemptsMade - 1);
+    const deferrals = busyDeferralsOf(job);
     if (deferrals >= LOCK_BUSY_DEFERRALS_MAX) {
       throw new RetryableTransferError('lock_busy', `wallet busy after ${deferrals} deferrals`);
     }
     const capMs = Math.max(LOCK_BUSY_DELAY_BASE_MS, Math.min(LOCK_BUSY_DELAY_CAP_MS, retryAfterMs));
     const delayMs = fullJitterDelayMs(Math.min(deferrals, 16), LOCK_BUSY_DELAY_BASE_MS, capMs, Math.random) + 1;
     log.debug({ event: 'transfer_deferred', ...fields, delayMs, deferrals }, 'wallet busy; job delayed');
+    const counted: BusyDeferrals = { busyDeferrals: deferrals + 1, sinceAttemptsMade: job.attemptsMade };
+    await job.updateProgress(counted);
     await job.moveToDelayed(Date.now() + delayMs, bullToken);
     throw new DelayedError();
   }

@@ -42,7 +42,11 @@ export function renderOutcomesReference(notice: string): string {
     ['kind', 'message starts with', 'retried', 'meaning', 'what to do'],
     FAILURE_KINDS.map((kind) => {
       const doc = FAILURE_KIND_DOCS[kind];
-      const retried = doc.retried ? 'yes' : `no (${doc.source === 'bullmq' ? 'BullMQ fails it' : 'fails at once'})`;
+      const retried = !doc.retried
+        ? `no (${doc.source === 'bullmq' ? 'BullMQ fails it' : 'fails at once'})`
+        : doc.permanent
+          ? 'yes, once a worker is ready (this one holds)'
+          : 'yes';
       return [code(kind), code(doc.prefix), retried, doc.meaning, doc.action];
     }),
   );
@@ -86,13 +90,16 @@ export function renderOutcomesReference(notice: string): string {
     '',
     "A failed attempt's message starts with its kind's prefix, and BullMQ keeps the last one as the",
     "job's `failedReason`. A retried kind fails the job only after the last of `JOB_ATTEMPTS_MAX`",
-    'attempts; retries are counted by `fenced_transfers_retries_total{kind}`.',
+    'attempts; retries are counted by `fenced_transfers_retries_total{kind}`. A permanent kind (no retry',
+    'on this worker can clear it) also takes the worker out: `/readyz` answers 503 with the reason and',
+    'the worker takes no job for a hold (5 s, doubling while it recurs, at most 5 min), so the job waits',
+    'for a fixed worker instead of spending its attempts in minutes ([runbook](../operating/runbook.md)).',
     '',
     failureKinds,
     '',
     "## Errors in a failure's detail",
     '',
-    'The detail after a `lock_lost: ` or `transient_error: ` prefix is the message of the error behind it;',
+    'The detail after a `lock_lost: `, `ledger_contract: ` or `lock_protocol: ` prefix is the message of the error behind it;',
     'these are the ones the project raises. Anything else there is most likely a PostgreSQL or Redis error.',
     '',
     causes,

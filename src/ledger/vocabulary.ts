@@ -106,8 +106,38 @@ export const NON_TERMINAL_ANSWER_DOCS: Readonly<Record<NonTerminalAnswer, Descri
 export const DECISION_OUTCOMES = [...TERMINAL_OUTCOMES, 'stale_fence'] as const;
 export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
 
-/** Failure kinds of an attempt that BullMQ retries with back-off (RetryableTransferError's kinds). */
-export const RETRY_KINDS = ['stale_fence', 'lock_lost', 'lock_busy', 'transient_error'] as const;
+/**
+ * Failure kinds that no retry of this worker can clear: its database role, its code or the
+ * database's functions, or the lock's scripts are wrong. The worker fails the attempt with a
+ * reason that names the fix and stops taking jobs for a hold (src/ops/fault-hold.ts); BullMQ
+ * retries the job later, on a worker that is ready. src/queue/attempt-failure.ts classifies.
+ */
+export const PERMANENT_KINDS = ['permission_denied', 'ledger_contract', 'lock_protocol', 'internal_error'] as const;
+export type PermanentKind = (typeof PERMANENT_KINDS)[number];
+
+/**
+ * What makes an error permanent, in one place: its PostgreSQL SQLSTATE, or the class name of a
+ * JavaScript error. Everything else is transient (`transient_error`) and retried as before.
+ */
+export const PERMANENT_SQLSTATES: Readonly<Record<string, PermanentKind>> = {
+  /** insufficient_privilege: the role lost EXECUTE (or USAGE) after a migration or a restore. */
+  '42501': 'permission_denied',
+  /** undefined_function, undefined_table: the database lacks what this build calls. */
+  '42883': 'ledger_contract',
+  '42P01': 'ledger_contract',
+};
+export const PERMANENT_ERROR_NAMES: Readonly<Record<string, PermanentKind>> = {
+  LedgerContractError: 'ledger_contract',
+  LockProtocolError: 'lock_protocol',
+  /** A bound our own code checks (a fence below 1, a batch out of range): a bug, not a server. */
+  RangeError: 'internal_error',
+};
+
+/**
+ * Failure kinds of an attempt that BullMQ retries with back-off (RetryableTransferError's
+ * kinds): the transient ones, and the permanent ones, which a ready worker retries once fixed.
+ */
+export const RETRY_KINDS = ['stale_fence', 'lock_lost', 'lock_busy', 'transient_error', ...PERMANENT_KINDS] as const;
 export type RetryKind = (typeof RETRY_KINDS)[number];
 
 /** Failure kinds the worker raises: the message is the kind's prefix and a detail. */
@@ -123,6 +153,8 @@ export interface FailureKindDoc extends Described {
   readonly prefix: string;
   /** BullMQ tries the job again (until JOB_ATTEMPTS_MAX attempts); false: the job fails at once. */
   readonly retried: boolean;
+  /** A retry on this worker cannot help: the worker goes not ready for a hold (PERMANENT_KINDS). */
+  readonly permanent: boolean;
   /** Who writes the message: our worker, or BullMQ itself. */
   readonly source: 'worker' | 'bullmq';
 }
@@ -131,6 +163,7 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
   invalid_request: {
     prefix: 'invalid_request: ',
     retried: false,
+    permanent: false,
     source: 'worker',
     meaning:
       'The message is outside the wire format, or the job is not a transfer; the detail names what is wrong. Nothing was written.',
@@ -139,6 +172,7 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
   stale_fence: {
     prefix: 'stale_fence: ',
     retried: true,
+    permanent: false,
     source: 'worker',
     meaning: 'The database refused the decision STALE_FENCE_ROUNDS_MAX times in one attempt (see `stale_fence` above).',
     action:
@@ -147,6 +181,7 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
   lock_lost: {
     prefix: 'lock_lost: ',
     retried: true,
+    permanent: false,
     source: 'worker',
     meaning: 'The lease was lost before the decision was sent; the detail is the LockLostError message.',
     action: 'Nothing while attempts remain. In the failed set: see `lock_lost` above, then retry the job.',
@@ -154,23 +189,66 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
   lock_busy: {
     prefix: 'lock_busy: ',
     retried: true,
+    permanent: false,
     source: 'worker',
-    meaning: 'The wallet stayed busy for LOCK_BUSY_DEFERRALS_MAX deferrals; that counts as one failed attempt.',
+    meaning:
+      'The wallet stayed busy for LOCK_BUSY_DEFERRALS_MAX deferrals since the last real attempt (readiness bounces and stalled re-runs do not count); that counts as one failed attempt, and the count starts again.',
     action:
       'Nothing while attempts remain. In the failed set: find what holds the wallet that long (a stuck worker, a hot wallet), then retry the job.',
   },
   transient_error: {
     prefix: 'transient_error: ',
     retried: true,
+    permanent: false,
     source: 'worker',
     meaning:
-      'Any other error of an attempt: PostgreSQL or Redis unreachable or timing out, a serialization failure, or a contract error (below); the detail is its message.',
+      'Any other error of an attempt: PostgreSQL or Redis unreachable or timing out, a serialization failure or a deadlock; the detail is its message.',
+    action: 'Nothing while attempts remain: it clears once the server is back. In the failed set: read the detail.',
+  },
+  permission_denied: {
+    prefix: 'permission_denied: ',
+    retried: true,
+    permanent: true,
+    source: 'worker',
+    meaning:
+      "PostgreSQL refused the worker's role (SQLSTATE 42501), most often EXECUTE on the decision function lost after a migration or a restore. The worker stops taking jobs: /readyz answers 503 until the role may execute the function again.",
     action:
-      'Read the detail. A server error clears once the server is back; a LedgerContractError or LockProtocolError is a bug or a foreign writer and will not clear by itself.',
+      'Run `npm run db:worker-role -- --role <role>` as the database owner (the detail names the role). The worker is ready again within a second or two; its jobs wait and then complete.',
+  },
+  ledger_contract: {
+    prefix: 'ledger_contract: ',
+    retried: true,
+    permanent: true,
+    source: 'worker',
+    meaning:
+      "The database's decision functions do not match this worker's code: a LedgerContractError (below), or a function or table this build calls is missing (SQLSTATE 42883, 42P01). The worker stops taking jobs for a hold.",
+    action:
+      'Run `npm run db:migrate`, and run workers of the version the database was migrated for. The jobs wait and are retried by a ready worker.',
+  },
+  lock_protocol: {
+    prefix: 'lock_protocol: ',
+    retried: true,
+    permanent: true,
+    source: 'worker',
+    meaning:
+      'A lock script answered outside its contract (a LockProtocolError, below). The worker stops taking jobs for a hold.',
+    action:
+      'Check that every worker runs one version and that nothing else writes keys under LOCK_KEY_PREFIX. The jobs wait and are retried by a ready worker.',
+  },
+  internal_error: {
+    prefix: 'internal_error: ',
+    retried: true,
+    permanent: true,
+    source: 'worker',
+    meaning:
+      "A bound the worker's own code checks was broken (a RangeError): a bug. The worker stops taking jobs for a hold.",
+    action:
+      'Report it with the detail and the log line `transfer_permanent_error`; roll back to the last good version. The jobs wait and are retried by a ready worker.',
   },
   stalled: {
     prefix: 'job stalled more than allowable limit',
     retried: false,
+    permanent: false,
     source: 'bullmq',
     meaning:
       "BullMQ's own failure: the job's worker died or stopped renewing the job lock more than JOB_STALLED_COUNT_MAX times.",
@@ -216,15 +294,14 @@ export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>>
     prefixes: ['lock script '],
     meaning:
       "A lock script replied something its header does not allow: a bug, another script loaded under the name, or a foreign writer on the lock's keys.",
-    action:
-      'Not transient: check that every worker runs one version and nothing else writes keys under LOCK_KEY_PREFIX.',
+    action: 'As for `lock_protocol`: the failure kind it is reported under.',
   },
   LedgerContractError: {
     prefixes: Object.values(LEDGER_CONTRACT_VIOLATIONS) as [string, ...string[]],
     meaning:
       'A database function answered outside its contract (an unknown outcome or reason, a wrong row count or order): the code and the migrations disagree.',
     action:
-      'Not transient: check that `npm run db:migrate` ran and the workers match the database. A decision is one statement, so nothing is half-written.',
+      'As for `ledger_contract`: the failure kind it is reported under. A decision is one statement, so nothing is half-written.',
   },
 };
 

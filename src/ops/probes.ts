@@ -1,12 +1,14 @@
-// The readiness probes of a worker: does Redis answer, does PostgreSQL answer, and does the
-// database carry every migration of this build. Each probe is bounded by a timeout and needs no
-// privilege beyond `SELECT 1` and reading `_prisma_migrations`, so it works for a role that may
-// otherwise only execute the decision functions.
+// The readiness probes of a worker: does Redis answer, does PostgreSQL answer, does the
+// database carry every migration of this build, and may the worker's role execute the decision
+// functions. Each probe is bounded by a timeout and needs no privilege beyond `SELECT 1`,
+// reading `_prisma_migrations` and asking the catalogs, so it works for a role that may otherwise
+// only execute the decision functions.
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { redactUrl } from '../config/config.ts';
 import { databaseFaultOf, describeDatabaseFault } from '../db/database-errors.ts';
 import type { MigrationFile } from '../db/migrations.ts';
+import { DECISION_FUNCTIONS } from '../db/worker-role-grants.ts';
 
 export type ProbeVariable = 'REDIS_URL' | 'DATABASE_URL';
 
@@ -88,6 +90,33 @@ export function missingMigrations(
   return parts.length === 0 ? null : parts.join('; ');
 }
 
+interface PrivilegeRow {
+  signature: string;
+  present: boolean;
+  executable: boolean | null;
+  role: string;
+}
+
+/**
+ * What keeps the connected role from calling the decision functions (`signatures`, as
+ * DECISION_FUNCTIONS spells them: the one place a new signature is written), with the fix; null
+ * when it may call every one.
+ */
+export function decisionPrivilegeProblem(rows: readonly PrivilegeRow[]): string | null {
+  const problems = rows.flatMap((r) => {
+    if (!r.present)
+      return [
+        `${r.signature} does not exist in the role's search_path (run npm run db:migrate, and npm run db:worker-role -- --role ${r.role} as the database owner)`,
+      ];
+    if (r.executable !== true)
+      return [
+        `the role ${r.role} may not execute ${r.signature}; run npm run db:worker-role -- --role ${r.role} as the database owner`,
+      ];
+    return [];
+  });
+  return problems.length === 0 ? null : `permission_denied: ${problems.join('; ')}`;
+}
+
 /**
  * PostgreSQL through one connection of its own, outside the worker's pool: a pool busy with
  * decisions must not look like a server that does not answer. The connection is opened again
@@ -101,6 +130,7 @@ export class PostgresProbe {
   constructor(
     private readonly databaseUrl: string,
     private readonly expectedMigrations: readonly Pick<MigrationFile, 'name' | 'checksum'>[],
+    private readonly decisionFunctions: readonly string[] = DECISION_FUNCTIONS,
   ) {}
 
   async probe(timeoutMs: number): Promise<ProbeResult> {
@@ -112,6 +142,9 @@ export class PostgresProbe {
         if (detail !== null) return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${detail}` };
         this.migrationsVerified = true;
       }
+      // Every round: a grant can be revoked at any time (a migration that replaces the function).
+      const privileges = await withinMs(this.decisionPrivileges(), timeoutMs, 'PostgreSQL');
+      if (privileges !== null) return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${privileges}` };
       return { ok: true };
     } catch (err) {
       this.drop();
@@ -141,6 +174,20 @@ export class PostgresProbe {
       await client.connect();
     }
     await this.client.query('SELECT 1');
+  }
+
+  private async decisionPrivileges(): Promise<string | null> {
+    const client = this.client;
+    if (client === null) throw new Error('not connected');
+    const rows = (
+      await client.query<PrivilegeRow>(
+        `SELECT s.signature, to_regprocedure(s.signature) IS NOT NULL AS present,
+                has_function_privilege(to_regprocedure(s.signature), 'EXECUTE') AS executable, current_user AS role
+           FROM unnest($1::text[]) AS s(signature)`,
+        [this.decisionFunctions],
+      )
+    ).rows;
+    return decisionPrivilegeProblem(rows);
   }
 
   private async compareMigrations(): Promise<string | null> {

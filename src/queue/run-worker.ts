@@ -6,7 +6,9 @@
 //   starting  the HTTP server listens (/readyz 503); Redis, PostgreSQL and the migrations are
 //             probed until they pass or STARTUP_TIMEOUT_MS is up (then: one error line, exit 1).
 //   running   the BullMQ worker runs; the health monitor probes every HEALTH_PROBE_INTERVAL_MS,
-//             pauses taking jobs while a server does not answer and resumes when it does.
+//             pauses taking jobs while a server does not answer and resumes when it does. A
+//             permanent failure of an attempt (src/queue/attempt-failure.ts) pauses it too, for
+//             the hold of src/ops/fault-hold.ts.
 //   stopping  first SIGTERM/SIGINT: take no new job, finish the jobs in hand, release every lock
 //             still held, flush the counters, close BullMQ, Redis and Prisma, exit 0. A second
 //             signal, or SHUTDOWN_TIMEOUT_MS passing, exits 1 at once (BullMQ re-queues the jobs
@@ -18,11 +20,13 @@ import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient } from '../db/prisma.ts';
+import type { PermanentKind } from '../ledger/vocabulary.ts';
 import { FencedLock } from '../lock/fenced-lock.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { aggregateKeys, CounterAggregatePublisher } from '../metrics/counter-aggregate.ts';
 import { queueDepthSource } from '../metrics/queue-depth.ts';
 import { WorkerMetrics } from '../metrics/worker-metrics.ts';
+import { FaultHold } from '../ops/fault-hold.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
 import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
 import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
@@ -30,7 +34,7 @@ import { StartupError } from '../ops/startup-error.ts';
 import type { Admission } from './gated-worker.ts';
 import { consumedQueueShardsOf } from './queue-shards.ts';
 import { bullmqConnection, describeRedisTarget, lockConnection, type RedisClient } from './redis-connection.ts';
-import { type ApplyStrategy, startTransferWorker, type TransferWorker } from './transfer-worker.ts';
+import { type ApplyStrategy, type FaultReporter, startTransferWorker, type TransferWorker } from './transfer-worker.ts';
 
 /** Bound on each lock release at shutdown; a lease not released in time expires by its TTL. */
 export const SHUTDOWN_LOCK_RELEASE_TIMEOUT_MS = 2_000;
@@ -119,6 +123,8 @@ class WorkerRuntime {
   private readonly redis: Redis;
   private readonly pgProbe: PostgresProbe;
   private readonly monitor: HealthMonitor;
+  /** A permanent failure keeps the worker out of work for a while (src/ops/fault-hold.ts). */
+  private readonly faults = new FaultHold();
   private server: OpsServer | null = null;
   /** Set once, when the servers answer. */
   private queueSide: QueueSide | null = null;
@@ -263,8 +269,12 @@ class WorkerRuntime {
     });
     const apply = this.makeApply?.({ config, prisma, logger });
     const admission: Admission | undefined = this.gated
-      ? { admit: () => this.phase === 'running' && this.monitor.state.healthy }
+      ? { admit: () => this.phase === 'running' && this.monitor.state.healthy && this.faults.current() === null }
       : undefined;
+    const faults: FaultReporter = {
+      permanent: (kind, reason) => this.onPermanentFault(kind, reason),
+      decided: () => this.faults.decided(),
+    };
     const worker = startTransferWorker({
       config,
       prisma,
@@ -273,7 +283,7 @@ class WorkerRuntime {
       logger,
       metrics,
       ...(apply ? { apply } : {}),
-      ...(admission ? { admission } : {}),
+      ...(admission ? { admission, faults } : {}),
     });
     const depthQueues = consumedQueueShardsOf(config).map((shard) => {
       const queue = new Queue(shard.name, { connection: redis, prefix: shard.prefix });
@@ -377,34 +387,56 @@ class WorkerRuntime {
     }
   }
 
+  /** Why the worker may not take jobs: the failed probes, then the fault held (if any). */
+  private reasonsAgainst(health: HealthState): string[] {
+    const fault = this.faults.describe();
+    return [...health.failures.map((f) => f.detail), ...(fault === null ? [] : [fault])];
+  }
+
+  /** A permanent failure of an attempt: stop taking jobs now, not at the next probe round. */
+  private onPermanentFault(kind: PermanentKind, reason: string): void {
+    const fault = this.faults.report(kind, reason);
+    if (fault === null) return;
+    this.logger.error(
+      { event: 'worker_fault', kind, reason, holdMs: fault.holdMs, jobsInHand: this.metrics.jobsInProgress },
+      'an attempt failed in a way no retry here can clear; not taking jobs',
+    );
+    void this.gate(this.monitor.state);
+  }
+
   /** What /readyz answers, and the ready gauge. */
   private readiness(): Readiness {
     if (this.phase === 'stopping') return { ready: false, reason: 'shutting down' };
     const health = this.monitor.state;
     if (this.phase === 'starting')
       return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
-    if (!health.healthy) return { ready: false, reason: describeFailures(health) };
+    const against = this.reasonsAgainst(health);
+    if (against.length > 0) return { ready: false, reason: against.join('; ') };
     const worker = this.queueSide?.worker ?? null;
     if (worker === null || !worker.isRunning() || worker.isPaused())
       return { ready: false, reason: 'the queue worker is not running' };
     return { ready: true };
   }
 
-  /** After every probe round: pause while a server does not answer, resume when it does. */
+  /**
+   * After every probe round (and a permanent failure): pause while a server does not answer or a
+   * fault is held, resume when neither is the case.
+   */
   private async gate(state: HealthState): Promise<void> {
     const worker = this.queueSide?.worker ?? null;
     const { logger, metrics } = this;
+    const open = state.healthy && this.faults.current() === null;
     if (this.phase === 'running' && worker !== null && this.gated) {
-      if (!state.healthy && !worker.isPaused()) {
+      if (!open && !worker.isPaused()) {
         logger.warn(
-          { event: 'worker_paused', jobsInHand: metrics.jobsInProgress },
-          'not taking new jobs until the servers answer',
+          { event: 'worker_paused', jobsInHand: metrics.jobsInProgress, reason: this.reasonsAgainst(state).join('; ') },
+          'not taking new jobs until the servers answer and no fault is held',
         );
         await worker.pause();
-      } else if (state.healthy && worker.isPaused()) {
+      } else if (open && worker.isPaused()) {
         logger.info({ event: 'worker_resumed' }, 'taking jobs again');
         worker.resume();
-      } else if (state.healthy && !worker.isRunning()) {
+      } else if (open && !worker.isRunning()) {
         // BullMQ's main loop ended on an error it could not handle; start it again.
         logger.warn({ event: 'worker_loop_restarted' }, 'the queue worker had stopped; starting it again');
         worker.run();

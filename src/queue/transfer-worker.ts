@@ -5,11 +5,11 @@
 import { DelayedError, type Job, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
-import { applyTransfers, postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
+import { applyTransfers } from '../ledger/apply-transfer.ts';
 import { type BatchStats, DecisionBatcher } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
 import { type TransferRequest, validateTransferRequest } from '../ledger/transfer-request.ts';
-import { failureMessage, type RetryKind } from '../ledger/vocabulary.ts';
+import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
 import type { FencedLock } from '../lock/fenced-lock.ts';
 import { LockLostError } from '../lock/lock-errors.ts';
@@ -17,6 +17,7 @@ import { SharedLeases } from '../lock/shared-leases.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
 import type { Logger } from '../log/logger.ts';
 import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
+import { classifyAttemptError, roleOf } from './attempt-failure.ts';
 import { type Admission, GatedWorker } from './gated-worker.ts';
 import { TRANSFER_JOB_NAME, transferBackoffMs } from './job-options.ts';
 import { consumedQueueShardsOf, type QueueShard } from './queue-shards.ts';
@@ -24,7 +25,10 @@ import type { RedisClient } from './redis-connection.ts';
 
 /** Stale-fence refusals answered inside one attempt (advance the fence, take the lock again). */
 export const STALE_FENCE_ROUNDS_MAX = 3;
-/** Times a job may go back to the queue delayed because its wallet is busy, before that counts as a failed attempt. */
+/**
+ * Times a job may go back to the queue delayed because its wallet is busy since its last real
+ * attempt (BusyDeferrals), before that counts as a failed attempt.
+ */
 export const LOCK_BUSY_DEFERRALS_MAX = 100;
 export const LOCK_BUSY_DELAY_BASE_MS = 25;
 export const LOCK_BUSY_DELAY_CAP_MS = 2_000;
@@ -84,6 +88,34 @@ export interface TransferWorkerDeps {
    * its owner calls run(); a job fetched while admit() is false goes back to the wait list.
    */
   readonly admission?: Admission;
+  /** The readiness gate's owner, told of permanent failures (src/ops/fault-hold.ts). */
+  readonly faults?: FaultReporter;
+}
+
+/** Told of every permanent failure (the worker stops taking jobs) and every decision (it works). */
+export interface FaultReporter {
+  permanent(kind: PermanentKind, reason: string): void;
+  decided(): void;
+}
+
+/**
+ * A job's busy-wallet deferrals since its last real attempt, kept in the job's progress (the one
+ * field of a job hash the wire format leaves free) beside the attemptsMade they count from: a
+ * failed attempt starts the count again, and readiness-gate bounces and stalled re-runs, which
+ * BullMQ counts in attemptsStarted, do not count at all.
+ */
+export interface BusyDeferrals {
+  readonly busyDeferrals: number;
+  readonly sinceAttemptsMade: number;
+}
+
+/** The deferrals a job has behind it since its last real attempt (0 when the count is from before it). */
+export function busyDeferralsOf(job: Pick<Job, 'progress' | 'attemptsMade'>): number {
+  const p = job.progress as Partial<BusyDeferrals> | number | string | boolean | null | undefined;
+  if (typeof p !== 'object' || p === null) return 0;
+  if (p.sinceAttemptsMade !== job.attemptsMade) return 0;
+  const n = p.busyDeferrals;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
 }
 
 type LockedApply = { kind: 'done'; result: ApplyResult; token: bigint } | { kind: 'busy'; retryAfterMs: number };
@@ -95,8 +127,11 @@ export class TransferProcessor {
   private readonly apply: ApplyStrategy | null;
   private readonly leases: SharedLeases;
   private readonly metrics: WorkerMetrics;
+  /** The database role the worker logs in as, named in the fix of a permission failure. */
+  private readonly role: string;
 
   constructor(private readonly deps: TransferWorkerDeps) {
+    this.role = roleOf(deps.config.databaseUrl);
     this.skipLock = deps.config.unsafe.includes('no-lock');
     const options = {
       skipIdempotency: deps.config.unsafe.includes('no-idempotency'),
@@ -159,6 +194,7 @@ export class TransferProcessor {
         const { result, token } = locked;
         if (result.outcome !== 'stale_fence') {
           this.metrics.decided(result);
+          this.deps.faults?.decided();
           log.info(
             {
               event: 'transfer_done',
@@ -202,18 +238,27 @@ export class TransferProcessor {
         );
         throw new RetryableTransferError('lock_lost', err.message);
       }
-      const sqlState = postgresErrorCode(err);
+      const failure = classifyAttemptError(err, this.role);
+      if (failure.permanent) {
+        const error = new RetryableTransferError(failure.kind, failure.detail);
+        log.error(
+          { event: 'transfer_permanent_error', ...fields, err, kind: failure.kind, sqlState: failure.sqlState },
+          'transfer attempt failed on an error no retry here can clear; the worker stops taking jobs',
+        );
+        this.deps.faults?.permanent(failure.kind, error.message);
+        throw error;
+      }
       log.warn(
         {
           event: 'transfer_transient_error',
           ...fields,
           err,
-          sqlState,
-          expected: sqlState !== null && RETRYABLE_SQLSTATES.has(sqlState),
+          sqlState: failure.sqlState,
+          expected: failure.expected,
         },
         'transfer attempt failed; will retry',
       );
-      throw new RetryableTransferError('transient_error', err instanceof Error ? err.message : String(err));
+      throw new RetryableTransferError('transient_error', failure.detail);
     }
   }
 
@@ -297,13 +342,15 @@ export class TransferProcessor {
     log: Logger,
     fields: Record<string, string>,
   ): Promise<never> {
-    const deferrals = Math.max(0, job.attemptsStarted - job.attemptsMade - 1);
+    const deferrals = busyDeferralsOf(job);
     if (deferrals >= LOCK_BUSY_DEFERRALS_MAX) {
       throw new RetryableTransferError('lock_busy', `wallet busy after ${deferrals} deferrals`);
     }
     const capMs = Math.max(LOCK_BUSY_DELAY_BASE_MS, Math.min(LOCK_BUSY_DELAY_CAP_MS, retryAfterMs));
     const delayMs = fullJitterDelayMs(Math.min(deferrals, 16), LOCK_BUSY_DELAY_BASE_MS, capMs, Math.random) + 1;
     log.debug({ event: 'transfer_deferred', ...fields, delayMs, deferrals }, 'wallet busy; job delayed');
+    const counted: BusyDeferrals = { busyDeferrals: deferrals + 1, sinceAttemptsMade: job.attemptsMade };
+    await job.updateProgress(counted);
     await job.moveToDelayed(Date.now() + delayMs, bullToken);
     throw new DelayedError();
   }

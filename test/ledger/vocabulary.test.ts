@@ -123,14 +123,14 @@ describe('failure messages', () => {
     expect(lost.message).toBe('lock_lost: the lock of wallet w1 (token 7) is lost: not_owner');
     expect(classifyFailure(lost.message)).toMatchObject({ kind: 'lock_lost', cause: 'LockLostError' });
 
-    const protocol = new RetryableTransferError('transient_error', new LockProtocolError('acquire', 'bad').message);
-    expect(protocol.message).toBe('transient_error: lock script acquire: bad');
-    expect(classifyFailure(protocol.message)).toMatchObject({ kind: 'transient_error', cause: 'LockProtocolError' });
+    const protocol = new RetryableTransferError('lock_protocol', new LockProtocolError('acquire', 'bad').message);
+    expect(protocol.message).toBe('lock_protocol: lock script acquire: bad');
+    expect(classifyFailure(protocol.message)).toMatchObject({ kind: 'lock_protocol', cause: 'LockProtocolError' });
 
     for (const violation of Object.keys(LEDGER_CONTRACT_VIOLATIONS) as LedgerContractViolation[]) {
-      const message = failureMessage('transient_error', new LedgerContractError(violation, 'x').message);
+      const message = failureMessage('ledger_contract', new LedgerContractError(violation, 'x').message);
       expect(classifyFailure(message), violation).toMatchObject({
-        kind: 'transient_error',
+        kind: 'ledger_contract',
         cause: 'LedgerContractError',
       });
     }

@@ -189,6 +189,7 @@ const WORKER_LOG_EVENTS = [
   'transfer_stale_fence',
   'transfer_lock_lost',
   'transfer_transient_error',
+  'transfer_permanent_error',
   'lock_fence_advanced',
   'lock_release_timed_out',
   'lock_release_failed',

@@ -1,0 +1,79 @@
+// A worker whose database role loses EXECUTE on the decision function (a REVOKE by the owner, as
+// a migration that replaces the function would do) fails the job's attempt at once with a reason
+// that names the fix, and stops taking jobs: /readyz answers 503 and says what to run, and the
+// job waits instead of spending its JOB_ATTEMPTS_MAX attempts. With the grant back the worker is
+// ready again by itself and the transfer ends applied exactly once.
+import { afterEach, expect, it } from 'vitest';
+import { DECISION_FUNCTIONS } from '../../src/db/worker-role-grants.ts';
+import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { pipelinePerTest } from '../support/pipeline.ts';
+import { httpStatus, logEvents, waitFor } from '../support/worker-ops.ts';
+import { spawnWorkerProcess } from '../support/worker-process.ts';
+
+/** Longer than the shortest fault hold (FAULT_HOLD_MIN_MS) and than several retry back-offs. */
+const WATCH_MS = 8_000;
+const SETTLE_TIMEOUT_MS = 60_000;
+const DECISION_FUNCTION = DECISION_FUNCTIONS[0] as string;
+
+const openPipeline = pipelinePerTest();
+let worker: WorkerProcess | null = null;
+afterEach(async () => {
+  await worker?.stop();
+  worker = null;
+});
+
+it('a lost EXECUTE grant fails the attempt once with the fix, makes the worker not ready, and the job completes once granted again', async () => {
+  const p = await openPipeline({ WORKER_CONCURRENCY: '2', JOB_ATTEMPTS_MAX: '20' });
+  await p.seed(2, 100n);
+  const { role } = await p.db.workerRole();
+  worker = await spawnWorkerProcess(p);
+  const w = worker;
+  expect(await p.result(await p.addRaw({ operationId: 'before', from: 'w1', to: 'w2', amount: '1' }))).toMatchObject({
+    outcome: 'applied',
+  });
+
+  await p.db.pg.query(`REVOKE EXECUTE ON FUNCTION ${DECISION_FUNCTION} FROM ${role}`);
+  const job = await p.addRaw({ operationId: 'after-revoke', from: 'w1', to: 'w2', amount: '5' });
+  const jobId = job.id as string;
+  const failed = await waitFor('the first failed attempt', SETTLE_TIMEOUT_MS, async () => {
+    const j = await p.queue.getJob(jobId);
+    return (j?.attemptsMade ?? 0) >= 1 ? j : undefined;
+  });
+  expect(failed?.failedReason).toMatch(/^permission_denied: 42501 permission denied for function apply_transfers/);
+  expect(failed?.failedReason).toContain(`run npm run db:worker-role -- --role ${role} as the database owner`);
+
+  // The probe sees it too (within a probe round): not ready, naming the function and the fix.
+  const notReady = await waitFor('/readyz to name the missing grant', 10_000, async () => {
+    const r = await httpStatus(w.url('/readyz'));
+    return r.body.includes(`may not execute ${DECISION_FUNCTION}`) ? r : undefined;
+  });
+  expect(notReady.status).toBe(503);
+  expect(notReady.body).toContain(`run npm run db:worker-role -- --role ${role} as the database owner`);
+
+  // No hot loop: the job waits with its one attempt spent, the worker stays not ready.
+  const deadline = performance.now() + WATCH_MS;
+  const seen = new Set<string>();
+  while (performance.now() < deadline) {
+    const j = await p.queue.getJob(jobId);
+    seen.add(
+      `${await j?.getState()}/attempts=${j?.attemptsMade}/readyz=${(await httpStatus(w.url('/readyz'))).status}`,
+    );
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  expect(
+    [...seen].every((s) => /^(delayed|waiting|active)\/attempts=1\/readyz=503$/.test(s)),
+    [...seen].join(', '),
+  ).toBe(true);
+  expect(await p.debitsOf('after-revoke')).toBe(0);
+
+  await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${DECISION_FUNCTION} TO ${role}`);
+  expect(await p.result(job, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
+  await w.waitUntilReady(SETTLE_TIMEOUT_MS);
+  // BullMQ counts the completing attempt too: one failed attempt and the one that applied it.
+  expect((await p.queue.getJob(jobId))?.attemptsMade).toBe(2);
+  expect(await p.debitsOf('after-revoke')).toBe(1);
+  expect(await p.balances()).toEqual({ w1: 94n, w2: 106n });
+  const faults = logEvents(w.logFile).filter((e) => e.event === 'worker_fault');
+  expect(faults).toHaveLength(1);
+  expect(faults[0]).toMatchObject({ kind: 'permission_denied' });
+});

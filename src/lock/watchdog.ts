@@ -37,6 +37,11 @@ export interface WatchdogOptions {
   readonly renewIntervalMs?: number;
   /** Default: a silent logger. */
   readonly logger?: Logger;
+  /**
+   * Asked before each renewal: true means the work under the lease is stuck, and the lease is
+   * given up (lost with `no_progress`, not renewed) so that other processes get the wallet.
+   */
+  readonly stalled?: () => boolean;
 }
 
 type WatchdogState = 'running' | 'lost' | 'stopped';
@@ -49,6 +54,7 @@ export class Watchdog implements HeldLease {
   private readonly lockTtlMs: number;
   private readonly renewer: LeaseRenewer;
   private readonly logger: Logger;
+  private readonly stalled: (() => boolean) | undefined;
   private readonly controller = new AbortController();
   private state: WatchdogState = 'running';
   /** performance.now() at which the lease ends unless a renewal sent before then succeeds. */
@@ -64,6 +70,7 @@ export class Watchdog implements HeldLease {
     this.lockTtlMs = lease.lockTtlMs;
     this.renewer = options.renewer;
     this.logger = options.logger ?? pino({ level: 'silent' });
+    this.stalled = options.stalled;
     this.renewIntervalMs = options.renewIntervalMs ?? Math.max(1, Math.floor(lease.lockTtlMs / RENEWALS_PER_TTL));
     if (
       !Number.isSafeInteger(this.renewIntervalMs) ||
@@ -129,6 +136,10 @@ export class Watchdog implements HeldLease {
   private async renewOnce(): Promise<void> {
     this.renewTimer = null;
     if (this.state !== 'running') return;
+    if (this.stalled?.() === true) {
+      this.lose('no_progress');
+      return;
+    }
     const sentAtMs = performance.now();
     let stillOurs: boolean;
     try {

@@ -347,11 +347,11 @@ export class FaultInjector {
           if (b === undefined) return;
           record.blackhole = b;
           record.detail +=
-            `: ${b.heldAtStart} wallets held at the start, ` +
-            (b.releasedAfterMs === null
-              ? 'not all released by the end'
-              : `all released after ${b.releasedAfterMs} ms`) +
-            `; longest hold ${b.longestHoldMs} ms (bound ${b.boundMs} ms)`;
+            (b.heldAtStart === 0
+              ? ': no wallet held at the start'
+              : `: ${b.heldAtStart} wallets held at the start, ` +
+                (b.releasedAfterMs === null ? 'not all free by the end' : `all free after ${b.releasedAfterMs} ms`)) +
+            `; ${b.heldMax} held at most, longest hold ${b.longestHoldMs} ms (bound ${b.boundMs} ms)`;
         };
       }
       case 'link-cut': {

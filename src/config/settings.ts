@@ -249,7 +249,7 @@ export const SETTINGS = {
     min: 100,
     max: TIMEOUT_MS_MAX,
     unit: 'ms',
-    doc: '`statement_timeout` on worker connections',
+    doc: "`statement_timeout` on worker connections; the client gives up on a statement nobody answers 1 s later (pg `query_timeout`, the connection destroyed), on a batch's decision 5 s after that (the wait for a connection), and a wallet's lease whose jobs get no answer for as long is released",
   },
   DB_LOCK_TIMEOUT_MS: {
     field: 'dbLockTimeoutMs',

@@ -10,6 +10,29 @@ export type { PrismaClient };
 
 /** How long a caller waits for a free pooled connection before the attempt fails (retryable). */
 export const DB_CONNECTION_TIMEOUT_MS = 5_000;
+/**
+ * The client's own deadline on a statement is the server's statement_timeout plus this: a server
+ * that can answer cancels first (a real SQLSTATE, the connection kept); the client's fires only
+ * when nothing comes back at all (a host gone after accepting the query), and pg then destroys
+ * that connection, so the pool never hands it out again.
+ */
+export const DB_QUERY_TIMEOUT_MARGIN_MS = 1_000;
+/** Idle time before TCP keepalive probes start on a pooled connection (a vanished host is found). */
+export const DB_KEEPALIVE_IDLE_MS = 10_000;
+
+/** The pool's query_timeout: statement_timeout plus the margin. */
+export function dbQueryTimeoutMs(config: Pick<Config, 'dbStatementTimeoutMs'>): number {
+  return config.dbStatementTimeoutMs + DB_QUERY_TIMEOUT_MARGIN_MS;
+}
+
+/**
+ * The longest one database call can take while PostgreSQL answers: a connection within
+ * DB_CONNECTION_TIMEOUT_MS, then the statement within the query timeout. The batcher's deadline
+ * on a decision and the lease's bound without progress (src/queue/transfer-worker.ts) are this.
+ */
+export function dbCallDeadlineMs(config: Pick<Config, 'dbStatementTimeoutMs'>): number {
+  return DB_CONNECTION_TIMEOUT_MS + dbQueryTimeoutMs(config);
+}
 
 export type DbConfig = Pick<
   Config,
@@ -20,6 +43,11 @@ export function createPool(config: DbConfig, onError?: (err: Error) => void): pg
   const pool = new pg.Pool({
     connectionString: config.databaseUrl,
     max: config.dbPoolMax,
+    // Client-side bounds: a statement nobody answers fails (and its connection is destroyed),
+    // and an idle connection to a vanished host is found by keepalive probes.
+    query_timeout: dbQueryTimeoutMs(config),
+    keepAlive: true,
+    keepAliveInitialDelayMillis: DB_KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: DB_CONNECTION_TIMEOUT_MS,
     // Set at connection start-up, so they hold for every statement without a round trip:
     // a session frozen inside a transaction is ended by the server, a statement waiting on a

@@ -1,15 +1,44 @@
 // Gathers the transfers that one process holds at the same time and sends them to the database
 // together: one round trip and one commit for up to batchMax transfers. A transfer waits at most
 // waitMs for company, and not at all when nothing else in the process is on its way (a quiet
-// system pays no latency for batching). Every transfer keeps its own answer.
+// system pays no latency for batching). Every transfer keeps its own answer. A decision that
+// does not come back within deadlineMs is given up: its transfers are withdrawn with a retryable
+// error (each is idempotent, so a late commit answers the retry as `duplicate`) and its slot is
+// freed; a waiting transfer whose lease is lost (its signal) leaves the batcher at once.
 import { wholeNumberIn } from '../config/bounds.ts';
 import {
+  CONFIG_DEFAULTS,
   TRANSFER_BATCH_MAX_LIMIT,
   TRANSFER_BATCH_WAIT_MS_LIMIT,
   TRANSFER_BATCHES_IN_FLIGHT_LIMIT,
 } from '../config/config.ts';
+import { DB_CONNECTION_TIMEOUT_MS, DB_QUERY_TIMEOUT_MARGIN_MS, dbCallDeadlineMs } from '../db/prisma.ts';
 import { type FencedTransfer, LedgerContractError } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
+import { FAILURE_CAUSE_DOCS } from './vocabulary.ts';
+
+/** The deadline of a decision with the default DB_STATEMENT_TIMEOUT_MS (see dbCallDeadlineMs). */
+export const DECISION_DEADLINE_MS_DEFAULT = dbCallDeadlineMs({
+  dbStatementTimeoutMs: Number(CONFIG_DEFAULTS.DB_STATEMENT_TIMEOUT_MS),
+});
+/** The largest deadline: that of the largest DB_STATEMENT_TIMEOUT_MS. */
+export const DECISION_DEADLINE_MS_LIMIT = DB_CONNECTION_TIMEOUT_MS + 600_000 + DB_QUERY_TIMEOUT_MARGIN_MS;
+
+/**
+ * A batch's decision did not come back in time: the transfer was withdrawn, and whether the
+ * database committed it is unknown until a retry asks the record. Retryable.
+ */
+export class DecisionTimeoutError extends Error {
+  override name = 'DecisionTimeoutError';
+  constructor(
+    readonly deadlineMs: number,
+    readonly batchSize: number,
+  ) {
+    super(
+      `${FAILURE_CAUSE_DOCS.DecisionTimeoutError.prefixes[0]}${deadlineMs} ms: the batch's ${batchSize} transfers are withdrawn for a retry (a late commit answers it as duplicate)`,
+    );
+  }
+}
 
 /** Decides the given transfers in order, one result per transfer, in the same order. */
 export type DecideBatch = (transfers: readonly FencedTransfer[]) => Promise<ApplyResult[]>;
@@ -22,6 +51,11 @@ export interface BatchItem extends FencedTransfer {
   readonly check?: () => void;
   /** Runs after the check, right before sending: for tests and the chaos harness (a pause there is the worst case). */
   readonly beforeSend?: () => Promise<void> | void;
+  /**
+   * The lease's signal: once it fires, a transfer still waiting for its batch is withdrawn with
+   * its reason. One already sent waits for its decision or the deadline, as before.
+   */
+  readonly signal?: AbortSignal;
 }
 
 export interface BatchStats {
@@ -30,6 +64,8 @@ export interface BatchStats {
   readonly withdrawn: number;
   readonly seconds: number;
   readonly ok: boolean;
+  /** No answer within deadlineMs: the batch was withdrawn. */
+  readonly timedOut: boolean;
   /** Why it was sent: full, quiet (nobody else on the way), waited (waitMs passed). */
   readonly trigger: FlushTrigger;
 }
@@ -41,6 +77,8 @@ export interface DecisionBatcherOptions {
   readonly batchMax: number;
   readonly waitMs: number;
   readonly inFlightMax: number;
+  /** How long a sent batch waits for its decision; default DECISION_DEADLINE_MS_DEFAULT. */
+  readonly deadlineMs?: number;
   readonly onBatch?: (stats: BatchStats) => void;
 }
 
@@ -55,6 +93,8 @@ export interface ExpectedDecision {
 interface Pending {
   readonly item: BatchItem;
   readonly queuedAtMs: number;
+  /** Answered already (or withdrawn): later answers are ignored. */
+  readonly settled: boolean;
   resolve(result: ApplyResult): void;
   reject(err: unknown): void;
 }
@@ -63,6 +103,7 @@ export class DecisionBatcher {
   readonly batchMax: number;
   readonly waitMs: number;
   readonly inFlightMax: number;
+  readonly deadlineMs: number;
   private readonly decide: DecideBatch;
   private readonly onBatch: ((stats: BatchStats) => void) | undefined;
   private pending: Pending[] = [];
@@ -77,6 +118,12 @@ export class DecisionBatcher {
     this.batchMax = wholeNumberIn('batchMax', options.batchMax, 1, TRANSFER_BATCH_MAX_LIMIT);
     this.waitMs = wholeNumberIn('waitMs', options.waitMs, 0, TRANSFER_BATCH_WAIT_MS_LIMIT);
     this.inFlightMax = wholeNumberIn('inFlightMax', options.inFlightMax, 1, TRANSFER_BATCHES_IN_FLIGHT_LIMIT);
+    this.deadlineMs = wholeNumberIn(
+      'deadlineMs',
+      options.deadlineMs ?? DECISION_DEADLINE_MS_DEFAULT,
+      1,
+      DECISION_DEADLINE_MS_LIMIT,
+    );
     this.onBatch = options.onBatch;
   }
 
@@ -88,10 +135,7 @@ export class DecisionBatcher {
         if (state !== 'expected') throw new Error(`a decision can be submitted once, and not after cancel (${state})`);
         state = 'submitted';
         this.expected -= 1;
-        return new Promise<ApplyResult>((resolve, reject) => {
-          this.pending.push({ item, queuedAtMs: performance.now(), resolve, reject });
-          this.schedule();
-        });
+        return new Promise<ApplyResult>((resolve, reject) => this.enqueue(item, resolve, reject));
       },
       cancel: () => {
         if (state !== 'expected') return;
@@ -112,6 +156,45 @@ export class DecisionBatcher {
   async idle(): Promise<void> {
     if (this.pending.length === 0 && this.inFlight === 0) return;
     await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private enqueue(item: BatchItem, resolve: (r: ApplyResult) => void, reject: (err: unknown) => void): void {
+    const { signal } = item;
+    let settled = false;
+    const onAbort = () => {
+      const at = this.pending.indexOf(p);
+      if (at < 0) return; // sent already
+      this.pending.splice(at, 1);
+      p.reject(signal?.reason);
+      this.schedule();
+    };
+    const p: Pending = {
+      item,
+      queuedAtMs: performance.now(),
+      get settled() {
+        return settled;
+      },
+      resolve: (result) => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener('abort', onAbort);
+        resolve(result);
+      },
+      reject: (err) => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    };
+    if (signal?.aborted) {
+      p.reject(signal.reason);
+      this.schedule();
+      return;
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.pending.push(p);
+    this.schedule();
   }
 
   private schedule(): void {
@@ -174,7 +257,8 @@ export class DecisionBatcher {
     for (const p of live) {
       try {
         await p.item.beforeSend?.();
-        sent.push(p);
+        // Withdrawn meanwhile (its lease was lost): not sent.
+        if (!p.settled) sent.push(p);
       } catch (err) {
         p.reject(err);
       }
@@ -182,10 +266,21 @@ export class DecisionBatcher {
     if (sent.length === 0) return;
     const startedAtMs = performance.now();
     let ok = false;
+    let timedOut = false;
+    let deadlineTimer: NodeJS.Timeout | undefined;
     try {
-      const results = await this.decide(
+      const decision = this.decide(
         sent.map((p) => ({ request: p.item.request, fence: p.item.fence, leaseId: p.item.leaseId })),
       );
+      const deadline = new Promise<never>((_, reject) => {
+        deadlineTimer = setTimeout(() => {
+          timedOut = true;
+          reject(new DecisionTimeoutError(this.deadlineMs, sent.length));
+        }, this.deadlineMs);
+      });
+      // A decision answered after the deadline is dropped; its error too.
+      decision.catch(() => undefined);
+      const results = await Promise.race([decision, deadline]);
       if (results.length !== sent.length) {
         throw new LedgerContractError('batch_result_count', `${results.length} results for ${sent.length} transfers`);
       }
@@ -196,11 +291,13 @@ export class DecisionBatcher {
     } catch (err) {
       for (const p of sent) p.reject(err);
     } finally {
+      clearTimeout(deadlineTimer);
       this.onBatch?.({
         size: sent.length,
         withdrawn: batch.length - sent.length,
         seconds: (performance.now() - startedAtMs) / 1000,
         ok,
+        timedOut,
         trigger,
       });
     }

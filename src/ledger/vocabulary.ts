@@ -275,7 +275,12 @@ export const LEDGER_CONTRACT_VIOLATIONS = {
 export type LedgerContractViolation = keyof typeof LEDGER_CONTRACT_VIOLATIONS;
 
 /** The errors whose message is a failure's detail, by class name. */
-export const FAILURE_CAUSES = ['LockLostError', 'LockProtocolError', 'LedgerContractError'] as const;
+export const FAILURE_CAUSES = [
+  'LockLostError',
+  'LockProtocolError',
+  'LedgerContractError',
+  'DecisionTimeoutError',
+] as const;
 export type FailureCause = (typeof FAILURE_CAUSES)[number];
 
 export interface FailureCauseDoc extends Described {
@@ -287,7 +292,7 @@ export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>>
   LockLostError: {
     prefixes: ['the lock of wallet '],
     meaning:
-      'The lease stopped being ours: `not_owner` (a renewal found another owner or no lock), `lease_expired` (nothing confirmed before it ran out by our clock), `stopped` (the work was over).',
+      'The lease stopped being ours: `not_owner` (a renewal found another owner or no lock), `lease_expired` (nothing confirmed before it ran out by our clock), `stopped` (the work was over), `no_progress` (its jobs got no answer from the database for as long as one call may take, so it was given up and released for other processes).',
     action: 'As for `lock_lost`.',
   },
   LockProtocolError: {
@@ -302,6 +307,13 @@ export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>>
       'A database function answered outside its contract (an unknown outcome or reason, a wrong row count or order): the code and the migrations disagree.',
     action:
       'As for `ledger_contract`: the failure kind it is reported under. A decision is one statement, so nothing is half-written.',
+  },
+  DecisionTimeoutError: {
+    prefixes: ['no answer from the database within '],
+    meaning:
+      "A batch's decision did not come back within the deadline (a connection, then DB_STATEMENT_TIMEOUT_MS and a margin): its transfers were withdrawn, and the retry learns from the record whether a late commit happened (`duplicate`).",
+    action:
+      'Nothing while attempts remain. Many: the path to PostgreSQL is silent (see the runbook, database path down).',
   },
 };
 

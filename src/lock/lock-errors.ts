@@ -10,7 +10,9 @@ export type LockLostReason =
   /** Redis confirmed nothing before the lease ended by our own monotonic clock. */
   | 'lease_expired'
   /** The watchdog was stopped (the work is over and the lock released or about to be). */
-  | 'stopped';
+  | 'stopped'
+  /** Its work made no progress for too long (a database that stops answering): not renewed, released. */
+  | 'no_progress';
 
 /** Thrown (and used as the AbortSignal's reason) when work must not commit any more. */
 export class LockLostError extends Error {

@@ -4,11 +4,14 @@
 // instead of one per job, and its jobs can go into one batch. A ride is bounded in time and in
 // riders, and a ride that ended on its time bound yields a moment before the process competes
 // again, so other processes get their turn at the wallet. A wallet held elsewhere is waited for
-// by one poll loop per wallet per process (never one per job), for a bounded time.
+// by one poll loop per wallet per process (never one per job), for a bounded time. A lease whose
+// riders get no answer for progressMsMax (a database that stops answering) is given up: no longer
+// renewed, its riders aborted through its signal, and released at once for the other processes.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { wholeNumberIn } from '../config/bounds.ts';
 import { CONFIG_DEFAULTS, LOCK_RIDE_MS_MAX_LIMIT } from '../config/config.ts';
 import type { AcquireResult, FencedLock } from './fenced-lock.ts';
+import { LockLostError } from './lock-errors.ts';
 import { type HeldLease, Watchdog } from './watchdog.ts';
 import { releaseWithin } from './with-lock.ts';
 
@@ -27,6 +30,14 @@ export const LEASE_POLL_MS_MIN = 5;
 export const LEASE_POLL_MS_MAX = 25;
 /** ...for at most this long; then the jobs waiting for it go back to the queue, delayed. */
 export const LEASE_WAIT_MS_MAX_DEFAULT = 1_000;
+/**
+ * How long a lease with riders may go without one of them leaving (answered or failed) before it
+ * is given up. The worker passes its decision deadline (dbCallDeadlineMs: a connection, then the
+ * statement and the client's margin; 11 s with the default DB_STATEMENT_TIMEOUT_MS): past it no
+ * call the database answers is still running. Giving a lease up early costs a retry, never money.
+ */
+export const LEASE_PROGRESS_MS_MAX_DEFAULT = 11_000;
+export const LEASE_PROGRESS_MS_MAX_LIMIT = 3_600_000;
 /** Limits on the options. */
 export const LEASE_RIDERS_MAX_LIMIT = 10_000;
 export const LEASE_WAIT_MS_MAX_LIMIT = 60_000;
@@ -35,6 +46,8 @@ export interface SharedLeasesOptions {
   readonly rideMsMax?: number;
   readonly ridersMax?: number;
   readonly waitMsMax?: number;
+  /** Default LEASE_PROGRESS_MS_MAX_DEFAULT. */
+  readonly progressMsMax?: number;
   /** Default: lockTtlMs (by then the lease has expired anyway). */
   readonly releaseTimeoutMs?: number;
   /** Source of jitter in [0, 1); default Math.random. */
@@ -75,6 +88,10 @@ type Entry =
       spoiled: boolean;
       /** Set when the lease is released while closed by its time bound: waiters yield first. */
       endedOnTime: boolean;
+      /** When it was acquired or a rider last left: its riders' progress. */
+      lastProgressAtMs: number;
+      /** Given up for lack of progress and released already: the last rider out sends no release. */
+      givenUp: boolean;
       readonly released: Promise<void>;
       readonly markReleased: () => void;
     };
@@ -83,6 +100,7 @@ export class SharedLeases {
   readonly rideMsMax: number;
   readonly ridersMax: number;
   readonly waitMsMax: number;
+  readonly progressMsMax: number;
   private readonly releaseTimeoutMs: number;
   private readonly random: () => number;
   private readonly entries = new Map<string, Entry>();
@@ -111,6 +129,12 @@ export class SharedLeases {
       options.waitMsMax ?? LEASE_WAIT_MS_MAX_DEFAULT,
       0,
       LEASE_WAIT_MS_MAX_LIMIT,
+    );
+    this.progressMsMax = wholeNumberIn(
+      'progressMsMax',
+      options.progressMsMax ?? LEASE_PROGRESS_MS_MAX_DEFAULT,
+      1,
+      LEASE_PROGRESS_MS_MAX_LIMIT,
     );
     this.releaseTimeoutMs = options.releaseTimeoutMs ?? lock.lockTtlMs;
     this.random = options.random ?? Math.random;
@@ -174,17 +198,26 @@ export class SharedLeases {
       const released = new Promise<void>((resolve) => {
         markReleased = resolve;
       });
-      const entry: Entry = {
+      const acquiredAtMs = performance.now();
+      const entry: Entry & { state: 'held' } = {
         state: 'held',
-        watchdog: Watchdog.start({ renewer: this.lock, lease: result.lease, logger: this.lock.logger }),
-        acquiredAtMs: performance.now(),
+        watchdog: Watchdog.start({
+          renewer: this.lock,
+          lease: result.lease,
+          logger: this.lock.logger,
+          stalled: () => entry.riders > 0 && performance.now() - entry.lastProgressAtMs > this.progressMsMax,
+        }),
+        acquiredAtMs,
         riders: 1,
         spoiled: false,
         endedOnTime: false,
+        lastProgressAtMs: acquiredAtMs,
+        givenUp: false,
         released,
         markReleased,
       };
       this.entries.set(walletId, entry);
+      entry.watchdog.signal.addEventListener('abort', () => this.giveUpIfStalled(walletId, entry), { once: true });
       return { kind: 'held', ride: this.ride(walletId, entry, false) };
     } catch (err) {
       // The jobs waiting on this acquisition find no entry and try for themselves.
@@ -218,6 +251,41 @@ export class SharedLeases {
     );
   }
 
+  /** A lease lost for lack of progress is released now: its riders are stuck, the wallet is not. */
+  private giveUpIfStalled(walletId: string, entry: Entry & { state: 'held' }): void {
+    const reason: unknown = entry.watchdog.signal.reason;
+    if (!(reason instanceof LockLostError) || reason.reason !== 'no_progress') return;
+    entry.givenUp = true;
+    this.lock.logger.warn(
+      {
+        event: 'lease_given_up',
+        walletId,
+        token: entry.watchdog.token.toString(),
+        riders: entry.riders,
+        sinceProgressMs: Math.round(performance.now() - entry.lastProgressAtMs),
+      },
+      'no answer for the riders of a lease; released for other processes',
+    );
+    void this.sendRelease(walletId, entry);
+  }
+
+  /** Removes the entry (new jobs acquire afresh) and releases its lock; close() waits for it. */
+  private async sendRelease(walletId: string, entry: Entry & { state: 'held' }): Promise<void> {
+    const { watchdog } = entry;
+    entry.endedOnTime = performance.now() - entry.acquiredAtMs >= this.rideMsMax;
+    if (this.entries.get(walletId) === entry) this.entries.delete(walletId);
+    // Commands on one connection are answered in order, so an acquisition sent after
+    // this release (by a waiting job of this process) finds the lock free.
+    const release = releaseWithin(this.lock, walletId, watchdog.owner, watchdog.token, this.releaseTimeoutMs);
+    entry.markReleased();
+    this.releases.add(release);
+    try {
+      await release;
+    } finally {
+      this.releases.delete(release);
+    }
+  }
+
   private ride(walletId: string, entry: Entry & { state: 'held' }, joined: boolean): LeaseRide {
     let left = false;
     const { watchdog } = entry;
@@ -234,20 +302,10 @@ export class SharedLeases {
         if (left) return;
         left = true;
         entry.riders -= 1;
-        if (entry.riders > 0) return;
+        entry.lastProgressAtMs = performance.now();
+        if (entry.riders > 0 || entry.givenUp) return;
         watchdog.stop();
-        entry.endedOnTime = performance.now() - entry.acquiredAtMs >= this.rideMsMax;
-        if (this.entries.get(walletId) === entry) this.entries.delete(walletId);
-        // Commands on one connection are answered in order, so an acquisition sent after
-        // this release (by a waiting job of this process) finds the lock free.
-        const release = releaseWithin(this.lock, walletId, watchdog.owner, watchdog.token, this.releaseTimeoutMs);
-        entry.markReleased();
-        this.releases.add(release);
-        try {
-          await release;
-        } finally {
-          this.releases.delete(release);
-        }
+        await this.sendRelease(walletId, entry);
       },
     };
   }

@@ -39,6 +39,11 @@ export interface WatchdogOptions {
   readonly renewIntervalMs?: number;
   /** Default: a silent logger. */
   readonly logger?: Logger;
+  /**
+   * Asked before each renewal: true means the work under the lease is stuck, and the lease is
+   * given up (lost with `no_progress`, not renewed) so that other processes get the wallet.
+   */
+  readonly stalled?: () => boolean;
 }
 
 type WatchdogState = 'running' | 'lost' | 'stopped';
@@ -52,6 +57,7 @@ export class Watchdog implements HeldLease {
   private readonly lockTtlMs: number;
   private readonly renewer: LeaseRenewer;
   private readonly logger: Logger;
+  private readonly stalled: (() => boolean) | undefined;
   private readonly controller = new AbortController();
   private state: WatchdogState = 'running';
   /** performance.now() at which the lease ends unless a renewal sent before then succeeds. */
@@ -68,6 +74,7 @@ export class Watchdog implements HeldLease {
     this.lockTtlMs = lease.lockTtlMs;
     this.renewer = options.renewer;
     this.logger = options.logger ?? pino({ level: 'silent' });
+    this.stalled = options.stalled;
     this.renewIntervalMs = options.renewIntervalMs ?? Math.max(1, Math.floor(lease.lockTtlMs / RENEWALS_PER_TTL));
     if (
       !Number.isSafeInteger(this.renewIntervalMs) ||
@@ -133,6 +140,10 @@ export class Watchdog implements HeldLease {
   private async renewOnce(): Promise<void> {
     this.renewTimer = null;
     if (this.state !== 'running') return;
+    if (this.stalled?.() === true) {
+      this.lose('no_progress');
+      return;
+    }
     const sentAtMs = performance.now();
     let stillOurs: boolean;
     try {

@@ -4,7 +4,7 @@
 // guarantee lives in the database decision, the lock keeps the common case cheap.
 import { DelayedError, type Job, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
-import type { PrismaClient } from '../db/prisma.ts';
+import { dbCallDeadlineMs, type PrismaClient } from '../db/prisma.ts';
 import { applyTransfers } from '../ledger/apply-transfer.ts';
 import { type BatchStats, DecisionBatcher } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
@@ -146,6 +146,7 @@ export class TransferProcessor {
             batchMax: deps.config.transferBatchMax,
             waitMs: deps.config.transferBatchWaitMs,
             inFlightMax: deps.config.transferBatchesInFlightMax,
+            deadlineMs: dbCallDeadlineMs(deps.config),
             onBatch: (stats) => this.onBatch(stats),
           })
         : null;
@@ -153,7 +154,12 @@ export class TransferProcessor {
     // only safe when the database decides each transfer atomically (apply_transfers under row
     // locks). A custom strategy (the harness's naive
     // read-modify-write) gets the lease to itself, one job at a time, as the lock promises.
-    this.leases = new SharedLeases(deps.lock, { rideMsMax: deps.apply === undefined ? deps.config.lockRideMsMax : 0 });
+    // A lease whose riders get no answer for as long as one call may take is given up (released
+    // for other processes): a database that stops answering does not hold wallets for ever.
+    this.leases = new SharedLeases(deps.lock, {
+      rideMsMax: deps.apply === undefined ? deps.config.lockRideMsMax : 0,
+      progressMsMax: dbCallDeadlineMs(deps.config),
+    });
     this.metrics = deps.metrics;
   }
 
@@ -292,6 +298,7 @@ export class TransferProcessor {
                 fence: ride.token,
                 leaseId: ride.leaseId,
                 check: () => ride.lease.assertHeld(),
+                signal: ride.lease.signal,
                 beforeSend: () =>
                   this.deps.hooks?.beforeApply?.({ job, request, token: ride.token, lease: ride.lease }),
               });

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { LedgerContractError } from '../../src/ledger/apply-transfer.ts';
+import { DecisionTimeoutError } from '../../src/ledger/decision-batcher.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import {
   classifyFailure,
@@ -126,6 +127,9 @@ describe('failure messages', () => {
     const protocol = new RetryableTransferError('lock_protocol', new LockProtocolError('acquire', 'bad').message);
     expect(protocol.message).toBe('lock_protocol: lock script acquire: bad');
     expect(classifyFailure(protocol.message)).toMatchObject({ kind: 'lock_protocol', cause: 'LockProtocolError' });
+
+    const timeout = new RetryableTransferError('transient_error', new DecisionTimeoutError(11_000, 3).message);
+    expect(classifyFailure(timeout.message)).toMatchObject({ kind: 'transient_error', cause: 'DecisionTimeoutError' });
 
     for (const violation of Object.keys(LEDGER_CONTRACT_VIOLATIONS) as LedgerContractViolation[]) {
       const message = failureMessage('ledger_contract', new LedgerContractError(violation, 'x').message);

@@ -3,8 +3,9 @@
 // names the fix), and that every reason reads back to its kind and cause.
 import { describe, expect, it } from 'vitest';
 import { LedgerContractError } from '../../src/ledger/apply-transfer.ts';
+import { DecisionTimeoutError } from '../../src/ledger/decision-batcher.ts';
 import { classifyFailure, FAILURE_KIND_DOCS, failureMessage, PERMANENT_KINDS } from '../../src/ledger/vocabulary.ts';
-import { LockProtocolError } from '../../src/lock/lock-errors.ts';
+import { LockLostError, LockProtocolError } from '../../src/lock/lock-errors.ts';
 import { classifyAttemptError, roleOf } from '../../src/queue/attempt-failure.ts';
 
 /** An error shaped as Prisma raises one for a raw query PostgreSQL refused (see PRISMA-NOTES). */
@@ -80,6 +81,12 @@ describe('transient errors are retried as before', () => {
     for (const err of [reset, new TypeError('Cannot read properties of null'), postgresError('53300', 'too many')])
       expect(classifyAttemptError(err, ROLE)).toMatchObject({ permanent: false, kind: 'transient_error' });
     expect(classifyAttemptError(reset, ROLE)).toMatchObject({ detail: 'read ECONNRESET', expected: false });
+  });
+
+  it("a silent database's deadlines (pg's query timeout, the batch deadline, a lease given up): transient_error", () => {
+    const given = new LockLostError('w1', 5n, 'no_progress');
+    for (const err of [new Error('Query read timeout'), new DecisionTimeoutError(11_000, 3), given])
+      expect(classifyAttemptError(err, ROLE)).toMatchObject({ permanent: false, kind: 'transient_error' });
   });
 });
 

@@ -16,6 +16,7 @@ export const FAULT_KINDS = [
   'link-delay',
   'link-stall',
   'link-cut',
+  'pg-blackhole',
 ] as const;
 /** Faults only a Redis Cluster with replicas has (`--redis cluster`): real failovers. */
 export const CLUSTER_FAULT_KINDS = ['failover-lossy', 'kill-master'] as const;
@@ -27,7 +28,7 @@ export type RedisMode = 'single' | 'cluster';
 /** Faults that stop or restart a service: refused when the harness does not own the service. */
 export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
 
-/** The kinds `all` means: the nine everywhere, plus the failovers on a cluster. */
+/** The kinds `all` means: the ten everywhere, plus the failovers on a cluster. */
 export function faultKindsOf(redis: RedisMode): readonly FaultKind[] {
   return redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
 }

@@ -17,6 +17,7 @@ const SHORT: Record<string, string> = {
   'link-delay': 'ld',
   'link-stall': 'ls',
   'link-cut': 'lc',
+  'pg-blackhole': 'pb',
   'failover-lossy': 'fl',
   'kill-master': 'km',
 };

@@ -11,6 +11,7 @@ import type { ChaosServices } from './chaos-services.ts';
 import type { ClusterFaults, FailoverLoss, KillMasterResult } from './cluster-faults.ts';
 import type { FailoverRecovery } from './fault-load.ts';
 import type { History } from './history.ts';
+import { type BlackholeFigures, BlackholeWatch } from './pg-blackhole.ts';
 import { describeFault, type FaultEvent } from './schedule.ts';
 
 /** delete-locks sweeps the lock keys this often during its window. */
@@ -51,6 +52,8 @@ export interface FaultRecord {
   load?: FaultLoad;
   /** Lossy failovers: how the fence recovered (filled after the run, fault-load.ts). */
   recovery?: FailoverRecovery;
+  /** pg-blackhole only: how long the worker's wallets stayed held. */
+  blackhole?: BlackholeFigures;
 }
 
 /** The cluster a run's failovers act on, and which slot groups each kind may hit. */
@@ -82,6 +85,8 @@ export class FaultInjector {
     private readonly history: History,
     private readonly onChange?: () => void,
     private readonly cluster: ClusterTargets | null = null,
+    /** The workers' LOCK_TTL_MS: part of the bound a blackhole is judged by. */
+    private readonly lockTtlMs: number = 1_000,
   ) {}
 
   get active(): number {
@@ -329,6 +334,25 @@ export class FaultInjector {
         const proxy = target().proxies[event.link ?? 'redis'];
         proxy.stall();
         return async () => proxy.unstall();
+      }
+      case 'pg-blackhole': {
+        const proxy = target().proxies.postgres;
+        const pid = target().process.pid;
+        proxy.stall();
+        const watch =
+          pid === undefined ? null : BlackholeWatch.start(this.redis, this.lockKeyPrefix, pid, this.lockTtlMs);
+        return async () => {
+          const b = await watch?.stop();
+          proxy.unstall();
+          if (b === undefined) return;
+          record.blackhole = b;
+          record.detail +=
+            (b.heldAtStart === 0
+              ? ': no wallet held at the start'
+              : `: ${b.heldAtStart} wallets held at the start, ` +
+                (b.releasedAfterMs === null ? 'not all free by the end' : `all free after ${b.releasedAfterMs} ms`)) +
+            `; ${b.heldMax} held at most, longest hold ${b.longestHoldMs} ms (bound ${b.boundMs} ms)`;
+        };
       }
       case 'link-cut': {
         const proxy = target().proxies[event.link ?? 'redis'];

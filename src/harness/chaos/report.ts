@@ -9,6 +9,7 @@ import type { ChaosWorkload } from './chaos-workload.ts';
 import type { CheckResult, FinalJob } from './checker.ts';
 import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
 import type { FaultRecord } from './faults.ts';
+import { BLACKHOLE_POLL_MS, type BlackholeFigures } from './pg-blackhole.ts';
 
 export type Expectation = 'all-hold' | 'violation-detected' | 'money-holds';
 
@@ -195,6 +196,7 @@ const WORKER_LOG_EVENTS = [
   'lock_release_failed',
   'lock_acquire_given_back',
   'lock_acquire_give_back_failed',
+  'lease_given_up',
 ];
 
 export function quantile(sorted: readonly number[], q: number): number {
@@ -265,6 +267,32 @@ const cell = (v: unknown) =>
   String(v ?? '')
     .replace(/\|/g, '\\|')
     .replace(/\n/g, ' ');
+
+/** For each pg-blackhole, how long its worker's wallets stayed held, against the bound. */
+function renderBlackholes(lines: string[], faults: readonly FaultRecord[]): void {
+  const blackholes = faults.filter((r) => r.blackhole !== undefined);
+  if (blackholes.length === 0) return;
+  lines.push(
+    '## Database blackholes',
+    '',
+    "The worker's link to PostgreSQL forwarded nothing either way and closed nothing. Its lock keys were read every " +
+      `${BLACKHOLE_POLL_MS} ms: the wallets it held when the path went silent, when the last of them was free, the most it ` +
+      'held at once, and the longest any one lease of it was seen held, against the bound (the decision deadline plus a lock TTL).',
+    '',
+    '| # | worker | lasted (s) | held at start | all free after (s) | most held | longest hold (s) | bound (s) | result |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+  );
+  for (const r of blackholes) {
+    const b = r.blackhole as BlackholeFigures;
+    const freed =
+      b.heldAtStart === 0 ? '' : b.releasedAfterMs === null ? 'never' : (b.releasedAfterMs / 1000).toFixed(1);
+    lines.push(
+      `| ${r.id} | ${r.worker ?? ''} | ${((r.endMs - r.startMs) / 1000).toFixed(1)} | ${b.heldAtStart} | ${freed} | ` +
+        `${b.heldMax} | ${(b.longestHoldMs / 1000).toFixed(1)} | ${(b.boundMs / 1000).toFixed(1)} | ${b.ok ? 'within' : '**OVER**'} |`,
+    );
+  }
+  lines.push('');
+}
 
 export function renderMarkdown(f: RunFigures, chartFile: string | null): string {
   const lines: string[] = [];
@@ -391,6 +419,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     lines.push('');
   }
 
+  renderBlackholes(lines, f.faults.list);
   lines.push('## Invariants', '', '| invariant | group | result | violations |', '| --- | --- | --- | ---: |');
   for (const c of f.checks)
     lines.push(

@@ -26,6 +26,7 @@ import { ClusterFaults } from './cluster-faults.ts';
 import { attachFaultLoads, attachRecovery } from './fault-load.ts';
 import { type ClusterTargets, FaultInjector } from './faults.ts';
 import { History } from './history.ts';
+import { blackholeCheck } from './pg-blackhole.ts';
 import {
   answerOf,
   countWorkerLogEvents,
@@ -315,7 +316,7 @@ async function runFaultPhase(
 
 function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
   const { fleet, services, queues, directRedis } = rig;
-  const { names, history, progress, registry } = plan;
+  const { names, history, progress, registry, options } = plan;
   const injector: FaultInjector = new FaultInjector(
     fleet,
     services,
@@ -329,6 +330,7 @@ function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
       registry.update({ workerPids: fleet.pids() });
     },
     clusterTargets(services, queues, names.lockKeyPrefix),
+    options.lockTtlMs,
   );
   return injector;
 }
@@ -440,7 +442,9 @@ async function check(
   const jobs = await readFinalJobs(rig.queues);
   writeFinalJobs(history, jobs, sent);
   owned.prisma = createPrisma(dbConfig(rig.services.databaseUrl));
-  const { checks, totals } = await runChecks(owned.prisma, { workload, sent, jobs, drained: drain.drained });
+  const ran = await runChecks(owned.prisma, { workload, sent, jobs, drained: drain.drained });
+  const checks = [...ran.checks, blackholeCheck(injector.records)];
+  const { totals } = ran;
   attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
   await attachRecovery(
     injector.records,

@@ -2,6 +2,7 @@
 // injects the same faults at the same offsets, against the same workers and links.
 import { type Random, randomInt, seededRandom } from '../../workload/prng.ts';
 import type { ChaosOptions, FaultKind } from './chaos-options.ts';
+import { BLACKHOLE_PAST_BOUND_MS_MAX, BLACKHOLE_PAST_BOUND_MS_MIN, walletHoldBoundMs } from './pg-blackhole.ts';
 
 export type LinkName = 'redis' | 'postgres';
 
@@ -39,7 +40,7 @@ export const SCHEDULE_END_SHARE = 0.8;
 const SCHEDULE_SEED_SALT = 0x5eed_fa17;
 
 const WORKER_FAULTS: readonly FaultKind[] = ['kill-worker', 'pause-worker'];
-const LINK_FAULTS: readonly FaultKind[] = ['link-delay', 'link-stall', 'link-cut'];
+const LINK_FAULTS: readonly FaultKind[] = ['link-delay', 'link-stall', 'link-cut', 'pg-blackhole'];
 /** How long the replication link is stalled before the lossy takeover (the writes that will be lost). */
 export const LOSSY_STALL_MS_MIN = 1_500;
 export const LOSSY_STALL_MS_MAX = 4_000;
@@ -128,7 +129,7 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
       target = randomInt(random, 0, TARGET_SPREAD - 1);
     }
     if (LINK_FAULTS.includes(kind)) {
-      link = random() < 0.5 ? 'redis' : 'postgres';
+      link = kind === 'pg-blackhole' ? 'postgres' : random() < 0.5 ? 'redis' : 'postgres';
       const candidates = Array.from({ length: o.workers }, (_, w) => w + 1).filter(
         (w) => (linkBusyUntil.get(`${w}:${link}`) ?? 0) <= atMs,
       );
@@ -140,6 +141,10 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
         jitterMs = randomInt(random, 0, Math.floor(delayMs / 2));
       } else if (kind === 'link-stall') {
         durationMs = randomInt(random, Math.round(1.5 * ttl), 3 * ttl);
+      } else if (kind === 'pg-blackhole') {
+        // Longer than the bound on the wallets held meanwhile: the bound frees them, not the end.
+        const boundMs = walletHoldBoundMs(ttl);
+        durationMs = randomInt(random, boundMs + BLACKHOLE_PAST_BOUND_MS_MIN, boundMs + BLACKHOLE_PAST_BOUND_MS_MAX);
       } else {
         durationMs = randomInt(random, 500, 3_000);
       }

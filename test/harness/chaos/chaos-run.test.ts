@@ -15,7 +15,8 @@ describe('chaos run (short)', () => {
     'keeps every invariant under every fault kind',
     async () => {
       const result = await run.run(
-        ['--seed', '11', '--duration-s', '30', '--transfers', '1500', '--quiet'],
+        // A fault every 2 s: 11 in the window, so each of the 10 kinds comes once.
+        ['--seed', '11', '--duration-s', '30', '--fault-interval-ms', '2000', '--transfers', '1500', '--quiet'],
         RUN_TIMEOUT_MS,
       );
       const { report, context } = expectVerdictAsExpected(result);
@@ -25,6 +26,10 @@ describe('chaos run (short)', () => {
       ).toEqual([]);
       expect(Object.keys(report.faults.byKind).sort()).toEqual([...FAULT_KINDS].sort());
       expect(report.ledger.transfersApplied).toBe(1500);
+      // The blackhole was measured, and its worker's wallets were free within the bound.
+      const blackholes = report.faults.list.filter((r) => r.blackhole !== undefined);
+      expect(blackholes.length).toBeGreaterThan(0);
+      expect(report.checks.some((c) => c.name.startsWith('wallets held by a worker whose database path'))).toBe(true);
       expect(report.jobs.failedValid).toBe(0);
       expect(report.answers.duplicate).toBeGreaterThan(0);
     },

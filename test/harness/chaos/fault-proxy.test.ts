@@ -126,6 +126,31 @@ describe('FaultProxy', () => {
     expect(answer).toBe('');
   }, 10_000);
 
+  it('as a pg-blackhole, closes neither side and lets new connections in that hear nothing', async () => {
+    const open = await connectTo(proxy.port);
+    let closed = false;
+    open.once('close', () => {
+      closed = true;
+    });
+    proxy.stall();
+    const held = roundTrip(open, 'old');
+    // A connection opened during the blackhole is accepted (as a silent host's SYN-ACK would be
+    // by a middlebox, or one already open) and hears nothing: the client's own timeout must act.
+    const late = await connectTo(proxy.port);
+    const lateTrip = roundTrip(late, 'new');
+    const early = await Promise.race([
+      Promise.race([held, lateTrip]).then(() => 'answered'),
+      new Promise((r) => setTimeout(() => r('silent'), 500)),
+    ]);
+    expect(early).toBe('silent');
+    expect(closed).toBe(false);
+    proxy.unstall();
+    expect((await held).reply).toBe('old');
+    expect((await lateTrip).reply).toBe('new');
+    open.destroy();
+    late.destroy();
+  }, 10_000);
+
   it('resets open connections and refuses new ones while cut', async () => {
     const s = await connectTo(proxy.port);
     const closed = new Promise<void>((resolve) => s.once('close', () => resolve()));

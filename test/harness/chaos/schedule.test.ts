@@ -3,6 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { chaosOptions, FAULT_KINDS, parseChaosArgs } from '../../../src/harness/chaos/chaos-options.ts';
 import { buildWorkload } from '../../../src/harness/chaos/chaos-workload.ts';
+import {
+  BLACKHOLE_PAST_BOUND_MS_MAX,
+  BLACKHOLE_PAST_BOUND_MS_MIN,
+  walletHoldBoundMs,
+} from '../../../src/harness/chaos/pg-blackhole.ts';
 import { buildSchedule, scheduledFaultCount } from '../../../src/harness/chaos/schedule.ts';
 
 describe('buildSchedule', () => {
@@ -53,6 +58,23 @@ describe('buildSchedule', () => {
       const overlapping = down.filter((x) => x.atMs <= e.atMs && x.atMs + x.durationMs > e.atMs);
       expect(overlapping.length).toBeLessThanOrEqual(options.workers - 1);
       expect(new Set(overlapping.map((x) => x.worker)).size).toBe(overlapping.length);
+    }
+  });
+
+  it("blackholes a worker's PostgreSQL link for longer than the bound on the wallets it holds", () => {
+    const options = chaosOptions({ faults: ['pg-blackhole'], durationS: 600, faultIntervalMs: 5_000 });
+    const schedule = buildSchedule(2, options);
+    expect(schedule.length).toBeGreaterThan(10);
+    const boundMs = walletHoldBoundMs(options.lockTtlMs);
+    // The default statement timeout (5 s), its 1 s margin, the 5 s connection wait, one TTL.
+    expect(boundMs).toBe(12_000);
+    for (const e of schedule) {
+      expect(e).toMatchObject({ kind: 'pg-blackhole', link: 'postgres' });
+      expect(e.durationMs).toBeGreaterThanOrEqual(boundMs + BLACKHOLE_PAST_BOUND_MS_MIN);
+      expect(e.durationMs).toBeLessThanOrEqual(boundMs + BLACKHOLE_PAST_BOUND_MS_MAX);
+    }
+    for (const seed of [1, 2, 3]) {
+      expect(buildSchedule(seed, chaosOptions({ seed })).some((e) => e.kind === 'pg-blackhole')).toBe(true);
     }
   });
 

@@ -1,0 +1,111 @@
+// A worker whose path to PostgreSQL goes silent with jobs in hand (issue 18, item 2), through a
+// fault proxy in front of the shared server that stops forwarding both ways and closes nothing.
+// Redis stays fine, so before the fix the watchdog renewed the wallets' locks for as long as the
+// silence lasted. Now every wallet the worker held is free for a second lock client within the
+// stated bound; and once the path answers again, every transfer ends applied exactly once.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/config.ts';
+import { dbCallDeadlineMs } from '../../src/db/prisma.ts';
+import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
+import type { TransferOutcome } from '../../src/ledger/outcome.ts';
+import { reconcile } from '../../src/ledger/reconciliation.ts';
+import { FencedLock } from '../../src/lock/fenced-lock.ts';
+import { lockConnection } from '../../src/queue/redis-connection.ts';
+import { pipelinePerTest } from '../support/pipeline.ts';
+
+const STATEMENT_TIMEOUT_MS = 500;
+const TTL_MS = 1_000;
+const TRANSFERS = 8;
+/**
+ * What the worker promises: a lease whose riders get no answer for its decision deadline is given
+ * up at its next renewal (every TTL/3) and released at once; a TTL covers both.
+ */
+const HELD_BOUND_MS = dbCallDeadlineMs({ dbStatementTimeoutMs: STATEMENT_TIMEOUT_MS }) + TTL_MS;
+
+const open = pipelinePerTest();
+let proxy: FaultProxy | null = null;
+afterEach(async () => {
+  await proxy?.close();
+  proxy = null;
+});
+
+describe('the database path blackholed under a worker with jobs in hand', () => {
+  it('frees its wallets within the bound, then applies every transfer exactly once', async () => {
+    const p = await open({ LOCK_TTL_MS: String(TTL_MS), WORKER_CONCURRENCY: String(TRANSFERS) });
+    await p.seed(2 * TRANSFERS, 1_000n);
+    const target = new URL(loadConfig().databaseUrl);
+    const pg = await FaultProxy.start('blackhole:postgres', target.hostname, Number(target.port || 5432));
+    proxy = pg;
+    const viaProxy = new URL(p.workerEnv.DATABASE_URL as string);
+    viaProxy.hostname = '127.0.0.1';
+    viaProxy.port = String(pg.port);
+
+    let blackholedAtMs = 0;
+    await p.startWorker(
+      {
+        // The first decision about to be sent: the path goes silent under it.
+        beforeApply: () => {
+          if (blackholedAtMs > 0) return;
+          pg.stall();
+          blackholedAtMs = performance.now();
+        },
+      },
+      {
+        DATABASE_URL: viaProxy.toString(),
+        DB_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+        TRANSFER_BATCH_WAIT_MS: '50',
+      },
+    );
+    const ops = Array.from({ length: TRANSFERS }, (_, i) => ({
+      operationId: `op-bh-${i + 1}`,
+      from: `w${i + 1}`,
+      to: `w${i + 1 + TRANSFERS}`,
+      amount: '10',
+    }));
+    const jobs = await Promise.all(ops.map((op) => p.addRaw(op)));
+
+    while (blackholedAtMs === 0) await sleep(10);
+    await sleep(200);
+    const lockKey = /\{wallet:([^}]+)\}:lock$/;
+    const held = (await p.redis.keys(`${p.config.lockKeyPrefix}{wallet:*}:lock`))
+      .map((k) => lockKey.exec(k)?.[1])
+      .filter((w): w is string => w !== undefined);
+    expect(held.length).toBeGreaterThan(0);
+
+    // Another process's lock client: it must get every one of those wallets within the bound.
+    const rivalRedis = lockConnection(p.config);
+    const rival = new FencedLock({ redis: rivalRedis, lockTtlMs: TTL_MS, keyPrefix: p.config.lockKeyPrefix });
+    try {
+      const freedAfterMs = await Promise.all(
+        held.map(async (walletId) => {
+          for (;;) {
+            const r = await rival.acquire(walletId);
+            if (r.kind === 'acquired') {
+              const ms = performance.now() - blackholedAtMs;
+              await rival.release(walletId, r.lease.owner);
+              return ms;
+            }
+            if (performance.now() - blackholedAtMs > HELD_BOUND_MS + 2_000) return Number.POSITIVE_INFINITY;
+            await sleep(20);
+          }
+        }),
+      );
+      for (const ms of freedAfterMs) expect(ms).toBeLessThanOrEqual(HELD_BOUND_MS);
+    } finally {
+      rivalRedis.disconnect();
+    }
+
+    // The path comes back: everything is decided, each operation exactly once.
+    pg.unstall();
+    const outcomes = (await Promise.all(jobs.map((j) => p.result(j, 60_000)))) as TransferOutcome[];
+    for (const o of outcomes) expect(['applied', 'duplicate']).toContain(o.outcome);
+    for (const op of ops) expect(await p.debitsOf(op.operationId)).toBe(1);
+    const balances = await p.balances();
+    for (let i = 1; i <= TRANSFERS; i++) {
+      expect(balances[`w${i}`]).toBe(990n);
+      expect(balances[`w${i + TRANSFERS}`]).toBe(1_010n);
+    }
+    expect((await reconcile(p.db.prisma)).ok).toBe(true);
+  });
+});

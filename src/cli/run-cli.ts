@@ -2,12 +2,21 @@
 // configuration, a failed migration, a server that does not answer at start), the stack only for the unexpected; exit code 1.
 import { ConfigError } from '../config/config.ts';
 import { MigrationError } from '../db/migrations.ts';
+import { SessionBoundsError } from '../db/session-bounds.ts';
 import { WorkerRoleError } from '../db/worker-role-grants.ts';
 import { redactText } from '../log/redact.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import { UsageError } from './args.ts';
 
-const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, WorkerRoleError, StartupError, RangeError] as const;
+const EXPECTED_ERRORS = [
+  ConfigError,
+  UsageError,
+  MigrationError,
+  WorkerRoleError,
+  SessionBoundsError,
+  StartupError,
+  RangeError,
+] as const;
 
 export async function runCli(main: () => Promise<void>): Promise<void> {
   try {

@@ -192,7 +192,7 @@ describe('the commands behind PgBouncer in transaction mode', () => {
       expect(before.stderr).toMatch(/^error: .*session bounds not in force.*npm run db:session-bounds/m);
       expect(before.stderr.trim().split('\n')).toHaveLength(1);
 
-      const set = await runTsx('src/cli/session-bounds.ts', [], env);
+      const set = await runTsx('src/cli/role-session-bounds.ts', [], env);
       expect(set.code, set.stderr).toBe(0);
       expect(lastJsonLine(set)).toMatchObject({ role: 'postgres', sessionDefaults: { statement_timeout: '5000' } });
       // Server connections PgBouncer opened before keep their old settings: it opens fresh ones.

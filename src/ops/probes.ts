@@ -1,7 +1,8 @@
 // The readiness probes of a worker: does Redis answer, does PostgreSQL answer, does the
-// database carry every migration of this build, and are the session bounds in force. Each probe is bounded by a timeout and needs no
-// privilege beyond `SELECT 1` and reading `_prisma_migrations`, so it works for a role that may
-// otherwise only execute the decision functions.
+// database carry every migration of this build, and are the session bounds in force. Each probe
+// is bounded by a timeout and needs no privilege beyond `SELECT 1`, reading `_prisma_migrations`
+// and `pg_settings` (every role may), so it works for a role that may otherwise only execute the
+// decision functions.
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { redactUrl } from '../config/config.ts';

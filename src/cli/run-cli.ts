@@ -4,12 +4,21 @@
 import { ConfigError } from '../config/config.ts';
 import { databaseFaultOf, describeDatabaseFault } from '../db/database-errors.ts';
 import { MigrationError } from '../db/migrations.ts';
+import { SessionBoundsError } from '../db/session-bounds.ts';
 import { WorkerRoleError } from '../db/worker-role-grants.ts';
 import { redactText } from '../log/redact.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import { UsageError } from './args.ts';
 
-const EXPECTED_ERRORS = [ConfigError, UsageError, MigrationError, WorkerRoleError, StartupError, RangeError] as const;
+const EXPECTED_ERRORS = [
+  ConfigError,
+  UsageError,
+  MigrationError,
+  WorkerRoleError,
+  SessionBoundsError,
+  StartupError,
+  RangeError,
+] as const;
 
 export async function runCli(main: () => Promise<void>): Promise<void> {
   try {

@@ -13,5 +13,5 @@ await runCli(async () => {
   const role = requireFlag(values.role, '--role', USAGE);
   const config = loadConfig();
   const password = loadWorkerDbPassword();
-  process.stdout.write(`${JSON.stringify(await ensureWorkerRole(config.databaseUrl, role, password))}\n`);
+  process.stdout.write(`${JSON.stringify(await ensureWorkerRole(config.databaseUrl, role, password, config))}\n`);
 });

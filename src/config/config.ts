@@ -9,6 +9,7 @@ import { parseWholeNumber, type WholeNumberError } from './bounds.ts';
 import { PROJECT_ROOT } from './paths.ts';
 import {
   ALLOW_UNSAFE_CONSENT,
+  type DatabasePooler,
   type LogLevel,
   METRICS_PORT_OFF,
   PORT_MAX,
@@ -46,6 +47,7 @@ export const QUEUE_SHARDS_MAX = SETTINGS.QUEUE_SHARDS.max;
  */
 export interface Config {
   readonly databaseUrl: string;
+  readonly databasePooler: DatabasePooler;
   /** In cluster mode only its credentials (user, password) and TLS are used, for every node. */
   readonly redisUrl: string;
   /** Null: the system's CAs. */
@@ -408,6 +410,7 @@ export function loadConfig(env: Env = process.env): Config {
   const queueShards = integer(env, 'QUEUE_SHARDS');
   const config: Config = {
     databaseUrl,
+    databasePooler: oneOf(env, 'DATABASE_POOLER', SETTINGS.DATABASE_POOLER.values),
     redisUrl,
     redisCluster: redisCluster(env),
     redisTlsCaFile: redisTlsCaRaw === '' ? null : certificateFile('REDIS_TLS_CA_FILE', redisTlsCaRaw),

@@ -26,6 +26,14 @@ export const UNSAFE_MODES = [
 /** The one value of TRANSFERS_ALLOW_UNSAFE that lets TRANSFERS_UNSAFE through. */
 export const ALLOW_UNSAFE_CONSENT = 'i-understand-this-breaks-guarantees';
 
+/**
+ * What sits between the service and PostgreSQL. `none`: the pool sets its session bounds as
+ * start-up parameters. `pgbouncer` (transaction mode): it sends none, which PgBouncer would
+ * refuse, and the bounds are the role's defaults in the database (`npm run db:worker-role`,
+ * `npm run db:session-bounds`). Either way every new connection checks them (src/db/session-bounds.ts).
+ */
+export const DATABASE_POOLERS = ['none', 'pgbouncer'] as const;
+
 /** libpq's sslmode values; pg reads `prefer`, `require` and `verify-ca` as `verify-full`. */
 export const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'] as const;
 
@@ -102,6 +110,14 @@ export const SETTINGS = {
     protocols: ['postgresql:', 'postgres:'],
     allowedMore: `\`sslmode\` one of ${SSL_MODES.join(', ')}; \`sslrootcert\`, \`sslcert\`, \`sslkey\`: readable files`,
     doc: 'PostgreSQL; for TLS add `?sslmode=verify-full&sslrootcert=/path/ca.crt`',
+  },
+  DATABASE_POOLER: {
+    field: 'databasePooler',
+    kind: 'enum',
+    default: 'none',
+    values: DATABASE_POOLERS,
+    list: false,
+    doc: '`pgbouncer` when `DATABASE_URL` points at PgBouncer in transaction mode: no start-up parameters, the `DB_*_TIMEOUT_MS` bounds come from the role (see [deploy](../operating/deploy.md#pgbouncer)); a connection whose bounds differ is refused either way',
   },
   REDIS_URL: {
     field: 'redisUrl',
@@ -400,4 +416,5 @@ export type SettingNameOf<K extends Setting['kind']> = {
 }[SettingName];
 
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
 export type UnsafeMode = (typeof UNSAFE_MODES)[number];

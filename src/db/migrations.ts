@@ -69,7 +69,14 @@ interface MigrationRow {
 export async function migrate(databaseUrl: string, migrationsDir: string, logger?: Logger): Promise<MigrateResult> {
   const migrations = readMigrations(migrationsDir);
   const createdDatabase = await ensureDatabase(databaseUrl);
-  const client = new pg.Client({ connectionString: databaseUrl });
+  const client = new pg.Client({
+    connectionString: databaseUrl,
+    // Unbounded, whatever the role's defaults (the session bounds db:session-bounds may set for
+    // the owner): a migration on a large table may take long. As start-up parameters, which
+    // PgBouncer refuses: migrations need a session of their own (the advisory lock below) and
+    // run straight against PostgreSQL.
+    options: '-c statement_timeout=0 -c lock_timeout=0 -c idle_in_transaction_session_timeout=0',
+  });
   // A session the server ends fails the query in flight, which reaches the caller; the client then
   // also emits 'error', which must not crash the process.
   client.on('error', () => undefined);

@@ -1,10 +1,14 @@
 // The Prisma client factory: @prisma/adapter-pg over a pg pool of explicit size, with the
-// server-side bounds that keep a frozen worker from blocking the next lock holder.
+// server-side bounds that keep a frozen worker from blocking the next lock holder. Fit for
+// PgBouncer in transaction mode (DATABASE_POOLER=pgbouncer): no start-up parameters then, and no
+// named prepared statements ever (the adapter names none unless given statementNameGenerator,
+// which PgBouncer before 1.21 could not keep apart across server connections).
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import type { Config } from '../config/config.ts';
 import { PrismaClient } from '../generated/prisma/client.ts';
 import { connectionsClosed, trackConnections } from './pool-close.ts';
+import { assertSessionBounds, sessionStartupParameters } from './session-bounds.ts';
 
 export type { PrismaClient };
 
@@ -36,7 +40,12 @@ export function dbCallDeadlineMs(config: Pick<Config, 'dbStatementTimeoutMs'>): 
 
 export type DbConfig = Pick<
   Config,
-  'databaseUrl' | 'dbPoolMax' | 'dbStatementTimeoutMs' | 'dbLockTimeoutMs' | 'dbIdleInTransactionTimeoutMs'
+  | 'databaseUrl'
+  | 'databasePooler'
+  | 'dbPoolMax'
+  | 'dbStatementTimeoutMs'
+  | 'dbLockTimeoutMs'
+  | 'dbIdleInTransactionTimeoutMs'
 >;
 
 export function createPool(config: DbConfig, onError?: (err: Error) => void): pg.Pool {
@@ -49,13 +58,13 @@ export function createPool(config: DbConfig, onError?: (err: Error) => void): pg
     keepAlive: true,
     keepAliveInitialDelayMillis: DB_KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: DB_CONNECTION_TIMEOUT_MS,
-    // Set at connection start-up, so they hold for every statement without a round trip:
-    // a session frozen inside a transaction is ended by the server, a statement waiting on a
-    // row lock or running away is cancelled, and timestamps are read and written in UTC.
-    statement_timeout: config.dbStatementTimeoutMs,
-    lock_timeout: config.dbLockTimeoutMs,
-    idle_in_transaction_session_timeout: config.dbIdleInTransactionTimeoutMs,
-    options: '-c TimeZone=UTC',
+    // The server-side bounds, for every statement without a round trip: a session frozen inside
+    // a transaction is ended by the server, a statement waiting on a row lock or running away is
+    // cancelled, and timestamps are read and written in UTC. Start-up parameters straight to
+    // PostgreSQL, the role's defaults behind PgBouncer; each new connection checks they are in
+    // force before its first use (session-bounds.ts).
+    ...sessionStartupParameters(config),
+    onConnect: (client) => assertSessionBounds(client, config),
     application_name: 'fenced-transfers',
   });
   // A backend terminated while idle (failover, pg_terminate_backend) emits here, and so does one

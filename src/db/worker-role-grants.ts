@@ -3,11 +3,13 @@
 // readiness check), and nothing else. The decision functions are SECURITY DEFINER (see the
 // least-privilege migration), so a transfer still writes wallets, transfers and the ledger, but
 // only through the checks inside them: a bug or a stolen worker credential cannot rewrite a
-// balance or an entry directly.
+// balance or an entry directly. Its sessions' bounds (DB_*_TIMEOUT_MS, TimeZone=UTC) become its
+// defaults in the database, which is how they reach it behind PgBouncer (session-bounds.ts).
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { databaseName } from '../config/config.ts';
 import { DECISION_FUNCTION } from '../ledger/apply-transfer.ts';
+import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } from './session-bounds.ts';
 
 /**
  * Every function the worker role may execute, with its full signature as PostgreSQL prints it
@@ -40,6 +42,8 @@ export interface WorkerRoleResult {
   created: boolean;
   /** What the role may do afterwards, read back from the catalogs (see rolePrivileges). */
   privileges: string[];
+  /** Its session defaults in the database (ALTER ROLE … IN DATABASE … SET), from the configuration. */
+  sessionDefaults: Record<SessionSetting, string>;
 }
 
 /**
@@ -125,9 +129,15 @@ export function expectedWorkerPrivileges(database: string, schema: string): stri
  * then CONNECT, USAGE, EXECUTE on DECISION_FUNCTIONS and SELECT on WORKER_READABLE_TABLES are
  * granted. Refuses a role that is the caller, a superuser, able to create roles or databases,
  * a member of another role, or the owner of anything here: such a role can never be "nothing
- * else". `ownerUrl` is the migrating owner's URL.
+ * else". `ownerUrl` is the migrating owner's URL. `session`'s bounds become the role's defaults
+ * in this database.
  */
-export async function ensureWorkerRole(ownerUrl: string, role: string, password: string): Promise<WorkerRoleResult> {
+export async function ensureWorkerRole(
+  ownerUrl: string,
+  role: string,
+  password: string,
+  session: SessionBoundsConfig,
+): Promise<WorkerRoleResult> {
   if (!ROLE_NAME_PATTERN.test(role)) {
     throw new WorkerRoleError(
       `role name must be 1-63 characters of [a-z0-9_], not starting with a digit; got ${JSON.stringify(role)}`,
@@ -230,8 +240,9 @@ export async function ensureWorkerRole(ownerUrl: string, role: string, password:
         `${role} ends with ${JSON.stringify(privileges)}, expected ${JSON.stringify(expected)}`,
       );
     }
+    const sessionDefaults = await setRoleSessionBounds(client, role, session);
     await client.query('COMMIT');
-    return { role, database, schema, created: existing === undefined, privileges };
+    return { role, database, schema, created: existing === undefined, privileges, sessionDefaults };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;

@@ -1,13 +1,21 @@
 // The readiness probes of a worker: does Redis answer, does PostgreSQL answer, does the
-// database carry every migration of this build, and may the worker's role execute the decision
-// functions. Each probe is bounded by a timeout and needs no privilege beyond `SELECT 1`,
-// reading `_prisma_migrations` and asking the catalogs, so it works for a role that may otherwise
-// only execute the decision functions.
+// database carry every migration of this build, are the session bounds in force, and may the
+// worker's role execute the decision functions. Each probe is bounded by a timeout and needs no
+// privilege beyond `SELECT 1`, reading `_prisma_migrations` and `pg_settings` and asking the
+// catalogs (every role may), so it works for a role that may otherwise only execute the decision
+// functions.
 import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { redactUrl } from '../config/config.ts';
 import { databaseFaultOf, describeDatabaseFault } from '../db/database-errors.ts';
 import type { MigrationFile } from '../db/migrations.ts';
+import {
+  readSessionSettings,
+  type SessionBoundsConfig,
+  sessionBoundsFix,
+  sessionSettingsDiffer,
+  sessionStartupParameters,
+} from '../db/session-bounds.ts';
 import { DECISION_FUNCTIONS } from '../db/worker-role-grants.ts';
 
 export type ProbeVariable = 'REDIS_URL' | 'DATABASE_URL';
@@ -120,7 +128,8 @@ export function decisionPrivilegeProblem(rows: readonly PrivilegeRow[]): string 
 /**
  * PostgreSQL through one connection of its own, outside the worker's pool: a pool busy with
  * decisions must not look like a server that does not answer. The connection is opened again
- * after any failure. The migrations are compared at the first success and again after every
+ * after any failure. The migrations and the session bounds (opened as the pool opens its
+ * connections: src/db/session-bounds.ts) are compared at the first success and again after every
  * outage (the database may have been restored from a backup meanwhile).
  */
 export class PostgresProbe {
@@ -130,6 +139,7 @@ export class PostgresProbe {
   constructor(
     private readonly databaseUrl: string,
     private readonly expectedMigrations: readonly Pick<MigrationFile, 'name' | 'checksum'>[],
+    private readonly session: SessionBoundsConfig,
     private readonly decisionFunctions: readonly string[] = DECISION_FUNCTIONS,
   ) {}
 
@@ -138,7 +148,9 @@ export class PostgresProbe {
     try {
       await withinMs(this.check(timeoutMs), timeoutMs, 'PostgreSQL');
       if (!this.migrationsVerified) {
-        const detail = await withinMs(this.compareMigrations(), timeoutMs, 'PostgreSQL');
+        const detail =
+          (await withinMs(this.compareMigrations(), timeoutMs, 'PostgreSQL')) ??
+          (await withinMs(this.compareSessionBounds(), timeoutMs, 'PostgreSQL'));
         if (detail !== null) return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${detail}` };
         this.migrationsVerified = true;
       }
@@ -148,7 +160,11 @@ export class PostgresProbe {
       return { ok: true };
     } catch (err) {
       this.drop();
-      return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${postgresProblem(err)}` };
+      // PgBouncer's answer to the start-up parameters sent straight to PostgreSQL.
+      const hint = messageOf(err).includes('unsupported startup parameter')
+        ? '; behind PgBouncer set DATABASE_POOLER=pgbouncer'
+        : '';
+      return { ok: false, variable: 'DATABASE_URL', detail: `${where}: ${postgresProblem(err)}${hint}` };
     }
   }
 
@@ -163,7 +179,7 @@ export class PostgresProbe {
       const client = new pg.Client({
         connectionString: this.databaseUrl,
         connectionTimeoutMillis: timeoutMs,
-        statement_timeout: timeoutMs,
+        ...sessionStartupParameters(this.session),
         application_name: 'fenced-transfers-probe',
       });
       // A connection ended by the server (restart, pg_terminate_backend) emits here; the next probe reconnects.
@@ -205,6 +221,15 @@ export class PostgresProbe {
       if ((err as { code?: unknown }).code === '42P01') return missingMigrations(this.expectedMigrations, []);
       throw err;
     }
+  }
+
+  private async compareSessionBounds(): Promise<string | null> {
+    const client = this.client;
+    if (client === null) throw new Error('not connected');
+    const differ = sessionSettingsDiffer(await readSessionSettings(client), this.session);
+    return differ.length === 0
+      ? null
+      : `session bounds not in force: ${differ.join('; ')}; ${sessionBoundsFix(this.session)}`;
   }
 
   /** Forgets the connection without waiting for it to close: on a stalled link, closing could hang too. */

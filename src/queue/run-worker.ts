@@ -158,7 +158,7 @@ class WorkerRuntime {
 
     this.redis = lockConnection(this.config);
     const redisError = watchConnectionErrors(this.redis, this.logger, 'lock');
-    this.pgProbe = new PostgresProbe(this.config.databaseUrl, readMigrations(MIGRATIONS_DIR));
+    this.pgProbe = new PostgresProbe(this.config.databaseUrl, readMigrations(MIGRATIONS_DIR), this.config);
     this.monitor = new HealthMonitor({
       probes: [
         (timeoutMs) => probeRedis(this.redis, this.config.redisUrl, timeoutMs, redisError),

@@ -29,10 +29,18 @@ function configErrorOf(env: Record<string, string>): ConfigError {
 }
 
 describe('loadConfig defaults', () => {
+  it('DATABASE_POOLER: none or pgbouncer, nothing else', () => {
+    expect(loadConfig({ DATABASE_POOLER: 'pgbouncer' }).databasePooler).toBe('pgbouncer');
+    expect(() => loadConfig({ DATABASE_POOLER: 'pgpool' })).toThrow(
+      'DATABASE_POOLER: expected one of none, pgbouncer, got "pgpool"',
+    );
+  });
+
   it('fills every setting from the defaults when the environment is empty', () => {
     const config = loadConfig({});
     expect(config).toEqual({
       databaseUrl: 'postgresql://postgres@127.0.0.1:5432/transfers',
+      databasePooler: 'none',
       redisUrl: 'redis://127.0.0.1:6379',
       redisTlsCaFile: null,
       redisCluster: null,

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPrisma } from '../../src/db/prisma.ts';
+import { readSessionSettings } from '../../src/db/session-bounds.ts';
 import {
   DECISION_FUNCTIONS,
   dropWorkerRole,
@@ -114,9 +115,27 @@ describe('npm run db:worker-role', () => {
     await asRole.connect();
   });
 
+  it("makes the configured session bounds the role's defaults in this database only (how they reach it behind PgBouncer)", async () => {
+    // asRole sent no start-up parameters: what it has is the role's defaults.
+    expect(await readSessionSettings(asRole)).toEqual({
+      statement_timeout: String(db.config.dbStatementTimeoutMs),
+      lock_timeout: String(db.config.dbLockTimeoutMs),
+      idle_in_transaction_session_timeout: String(db.config.dbIdleInTransactionTimeoutMs),
+      TimeZone: 'UTC',
+    });
+    const { rows } = await db.pg.query<{ datname: string | null }>(
+      `SELECT d.datname FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
+         LEFT JOIN pg_database d ON d.oid = s.setdatabase WHERE r.rolname = $1`,
+      [role],
+    );
+    expect(rows).toEqual([{ datname: db.name }]);
+  });
+
   it('refuses to turn the owner (or any role with powers) into the worker role', async () => {
-    await expect(ensureWorkerRole(db.url, 'postgres', PASSWORD)).rejects.toThrow(WorkerRoleError);
-    await expect(ensureWorkerRole(db.url, 'Robert"; DROP ROLE x; --', PASSWORD)).rejects.toThrow(/role name/);
+    await expect(ensureWorkerRole(db.url, 'postgres', PASSWORD, db.config)).rejects.toThrow(WorkerRoleError);
+    await expect(ensureWorkerRole(db.url, 'Robert"; DROP ROLE x; --', PASSWORD, db.config)).rejects.toThrow(
+      /role name/,
+    );
   });
 });
 
@@ -175,7 +194,7 @@ describe('connected as the worker role', () => {
   it('control: a privilege granted by hand lets the role write; running db:worker-role again takes it back', async () => {
     await db.pg.query(`GRANT SELECT, UPDATE ON wallets TO ${role}`);
     expect(await outcome(asRole, "UPDATE wallets SET updated_at = updated_at WHERE id = 'w1'")).toBe('ok');
-    const again = await ensureWorkerRole(db.url, role, PASSWORD);
+    const again = await ensureWorkerRole(db.url, role, PASSWORD, db.config);
     expect(again.created).toBe(false);
     expect(again.privileges).toEqual(expectedWorkerPrivileges(db.name, 'public'));
     expect(await outcome(asRole, "UPDATE wallets SET updated_at = updated_at WHERE id = 'w1'")).toBe('42501');

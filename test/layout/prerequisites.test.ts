@@ -60,6 +60,7 @@ describe('.ci/prerequisites', () => {
     const run = await runUnprivileged(script, {
       PREREQUISITES_CHROMIUM: '/bin/sh',
       PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
+      PREREQUISITES_PGBOUNCER: '/bin/sh',
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe('');
@@ -71,9 +72,24 @@ describe('.ci/prerequisites', () => {
       const run = await runUnprivileged(script, {
         PREREQUISITES_CHROMIUM: join(scratch, 'no-chromium'),
         PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
+        PREREQUISITES_PGBOUNCER: '/bin/sh',
       });
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('run: sudo apt-get install -y chromium');
+      expect(run.elapsedMs).toBeLessThan(REFUSAL_TIME_MAX_MS);
+    },
+  );
+
+  it.skipIf(process.getuid?.() !== 0 && canSudo())(
+    'stops at once with the one command to run when PgBouncer is missing and cannot be installed',
+    async () => {
+      const run = await runUnprivileged(script, {
+        PREREQUISITES_CHROMIUM: '/bin/sh',
+        PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
+        PREREQUISITES_PGBOUNCER: join(scratch, 'no-pgbouncer'),
+      });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('run: sudo apt-get install -y pgbouncer');
       expect(run.elapsedMs).toBeLessThan(REFUSAL_TIME_MAX_MS);
     },
   );
@@ -82,6 +98,7 @@ describe('.ci/prerequisites', () => {
     const run = await runUnprivileged(script, {
       PREREQUISITES_CHROMIUM: '/bin/sh',
       PREREQUISITES_DOCKER_COMPOSE: join(scratch, 'no-compose'),
+      PREREQUISITES_PGBOUNCER: '/bin/sh',
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain("warning: no docker-compose: the Compose file's own validation is skipped");

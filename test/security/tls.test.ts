@@ -82,7 +82,7 @@ async function startServers(name: string, issuer: KeyPair): Promise<Servers> {
   const prisma = createPrisma({ ...loadConfig(), databaseUrl: ownerUrl });
   await seedWallets(prisma, { wallets: 2, balanceMinor: 1_000n, prefix: 'w', currency: 'EUR' });
   await prisma.$disconnect();
-  await ensureWorkerRole(ownerUrl, ROLE, ROLE_PASSWORD);
+  await ensureWorkerRole(ownerUrl, ROLE, ROLE_PASSWORD, loadConfig());
   return { redis, postgres };
 }
 

@@ -61,7 +61,7 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
       worker ??= (async () => {
         const role = uniqueName('ft_w');
         const password = randomBytes(16).toString('hex');
-        await ensureWorkerRole(url, role, password);
+        await ensureWorkerRole(url, role, password, config);
         return { role, url: roleUrl(url, role, password) };
       })();
       return worker;

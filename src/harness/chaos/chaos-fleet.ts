@@ -79,7 +79,7 @@ export class ChaosFleet {
     logDir: string,
   ): Promise<ChaosFleet> {
     const workers: ChaosWorker[] = [];
-    const pgTarget = services.postgresEndpoint;
+    const pgTarget = services.workerPostgresEndpoint;
     try {
       for (let index = 1; index <= options.workers; index++) {
         const redisLink = await redisLinkOf(index, services);
@@ -96,6 +96,7 @@ export class ChaosFleet {
         databaseUrl.port = String(pgProxy.port);
         const env: Record<string, string> = {
           DATABASE_URL: databaseUrl.toString(),
+          ...services.poolerEnv,
           ...redisLink.env,
           QUEUE_NAME: names.queueName,
           QUEUE_SHARDS: String(options.queueShards),

@@ -82,6 +82,11 @@ export interface ChaosOptions {
   /** Use these servers instead of private ones (service faults are then refused). */
   readonly redisUrl: string | null;
   readonly databaseUrl: string | null;
+  /**
+   * The workers reach PostgreSQL through a private PgBouncer in transaction mode
+   * (DATABASE_POOLER=pgbouncer; src/harness/services/local-pgbouncer.ts), behind their fault proxies.
+   */
+  readonly pgbouncer: boolean;
   /** Print no progress line. */
   readonly quiet: boolean;
 }
@@ -91,7 +96,7 @@ export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurr
     [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
     [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock] [--apply sql|naive]
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
-    [--redis-url URL] [--database-url URL] [--quiet]
+    [--redis-url URL] [--database-url URL] [--pgbouncer] [--quiet]
   fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}`;
 
 export const CHAOS_DEFAULTS = Object.freeze({
@@ -201,6 +206,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
       'database-url': { type: 'string' },
       redis: { type: 'string' },
       'queue-shards': { type: 'string' },
+      pgbouncer: { type: 'boolean' },
       quiet: { type: 'boolean' },
     },
     CHAOS_USAGE,
@@ -285,6 +291,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     ),
     redisUrl,
     databaseUrl,
+    pgbouncer: values.pgbouncer === true,
     quiet: values.quiet === true,
   };
   return { options: Object.freeze(options), notices };
@@ -318,6 +325,7 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     queueShards: overrides.redis === 'cluster' ? d.queueShardsCluster : d.queueShards,
     redisUrl: null,
     databaseUrl: null,
+    pgbouncer: false,
     quiet: false,
     ...overrides,
   });

@@ -7,18 +7,23 @@
 // AOF on, data and logs under the run's folder), with a fault proxy in front of every node
 // that the node announces as its address: every connection to a node, its replica's
 // replication link included, passes through it (see cluster-faults.ts).
+// With --pgbouncer it starts a private PgBouncer in transaction mode in front of the database
+// server; the workers reach it through their fault proxies with DATABASE_POOLER=pgbouncer, and
+// their bounds are the roles' defaults in the run's database (src/db/session-bounds.ts).
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { databaseName, withDatabase } from '../../config/config.ts';
+import { databaseName, loadConfig, withDatabase } from '../../config/config.ts';
 import { MIGRATIONS_DIR } from '../../config/paths.ts';
 import { dropDatabase } from '../../db/database-admin.ts';
 import { migrate } from '../../db/migrations.ts';
+import { type SessionBoundsConfig, setRoleSessionBounds } from '../../db/session-bounds.ts';
 import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../db/worker-role-grants.ts';
 import { bullmqConnection, type RedisClient, type RedisTarget } from '../../queue/redis-connection.ts';
+import { LocalPgBouncer } from '../services/local-pgbouncer.ts';
 import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
 import { LocalRedisCluster } from '../services/local-redis-cluster.ts';
@@ -53,6 +58,8 @@ export interface ProcessRecord {
   redisClusterPids: number[];
   postgresDir: string | null;
   postgresPid: number | null;
+  /** --pgbouncer: the private PgBouncer. */
+  pgbouncerPid: number | null;
   workerPids: number[];
 }
 
@@ -64,6 +71,7 @@ export class ProcessRegistry {
     redisClusterPids: [],
     postgresDir: null,
     postgresPid: null,
+    pgbouncerPid: null,
     workerPids: [],
   };
 
@@ -92,7 +100,14 @@ export class ChaosServices {
     /** --redis cluster: the private cluster and the proxy in front of each node (by node index). */
     readonly cluster: LocalRedisCluster | null = null,
     readonly fronts: readonly FaultProxy[] = [],
+    /** --pgbouncer: the PgBouncer the workers reach PostgreSQL through, and where its log is kept. */
+    private readonly pgbouncer: { bouncer: LocalPgBouncer; keepLogAs: string } | null = null,
   ) {}
+
+  /** The environment that tells a worker what stands before PostgreSQL. */
+  get poolerEnv(): Record<string, string> {
+    return { DATABASE_POOLER: this.pgbouncer === null ? 'none' : 'pgbouncer' };
+  }
 
   get ownsRedis(): boolean {
     return this.redis !== null || this.cluster !== null;
@@ -130,12 +145,25 @@ export class ChaosServices {
     return { host: u.hostname, port: u.port === '' ? 5432 : Number(u.port) };
   }
 
+  /** Where the workers reach PostgreSQL (behind their proxies): the server, or its PgBouncer. */
+  get workerPostgresEndpoint(): Endpoint {
+    if (this.pgbouncer === null) return this.postgresEndpoint;
+    return { host: '127.0.0.1', port: this.pgbouncer.bouncer.port };
+  }
+
   get databaseName(): string {
     return databaseName(this.databaseUrl);
   }
 
   static async start(
-    options: { redis: RedisMode; redisUrl: string | null; databaseUrl: string | null; seed: number; runDir: string },
+    options: {
+      redis: RedisMode;
+      redisUrl: string | null;
+      databaseUrl: string | null;
+      seed: number;
+      runDir: string;
+      pgbouncer: boolean;
+    },
     registry: ProcessRegistry,
   ): Promise<ChaosServices> {
     const dirs: string[] = [];
@@ -143,6 +171,7 @@ export class ChaosServices {
     let cluster: LocalRedisCluster | null = null;
     const fronts: FaultProxy[] = [];
     let postgres: LocalPostgres | null = null;
+    let bouncer: LocalPgBouncer | null = null;
     let dropBorrowed: (() => Promise<void>) | null = null;
     try {
       let redisUrl = options.redisUrl;
@@ -202,7 +231,22 @@ export class ChaosServices {
       }
       await migrate(databaseUrl, MIGRATIONS_DIR);
       const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
-      await ensureWorkerRole(databaseUrl, workerRole, workerPassword);
+      // The workers run with the default bounds; behind PgBouncer they reach them as the roles'
+      // defaults, the owner's too (the naive negative control's workers log in as the owner).
+      const session: SessionBoundsConfig = loadConfig({
+        DATABASE_POOLER: options.pgbouncer ? 'pgbouncer' : 'none',
+      });
+      await ensureWorkerRole(databaseUrl, workerRole, workerPassword, session);
+      if (options.pgbouncer) {
+        await setOwnerSessionBounds(databaseUrl, session);
+        const server = new URL(databaseUrl);
+        bouncer = await LocalPgBouncer.start({
+          serverHost: server.hostname,
+          serverPort: server.port === '' ? 5432 : Number(server.port),
+          authUser: decodeURIComponent(server.username) || 'postgres',
+        });
+        registry.update({ pgbouncerPid: bouncer.pid ?? null });
+      }
       return new ChaosServices(
         redisUrl,
         databaseUrl,
@@ -215,8 +259,10 @@ export class ChaosServices {
         registry,
         cluster,
         fronts,
+        bouncer === null ? null : { bouncer, keepLogAs: join(options.runDir, 'pgbouncer.log') },
       );
     } catch (err) {
+      await bouncer?.stop().catch(() => undefined);
       await dropBorrowed?.();
       await redis?.stop().catch(() => undefined);
       await cluster?.stop().catch(() => undefined);
@@ -279,6 +325,7 @@ export class ChaosServices {
   }
 
   async stop(): Promise<void> {
+    await this.pgbouncer?.bouncer.stop(this.pgbouncer.keepLogAs).catch(() => undefined);
     await this.redis?.stop().catch(() => undefined);
     if (this.cluster !== null) {
       await this.cluster.stop().catch(() => undefined);
@@ -300,6 +347,20 @@ export class ChaosServices {
       );
     }
     for (const dir of this.dirs) rmSync(dir, { recursive: true, force: true });
-    this.registry.update({ redisPid: null, redisClusterPids: [], postgresPid: null });
+    this.registry.update({ redisPid: null, redisClusterPids: [], postgresPid: null, pgbouncerPid: null });
+  }
+}
+
+/** The owner's session bounds in the run's database, as `npm run db:session-bounds` sets them. */
+async function setOwnerSessionBounds(databaseUrl: string, session: SessionBoundsConfig): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl, application_name: 'chaos-harness' });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    const me = (await client.query<{ me: string }>('SELECT current_user AS me')).rows[0]?.me;
+    if (me === undefined) throw new Error('cannot read the current role');
+    await setRoleSessionBounds(client, me, session);
+  } finally {
+    await client.end().catch(() => undefined);
   }
 }

@@ -29,6 +29,8 @@ export interface RunFigures {
     readonly apply: string;
     readonly redis?: string;
     readonly queueShards?: number;
+    /** The workers reached PostgreSQL through a PgBouncer in transaction mode (--pgbouncer). */
+    readonly pgbouncer?: boolean;
   };
   readonly options: Record<string, unknown>;
   readonly verdict: Verdict;
@@ -307,7 +309,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
   lines.push(
     `- Mode: apply **${f.mode.apply}**, unsafe **${f.mode.unsafe ?? 'none'}**, Redis **${
       f.mode.redis === 'cluster' ? 'Cluster (3 masters, 1 replica each)' : 'single node'
-    }**, ${f.mode.queueShards ?? 1} queue shard(s)`,
+    }**, ${f.mode.queueShards ?? 1} queue shard(s)${f.mode.pgbouncer === true ? ', PostgreSQL through **PgBouncer (transaction mode)**' : ''}`,
   );
   lines.push(`- Expectation: ${v.expectationText}`);
   lines.push(`- Verdict: **${v.pass ? 'as expected' : 'NOT as expected'}** — ${v.detail}`, '');

@@ -107,6 +107,7 @@ interface Checked extends CheckOutput {
 function dbConfig(databaseUrl: string) {
   return {
     databaseUrl,
+    databasePooler: 'none' as const,
     dbPoolMax: 4,
     dbStatementTimeoutMs: 60_000,
     dbLockTimeoutMs: 10_000,
@@ -206,6 +207,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       databaseUrl: options.databaseUrl,
       seed: options.seed,
       runDir: outDir,
+      pgbouncer: options.pgbouncer,
     },
     registry,
   );
@@ -492,7 +494,13 @@ async function report(
     seed: options.seed,
     startedAt: plan.startedAt.toISOString(),
     command: commandLine(argv),
-    mode: { unsafe: options.unsafe, apply: options.apply, redis: options.redis, queueShards: options.queueShards },
+    mode: {
+      unsafe: options.unsafe,
+      apply: options.apply,
+      redis: options.redis,
+      queueShards: options.queueShards,
+      pgbouncer: options.pgbouncer,
+    },
     options: { ...options },
     verdict,
     durationMs: {

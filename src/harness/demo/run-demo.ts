@@ -112,7 +112,7 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
     // can call the decision function and nothing else. A fresh password each run: only the
     // workers started below need it.
     const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
-    await ensureWorkerRole(databaseUrl, DEMO_WORKER_ROLE, workerPassword);
+    await ensureWorkerRole(databaseUrl, DEMO_WORKER_ROLE, workerPassword, config);
     say(`· workers log in as the role ${DEMO_WORKER_ROLE} (EXECUTE on the decision function only)`);
     fleet = WorkerFleet.create(DEMO_WORKERS, {
       logDir: runDir,

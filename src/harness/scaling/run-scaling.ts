@@ -114,6 +114,7 @@ async function runCase(
   await migrate(databaseUrl, MIGRATIONS_DIR);
   const prisma = createPrisma({
     databaseUrl,
+    databasePooler: 'none',
     dbPoolMax: 4,
     dbStatementTimeoutMs: 60_000,
     dbLockTimeoutMs: 10_000,

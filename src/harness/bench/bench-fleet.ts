@@ -4,6 +4,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../config/paths.ts';
+import { StartupError } from '../../ops/startup-error.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
 import { MemoryTracker, type ProcessPeak } from './process-memory.ts';
 
@@ -38,7 +39,8 @@ export function processEntry(sourceEntry: string | undefined, workerEntry: strin
   // The product's build (dist/) holds no harness: harness entries come from `npm run build:harness`.
   const outDir = relative.startsWith('harness/') ? HARNESS_BUILD_DIR : 'dist';
   const compiled = join(PROJECT_ROOT, outDir, relative.replace(/\.ts$/, '.js'));
-  if (!existsSync(compiled)) throw new Error(`${compiled} is missing: run npm run build:harness first`);
+  if (!existsSync(compiled))
+    throw new StartupError(['WORKER_ENTRY'], `${compiled} is missing: run npm run build:harness first`);
   return compiled;
 }
 

@@ -3,6 +3,7 @@
 // password the server refuses, a role without the owner's rights. pg and Prisma (through
 // @prisma/adapter-pg) carry the same SQLSTATEs and socket codes in different places; they are read
 // here once, for every command (src/cli/run-cli.ts) and the worker's readiness probe.
+import { SOCKET_PROBLEMS } from '../ops/socket-problem.ts';
 
 /** The variable every fault below points at: it names the server, the database, the role and its password. */
 export const DATABASE_URL_VARIABLE = 'DATABASE_URL';
@@ -99,16 +100,6 @@ function signalsOf(err: unknown): Signals | null {
   }
   return null;
 }
-
-const SOCKET_PROBLEMS: Readonly<Record<string, string>> = {
-  ECONNREFUSED: 'connection refused',
-  ENOTFOUND: 'host not found',
-  EAI_AGAIN: 'host not found',
-  ETIMEDOUT: 'no answer (timed out)',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-  ECONNRESET: 'connection reset',
-};
 
 function unreachable(s: Signals): DatabaseFault | null {
   const problem = s.socketCode === null ? undefined : SOCKET_PROBLEMS[s.socketCode];

@@ -2,25 +2,12 @@
 // a worker and leaves a command that cannot reach Redis printing a reconnect error every second
 // and never ending. A command waits here for the connection to become ready, and on its first
 // error (or after REDIS_READY_TIMEOUT_MS) stops with one line naming the variable.
+import { socketProblemOf } from '../ops/socket-problem.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import { describeRedisTarget, type RedisClient, type RedisTarget } from './redis-connection.ts';
 
 /** How long a command waits for Redis to answer at start before it gives up. */
 export const REDIS_READY_TIMEOUT_MS = 10_000;
-
-const SOCKET_PROBLEMS: Readonly<Record<string, string>> = {
-  ECONNREFUSED: 'connection refused',
-  ENOTFOUND: 'host not found',
-  EAI_AGAIN: 'host not found',
-  ETIMEDOUT: 'no answer (timed out)',
-  EHOSTUNREACH: 'host unreachable',
-  ECONNRESET: 'connection reset',
-};
-
-function socketProblemOf(err: Error): string | null {
-  const code = (err as { code?: unknown }).code;
-  return (typeof code === 'string' ? SOCKET_PROBLEMS[code] : undefined) ?? null;
-}
 
 /** The error in words, with the step when it is a refused password (the password itself is never in it). */
 export function describeRedisError(err: Error, variable = 'REDIS_URL'): string {

@@ -152,3 +152,9 @@ export function databaseFaultOf(err: unknown): DatabaseFault | null {
 export function describeDatabaseFault(fault: DatabaseFault): string {
   return fault.fix === null ? fault.problem : `${fault.problem}: ${fault.fix}`;
 }
+
+/** The SQLSTATE and the server's message of a PostgreSQL error (pg's or Prisma's), or null. */
+export function serverErrorOf(err: unknown): { sqlState: string; message: string } | null {
+  const s = signalsOf(err);
+  return s === null || s.sqlState === null ? null : { sqlState: s.sqlState, message: s.message };
+}

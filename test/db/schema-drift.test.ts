@@ -48,6 +48,10 @@ describe('the schema parser', () => {
       ['Wallet', 'wallets'],
       ['Transfer', 'transfers'],
       ['LedgerEntry', 'ledger_entries'],
+      ['TransferRequest', 'transfer_requests'],
+      ['OutcomePending', 'outcome_pending'],
+      ['OutcomeEvent', 'outcome_events'],
+      ['OutcomeCursor', 'outcome_cursors'],
     ]);
     const wallets = tables[0];
     expect(wallets?.primaryKey).toEqual(['id']);

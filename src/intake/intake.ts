@@ -1,0 +1,103 @@
+// The transactional intake: a producer requests transfers inside its own PostgreSQL transaction,
+// through request_transfer() (the intake-and-outcome-feed migration), the way Graphile Worker's
+// add_job() enqueues. The request commits or rolls back with the producer's own change, so
+// there is no dual write; a relay (relay.ts) then sends it to the queue and sends it again
+// until it is decided. Validation is the wire format's (transfer-request.ts), before any SQL.
+import type pg from 'pg';
+import { serverErrorOf } from '../db/database-errors.ts';
+import { type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
+import { InvalidTransferError } from '../queue/producer.ts';
+
+/** The intake function a producer role may execute, as PostgreSQL prints it (`regprocedure`). */
+export const INTAKE_FUNCTION = 'request_transfer(text,text,text,bigint,text)';
+
+/** Requests per statement in requestTransfers(): one round trip each, bounded memory. */
+export const INTAKE_BATCH_MAX = 1_000;
+
+/** `requested`: a new request. `duplicate`: the same operation with the same body, requested or decided before. */
+export type IntakeAnswer = 'requested' | 'duplicate';
+
+/** The same operationId was requested (or decided) before with another body. */
+export class IntakeConflictError extends Error {
+  override name = 'IntakeConflictError';
+}
+
+/** A Prisma interactive-transaction client (the `tx` of `prisma.$transaction(async (tx) => …)`). */
+export interface PrismaTransactionClient {
+  $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T>;
+}
+
+/** A `pg` client inside the producer's transaction (BEGIN … COMMIT), or a pool for one request alone. */
+export type IntakeClient = pg.ClientBase | pg.Pool | PrismaTransactionClient;
+
+const REQUEST_SQL = `
+  SELECT request_transfer(r.op, r.from_wallet, r.to_wallet, r.amount, r.currency) AS answer
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY
+         AS r(op, from_wallet, to_wallet, amount, currency, n)
+   ORDER BY r.n`;
+
+async function query(client: IntakeClient, values: unknown[]): Promise<{ answer: string }[]> {
+  if ('$queryRawUnsafe' in client) return client.$queryRawUnsafe<{ answer: string }[]>(REQUEST_SQL, ...values);
+  const result = await client.query<{ answer: string }>(REQUEST_SQL, values);
+  return result.rows;
+}
+
+function checked(wire: unknown, amountMax: bigint, position: string): TransferWire {
+  const result = validateTransferRequest(wire, amountMax);
+  if (!result.ok) throw new InvalidTransferError(`${position}${result.reason}`);
+  return wire as TransferWire;
+}
+
+/**
+ * Requests transfers in the caller's transaction, in one statement per INTAKE_BATCH_MAX. All are
+ * validated before any is sent. Answers one IntakeAnswer per transfer, in order. A conflict
+ * throws IntakeConflictError and, like any error, leaves the caller's transaction aborted: roll it
+ * back. Pass a pool only for requests that stand alone (each statement then commits by itself).
+ */
+export async function requestTransfers(
+  client: IntakeClient,
+  wires: readonly TransferWire[],
+  amountMax: bigint,
+): Promise<IntakeAnswer[]> {
+  const data = wires.map((w, i) => checked(w, amountMax, wires.length > 1 ? `transfer #${i + 1}: ` : ''));
+  const answers: IntakeAnswer[] = [];
+  for (let start = 0; start < data.length; start += INTAKE_BATCH_MAX) {
+    const slice = data.slice(start, start + INTAKE_BATCH_MAX);
+    let rows: { answer: string }[];
+    try {
+      rows = await query(client, [
+        slice.map((w) => w.operationId),
+        slice.map((w) => w.from),
+        slice.map((w) => w.to),
+        slice.map((w) => w.amount),
+        slice.map((w) => w.currency ?? null),
+      ]);
+    } catch (err) {
+      const server = serverErrorOf(err);
+      if (server?.sqlState === '23505' && server.message.startsWith('conflict:')) {
+        throw new IntakeConflictError(server.message);
+      }
+      throw err;
+    }
+    if (rows.length !== slice.length)
+      throw new Error(`request_transfer answered ${rows.length} rows for ${slice.length}`);
+    for (const row of rows) {
+      if (row.answer !== 'requested' && row.answer !== 'duplicate') {
+        throw new Error(`request_transfer answered ${JSON.stringify(row.answer)}`);
+      }
+      answers.push(row.answer);
+    }
+  }
+  return answers;
+}
+
+/** One transfer; see requestTransfers(). */
+export async function requestTransfer(
+  client: IntakeClient,
+  wire: TransferWire,
+  amountMax: bigint,
+): Promise<IntakeAnswer> {
+  const [answer] = await requestTransfers(client, [wire], amountMax);
+  if (answer === undefined) throw new Error('request_transfer answered nothing');
+  return answer;
+}

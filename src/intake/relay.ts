@@ -1,0 +1,202 @@
+// The relay: moves requested transfers from the intake (transfer_requests) to the queue shard of
+// their source wallet, and sends again any that stay undecided. Any number of relays may run:
+// each claims its rows with FOR UPDATE SKIP LOCKED and marks them sent in a short transaction of
+// its own, then adds the jobs. A relay killed between the two leaves rows marked sent but not
+// in the queue; they are sent again after INTAKE_RESEND_AFTER_MS, like a job the queue lost.
+//
+// A job's id is derived from its operation (jobIdOf), so a second send of a job the queue still
+// holds (waiting, active, delayed, completed and kept) is a no-op in BullMQ. A send that finds
+// no job at all is an add the queue lost (a lossy failover, a flush): it is counted in
+// lost_count and the job is added again. A send that finds the job failed for good records the
+// give-up (the worker could not) and stops: `npm run redrive` sends it again.
+import { createHash } from 'node:crypto';
+import type { Job } from 'bullmq';
+import type pg from 'pg';
+import type { TransferWire } from '../ledger/transfer-request.ts';
+import { TRANSFER_JOB_NAME } from '../queue/job-options.ts';
+import type { TransferQueues } from '../queue/producer.ts';
+
+/** The BullMQ job id of an operation's transfer: stable, and free of ':' (which BullMQ refuses). */
+export function jobIdOf(operationId: string): string {
+  return `op-${createHash('sha256').update(operationId).digest('hex').slice(0, 40)}`;
+}
+
+export interface RelayBatchResult {
+  /** Requests claimed and added to the queue (first sends and re-sends). */
+  readonly sent: number;
+  /** Of those, sends after the first. */
+  readonly resent: number;
+  /** Re-sends that found no job: adds the queue had lost, now added again. */
+  readonly lost: number;
+  /** Re-sends that found the job failed for good: recorded as given up, not added. */
+  readonly givenUp: number;
+}
+
+interface ClaimedRow {
+  operation_id: string;
+  from_wallet: string;
+  to_wallet: string;
+  amount: string;
+  currency: string | null;
+  send_count: number;
+}
+
+const CLAIM_SQL = `
+  WITH picked AS (
+    SELECT operation_id FROM transfer_requests
+     WHERE decided_at IS NULL AND given_up_at IS NULL
+       AND (sent_at IS NULL OR sent_at < clock_timestamp() - make_interval(secs => $2::double precision / 1000))
+     ORDER BY sent_at NULLS FIRST
+     LIMIT $1
+     FOR UPDATE SKIP LOCKED
+  )
+  UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
+    FROM picked p WHERE q.operation_id = p.operation_id
+  RETURNING q.operation_id, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`;
+
+function wireOf(row: ClaimedRow): TransferWire {
+  const wire: TransferWire = {
+    operationId: row.operation_id,
+    from: row.from_wallet,
+    to: row.to_wallet,
+    amount: row.amount,
+  };
+  if (row.currency !== null) wire.currency = row.currency.trim();
+  return wire;
+}
+
+export interface RelayOptions {
+  /** Requests claimed per batch. */
+  readonly batchMax: number;
+  /** An undecided request sent longer ago than this is sent again. */
+  readonly resendAfterMs: number;
+}
+
+/**
+ * One batch: claims up to batchMax requests that are unsent or due again, and adds their jobs.
+ * Answers what it did; sends nothing (sent = 0) when nothing is due.
+ */
+export async function relayBatch(
+  pool: pg.Pool,
+  queues: TransferQueues,
+  options: RelayOptions,
+): Promise<RelayBatchResult> {
+  const { rows } = await pool.query<ClaimedRow>(CLAIM_SQL, [options.batchMax, options.resendAfterMs]);
+  if (rows.length === 0) return { sent: 0, resent: 0, lost: 0, givenUp: 0 };
+
+  const resends = rows.filter((r) => r.send_count > 1);
+  const lost: string[] = [];
+  const failed = new Map<string, { row: ClaimedRow; reason: string }>();
+  await Promise.all(
+    resends.map(async (row) => {
+      const queue = queues.queueOf(row.from_wallet);
+      const job: Job | undefined = await queue.getJob(jobIdOf(row.operation_id));
+      if (job === undefined || job === null) {
+        lost.push(row.operation_id);
+      } else if ((await job.getState()) === 'failed') {
+        failed.set(row.operation_id, { row, reason: `job failed for good: ${job.failedReason ?? 'no reason kept'}` });
+      }
+    }),
+  );
+
+  const byQueue = new Map<ReturnType<TransferQueues['queueOf']>, ClaimedRow[]>();
+  for (const row of rows) {
+    if (failed.has(row.operation_id)) continue;
+    const queue = queues.queueOf(row.from_wallet);
+    const list = byQueue.get(queue) ?? [];
+    list.push(row);
+    byQueue.set(queue, list);
+  }
+  await Promise.all(
+    [...byQueue].map(([queue, list]) =>
+      queue.addBulk(
+        list.map((row) => ({
+          name: TRANSFER_JOB_NAME,
+          data: wireOf(row),
+          opts: { jobId: jobIdOf(row.operation_id) },
+        })),
+      ),
+    ),
+  );
+
+  if (lost.length > 0) {
+    await pool.query('UPDATE transfer_requests SET lost_count = lost_count + 1 WHERE operation_id = ANY($1::text[])', [
+      lost,
+    ]);
+  }
+  for (const { row, reason } of failed.values()) {
+    await pool.query('SELECT record_transfer_given_up($1, $2, $3, $4::bigint, $5, $6)', [
+      row.operation_id,
+      row.from_wallet,
+      row.to_wallet,
+      row.amount,
+      row.currency?.trim() ?? null,
+      reason,
+    ]);
+  }
+  return {
+    sent: rows.length - failed.size,
+    resent: resends.length - failed.size,
+    lost: lost.length,
+    givenUp: failed.size,
+  };
+}
+
+export interface IntakeBacklog {
+  /** Requests not yet decided (given-up ones included). */
+  readonly open: number;
+  /** Requests never sent yet. */
+  readonly unsent: number;
+  /** Given up: waiting for `npm run redrive`. */
+  readonly givenUp: number;
+  /** Age of the oldest request never sent, in seconds (0 when there is none): the relay's lag. */
+  readonly lagSeconds: number;
+}
+
+export async function intakeBacklog(pool: pg.Pool | pg.ClientBase): Promise<IntakeBacklog> {
+  const { rows } = await pool.query<{ open: string; unsent: string; given_up: string; lag: number | null }>(`
+    SELECT count(*)::text AS open,
+           count(*) FILTER (WHERE sent_at IS NULL)::text AS unsent,
+           count(*) FILTER (WHERE given_up_at IS NOT NULL)::text AS given_up,
+           extract(epoch FROM clock_timestamp() - min(requested_at) FILTER (WHERE sent_at IS NULL))::float8 AS lag
+      FROM transfer_requests WHERE decided_at IS NULL`);
+  const row = rows[0];
+  return {
+    open: Number(row?.open ?? 0),
+    unsent: Number(row?.unsent ?? 0),
+    givenUp: Number(row?.given_up ?? 0),
+    lagSeconds: Math.max(0, row?.lag ?? 0),
+  };
+}
+
+export interface RedriveResult {
+  readonly operationIds: string[];
+}
+
+/**
+ * Sends given-up requests again (all of them, or those named): the failed job, if BullMQ still
+ * keeps it, is removed, the request is marked open and unsent-given-up, and a fresh job is
+ * added with the same id. The decision then answers it once (or as a duplicate if it was
+ * decided meanwhile).
+ */
+export async function redrive(
+  pool: pg.Pool,
+  queues: TransferQueues,
+  operationIds: readonly string[] | 'all',
+): Promise<RedriveResult> {
+  const { rows } = await pool.query<ClaimedRow>(
+    `UPDATE transfer_requests q
+        SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = q.send_count + 1
+      WHERE q.decided_at IS NULL AND q.given_up_at IS NOT NULL AND ($1::text[] IS NULL OR q.operation_id = ANY($1::text[]))
+      RETURNING q.operation_id, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`,
+    [operationIds === 'all' ? null : [...operationIds]],
+  );
+  for (const row of rows) {
+    const queue = queues.queueOf(row.from_wallet);
+    const jobId = jobIdOf(row.operation_id);
+    const job = await queue.getJob(jobId);
+    if (job !== undefined && job !== null) await job.remove();
+    await queue.add(TRANSFER_JOB_NAME, wireOf(row), { jobId });
+  }
+  return { operationIds: rows.map((r) => r.operation_id) };
+}

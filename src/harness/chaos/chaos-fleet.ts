@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { redisTargetEnv } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
-import type { ChaosOptions } from './chaos-options.ts';
+import { type ChaosOptions, workerUnsafeOf } from './chaos-options.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import { FaultProxy, FaultProxyGroup, type LinkProxy } from './fault-proxy.ts';
 import type { LinkName } from './schedule.ts';
@@ -25,6 +25,8 @@ export interface ChaosWorker {
   readonly index: number;
   readonly process: WorkerProcess;
   readonly proxies: Readonly<Record<LinkName, LinkProxy>>;
+  /** On a cluster: its Redis link to each node (node index → proxy). */
+  readonly nodeLinks: ReadonlyMap<number, FaultProxy>;
 }
 
 export interface FleetNames {
@@ -36,7 +38,7 @@ export interface FleetNames {
 async function redisLinkOf(
   index: number,
   services: ChaosServices,
-): Promise<{ proxy: LinkProxy; env: Record<string, string> }> {
+): Promise<{ proxy: LinkProxy; env: Record<string, string>; nodeLinks: Map<number, FaultProxy> }> {
   const cluster = services.cluster;
   if (cluster === null) {
     const target = services.redisEndpoint;
@@ -44,7 +46,7 @@ async function redisLinkOf(
     const redisUrl = new URL(services.redisUrl);
     redisUrl.hostname = '127.0.0.1';
     redisUrl.port = String(proxy.port);
-    return { proxy, env: { REDIS_URL: redisUrl.toString() } };
+    return { proxy, env: { REDIS_URL: redisUrl.toString() }, nodeLinks: new Map() };
   }
   const members: FaultProxy[] = [];
   try {
@@ -66,7 +68,8 @@ async function redisLinkOf(
       ),
     },
   });
-  return { proxy: new FaultProxyGroup(`worker-${index}:redis`, members), env };
+  const nodeLinks = new Map(cluster.nodes.map((n, i) => [n.index, members[i] as FaultProxy]));
+  return { proxy: new FaultProxyGroup(`worker-${index}:redis`, members), env, nodeLinks };
 }
 
 export class ChaosFleet {
@@ -110,15 +113,20 @@ export class ChaosFleet {
           // A killed worker's jobs come back after seconds, not BullMQ's default half minute.
           JOB_LOCK_DURATION_MS: String(CHAOS_JOB_LOCK_DURATION_MS),
           JOB_STALLED_INTERVAL_MS: String(CHAOS_JOB_LOCK_DURATION_MS),
-          TRANSFERS_UNSAFE: options.unsafe ?? '',
-          TRANSFERS_ALLOW_UNSAFE: options.unsafe === null ? '' : ALLOW_UNSAFE_VALUE,
+          TRANSFERS_UNSAFE: workerUnsafeOf(options.unsafe) ?? '',
+          TRANSFERS_ALLOW_UNSAFE: workerUnsafeOf(options.unsafe) === null ? '' : ALLOW_UNSAFE_VALUE,
         };
         const proc = new WorkerProcess(index, {
           env,
           logDir,
           ...(options.apply === 'naive' ? { entry: NAIVE_WORKER_ENTRY } : {}),
         });
-        workers.push({ index, process: proc, proxies: { redis: redisProxy, postgres: pgProxy } });
+        workers.push({
+          index,
+          process: proc,
+          proxies: { redis: redisProxy, postgres: pgProxy },
+          nodeLinks: redisLink.nodeLinks,
+        });
       }
     } catch (err) {
       await Promise.all(workers.flatMap((w) => [w.proxies.redis.close(), w.proxies.postgres.close()]));
@@ -131,6 +139,14 @@ export class ChaosFleet {
     const w = this.workers[index - 1];
     if (w === undefined) throw new RangeError(`no worker ${index}`);
     return w;
+  }
+
+  /** Every worker's link to one cluster node (none on a single node). */
+  redisLinksTo(node: number): FaultProxy[] {
+    return this.workers.flatMap((w) => {
+      const link = w.nodeLinks.get(node);
+      return link === undefined ? [] : [link];
+    });
   }
 
   startAll(): void {

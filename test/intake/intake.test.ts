@@ -72,6 +72,13 @@ describe('requestTransfer with a pg client in the producer transaction', () => {
     expect(await requestRows()).toEqual([{ operation_id: 'c-1', decided: false }]);
   });
 
+  it('control: a request sent on another connection (a dual write) survives the ROLLBACK, which the check sees', async () => {
+    await client.query('BEGIN');
+    expect(await requestTransfer(db.pg, wire('dual-1'), AMOUNT_MAX)).toBe('requested');
+    await client.query('ROLLBACK');
+    expect(await requestRows()).not.toEqual([]);
+  });
+
   it('the same body twice answers duplicate and changes nothing', async () => {
     await requestTransfer(client, wire('d-1'), AMOUNT_MAX);
     const before = (await db.pg.query('SELECT * FROM transfer_requests')).rows;

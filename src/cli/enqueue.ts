@@ -213,7 +213,7 @@ async function requestThroughIntake(values: EnqueueFlags, config: Config): Promi
     try {
       const answers = await requestTransfers(client, batch, config.transferAmountMax);
       await client.query('COMMIT');
-      for (const a of answers) if (a === 'requested') requested += 1;
+      requested += answers.filter((a) => a === 'requested').length;
       duplicate += answers.filter((a) => a === 'duplicate').length;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);

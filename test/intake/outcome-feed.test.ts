@@ -120,6 +120,8 @@ describe('the outcome feed with decisions that commit out of order', () => {
       }
     })();
     const decided: string[] = [];
+    /** Pending ids in the order their transactions committed. */
+    const committedIds: bigint[] = [];
     await Promise.all(
       Array.from({ length: DECIDERS }, async (_, k) => {
         const client = await pool.connect();
@@ -128,10 +130,12 @@ describe('the outcome feed with decisions that commit out of order', () => {
             const op = `stress-${k}-${i}`;
             await client.query('BEGIN');
             await decide(client, op, `w${2 * k + 1}`, `w${2 * k + 2}`);
+            const id = await pendingId(client, op);
             // Hold the commit a little, so that later ids commit first.
             await new Promise((r) => setTimeout(r, randomInt(0, 15)));
             await client.query('COMMIT');
             decided.push(op);
+            committedIds.push(id);
           }
         } finally {
           client.release();
@@ -141,6 +145,8 @@ describe('the outcome feed with decisions that commit out of order', () => {
     done = true;
     await poller;
     await pool.end();
+    // The scenario is real: some id committed after a higher one.
+    expect(committedIds.some((id, i) => committedIds.slice(0, i).some((earlier) => earlier > id))).toBe(true);
     const all = await readOutcomes(db.pg, 0n, 10_000);
     const n = DECIDERS * EACH;
     expect(all.map((e) => e.position)).toEqual(Array.from({ length: n }, (_, i) => BigInt(i + 1)));

@@ -1,14 +1,19 @@
 // `npm run relay` as a process (src/cli/relay-cli.ts): /healthz, /readyz (503 naming the server that
 // does not answer, 200 once Redis and PostgreSQL do), /metrics (lag, open and given-up requests,
-// sends, outcomes published and the publisher's cursor), and the graceful stop on SIGTERM (exit 0,
-// `relay_stopped` logged).
+// sends, outcomes published and the publisher's cursor), the graceful stop on SIGTERM (exit 0,
+// `relay_stopped` logged), and a relay killed with SIGKILL between claiming a batch and adding its
+// jobs, recovered by another relay's re-sends. Control: with RESEND_AFTER_MS at its maximum
+// (86400000) the killed relay's batch is never decided and that test times out.
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
 import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
+import { readOutcomes } from '../../src/intake/outcome-feed.ts';
+import { jobIdOf } from '../../src/intake/relay.ts';
 import { RELAY_METRICS } from '../../src/intake/relay-metrics.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { pipelinePerTest } from '../support/pipeline.ts';
@@ -16,6 +21,8 @@ import { sampleValue } from '../support/prometheus-text.ts';
 import { httpStatus, logEvents, scrape, waitFor } from '../support/worker-ops.ts';
 import { TEST_WORKER_LOG_ROOT } from '../support/worker-process.ts';
 
+/** The re-send delay of the relay that recovers the killed one's batch (the control sets it to its maximum). */
+const RESEND_AFTER_MS = '500';
 const RELAY_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'relay-cli.ts');
 const newPipeline = pipelinePerTest();
 
@@ -67,6 +74,63 @@ describe('npm run relay', () => {
       await relay.stop();
       await outcomes.obliterate({ force: true }).catch(() => undefined);
       await outcomes.close();
+    }
+  });
+
+  it('killed with SIGKILL mid-batch (rows claimed, jobs not added): every request is still decided exactly once, by re-sends', async () => {
+    const p = await newPipeline();
+    await p.seed(6, 1_000_000n);
+    const n = 60;
+    const wires = Array.from({ length: n }, (_, i) => ({
+      operationId: `kill-${i}`,
+      from: `w${1 + (i % 3)}`,
+      to: `w${4 + (i % 3)}`,
+      amount: '1',
+    }));
+    const env = { ...p.workerEnv, DATABASE_URL: p.db.url, RELAY_BATCH_MAX: '20', RELAY_IDLE_MS: '20' };
+    const count = async (where: string) =>
+      Number(
+        (await p.db.pg.query<{ n: string }>(`SELECT count(*)::text AS n FROM transfer_requests WHERE ${where}`)).rows[0]
+          ?.n,
+      );
+    // Its Redis link goes through a proxy that then holds every byte: the relay claims a batch
+    // (PostgreSQL), and its addBulk() never reaches Redis; the SIGKILL lands right there.
+    const redis = new URL(p.config.redisUrl);
+    const proxy = await FaultProxy.start('relay-redis', redis.hostname, Number(redis.port || 6379));
+    const killed = relayProcess({ ...env, REDIS_URL: `redis://127.0.0.1:${proxy.port}` });
+    killed.start();
+    try {
+      await killed.waitUntilReady(60_000);
+      proxy.stall();
+      await requestTransfers(p.db.pg, wires, p.config.transferAmountMax);
+      await waitFor('a claimed batch', 30_000, async () => ((await count('send_count > 0')) > 0 ? true : undefined));
+      await killed.kill();
+    } finally {
+      await killed.stop();
+      await proxy.close();
+    }
+    expect(await count('send_count > 0')).toBe(20);
+    for (const w of wires) expect(await p.queue.getJob(jobIdOf(w.operationId)), w.operationId).toBeFalsy();
+
+    await p.startWorker();
+    const relay = relayProcess({ ...env, INTAKE_RESEND_AFTER_MS: RESEND_AFTER_MS });
+    relay.start();
+    try {
+      await waitFor('every decision', 30_000, async () =>
+        (await count('decided_at IS NULL')) === 0 ? true : undefined,
+      );
+      const { rows } = await p.db.pg.query<{ transfers: string; lost: string }>(
+        `SELECT (SELECT count(*) FROM transfers WHERE operation_id LIKE 'kill-%')::text AS transfers,
+                (SELECT sum(lost_count) FROM transfer_requests)::text AS lost`,
+      );
+      // Read through the feed: it sequences the events whose commits it has not numbered yet.
+      const applied = (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.kind === 'applied');
+      expect(new Set(applied.map((e) => e.operationId)).size).toBe(n);
+      expect(applied).toHaveLength(n);
+      expect(rows[0]).toEqual({ transfers: String(n), lost: '20' });
+      expect(await relay.stop()).toEqual({ code: 0, signal: null });
+    } finally {
+      await relay.stop();
     }
   });
 

@@ -1,6 +1,6 @@
-// The relay processes of an intake chaos run: real processes, as many as --relays, started with
-// the run's queue and database and a short INTAKE_RESEND_AFTER_MS, so that the adds a lossy
-// failover loses are sent again within the run. They reach Redis and PostgreSQL straight (not
+// The relay processes of an intake chaos run: `npm run relay` (src/cli/relay-cli.ts), as many as
+// --relays, started with the run's queue and database and a short INTAKE_RESEND_AFTER_MS, so
+// that the adds a lossy failover loses are sent again within the run. They reach Redis and PostgreSQL straight (not
 // through the workers' fault proxies): on a queue shard's lossy failover they stay on the old
 // master's side with the producers, so what they add there meanwhile is lost.
 import { join } from 'node:path';
@@ -11,9 +11,11 @@ import { CHAOS_JOB_ATTEMPTS_MAX, type FleetNames } from './chaos-fleet.ts';
 import type { ChaosOptions } from './chaos-options.ts';
 import type { ChaosServices } from './chaos-services.ts';
 
-export const RELAY_ENTRY = join(PROJECT_ROOT, 'src', 'harness', 'chaos', 'chaos-relay.ts');
+export const RELAY_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'relay-cli.ts');
 /** Requests a relay claims per batch in a chaos run. */
 export const CHAOS_RELAY_BATCH_MAX = 200;
+/** Its rest after a round that found nothing: short, as the producer sends every 100 ms. */
+export const CHAOS_RELAY_IDLE_MS = 50;
 
 export class ChaosRelays {
   private constructor(readonly processes: readonly WorkerProcess[]) {}
@@ -28,6 +30,9 @@ export class ChaosRelays {
       JOB_ATTEMPTS_MAX: String(CHAOS_JOB_ATTEMPTS_MAX),
       INTAKE_RESEND_AFTER_MS: String(options.resendAfterMs),
       RELAY_BATCH_MAX: String(CHAOS_RELAY_BATCH_MAX),
+      RELAY_IDLE_MS: String(CHAOS_RELAY_IDLE_MS),
+      // Any free port, reported over IPC like the workers' (never one picked in advance).
+      RELAY_METRICS_PORT: '0',
       LOG_LEVEL: 'info',
     };
     return new ChaosRelays(

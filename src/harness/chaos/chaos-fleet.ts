@@ -34,15 +34,16 @@ export interface FleetNames {
   readonly lockKeyPrefix: string;
 }
 
-/** A worker's Redis link and the environment that makes it use it. */
-async function redisLinkOf(
+/** A process's Redis link (a worker's, or an intake run's relay's) and the environment that makes it use it. */
+export async function redisLinkOf(
   index: number,
   services: ChaosServices,
+  role: 'worker' | 'relay' = 'worker',
 ): Promise<{ proxy: LinkProxy; env: Record<string, string>; nodeLinks: Map<number, FaultProxy> }> {
   const cluster = services.cluster;
   if (cluster === null) {
     const target = services.redisEndpoint;
-    const proxy = await FaultProxy.start(`worker-${index}:redis`, target.host, target.port);
+    const proxy = await FaultProxy.start(`${role}-${index}:redis`, target.host, target.port);
     const redisUrl = new URL(services.redisUrl);
     redisUrl.hostname = '127.0.0.1';
     redisUrl.port = String(proxy.port);
@@ -51,7 +52,7 @@ async function redisLinkOf(
   const members: FaultProxy[] = [];
   try {
     for (const node of cluster.nodes)
-      members.push(await FaultProxy.start(`worker-${index}:redis-node-${node.index}`, '127.0.0.1', node.port));
+      members.push(await FaultProxy.start(`${role}-${index}:redis-node-${node.index}`, '127.0.0.1', node.port));
   } catch (err) {
     await Promise.all(members.map((m) => m.close()));
     throw err;
@@ -69,7 +70,7 @@ async function redisLinkOf(
     },
   });
   const nodeLinks = new Map(cluster.nodes.map((n, i) => [n.index, members[i] as FaultProxy]));
-  return { proxy: new FaultProxyGroup(`worker-${index}:redis`, members), env, nodeLinks };
+  return { proxy: new FaultProxyGroup(`${role}-${index}:redis`, members), env, nodeLinks };
 }
 
 export class ChaosFleet {

@@ -45,6 +45,7 @@ export class ChaosResources {
     await this.prisma?.$disconnect().catch(() => undefined);
     await fleet?.stopAll().catch(() => undefined);
     await this.relays?.stopAll().catch(() => undefined);
+    await this.relays?.closeProxies().catch(() => undefined);
     await this.producerPool?.end().catch(() => undefined);
     await fleet?.closeProxies().catch(() => undefined);
     this.registry.update({ workerPids: [] });

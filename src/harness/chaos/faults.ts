@@ -15,6 +15,8 @@ import type { History } from './history.ts';
 import { type BlackholeFigures, BlackholeWatch } from './pg-blackhole.ts';
 import { describeFault, type FaultEvent } from './schedule.ts';
 
+/** kill-relay holds the relay's Redis link this long before SIGKILL (the producer requests every 100 ms). */
+export const RELAY_KILL_HOLD_MS = 300;
 /** delete-locks sweeps the lock keys this often during its window. */
 export const LOCK_SWEEP_INTERVAL_MS = 10;
 
@@ -331,8 +333,20 @@ export class FaultInjector {
       }
       case 'kill-relay': {
         if (this.relays === null) throw new Error('kill-relay needs relays: add --intake');
-        const proc = this.relays.relay(event.relay ?? 1);
-        await proc.kill();
+        const { process: proc, redis } = this.relays.relay(event.relay ?? 1);
+        // Mid-batch: its Redis link is held first, so the batch it claims meanwhile (rows marked
+        // sent in PostgreSQL) is waiting on its adds when SIGKILL comes; the held adds die with
+        // its connections.
+        redis.stall();
+        try {
+          await sleep(RELAY_KILL_HOLD_MS);
+          await proc.kill();
+          redis.cut();
+        } finally {
+          redis.uncut();
+          redis.unstall();
+        }
+        record.detail += ` (its Redis link held ${RELAY_KILL_HOLD_MS} ms before, to catch it mid-batch)`;
         return async () => proc.start();
       }
       case 'kill-master': {

@@ -251,7 +251,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
     producerPool.on('error', () => undefined);
     owned.producerPool = producerPool;
     if (options.relays > 0) {
-      relays = ChaosRelays.create(options, services, names, join(outDir, 'relays'));
+      relays = await ChaosRelays.create(options, services, names, join(outDir, 'relays'));
       owned.relays = relays;
       relays.startAll();
       registry.update({ workerPids: [...fleet.pids(), ...relays.pids()] });

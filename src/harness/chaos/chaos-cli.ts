@@ -82,3 +82,7 @@ await runCli(async () => {
   );
   if (!result.pass) process.exitCode = 1;
 });
+// Explicitly, once the report is out and everything the run started is stopped: in intake runs
+// with kill-relay, the harness was seen (2 runs of about 10) to spin after its verdict instead
+// of exiting, for a reason not found yet (docs/verification/chaos.md, "Known limits").
+process.exit();

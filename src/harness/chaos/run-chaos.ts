@@ -426,7 +426,7 @@ function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
       progress.faults = injector.records.length;
       const last = injector.records.at(-1);
       progress.lastFault = last === undefined ? '' : last.detail;
-      registry.update({ workerPids: fleet.pids() });
+      registry.update({ workerPids: [...fleet.pids(), ...(rig.relays?.pids() ?? [])] });
     },
     clusterTargets(services, queues, names.lockKeyPrefix, options.intake),
     options.lockTtlMs,

@@ -6,12 +6,16 @@ import { PROJECT_ROOT } from '../../config/paths.ts';
 import { SEED_WALLETS_MAX } from '../../ledger/seed-wallets.ts';
 import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
 
-/** What the bench can measure; `low-rate` measures two cases (batching on and off). */
+/**
+ * What the bench can measure; `low-rate` measures two cases (batching on and off), `e2e-intake`
+ * two (producer transactions of 1 and of 100 requests).
+ */
 export const MODES = [
   'db-ceiling',
   'seed-design',
   'queue-ceiling',
   'e2e',
+  'e2e-intake',
   'e2e-unbatched',
   'peer-graphile-worker',
   'hot',
@@ -19,12 +23,14 @@ export const MODES = [
 ] as const;
 export type Mode = (typeof MODES)[number];
 
-/** One measured thing in the results: every mode is one case, except low-rate which is two. */
+/** One measured thing in the results: every mode is one case, except low-rate and e2e-intake, two each. */
 export const CASES = [
   'db-ceiling',
   'seed-design',
   'queue-ceiling',
   'e2e',
+  'e2e-intake-1',
+  'e2e-intake-100',
   'e2e-unbatched',
   'peer-graphile-worker',
   'hot',
@@ -178,5 +184,9 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
 
 /** The cases a list of modes measures, in order. */
 export function casesOf(modes: readonly Mode[]): CaseName[] {
-  return modes.flatMap((m): CaseName[] => (m === 'low-rate' ? ['low-rate', 'low-rate-unbatched'] : [m]));
+  return modes.flatMap((m): CaseName[] => {
+    if (m === 'low-rate') return ['low-rate', 'low-rate-unbatched'];
+    if (m === 'e2e-intake') return ['e2e-intake-1', 'e2e-intake-100'];
+    return [m];
+  });
 }

@@ -19,6 +19,20 @@ module.exports = {
       to: { path: '^test/' },
     },
     {
+      name: 'source-imports-example',
+      comment: 'The product and the harnesses never import the worked examples under examples/.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^examples/' },
+    },
+    {
+      name: 'example-imports-harness-or-test',
+      comment: 'An example uses the product as a service would: no harness, no test support.',
+      severity: 'error',
+      from: { path: '^examples/' },
+      to: { path: '^(src/harness|test)/' },
+    },
+    {
       name: 'unresolvable-import',
       comment: 'An import that resolves to no file is a typo or a file that moved.',
       severity: 'error',

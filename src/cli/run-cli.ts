@@ -6,8 +6,10 @@ import { databaseFaultOf, describeDatabaseFault } from '../db/database-errors.ts
 import { MigrationError } from '../db/migrations.ts';
 import { SessionBoundsError } from '../db/session-bounds.ts';
 import { WorkerRoleError } from '../db/worker-role-grants.ts';
+import { IntakeConflictError } from '../intake/intake.ts';
 import { redactText } from '../log/redact.ts';
 import { StartupError } from '../ops/startup-error.ts';
+import { InvalidTransferError } from '../queue/producer.ts';
 import { UsageError } from './args.ts';
 
 const EXPECTED_ERRORS = [
@@ -17,6 +19,8 @@ const EXPECTED_ERRORS = [
   WorkerRoleError,
   SessionBoundsError,
   StartupError,
+  IntakeConflictError,
+  InvalidTransferError,
   RangeError,
 ] as const;
 

@@ -37,8 +37,13 @@ function projectInput() {
   return {
     root: PROJECT_ROOT,
     markdownFiles: projectFiles('*.md'),
-    sourceFiles: projectFiles('src', 'test').filter((file) => /\.(ts|cjs|mjs|js)$/.test(file)),
-    mustBeReachable: [...docs, ...harnessReadmes, 'DESIGN.md'],
+    sourceFiles: projectFiles('src', 'test', 'examples').filter((file) => /\.(ts|cjs|mjs|js)$/.test(file)),
+    mustBeReachable: [
+      ...docs,
+      ...harnessReadmes,
+      ...projectFiles('examples').filter((f) => f.endsWith('/README.md')),
+      'DESIGN.md',
+    ],
     start: 'README.md',
   };
 }

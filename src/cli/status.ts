@@ -1,7 +1,11 @@
 // `npm run status -- <operationId>`: the stored outcome as JSON; exit 1 when unknown.
-// `npm run status` (no argument): the job counts of every queue shard, and their sum, as JSON.
+// `npm run status` (no argument): the job counts of every queue shard, and their sum, and the
+// intake (open requests, never sent, given up, and the first GIVEN_UP_LISTED given-up operations
+// with their reason: `npm run redrive` sends them again), as JSON.
 import { type Config, loadConfig } from '../config/config.ts';
-import { createPrisma } from '../db/prisma.ts';
+import { endPool } from '../db/pool-close.ts';
+import { createPool, createPrisma } from '../db/prisma.ts';
+import { intakeBacklog } from '../intake/relay.ts';
 import { ID_PATTERN } from '../ledger/transfer-request.ts';
 import { readTransfer } from '../ledger/transfer-status.ts';
 import { TransferQueues } from '../queue/producer.ts';
@@ -12,6 +16,29 @@ import { parseFlags, UsageError } from './args.ts';
 import { runCli } from './run-cli.ts';
 
 const USAGE = 'npm run status -- [<operationId>]';
+/** Given-up operations listed by id, at most (the oldest first). */
+export const GIVEN_UP_LISTED = 20;
+
+async function intakeStatus(config: Config) {
+  const pool = createPool(config);
+  try {
+    const backlog = await intakeBacklog(pool);
+    const { rows } = await pool.query<{ operation_id: string; reason: string | null; given_up_at: Date }>(
+      `SELECT operation_id, give_up_reason AS reason, given_up_at FROM transfer_requests
+        WHERE decided_at IS NULL AND given_up_at IS NOT NULL ORDER BY given_up_at, operation_id LIMIT $1`,
+      [GIVEN_UP_LISTED],
+    );
+    return {
+      open: backlog.open,
+      neverSent: backlog.unsent,
+      givenUp: backlog.givenUp,
+      lagSeconds: backlog.lagSeconds,
+      givenUpOperations: rows.map((r) => ({ operationId: r.operation_id, reason: r.reason, givenUpAt: r.given_up_at })),
+    };
+  } finally {
+    await endPool(pool);
+  }
+}
 
 async function queueStatus(config: Config): Promise<void> {
   const connection = bullmqConnection(config);
@@ -27,9 +54,9 @@ async function queueStatus(config: Config): Promise<void> {
         ...(await queueProgress(queue)),
       })),
     );
-    process.stdout.write(
-      `${JSON.stringify({ redis: describeRedisTarget(config), shards, total: await queueProgress(queues.queues) })}\n`,
-    );
+    const total = await queueProgress(queues.queues);
+    const intake = await intakeStatus(config);
+    process.stdout.write(`${JSON.stringify({ redis: describeRedisTarget(config), shards, total, intake })}\n`);
   } finally {
     await queues.close();
     connection.disconnect();

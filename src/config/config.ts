@@ -95,6 +95,13 @@ export interface Config {
   readonly metricsHost: string;
   readonly startupTimeoutMs: number;
   readonly shutdownTimeoutMs: number;
+  readonly intakeResendAfterMs: number;
+  readonly relayBatchMax: number;
+  readonly relayIdleMs: number;
+  /** Null when RELAY_METRICS_PORT=off; 0 for any free port. */
+  readonly relayMetricsPort: number | null;
+  /** Resolved: `<QUEUE_NAME>-outcomes` when OUTCOMES_QUEUE_NAME is empty. */
+  readonly outcomesQueueName: string;
 }
 
 // The table and Config agree, checked by the compiler: every field is set by some variable, every
@@ -272,12 +279,12 @@ function listenHost(env: Env, variable: 'DASHBOARD_HOST'): string {
   return raw;
 }
 
-function metricsPort(env: Env): number | null {
-  const raw = read(env, 'METRICS_PORT');
+function metricsPort(env: Env, variable: 'METRICS_PORT' | 'RELAY_METRICS_PORT' = 'METRICS_PORT'): number | null {
+  const raw = read(env, variable);
   if (raw === METRICS_PORT_OFF) return null;
   return parseWholeNumber(
     raw,
-    'METRICS_PORT',
+    variable,
     0,
     PORT_MAX,
     ({ name, min, max }) =>
@@ -286,6 +293,12 @@ function metricsPort(env: Env): number | null {
         `expected a port between ${min} (any free port) and ${max}, or "${METRICS_PORT_OFF}", got ${JSON.stringify(raw)}`,
       ),
   );
+}
+
+/** OUTCOMES_QUEUE_NAME, or `<QUEUE_NAME>-outcomes` (a name BullMQ accepts: no ':'). */
+function outcomesQueueName(env: Env): string {
+  const raw = matching(env, 'OUTCOMES_QUEUE_NAME');
+  return raw === '' ? `${matching(env, 'QUEUE_NAME')}-outcomes` : raw;
 }
 
 /** `host:port` with a DNS name, an IPv4 address or a bracketed IPv6 address. */
@@ -442,6 +455,11 @@ export function loadConfig(env: Env = process.env): Config {
     metricsHost: matching(env, 'METRICS_HOST'),
     startupTimeoutMs: integer(env, 'STARTUP_TIMEOUT_MS'),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS'),
+    intakeResendAfterMs: integer(env, 'INTAKE_RESEND_AFTER_MS'),
+    relayBatchMax: integer(env, 'RELAY_BATCH_MAX'),
+    relayIdleMs: integer(env, 'RELAY_IDLE_MS'),
+    relayMetricsPort: metricsPort(env, 'RELAY_METRICS_PORT'),
+    outcomesQueueName: outcomesQueueName(env),
   };
   return Object.freeze(config);
 }

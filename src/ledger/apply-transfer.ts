@@ -21,6 +21,11 @@ import {
  * src/db/worker-role-grants.ts) and the one applyTransfers() calls with every check on.
  */
 export const DECISION_FUNCTION = 'apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[])';
+/**
+ * What the worker calls when a job fails for good (`regprocedure`): record_transfer_given_up()
+ * of the intake-and-outcome-feed migration, a 'given_up' event in the feed. Granted to the worker role.
+ */
+export const GIVE_UP_FUNCTION = 'record_transfer_given_up(text,text,text,bigint,text,text)';
 
 /** A lease id as FencedLock issues it (crypto.randomUUID()); PostgreSQL stores it as `uuid`. */
 const LEASE_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -3,7 +3,6 @@
 // Prometheus text format.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from '../log/logger.ts';
-import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { StartupError } from './startup-error.ts';
 
 /**
@@ -33,10 +32,18 @@ export function listeningPortOf(message: unknown): number | null {
 
 export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };
 
+/** What /metrics renders: a worker's or a relay's registry. */
+export interface MetricsExposition {
+  exposition(): Promise<string>;
+  readonly contentType: string;
+}
+
 export interface OpsServerOptions {
   readonly host: string;
   readonly port: number;
-  readonly metrics: WorkerMetrics;
+  readonly metrics: MetricsExposition;
+  /** The variable that sets the port, named in a start-up error (default METRICS_PORT). */
+  readonly portVariable?: 'METRICS_PORT' | 'RELAY_METRICS_PORT';
   readonly readiness: () => Readiness;
   readonly logger: Logger;
 }
@@ -58,17 +65,18 @@ export class OpsServer {
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) => {
         const where = `${options.host}:${options.port}`;
+        const portVariable = options.portVariable ?? 'METRICS_PORT';
         if (err.code === 'EADDRINUSE') {
           reject(
             new StartupError(
-              ['METRICS_PORT'],
-              `port ${options.port} is already in use (${where}); give each worker process its own METRICS_PORT, or set METRICS_PORT=off`,
+              [portVariable],
+              `port ${options.port} is already in use (${where}); give each ${portVariable === 'METRICS_PORT' ? 'worker' : 'relay'} process its own ${portVariable}, or set ${portVariable}=off`,
             ),
           );
         } else if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') {
           reject(new StartupError(['METRICS_HOST'], `cannot listen on ${where}: ${err.code}`));
         } else {
-          reject(new StartupError(['METRICS_PORT'], `cannot listen on ${where}: ${err.message}`));
+          reject(new StartupError([portVariable], `cannot listen on ${where}: ${err.message}`));
         }
       });
       server.listen(options.port, options.host, () => resolve());

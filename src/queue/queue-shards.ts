@@ -80,3 +80,16 @@ export function shardIndexOf(sourceWalletId: string, shardCount: number): number
     throw new RangeError(`shard count must be a whole number ≥ 1, got ${shardCount}`);
   return fnv1a32(sourceWalletId) % shardCount;
 }
+
+/**
+ * The queue the relay publishes the outcome feed to (OUTCOMES_QUEUE_NAME): BullMQ's default
+ * prefix on one Redis, its name in braces in cluster mode, like the shards.
+ */
+export function outcomesQueueOf(config: Pick<Config, 'outcomesQueueName' | 'redisCluster'>): QueueShard {
+  const name = config.outcomesQueueName;
+  return Object.freeze({
+    index: 0,
+    name,
+    prefix: config.redisCluster === null ? SINGLE_NODE_QUEUE_PREFIX : `{${name}}`,
+  });
+}

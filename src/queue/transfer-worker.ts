@@ -453,8 +453,53 @@ function shardWorker(
         { event: 'transfer_failed', queue: shard.name, jobId: job.id, attempt: job.attemptsMade, reason: err.message },
         'job failed for good; it stays in the failed set',
       );
+      void recordGiveUp(job, err.message, deps);
     }
   });
   worker.on('error', (err) => deps.logger.error({ err, queue: shard.name }, 'worker error'));
   return worker;
+}
+
+/**
+ * Records a job that failed for good as given up: a 'given_up' event in the outcome feed, and the
+ * intake's request (if it came through the intake) kept open for `npm run redrive`, so a trim of
+ * BullMQ's failed set drops nothing. A failure to record is logged, never thrown: the relay
+ * records give-ups it finds too. A job without a valid transfer cannot be recorded.
+ */
+export async function recordGiveUp(
+  job: Job,
+  reason: string,
+  deps: Pick<TransferWorkerDeps, 'prisma' | 'logger' | 'config'>,
+): Promise<boolean> {
+  const valid = validateTransferRequest(job.data, deps.config.transferAmountMax);
+  if (!valid.ok) {
+    deps.logger.error(
+      { event: 'transfer_give_up_not_recorded', jobId: job.id, reason: valid.reason },
+      'a job that failed for good carries no valid transfer; its give-up cannot be recorded',
+    );
+    return false;
+  }
+  const r = valid.request;
+  try {
+    await deps.prisma.$queryRawUnsafe(
+      'SELECT record_transfer_given_up($1, $2, $3, $4::bigint, $5, $6) AS recorded',
+      r.operationId,
+      r.from,
+      r.to,
+      r.amountMinor.toString(),
+      r.currency,
+      reason,
+    );
+    deps.logger.warn(
+      { event: 'transfer_given_up', jobId: job.id, operationId: r.operationId },
+      'give-up recorded: the transfer stays open; npm run redrive sends it again',
+    );
+    return true;
+  } catch (err) {
+    deps.logger.error(
+      { event: 'transfer_give_up_not_recorded', jobId: job.id, operationId: r.operationId, err },
+      'could not record the give-up; the relay records it when it finds the failed job',
+    );
+    return false;
+  }
 }

@@ -81,6 +81,21 @@ const COMMANDS: Command[] = [
     ],
   },
   {
+    name: 'relay',
+    file: 'src/cli/relay-cli.ts',
+    args: [],
+    env: { RELAY_METRICS_PORT: 'off', STARTUP_TIMEOUT_MS: '1000', LOG_LEVEL: 'silent' },
+    trips: [
+      'missing-database',
+      'unmigrated',
+      'postgres-unreachable',
+      'redis-unreachable',
+      'wrong-password',
+      'missing-role',
+    ],
+  },
+  { name: 'redrive', file: 'src/cli/redrive.ts', args: ['--all'], trips: [...POSTGRES_TRIPS, 'redis-unreachable'] },
+  {
     name: 'enqueue',
     file: 'src/cli/enqueue.ts',
     args: ['--from', 'wallet-1', '--to', 'wallet-2', '--amount', '1'],

@@ -72,6 +72,11 @@ describe('loadConfig defaults', () => {
       metricsHost: '0.0.0.0',
       startupTimeoutMs: 30_000,
       shutdownTimeoutMs: 20_000,
+      intakeResendAfterMs: 30_000,
+      relayBatchMax: 500,
+      relayIdleMs: 200,
+      relayMetricsPort: 9465,
+      outcomesQueueName: 'transfers-outcomes',
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.unsafe)).toBe(true);
@@ -185,6 +190,15 @@ describe('loadConfig rejects malformed values, naming the variable', () => {
     ['STARTUP_TIMEOUT_MS', '999'],
     ['STARTUP_TIMEOUT_MS', '600001'],
     ['SHUTDOWN_TIMEOUT_MS', '20s'],
+    ['INTAKE_RESEND_AFTER_MS', '499'],
+    ['INTAKE_RESEND_AFTER_MS', '86400001'],
+    ['RELAY_BATCH_MAX', '0'],
+    ['RELAY_BATCH_MAX', '1001'],
+    ['RELAY_IDLE_MS', '9'],
+    ['RELAY_IDLE_MS', '10001'],
+    ['RELAY_METRICS_PORT', '65536'],
+    ['RELAY_METRICS_PORT', 'none'],
+    ['OUTCOMES_QUEUE_NAME', 'a:b'],
   ])('%s=%j', (variable, value) => {
     const err = configErrorOf({ [variable]: value });
     expect(err.variable).toBe(variable);
@@ -346,5 +360,29 @@ describe('a command started with a bad variable', () => {
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(new RegExp(`^configuration error: ${variable}: .+\n$`));
     expect(result.stderr).not.toContain('    at ');
+  });
+});
+
+describe("the relay's settings", () => {
+  it('reads the re-send delay, the batch, the idle wait and the port; the outcomes queue follows QUEUE_NAME unless named', () => {
+    expect(
+      loadConfig({
+        INTAKE_RESEND_AFTER_MS: '500',
+        RELAY_BATCH_MAX: '1000',
+        RELAY_IDLE_MS: '10',
+        RELAY_METRICS_PORT: 'off',
+        QUEUE_NAME: 'payments',
+      }),
+    ).toMatchObject({
+      intakeResendAfterMs: 500,
+      relayBatchMax: 1000,
+      relayIdleMs: 10,
+      relayMetricsPort: null,
+      outcomesQueueName: 'payments-outcomes',
+    });
+    expect(loadConfig({ OUTCOMES_QUEUE_NAME: 'answers', RELAY_METRICS_PORT: '0' })).toMatchObject({
+      outcomesQueueName: 'answers',
+      relayMetricsPort: 0,
+    });
   });
 });

@@ -15,6 +15,8 @@ import {
   roleUrl,
   WorkerRoleError,
 } from '../../src/db/worker-role-grants.ts';
+import { INTAKE_FUNCTION } from '../../src/intake/intake.ts';
+import { OUTCOME_FEED_FUNCTION } from '../../src/intake/outcome-feed.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
@@ -94,6 +96,7 @@ describe('npm run db:worker-role', () => {
     expect(result.privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
       'FUNCTION public.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) EXECUTE',
+      'FUNCTION public.record_transfer_given_up(text,text,text,bigint,text,text) EXECUTE',
       'SCHEMA public USAGE',
       'TABLE public._prisma_migrations SELECT',
     ]);
@@ -202,14 +205,16 @@ describe('connected as the worker role', () => {
 });
 
 describe('the decision functions', () => {
-  it('run as their owner with a fixed search_path, PUBLIC may not execute them, and they are exactly DECISION_FUNCTIONS', async () => {
+  it("run as their owner with a fixed search_path, PUBLIC may not execute them, and they are exactly the worker's and the intake's", async () => {
     const { rows } = await db.pg.query<{ signature: string; config: string[] | null; public_execute: boolean }>(`
       SELECT p.proname || '(' || replace(oidvectortypes(p.proargtypes), ', ', ',') || ')' AS signature,
              p.proconfig AS config,
              has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
        WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1`);
-    expect(rows.map((r) => r.signature)).toEqual([...DECISION_FUNCTIONS].sort());
+    expect(rows.map((r) => r.signature)).toEqual(
+      [...DECISION_FUNCTIONS, INTAKE_FUNCTION, OUTCOME_FEED_FUNCTION].sort(),
+    );
     for (const r of rows) {
       expect(r.config, r.signature).toEqual(['search_path=pg_catalog, public, pg_temp']);
       expect(r.public_execute, r.signature).toBe(false);

@@ -93,6 +93,15 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it('the relay runs the compiled relay after migrate, and stops more slowly than its own shutdown timeout', () => {
+    const relay = service('relay');
+    expect(relay.command).toEqual(['node', 'dist/cli/relay-cli.js']);
+    expect(relay.depends_on?.migrate?.condition).toBe('service_completed_successfully');
+    expect(relay.environment?.QUEUE_NAME).toBe(service('worker').environment?.QUEUE_NAME);
+    const shutdownMs = Number(relay.environment?.SHUTDOWN_TIMEOUT_MS);
+    expect(Number(/^(\d+)s$/.exec(relay.stop_grace_period ?? '')?.[1]) * 1000).toBeGreaterThan(shutdownMs);
+  });
+
   const client = composeClient();
   it.skipIf(client === null)(
     "passes the Compose client's own validation (config -q), the producer profile included",

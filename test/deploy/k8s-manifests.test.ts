@@ -110,7 +110,13 @@ function probePort(c: Container, probe: Probe | undefined): number | undefined {
   return c.ports?.find((p) => p.name === port)?.containerPort;
 }
 
-const worker = one('Deployment');
+function deployment(name: string): Manifest {
+  const found = manifests.filter((m) => m.kind === 'Deployment' && m.metadata.name === name);
+  expect(found, `exactly one Deployment ${name}`).toHaveLength(1);
+  return found[0] as Manifest;
+}
+
+const worker = deployment('fenced-transfers-worker');
 const workerPod = podSpec(worker);
 const workerContainer = workerPod.containers.find((c) => c.name === 'worker') as Container;
 
@@ -313,3 +319,30 @@ function quantity(raw: string | undefined): number {
   const scale: Record<string, number> = { m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, k: 1e3, M: 1e6, G: 1e9 };
   return Number(m[1]) * (m[2] === undefined ? 1 : (scale[m[2]] as number));
 }
+
+describe('relay Deployment', () => {
+  const relay = deployment('fenced-transfers-relay');
+  const pod = podSpec(relay);
+  const container = pod.containers.find((c) => c.name === 'relay') as Container;
+
+  it('runs the compiled relay with its probes at RELAY_METRICS_PORT, stopping more slowly than SHUTDOWN_TIMEOUT_MS', () => {
+    expect(container.command).toEqual(['node', 'dist/cli/relay-cli.js']);
+    const port = Number(envValue(container, 'RELAY_METRICS_PORT'));
+    expect(probePort(container, container.livenessProbe)).toBe(port);
+    expect(probePort(container, container.readinessProbe)).toBe(port);
+    expect(container.livenessProbe?.httpGet?.path).toBe('/healthz');
+    expect(container.readinessProbe?.httpGet?.path).toBe('/readyz');
+    expect((pod.terminationGracePeriodSeconds ?? 30) * 1000).toBeGreaterThan(
+      Number(envValue(container, 'SHUTDOWN_TIMEOUT_MS')),
+    );
+  });
+
+  it('both URLs come from secrets, with verified TLS to Redis', () => {
+    expect(secretRef(container, 'DATABASE_URL')).toBeDefined();
+    expect(secretRef(container, 'REDIS_URL')).toBeDefined();
+    for (const e of container.env ?? []) {
+      if (/URL|PASSWORD/.test(e.name)) expect(e.value, `relay ${e.name} must come from a secret`).toBeUndefined();
+    }
+    expect(envValue(container, 'REDIS_TLS_CA_FILE')).toMatch(/^\/etc\/fenced-transfers\/tls\//);
+  });
+});

@@ -5,12 +5,20 @@ import { keySlot } from '../../src/lock/key-slot.ts';
 import {
   consumedQueueShardsOf,
   fnv1a32,
+  outcomesQueueOf,
   queueNamesOf,
   queueShardsOf,
   shardIndexOf,
 } from '../../src/queue/queue-shards.ts';
 
 describe('queue shards', () => {
+  it('names the outcomes queue <QUEUE_NAME>-outcomes (no colon), under `bull`, or its name in braces in cluster mode', () => {
+    expect(outcomesQueueOf(loadConfig({}))).toEqual({ index: 0, name: 'transfers-outcomes', prefix: 'bull' });
+    expect(
+      outcomesQueueOf(loadConfig({ REDIS_CLUSTER_NODES: '127.0.0.1:7000', OUTCOMES_QUEUE_NAME: 'answers' })),
+    ).toEqual({ index: 0, name: 'answers', prefix: '{answers}' });
+  });
+
   it('keeps the unsharded single-node queue exactly as it was: `transfers` under prefix `bull`', () => {
     expect(queueShardsOf(loadConfig({}))).toEqual([{ index: 0, name: 'transfers', prefix: 'bull' }]);
   });

@@ -46,3 +46,25 @@ export function renderMetricsDoc(metrics: Readonly<Record<string, MetricDefiniti
     '',
   ].join('\n');
 }
+
+/** docs/reference/relay-metrics.md: the relay's metrics (RELAY_METRICS in src/intake/relay-metrics.ts). */
+export function renderRelayMetricsDoc(metrics: Readonly<Record<string, MetricDefinition>>): string {
+  const rows = Object.values(metrics).map((m) => `| \`${m.name}\` | ${m.type} | ${labelsOf(m)} | ${cell(m.help)} |`);
+  return [
+    '# Relay metrics',
+    '',
+    'Every relay process (`npm run relay`) serves these on `GET /metrics` of its HTTP server (port',
+    '`RELAY_METRICS_PORT`, see [configuration](configuration.md)), in the Prometheus text format. The',
+    'counters count what that relay did (sum them over the relays); the gauges are read from',
+    'PostgreSQL at scrape time, so every relay reports the same backlog and cursor. A relay also serves',
+    "prom-client's process and Node.js metrics (`process_*`, `nodejs_*`).",
+    '',
+    'The metrics are declared in RELAY_METRICS in',
+    '[src/intake/relay-metrics.ts](../../src/intake/relay-metrics.ts), from which this page is made.',
+    '',
+    '| metric | type | labels | meaning |',
+    '| --- | --- | --- | --- |',
+    ...rows,
+    '',
+  ].join('\n');
+}

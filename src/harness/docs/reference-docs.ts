@@ -5,10 +5,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { SETTINGS } from '../../config/settings.ts';
+import { RELAY_METRICS } from '../../intake/relay-metrics.ts';
 import { OUTCOMES_REFERENCE_PATH, renderOutcomesReference } from '../../ledger/outcomes-reference.ts';
 import { WORKER_METRICS } from '../../metrics/worker-metrics.ts';
 import { renderConfigurationDoc } from './configuration-doc.ts';
-import { renderMetricsDoc } from './metrics-doc.ts';
+import { renderMetricsDoc, renderRelayMetricsDoc } from './metrics-doc.ts';
 
 export interface ReferenceDoc {
   /** Path from the project root, e.g. `docs/reference/configuration.md`. */
@@ -21,6 +22,7 @@ export interface ReferenceDoc {
 export const REFERENCE_DOCS: readonly ReferenceDoc[] = [
   generatedDoc('docs/reference/configuration.md', () => renderConfigurationDoc(SETTINGS)),
   generatedDoc('docs/reference/metrics.md', () => renderMetricsDoc(WORKER_METRICS)),
+  generatedDoc('docs/reference/relay-metrics.md', () => renderRelayMetricsDoc(RELAY_METRICS)),
   { path: OUTCOMES_REFERENCE_PATH, render: () => renderOutcomesReference(GENERATED_NOTICE) },
 ];
 

@@ -1,0 +1,123 @@
+// Publishes the outcome feed (outcome-feed.ts) to a BullMQ queue, at least once: reads the events
+// after a cursor kept in outcome_cursors, adds each one with job id `outcome-<position>`, then
+// advances the cursor and commits. The cursor's row is taken FOR UPDATE SKIP LOCKED for the whole
+// round, so of any number of relays one publishes at a time and the others skip the round. A
+// relay that dies after the adds and before the commit publishes those events again from the
+// old cursor: the same job ids, which BullMQ ignores while it still holds the jobs, and which a
+// consumer dedupes by otherwise.
+import type { Queue } from 'bullmq';
+import type pg from 'pg';
+import { type OutcomeEvent, readOutcomes } from './outcome-feed.ts';
+
+/** The cursor row of the outcomes queue's publisher. */
+export const OUTCOMES_QUEUE_CURSOR = 'outcomes-queue';
+/** The BullMQ job name of an outcome event. */
+export const OUTCOME_JOB_NAME = 'outcome';
+
+/** The job id of the event at `position`: stable, so a second publish of it is a no-op or a visible duplicate. */
+export function outcomeJobIdOf(position: bigint): string {
+  return `outcome-${position}`;
+}
+
+/** An event as the job's data: JSON, the bigints as decimal strings, the time in ISO 8601. */
+export interface OutcomeJobData {
+  readonly position: string;
+  readonly operationId: string;
+  readonly kind: OutcomeEvent['kind'];
+  readonly reason: string | null;
+  readonly from: string;
+  readonly to: string;
+  readonly amountMinor: string;
+  readonly currency: string | null;
+  readonly decidedAt: string;
+}
+
+export function outcomeJobDataOf(event: OutcomeEvent): OutcomeJobData {
+  return {
+    position: event.position.toString(),
+    operationId: event.operationId,
+    kind: event.kind,
+    reason: event.reason,
+    from: event.from,
+    to: event.to,
+    amountMinor: event.amountMinor.toString(),
+    currency: event.currency,
+    decidedAt: event.decidedAt.toISOString(),
+  };
+}
+
+export interface PublishResult {
+  /** Events added this round (0 when another publisher holds the cursor or nothing is new). */
+  readonly published: number;
+  /** The cursor after the round; null when another publisher held it. */
+  readonly position: bigint | null;
+}
+
+/** The publisher's cursor: the last position published (0 before the first). */
+export async function outcomesCursor(pool: pg.Pool | pg.ClientBase, name = OUTCOMES_QUEUE_CURSOR): Promise<bigint> {
+  const { rows } = await pool.query<{ position: string }>(
+    'SELECT position::text AS position FROM outcome_cursors WHERE name = $1',
+    [name],
+  );
+  return BigInt(rows[0]?.position ?? '0');
+}
+
+/**
+ * One round: up to `limit` events after the cursor, added to `queue`, the cursor moved past them.
+ * `hooks.afterAdd` runs after the adds and before the commit (for tests of a publisher killed there).
+ */
+export async function publishOutcomes(
+  pool: pg.Pool,
+  queue: Queue,
+  limit: number,
+  hooks: { afterAdd?: () => Promise<void> } = {},
+  name = OUTCOMES_QUEUE_CURSOR,
+): Promise<PublishResult> {
+  await pool.query('INSERT INTO outcome_cursors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [name]);
+  const client = await pool.connect();
+  let release: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    try {
+      const { rows } = await client.query<{ position: string }>(
+        'SELECT position::text AS position FROM outcome_cursors WHERE name = $1 FOR UPDATE SKIP LOCKED',
+        [name],
+      );
+      const row = rows[0];
+      if (row === undefined) {
+        await client.query('COMMIT');
+        return { published: 0, position: null };
+      }
+      const after = BigInt(row.position);
+      // Read through the pool, not in this transaction: the sequencer's lock (taken by every
+      // read) is then released at once, not held while the jobs are added.
+      const events = await readOutcomes(pool, after, limit);
+      if (events.length === 0) {
+        await client.query('COMMIT');
+        return { published: 0, position: after };
+      }
+      await queue.addBulk(
+        events.map((event) => ({
+          name: OUTCOME_JOB_NAME,
+          data: outcomeJobDataOf(event),
+          opts: { jobId: outcomeJobIdOf(event.position) },
+        })),
+      );
+      await hooks.afterAdd?.();
+      const last = (events[events.length - 1] as OutcomeEvent).position;
+      await client.query('UPDATE outcome_cursors SET position = $2::bigint, updated_at = now() WHERE name = $1', [
+        name,
+        last.toString(),
+      ]);
+      await client.query('COMMIT');
+      return { published: events.length, position: last };
+    } catch (err) {
+      await client.query('ROLLBACK').catch((rollbackErr: Error) => {
+        release = rollbackErr;
+      });
+      throw err;
+    }
+  } finally {
+    client.release(release);
+  }
+}

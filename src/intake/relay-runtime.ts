@@ -1,0 +1,346 @@
+// The relay as a running thing, shared by `npm run relay` (src/cli/relay-cli.ts) and anything that
+// starts one in-process (tests, chaos, bench): a loop of relayBatch() (relay.ts) while anything is
+// due, RELAY_IDLE_MS of rest when nothing is, and in each round one turn of the outcome publisher
+// (outcome-publisher.ts). Any number of relays may run at once: the intake's rows are claimed
+// with SKIP LOCKED and the publisher's cursor is held by one relay at a time.
+//
+// A Redis or PostgreSQL fault does not end the relay: the round is logged, counted and retried
+// after a doubling back-off (capped), and /readyz says what does not answer. stop() lets the
+// round in hand finish, then closes the connections.
+//
+// Life of a relay process (runRelayProcess): its HTTP server listens (/readyz 503), Redis and
+// PostgreSQL are probed until they answer or STARTUP_TIMEOUT_MS is up (then one error line, exit
+// 1), the loop runs; the first SIGTERM/SIGINT finishes the round in hand, closes everything and
+// exits 0; a second one, or SHUTDOWN_TIMEOUT_MS passing, exits 1 at once (the rows it claimed are
+// sent again after INTAKE_RESEND_AFTER_MS).
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import { type Config, loadConfig, redactUrl } from '../config/config.ts';
+import { MIGRATIONS_DIR } from '../config/paths.ts';
+import { readMigrations } from '../db/migrations.ts';
+import { endPool } from '../db/pool-close.ts';
+import { createPool } from '../db/prisma.ts';
+import { createLogger, type Logger } from '../log/logger.ts';
+import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
+import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
+import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
+import { StartupError } from '../ops/startup-error.ts';
+import {
+  COMPLETED_JOBS_KEPT_MAX,
+  COMPLETED_JOBS_KEPT_S,
+  FAILED_JOBS_KEPT_MAX,
+  FAILED_JOBS_KEPT_S,
+} from '../queue/job-options.ts';
+import { TransferQueues } from '../queue/producer.ts';
+import { outcomesQueueOf } from '../queue/queue-shards.ts';
+import { bullmqConnection, describeRedisTarget, lockConnection, type RedisClient } from '../queue/redis-connection.ts';
+import { outcomesCursor, publishOutcomes } from './outcome-publisher.ts';
+import { intakeBacklog, type RelayBatchResult, relayBatch } from './relay.ts';
+import { RelayMetrics } from './relay-metrics.ts';
+
+/** First back-off after a failed round; it doubles per failure in a row up to the cap. */
+export const RELAY_ERROR_BACKOFF_MS = 100;
+export const RELAY_ERROR_BACKOFF_CAP_MS = 5_000;
+/** Bound on closing each connection at stop. */
+export const RELAY_CLOSE_TIMEOUT_MS = 2_000;
+
+export type RelayConfig = Pick<
+  Config,
+  | 'databaseUrl'
+  | 'databasePooler'
+  | 'dbPoolMax'
+  | 'dbStatementTimeoutMs'
+  | 'dbLockTimeoutMs'
+  | 'dbIdleInTransactionTimeoutMs'
+  | 'redisUrl'
+  | 'redisTlsCaFile'
+  | 'redisCluster'
+  | 'queueName'
+  | 'queueShards'
+  | 'jobAttemptsMax'
+  | 'intakeResendAfterMs'
+  | 'relayBatchMax'
+  | 'relayIdleMs'
+  | 'outcomesQueueName'
+>;
+
+export interface RelayOptionsIn {
+  readonly config: RelayConfig;
+  readonly logger: Logger;
+  readonly metrics?: RelayMetrics;
+  /** False: relay transfers only, publish no outcomes (default true). */
+  readonly publishOutcomes?: boolean;
+  /** Called after every round that did something (tests, harnesses). */
+  readonly onRound?: (round: { batch: RelayBatchResult; published: number }) => void;
+}
+
+/** A relay loop over its own connections. */
+export class Relay {
+  readonly metrics: RelayMetrics;
+  readonly pool: pg.Pool;
+  readonly connection: RedisClient;
+  readonly queues: TransferQueues;
+  readonly outcomesQueue: Queue;
+  private readonly stopping = new AbortController();
+  private loop: Promise<void> | null = null;
+  private failuresInARow = 0;
+  /** The last round's error while rounds fail; null once one succeeds. */
+  lastError: string | null = null;
+
+  constructor(private readonly options: RelayOptionsIn) {
+    const { config, logger } = options;
+    this.metrics = options.metrics ?? new RelayMetrics();
+    this.pool = createPool(config, (err) => logger.warn({ err }, 'database connection error'));
+    this.connection = bullmqConnection(config);
+    let connectionError: string | null = null;
+    this.connection.on('error', (err: Error) => {
+      logger[connectionError === null ? 'warn' : 'debug'](
+        { connection: 'queue', err: err.message },
+        'redis connection error',
+      );
+      connectionError = err.message;
+    });
+    this.connection.on('ready', () => {
+      connectionError = null;
+    });
+    this.queues = TransferQueues.open(this.connection, config, config.jobAttemptsMax);
+    const outcomes = outcomesQueueOf(config);
+    this.outcomesQueue = new Queue(outcomes.name, {
+      connection: this.connection,
+      prefix: outcomes.prefix,
+      defaultJobOptions: {
+        removeOnComplete: { count: COMPLETED_JOBS_KEPT_MAX, age: COMPLETED_JOBS_KEPT_S },
+        removeOnFail: { count: FAILED_JOBS_KEPT_MAX, age: FAILED_JOBS_KEPT_S },
+      },
+    });
+    for (const queue of [...this.queues.queues, this.outcomesQueue]) {
+      queue.on('error', (err) => logger.debug({ err: err.message, queue: queue.name }, 'queue connection error'));
+    }
+    this.metrics.setGaugeSource({
+      backlog: () => intakeBacklog(this.pool),
+      cursorPosition: () => outcomesCursor(this.pool),
+    });
+  }
+
+  /** Starts the loop (once). */
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  get running(): boolean {
+    return this.loop !== null && !this.stopping.signal.aborted;
+  }
+
+  /** One round: a batch of the intake, then one turn of the publisher. */
+  async round(): Promise<{ batch: RelayBatchResult; published: number }> {
+    const { config } = this.options;
+    const batch = await relayBatch(this.pool, this.queues, {
+      batchMax: config.relayBatchMax,
+      resendAfterMs: config.intakeResendAfterMs,
+    });
+    this.metrics.sent.inc(batch.sent);
+    this.metrics.resent.inc(batch.resent);
+    this.metrics.lost.inc(batch.lost);
+    this.metrics.givenUpFound.inc(batch.givenUp);
+    if (batch.lost > 0 || batch.givenUp > 0) {
+      this.options.logger.warn(
+        { event: 'relay_recovered', lost: batch.lost, givenUp: batch.givenUp, resent: batch.resent },
+        're-sends found jobs the queue had lost (added again) or failed for good (recorded as given up)',
+      );
+    }
+    let published = 0;
+    if (this.options.publishOutcomes !== false) {
+      published = (await publishOutcomes(this.pool, this.outcomesQueue, config.relayBatchMax)).published;
+      this.metrics.published.inc(published);
+    }
+    return { batch, published };
+  }
+
+  private async run(): Promise<void> {
+    const { config, logger } = this.options;
+    const signal = this.stopping.signal;
+    while (!signal.aborted) {
+      let busy = false;
+      try {
+        const result = await this.round();
+        busy = result.batch.sent + result.batch.givenUp > 0 || result.published > 0;
+        if (busy) {
+          logger.debug({ event: 'relay_round', ...result.batch, published: result.published }, 'relay round');
+          this.options.onRound?.(result);
+        }
+        if (this.failuresInARow > 0) logger.info({ event: 'relay_recovered_from_error' }, 'relay rounds succeed again');
+        this.failuresInARow = 0;
+        this.lastError = null;
+      } catch (err) {
+        this.failuresInARow += 1;
+        this.metrics.errors.inc();
+        this.lastError = err instanceof Error ? err.message : String(err);
+        const backoffMs = Math.min(RELAY_ERROR_BACKOFF_CAP_MS, RELAY_ERROR_BACKOFF_MS * 2 ** (this.failuresInARow - 1));
+        logger[this.failuresInARow === 1 ? 'error' : 'warn'](
+          { event: 'relay_round_failed', err, failuresInARow: this.failuresInARow, backoffMs },
+          'relay round failed; retrying after a back-off',
+        );
+        await sleep(backoffMs, undefined, { signal }).catch(() => undefined);
+        continue;
+      }
+      if (!busy) await sleep(config.relayIdleMs, undefined, { signal }).catch(() => undefined);
+    }
+  }
+
+  /** Lets the round in hand finish, then closes the queues, Redis and the pool. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.loop;
+    await Promise.all(
+      [...this.queues.queues, this.outcomesQueue].map((q) =>
+        withinMs(q.close(), RELAY_CLOSE_TIMEOUT_MS, 'Redis').catch(() => undefined),
+      ),
+    );
+    const connection = this.connection;
+    await withinMs(connection.quit(), RELAY_CLOSE_TIMEOUT_MS, 'Redis').catch(() => connection.disconnect());
+    await endPool(this.pool, RELAY_CLOSE_TIMEOUT_MS).catch(() => undefined);
+  }
+}
+
+/** A repeated signal this soon after the first is the same request (npm forwards Ctrl-C twice). */
+const SIGNAL_REPEAT_WINDOW_MS = 1_000;
+
+function describeFailures(state: HealthState): string {
+  return state.failures.map((f) => f.detail).join('; ');
+}
+
+/** Runs one relay process until it is told to stop; resolves with the exit code. */
+export async function runRelayProcess(name = 'relay'): Promise<number> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel, name);
+  const instanceId = `${name}-${process.pid}-${randomBytes(4).toString('hex')}`;
+  process.on('unhandledRejection', (reason) => {
+    logger.fatal({ event: 'unhandled_rejection', err: reason }, 'unhandled rejection; exiting');
+    process.exit(1);
+  });
+  const stop = new AbortController();
+  let firstSignalAtMs = 0;
+  let stopSignal = '';
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stop.signal.aborted) {
+      if (performance.now() - firstSignalAtMs < SIGNAL_REPEAT_WINDOW_MS) return;
+      logger.error({ event: 'shutdown_forced', signal }, 'second signal; exiting without waiting');
+      process.exit(1);
+    }
+    stopSignal = signal;
+    firstSignalAtMs = performance.now();
+    stop.abort();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+
+  const metrics = new RelayMetrics({ defaultMetrics: true });
+  const redis: Redis = lockConnection(config);
+  let redisError: string | null = null;
+  redis.on('error', (err: Error) => {
+    redisError = err.message;
+  });
+  redis.on('ready', () => {
+    redisError = null;
+  });
+  // The migrations of this build must be in; the relay logs in as the owner, so no grant is checked.
+  const pgProbe = new PostgresProbe(config.databaseUrl, readMigrations(MIGRATIONS_DIR), config, []);
+  let relay: Relay | null = null;
+  let phase: 'starting' | 'running' | 'stopping' = 'starting';
+  const monitor = new HealthMonitor({
+    probes: [
+      (timeoutMs) => probeRedis(redis, config.redisUrl, timeoutMs, () => redisError),
+      (timeoutMs) => pgProbe.probe(timeoutMs),
+    ],
+    logger,
+  });
+  const readiness = (): Readiness => {
+    if (phase === 'stopping') return { ready: false, reason: 'shutting down' };
+    const health = monitor.state;
+    if (phase === 'starting')
+      return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
+    if (!health.healthy) return { ready: false, reason: describeFailures(health) };
+    return { ready: true };
+  };
+  const closeProbes = async () => {
+    await monitor.stop();
+    await pgProbe.close(RELAY_CLOSE_TIMEOUT_MS);
+    await withinMs(redis.quit(), RELAY_CLOSE_TIMEOUT_MS, 'Redis').catch(() => redis.disconnect());
+  };
+
+  let server: OpsServer | null = null;
+  if (config.relayMetricsPort !== null) {
+    server = await OpsServer.start({
+      host: config.metricsHost,
+      port: config.relayMetricsPort,
+      portVariable: 'RELAY_METRICS_PORT',
+      metrics,
+      readiness,
+      logger,
+    }).catch((err: unknown) => {
+      redis.disconnect();
+      throw err;
+    });
+    reportListeningPort(server.port);
+  }
+  logger.info(
+    {
+      event: 'relay_starting',
+      instanceId,
+      metricsPort: server?.port ?? null,
+      redis: describeRedisTarget(config),
+      database: redactUrl(config.databaseUrl),
+    },
+    'waiting for Redis and PostgreSQL',
+  );
+  const state = await monitor.waitUntilHealthy(config.startupTimeoutMs, stop.signal);
+  if (stop.signal.aborted || !state.healthy) {
+    await closeProbes();
+    await server?.close();
+    if (stop.signal.aborted) {
+      logger.info({ signal: stopSignal }, 'stopped before it was ready');
+      return 0;
+    }
+    throw new StartupError(
+      [...new Set(state.failures.map((f) => f.variable))],
+      `${describeFailures(state)}; still not ready after STARTUP_TIMEOUT_MS=${config.startupTimeoutMs} ms`,
+    );
+  }
+  relay = new Relay({ config, logger, metrics });
+  relay.start();
+  monitor.start();
+  phase = 'running';
+  logger.info(
+    {
+      event: 'relay_started',
+      instanceId,
+      queues: relay.queues.queues.map((q) => q.name),
+      outcomesQueue: relay.outcomesQueue.name,
+      batchMax: config.relayBatchMax,
+      idleMs: config.relayIdleMs,
+      resendAfterMs: config.intakeResendAfterMs,
+      metricsPort: server?.port ?? null,
+    },
+    'relay started',
+  );
+  await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+  phase = 'stopping';
+  logger.info({ event: 'relay_stopping', signal: stopSignal }, 'relay stopping');
+  const force = setTimeout(() => {
+    logger.error(
+      { event: 'shutdown_timed_out', shutdownTimeoutMs: config.shutdownTimeoutMs },
+      'relay did not stop in time; exiting',
+    );
+    process.exit(1);
+  }, config.shutdownTimeoutMs);
+  force.unref();
+  await relay.stop();
+  await closeProbes();
+  await server?.close();
+  clearTimeout(force);
+  logger.info({ event: 'relay_stopped' }, 'relay stopped');
+  return 0;
+}

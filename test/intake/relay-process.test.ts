@@ -1,0 +1,159 @@
+// `npm run relay` as a process (src/cli/relay-cli.ts): /healthz, /readyz (503 naming the server that
+// does not answer, 200 once Redis and PostgreSQL do), /metrics (lag, open and given-up requests,
+// sends, outcomes published and the publisher's cursor), the graceful stop on SIGTERM (exit 0,
+// `relay_stopped` logged), and a relay killed with SIGKILL between claiming a batch and adding its
+// jobs, recovered by another relay's re-sends. Control: with RESEND_AFTER_MS at its maximum
+// (86400000) the killed relay's batch is never decided and that test times out.
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { Queue } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
+import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import { requestTransfers } from '../../src/intake/intake.ts';
+import { readOutcomes } from '../../src/intake/outcome-feed.ts';
+import { jobIdOf } from '../../src/intake/relay.ts';
+import { RELAY_METRICS } from '../../src/intake/relay-metrics.ts';
+import { bullmqConnection } from '../../src/queue/redis-connection.ts';
+import { pipelinePerTest } from '../support/pipeline.ts';
+import { sampleValue } from '../support/prometheus-text.ts';
+import { httpStatus, logEvents, scrape, waitFor } from '../support/worker-ops.ts';
+import { TEST_WORKER_LOG_ROOT } from '../support/worker-process.ts';
+
+/** The re-send delay of the relay that recovers the killed one's batch (the control sets it to its maximum). */
+const RESEND_AFTER_MS = '500';
+const RELAY_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'relay-cli.ts');
+const newPipeline = pipelinePerTest();
+
+function relayProcess(env: Record<string, string>): WorkerProcess {
+  return new WorkerProcess(1, {
+    logDir: mkdtempSync(join(mkdirSync(TEST_WORKER_LOG_ROOT, { recursive: true }) ?? TEST_WORKER_LOG_ROOT, 'relay-')),
+    entry: RELAY_ENTRY,
+    runtimeFlags: [],
+    env: { ...env, RELAY_METRICS_PORT: '0', LOG_LEVEL: 'info' },
+  });
+}
+
+describe('npm run relay', () => {
+  it('serves /healthz, /readyz and /metrics, sends and publishes, and stops gracefully on SIGTERM', async () => {
+    const p = await newPipeline();
+    const env = { ...p.workerEnv, DATABASE_URL: p.db.url, RELAY_IDLE_MS: '20' };
+    const wires = [1, 2].map((i) => ({ operationId: `proc-${i}`, from: 'w1', to: 'w2', amount: '1' }));
+    await requestTransfers(p.db.pg, wires, p.config.transferAmountMax);
+    await p.db.pg.query("UPDATE transfer_requests SET requested_at = requested_at - interval '7 seconds'");
+    const relay = relayProcess(env);
+    const outcomes = new Queue(`${p.config.queueName}-outcomes`, { connection: bullmqConnection(p.config) });
+    relay.start();
+    try {
+      await relay.waitUntilReady(60_000);
+      expect((await httpStatus(relay.url('/healthz'))).status).toBe(200);
+      const metric = (m: { name: string }) => async () => sampleValue(await scrape(relay.url('/metrics')), m.name);
+      await waitFor('both sent', 20_000, async () => ((await metric(RELAY_METRICS.sent)()) === 2 ? true : undefined));
+      const families = await scrape(relay.url('/metrics'));
+      expect(sampleValue(families, RELAY_METRICS.lag.name)).toBe(0);
+      expect(sampleValue(families, RELAY_METRICS.waiting.name)).toBe(2);
+      expect(sampleValue(families, RELAY_METRICS.resent.name)).toBe(0);
+      expect(sampleValue(families, RELAY_METRICS.lost.name)).toBe(0);
+      for (const m of Object.values(RELAY_METRICS)) expect(families.has(m.name), m.name).toBe(true);
+
+      await p.db.pg.query("SELECT record_transfer_given_up('proc-1', 'w1', 'w2', 1, NULL, 'by hand')");
+      await waitFor('the event published', 20_000, async () =>
+        (await metric(RELAY_METRICS.published)()) === 1 ? true : undefined,
+      );
+      const after = await scrape(relay.url('/metrics'));
+      expect(sampleValue(after, RELAY_METRICS.givenUp.name)).toBe(1);
+      expect(sampleValue(after, RELAY_METRICS.cursor.name)).toBe(1);
+      expect((await outcomes.getJob('outcome-1'))?.data).toMatchObject({ operationId: 'proc-1', kind: 'given_up' });
+
+      const exit = await relay.stop();
+      expect(exit).toEqual({ code: 0, signal: null });
+      const events = logEvents(relay.logFile).map((e) => e.event);
+      expect(events).toEqual(expect.arrayContaining(['relay_started', 'relay_stopping', 'relay_stopped']));
+    } finally {
+      await relay.stop();
+      await outcomes.obliterate({ force: true }).catch(() => undefined);
+      await outcomes.close();
+    }
+  });
+
+  it('killed with SIGKILL mid-batch (rows claimed, jobs not added): every request is still decided exactly once, by re-sends', async () => {
+    const p = await newPipeline();
+    await p.seed(6, 1_000_000n);
+    const n = 60;
+    const wires = Array.from({ length: n }, (_, i) => ({
+      operationId: `kill-${i}`,
+      from: `w${1 + (i % 3)}`,
+      to: `w${4 + (i % 3)}`,
+      amount: '1',
+    }));
+    const env = { ...p.workerEnv, DATABASE_URL: p.db.url, RELAY_BATCH_MAX: '20', RELAY_IDLE_MS: '20' };
+    const count = async (where: string) =>
+      Number(
+        (await p.db.pg.query<{ n: string }>(`SELECT count(*)::text AS n FROM transfer_requests WHERE ${where}`)).rows[0]
+          ?.n,
+      );
+    // Its Redis link goes through a proxy that then holds every byte: the relay claims a batch
+    // (PostgreSQL), and its addBulk() never reaches Redis; the SIGKILL lands right there.
+    const redis = new URL(p.config.redisUrl);
+    const proxy = await FaultProxy.start('relay-redis', redis.hostname, Number(redis.port || 6379));
+    const killed = relayProcess({ ...env, REDIS_URL: `redis://127.0.0.1:${proxy.port}` });
+    killed.start();
+    try {
+      await killed.waitUntilReady(60_000);
+      proxy.stall();
+      await requestTransfers(p.db.pg, wires, p.config.transferAmountMax);
+      await waitFor('a claimed batch', 30_000, async () => ((await count('send_count > 0')) > 0 ? true : undefined));
+      await killed.kill();
+    } finally {
+      await killed.stop();
+      await proxy.close();
+    }
+    expect(await count('send_count > 0')).toBe(20);
+    for (const w of wires) expect(await p.queue.getJob(jobIdOf(w.operationId)), w.operationId).toBeFalsy();
+
+    await p.startWorker();
+    const relay = relayProcess({ ...env, INTAKE_RESEND_AFTER_MS: RESEND_AFTER_MS });
+    relay.start();
+    try {
+      await waitFor('every decision', 30_000, async () =>
+        (await count('decided_at IS NULL')) === 0 ? true : undefined,
+      );
+      const { rows } = await p.db.pg.query<{ transfers: string; lost: string }>(
+        `SELECT (SELECT count(*) FROM transfers WHERE operation_id LIKE 'kill-%')::text AS transfers,
+                (SELECT sum(lost_count) FROM transfer_requests)::text AS lost`,
+      );
+      // Read through the feed: it sequences the events whose commits it has not numbered yet.
+      const applied = (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.kind === 'applied');
+      expect(new Set(applied.map((e) => e.operationId)).size).toBe(n);
+      expect(applied).toHaveLength(n);
+      expect(rows[0]).toEqual({ transfers: String(n), lost: '20' });
+      expect(await relay.stop()).toEqual({ code: 0, signal: null });
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('is not ready while Redis does not answer, says so on /readyz, and a SIGTERM then exits 0', async () => {
+    const p = await newPipeline();
+    const relay = relayProcess({
+      ...p.workerEnv,
+      DATABASE_URL: p.db.url,
+      REDIS_URL: 'redis://127.0.0.1:1',
+      STARTUP_TIMEOUT_MS: '60000',
+    });
+    relay.start();
+    try {
+      await relay.waitForPort(60_000);
+      const ready = await waitFor('a reason', 20_000, async () => {
+        const r = await httpStatus(relay.url('/readyz'));
+        return r.body.includes('Redis') ? r : undefined;
+      });
+      expect(ready.status).toBe(503);
+      expect((await httpStatus(relay.url('/healthz'))).status).toBe(200);
+      expect(await relay.stop()).toEqual({ code: 0, signal: null });
+    } finally {
+      await relay.stop();
+    }
+  });
+});

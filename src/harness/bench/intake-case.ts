@@ -1,6 +1,7 @@
 // e2e-intake-1 and e2e-intake-100: the e2e case's transfers, requested through the transactional
 // intake (requestTransfers() of src/intake/intake.ts) in producer transactions of 1 and of 100
-// requests, moved to the queue by relay processes, decided by the same real worker processes.
+// requests, moved to the queue by relay processes (`npm run relay`, src/cli/relay-cli.ts, which
+// also publish the outcome feed), decided by the same real worker processes.
 //
 // Two phases, the way e2e has two (fill the queue, then start the workers):
 //   1. the producer: the bench commits every request into the intake (INTAKE_PRODUCER_LANES
@@ -14,6 +15,7 @@
 // decided, none given up, and the outcome feed holds one `applied` event per request.
 
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
 import pg from 'pg';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { endPool, trackConnections } from '../../db/pool-close.ts';
@@ -38,8 +40,13 @@ export const INTAKE_PRODUCER_LANES = 4;
 export const INTAKE_RELAYS = 1;
 /** Requests one relay claims and sends per batch. */
 export const INTAKE_RELAY_BATCH_MAX = 500;
-/** The relay process the cases start (a stand-in loop of relayBatch() until `npm run relay` lands). */
-export const RELAY_SOURCE_ENTRY = join(PROJECT_ROOT, 'src', 'harness', 'bench', 'intake-relay-loop.ts');
+/** The relay process the cases start: `npm run relay` (compiled: dist/cli/relay-cli.js, as WORKER_ENTRY says). */
+export const RELAY_SOURCE_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'relay-cli.ts');
+
+/** The queue the case's relays publish the outcome feed to (removed after the case with the rest). */
+export function outcomesQueueNameOf(sandbox: Sandbox): string {
+  return `${sandbox.names.queue}-outcomes`;
+}
 
 /** Requests per producer transaction of each intake case. */
 export function transactionSizeOf(caseName: string): number {
@@ -111,7 +118,10 @@ export function relayEnv(ctx: CaseContext, sandbox: Sandbox): Record<string, str
     REDIS_URL: ctx.config.redisUrl,
     QUEUE_NAME: sandbox.names.queue,
     LOG_LEVEL: 'warn',
-    BENCH_RELAY_BATCH_MAX: String(INTAKE_RELAY_BATCH_MAX),
+    RELAY_BATCH_MAX: String(INTAKE_RELAY_BATCH_MAX),
+    // Any free port, reported to the bench: several relays (and other benches) may run at once.
+    RELAY_METRICS_PORT: '0',
+    OUTCOMES_QUEUE_NAME: outcomesQueueNameOf(sandbox),
   };
 }
 
@@ -142,6 +152,8 @@ async function runPipeline(ctx: CaseContext, sandbox: Sandbox, operationPrefix: 
     logDir: logDirOf(ctx.logRoot, `${caseName}-relay`, run),
     cpuProfDir: null,
     workerEntry: ctx.config.workerEntry,
+    // As `npm run relay` and the relay's deployment start it: plain node, no worker flags.
+    runtimeFlags: [],
   });
   const total = options.transfers;
   const started = performance.now();
@@ -187,8 +199,6 @@ async function runPipeline(ctx: CaseContext, sandbox: Sandbox, operationPrefix: 
   }
   return { workerPeaks, relayPeaks, wallMs, cpuSamples, slotTimes };
 }
-
-const round3 = (v: number) => Math.round(v * 1000) / 1000;
 
 export async function runIntakeCase(ctx: CaseContext): Promise<CaseRunResult> {
   const { options, config, caseName, run } = ctx;
@@ -242,7 +252,16 @@ export async function runIntakeCase(ctx: CaseContext): Promise<CaseRunResult> {
       );
 
       // Phase 2: relays and workers.
-      const pipeline = await runPipeline(ctx, sandbox, operationPrefix);
+      const outcomes = new Queue(outcomesQueueNameOf(sandbox), { connection: sandbox.connection });
+      let pipeline: PipelineRun;
+      let published: number;
+      try {
+        pipeline = await runPipeline(ctx, sandbox, operationPrefix);
+        published = (await outcomes.getJobCounts('waiting')).waiting ?? 0;
+      } finally {
+        await outcomes.obliterate({ force: true }).catch(() => undefined);
+        await outcomes.close();
+      }
 
       const pool = sandbox.requirePool();
       const commits = await commitTimes(pool, operationPrefix);
@@ -281,11 +300,13 @@ export async function runIntakeCase(ctx: CaseContext): Promise<CaseRunResult> {
           relayPeakRssMb: relayPeak === 0 ? null : relayPeak,
           resends: Number(sends.rows[0]?.resent ?? 0),
           feedEvents: intake.feedEvents,
+          // Outcome events the relays published to the outcomes queue during the case (no consumer there).
+          outcomesPublished: published,
           transferBatchMax: options.batchMax,
           lockWaitShareOfSlotTime:
             slots === null || slots.slotSeconds === 0
               ? null
-              : round3(Math.round((slots.lockWaitSeconds / slots.slotSeconds) * 10_000) / 10_000),
+              : Math.round((slots.lockWaitSeconds / slots.slotSeconds) * 10_000) / 10_000,
         },
       } satisfies CaseRunResult;
     },

@@ -16,7 +16,7 @@ import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './be
 import { type CaseContext, type CaseRunResult, VerificationFailedError } from './case-result.ts';
 import { runDbCeiling } from './db-ceiling.ts';
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
-import { INTAKE_PRODUCER_LANES, INTAKE_RELAYS, runIntakeCase } from './intake-case.ts';
+import { INTAKE_PRODUCER_LANES, INTAKE_RELAY_BATCH_MAX, INTAKE_RELAYS, runIntakeCase } from './intake-case.ts';
 import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
 import { currentLoadAverage1m, type MachineInfo, machineInfo, type Versions, versions } from './machine.ts';
 import { runPeerGraphile } from './peer-graphile.ts';
@@ -150,6 +150,13 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
       localQueueSize: GRAPHILE_LOCAL_QUEUE_SIZE,
       completeJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
       failJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
+    },
+    intake: {
+      producerTransactionSizes: [1, 100],
+      producerLanes: INTAKE_PRODUCER_LANES,
+      relays: INTAKE_RELAYS,
+      relayBatchMax: INTAKE_RELAY_BATCH_MAX,
+      relayEntry: config.workerEntry.endsWith('.js') ? 'dist/cli/relay-cli.js' : 'src/cli/relay-cli.ts',
     },
     cpuProfDir: options.cpuProfDir,
     drainTimeoutS: options.drainTimeoutS,

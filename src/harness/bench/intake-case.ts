@@ -36,10 +36,6 @@ import { operationPrefixOf, workerEnv } from './worker-cases.ts';
 
 /** Connections the bench's producer commits requests on, at once. */
 export const INTAKE_PRODUCER_LANES = 4;
-/** Relay processes the pipeline phase runs beside the workers. */
-export const INTAKE_RELAYS = 1;
-/** Requests one relay claims and sends per batch. */
-export const INTAKE_RELAY_BATCH_MAX = 500;
 /** The relay process the cases start: `npm run relay` (compiled: dist/cli/relay-cli.js, as WORKER_ENTRY says). */
 export const RELAY_SOURCE_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'relay-cli.ts');
 
@@ -118,7 +114,7 @@ export function relayEnv(ctx: CaseContext, sandbox: Sandbox): Record<string, str
     REDIS_URL: ctx.config.redisUrl,
     QUEUE_NAME: sandbox.names.queue,
     LOG_LEVEL: 'warn',
-    RELAY_BATCH_MAX: String(INTAKE_RELAY_BATCH_MAX),
+    RELAY_BATCH_MAX: String(ctx.options.relayBatchMax),
     // Any free port, reported to the bench: several relays (and other benches) may run at once.
     RELAY_METRICS_PORT: '0',
     OUTCOMES_QUEUE_NAME: outcomesQueueNameOf(sandbox),
@@ -146,7 +142,7 @@ async function runPipeline(ctx: CaseContext, sandbox: Sandbox, operationPrefix: 
     workerEntry: ctx.config.workerEntry,
   });
   const relays = BenchFleet.create({
-    count: INTAKE_RELAYS,
+    count: options.relays,
     entry: RELAY_SOURCE_ENTRY,
     env: relayEnv(ctx, sandbox),
     logDir: logDirOf(ctx.logRoot, `${caseName}-relay`, run),
@@ -248,7 +244,7 @@ export async function runIntakeCase(ctx: CaseContext): Promise<CaseRunResult> {
       }
       const producerCpu = phaseAccount(producerSamples, wires.length);
       ctx.progress.note(
-        `${wires.length} transfers requested in transactions of ${size}; starting ${INTAKE_RELAYS} relay(s) and ${options.workers} workers`,
+        `${wires.length} transfers requested in transactions of ${size}; starting ${options.relays} relay(s) and ${options.workers} workers`,
       );
 
       // Phase 2: relays and workers.
@@ -295,8 +291,8 @@ export async function runIntakeCase(ctx: CaseContext): Promise<CaseRunResult> {
           producerWallMs: Math.round(produced.wallMs),
           producerRequestsPerS:
             produced.wallMs > 0 ? Math.round((wires.length / produced.wallMs) * 1000 * 10) / 10 : null,
-          relays: INTAKE_RELAYS,
-          relayBatchMax: INTAKE_RELAY_BATCH_MAX,
+          relays: options.relays,
+          relayBatchMax: options.relayBatchMax,
           relayPeakRssMb: relayPeak === 0 ? null : relayPeak,
           resends: Number(sends.rows[0]?.resent ?? 0),
           feedEvents: intake.feedEvents,

@@ -16,7 +16,7 @@ import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './be
 import { type CaseContext, type CaseRunResult, VerificationFailedError } from './case-result.ts';
 import { runDbCeiling } from './db-ceiling.ts';
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
-import { INTAKE_PRODUCER_LANES, INTAKE_RELAY_BATCH_MAX, INTAKE_RELAYS, runIntakeCase } from './intake-case.ts';
+import { INTAKE_PRODUCER_LANES, runIntakeCase } from './intake-case.ts';
 import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
 import { currentLoadAverage1m, type MachineInfo, machineInfo, type Versions, versions } from './machine.ts';
 import { runPeerGraphile } from './peer-graphile.ts';
@@ -154,8 +154,8 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
     intake: {
       producerTransactionSizes: [1, 100],
       producerLanes: INTAKE_PRODUCER_LANES,
-      relays: INTAKE_RELAYS,
-      relayBatchMax: INTAKE_RELAY_BATCH_MAX,
+      relays: options.relays,
+      relayBatchMax: options.relayBatchMax,
       relayEntry: config.workerEntry.endsWith('.js') ? 'dist/cli/relay-cli.js' : 'src/cli/relay-cli.ts',
     },
     cpuProfDir: options.cpuProfDir,
@@ -181,8 +181,8 @@ async function checkConnectionBudget(options: BenchOptions, config: Config): Pro
     needs.push(['worker processes', options.workers * config.dbPoolMax]);
   }
   if (options.modes.includes('e2e-intake')) {
-    // The workers, the relays (2 connections each) and the bench's producer connections.
-    needs.push(['e2e-intake', options.workers * config.dbPoolMax + INTAKE_RELAYS * 2 + INTAKE_PRODUCER_LANES]);
+    // The workers, the relays (DB_POOL_MAX each, like a worker) and the bench's producer connections.
+    needs.push(['e2e-intake', (options.workers + options.relays) * config.dbPoolMax + INTAKE_PRODUCER_LANES]);
   }
   const client = new pg.Client({ connectionString: withDatabase(config.databaseUrl, 'postgres') });
   await client.connect();

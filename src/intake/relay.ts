@@ -41,11 +41,13 @@ interface ClaimedRow {
   send_count: number;
 }
 
-const CLAIM_SQL = `
+// Never-sent requests first, then those due again, as two claims: each an index range scan on
+// transfer_requests_open_idx (sent_at IS NULL, then sent_at below the threshold), so a claim
+// never walks the requests that were sent recently and are still waiting for their decision.
+const claimSql = (due: string) => `
   WITH picked AS (
     SELECT operation_id FROM transfer_requests
-     WHERE decided_at IS NULL AND given_up_at IS NULL
-       AND (sent_at IS NULL OR sent_at < clock_timestamp() - make_interval(secs => $2::double precision / 1000))
+     WHERE decided_at IS NULL AND given_up_at IS NULL AND ${due}
      ORDER BY sent_at NULLS FIRST
      LIMIT $1
      FOR UPDATE SKIP LOCKED
@@ -53,6 +55,18 @@ const CLAIM_SQL = `
   UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
     FROM picked p WHERE q.operation_id = p.operation_id
   RETURNING q.operation_id, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`;
+const CLAIM_FIRST_SENDS_SQL = claimSql('sent_at IS NULL');
+const CLAIM_DUE_SQL = claimSql('sent_at < now() - make_interval(secs => $2::double precision / 1000)');
+
+async function claim(pool: pg.Pool, options: RelayOptions): Promise<ClaimedRow[]> {
+  const first = await pool.query<ClaimedRow>(CLAIM_FIRST_SENDS_SQL, [options.batchMax]);
+  if (first.rows.length >= options.batchMax) return first.rows;
+  const due = await pool.query<ClaimedRow>(CLAIM_DUE_SQL, [
+    options.batchMax - first.rows.length,
+    options.resendAfterMs,
+  ]);
+  return [...first.rows, ...due.rows];
+}
 
 function wireOf(row: ClaimedRow): TransferWire {
   const wire: TransferWire = {
@@ -81,7 +95,7 @@ export async function relayBatch(
   queues: TransferQueues,
   options: RelayOptions,
 ): Promise<RelayBatchResult> {
-  const { rows } = await pool.query<ClaimedRow>(CLAIM_SQL, [options.batchMax, options.resendAfterMs]);
+  const rows = await claim(pool, options);
   if (rows.length === 0) return { sent: 0, resent: 0, lost: 0, givenUp: 0 };
 
   const resends = rows.filter((r) => r.send_count > 1);

@@ -120,4 +120,25 @@ describe('a transfer that fails for good', () => {
       await closePrisma(prisma);
     }
   });
+
+  it('records one give-up per give-up: a second report of the same one (worker and relay both) adds no event', async () => {
+    const p = await newPipeline();
+    const wire: TransferWire = { operationId: 'give-up-twice', from: 'w1', to: 'w2', amount: '1' };
+    await requestTransfers(p.db.pg, [wire], p.config.transferAmountMax);
+    const giveUp = async () =>
+      (
+        await p.db.pg.query<{ added: boolean }>(
+          "SELECT record_transfer_given_up($1, $2, $3, 1, NULL, 'attempts exhausted') AS added",
+          [wire.operationId, wire.from, wire.to],
+        )
+      ).rows[0]?.added;
+    expect(await giveUp()).toBe(true);
+    // Shown to fail without the given_up_at guard in record_transfer_given_up(): true, two events.
+    expect(await giveUp()).toBe(false);
+    expect(await feedOf(p, wire.operationId)).toEqual(['given_up']);
+    // A redrive opens it again; its next give-up is a new one.
+    await p.db.pg.query('UPDATE transfer_requests SET given_up_at = NULL WHERE operation_id = $1', [wire.operationId]);
+    expect(await giveUp()).toBe(true);
+    expect(await feedOf(p, wire.operationId)).toEqual(['given_up', 'given_up']);
+  });
 });

@@ -428,7 +428,8 @@ REVOKE EXECUTE ON FUNCTION "request_transfer"(TEXT, TEXT, TEXT, BIGINT, TEXT) FR
 
 -- The worker, when a transfer's job runs out of attempts: the request (if any) stays open,
 -- marked given up with the last reason, and the feed gets one 'given_up' event. Nothing when
--- the operation is decided (a late failure of a twin job). Returns whether an event was added.
+-- the operation is decided (a late failure of a twin job) or its request is given up already
+-- (until a redrive opens it again). Returns whether an event was added.
 CREATE FUNCTION "record_transfer_given_up"(
     p_operation_id TEXT,
     p_from         TEXT,
@@ -451,7 +452,11 @@ BEGIN
     END IF;
     UPDATE transfer_requests
        SET given_up_at = clock_timestamp(), give_up_count = give_up_count + 1, give_up_reason = left(p_reason, 500)
-     WHERE operation_id = p_operation_id AND decided_at IS NULL;
+     WHERE operation_id = p_operation_id AND decided_at IS NULL AND given_up_at IS NULL;
+    -- Given up already (the worker and a relay both found the failed job): one event per give-up.
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM transfer_requests q WHERE q.operation_id = p_operation_id) THEN
+        RETURN FALSE;
+    END IF;
     INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
     VALUES (p_operation_id, 'given_up', left(p_reason, 500), p_from, p_to, p_amount, p_currency);
     RETURN TRUE;

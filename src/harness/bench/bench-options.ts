@@ -6,12 +6,16 @@ import { PROJECT_ROOT } from '../../config/paths.ts';
 import { SEED_WALLETS_MAX } from '../../ledger/seed-wallets.ts';
 import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
 
-/** What the bench can measure; `low-rate` measures two cases (batching on and off). */
+/**
+ * What the bench can measure; `low-rate` measures two cases (batching on and off), `e2e-intake`
+ * two (producer transactions of 1 and of 100 requests).
+ */
 export const MODES = [
   'db-ceiling',
   'seed-design',
   'queue-ceiling',
   'e2e',
+  'e2e-intake',
   'e2e-unbatched',
   'peer-graphile-worker',
   'hot',
@@ -19,12 +23,14 @@ export const MODES = [
 ] as const;
 export type Mode = (typeof MODES)[number];
 
-/** One measured thing in the results: every mode is one case, except low-rate which is two. */
+/** One measured thing in the results: every mode is one case, except low-rate and e2e-intake, two each. */
 export const CASES = [
   'db-ceiling',
   'seed-design',
   'queue-ceiling',
   'e2e',
+  'e2e-intake-1',
+  'e2e-intake-100',
   'e2e-unbatched',
   'peer-graphile-worker',
   'hot',
@@ -43,6 +49,9 @@ export const LOW_RATE_S_MAX = 120;
 export const BATCH_MAX_LIMIT = 10_000;
 export const BATCH_WAIT_MS_MAX = 1_000;
 export const DRAIN_TIMEOUT_S_MAX = 3_600;
+export const RELAYS_MAX = 8;
+/** The relay's own bound on RELAY_BATCH_MAX (src/config/settings.ts). */
+export const RELAY_BATCH_MAX_LIMIT = 1_000;
 
 export const BENCH_DEFAULTS = Object.freeze({
   workers: 2,
@@ -53,6 +62,8 @@ export const BENCH_DEFAULTS = Object.freeze({
   lowRatePerS: 100,
   lowRateS: 5,
   drainTimeoutS: 1_800,
+  relays: 1,
+  relayBatchMax: 500,
 });
 
 /** `--quick`: every mode once on small sizes, to check that the bench works (CI). */
@@ -68,7 +79,8 @@ export const BENCH_QUICK = Object.freeze({
 export const BENCH_USAGE =
   'npm run bench -- [--workers N] [--concurrency C] [--transfers T] [--wallets W] [--runs R] ' +
   `[--modes ${MODES.join(',')}] [--quick] [--out DIR] [--low-rate-per-s N] [--low-rate-s S] ` +
-  '[--batch-max N] [--batch-wait-ms MS] [--cpu-prof] [--cpu-prof-dir DIR] [--drain-timeout-s S]';
+  '[--batch-max N] [--batch-wait-ms MS] [--cpu-prof] [--cpu-prof-dir DIR] [--drain-timeout-s S] ' +
+  '[--relays N] [--relay-batch-max N]';
 
 export interface BenchOptions {
   readonly workers: number;
@@ -90,6 +102,10 @@ export interface BenchOptions {
   /** Folder for `--cpu-prof` profiles of the real worker processes; null: no profiling. */
   readonly cpuProfDir: string | null;
   readonly drainTimeoutS: number;
+  /** Relay processes of the intake cases. */
+  readonly relays: number;
+  /** RELAY_BATCH_MAX of those relays. */
+  readonly relayBatchMax: number;
 }
 
 export const DEFAULT_OUT_DIR = join(PROJECT_ROOT, 'bench', 'results');
@@ -133,6 +149,8 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
       'cpu-prof': { type: 'boolean' },
       'cpu-prof-dir': { type: 'string' },
       'drain-timeout-s': { type: 'string' },
+      relays: { type: 'string' },
+      'relay-batch-max': { type: 'string' },
     },
     BENCH_USAGE,
   );
@@ -172,11 +190,23 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
       DRAIN_TIMEOUT_S_MAX,
       sizes.drainTimeoutS,
     ),
+    relays: bounded(values.relays, '--relays', 1, RELAYS_MAX, BENCH_DEFAULTS.relays),
+    relayBatchMax: bounded(
+      values['relay-batch-max'],
+      '--relay-batch-max',
+      1,
+      RELAY_BATCH_MAX_LIMIT,
+      BENCH_DEFAULTS.relayBatchMax,
+    ),
   };
   return Object.freeze(options);
 }
 
 /** The cases a list of modes measures, in order. */
 export function casesOf(modes: readonly Mode[]): CaseName[] {
-  return modes.flatMap((m): CaseName[] => (m === 'low-rate' ? ['low-rate', 'low-rate-unbatched'] : [m]));
+  return modes.flatMap((m): CaseName[] => {
+    if (m === 'low-rate') return ['low-rate', 'low-rate-unbatched'];
+    if (m === 'e2e-intake') return ['e2e-intake-1', 'e2e-intake-100'];
+    return [m];
+  });
 }

@@ -1,6 +1,6 @@
 // The table printed on stdout, as Markdown so it can be quoted in the README as printed:
 // one row per case (medians over the runs), then the ratios the acceptance reads.
-import type { CaseSummary, MedianPercentiles, Ratios } from './summary.ts';
+import { type CaseSummary, intakePostgresMsPerTransfer, type MedianPercentiles, type Ratios } from './summary.ts';
 
 function ms(p: MedianPercentiles | null): string {
   if (p === null) return '';
@@ -47,6 +47,8 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
     `lowRateBatchingAddedP50Ms    ${show(r.lowRateBatchingAddedP50Ms, ' ms')}`,
     `lowRateBatchingAddedP95Ms    ${show(r.lowRateBatchingAddedP95Ms, ' ms')}`,
     `slot time waiting for locks  e2e ${show(r.e2eLockWaitShareOfSlotTime)}, hot ${show(r.hotLockWaitShareOfSlotTime)}`,
+    `e2eIntake1ToE2eRatio         ${show(r.e2eIntake1ToE2eRatio)}`,
+    `e2eIntake100ToE2eRatio       ${show(r.e2eIntake100ToE2eRatio)}`,
   );
   return lines.join('\n');
 }
@@ -63,15 +65,41 @@ export function formatCpuTable(summaries: readonly CaseSummary[]): string | null
   const ceiling = summaries.find((s) => s.case === 'db-ceiling')?.cpuMsPerTransfer?.machine ?? null;
   const f = (v: number | null | undefined) => (v === null || v === undefined ? '' : v.toFixed(3));
   const lines = [
-    '| case | CPU ms per transfer: processes | postgres | redis | bench | other | machine | machine × db-ceiling | busy cores |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| case | CPU ms per transfer: processes | relays | postgres | redis | bench | other | machine | machine × db-ceiling | busy cores |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const s of withCpu) {
     const c = s.cpuMsPerTransfer;
     if (c === null) continue;
     const vs = c.machine !== null && ceiling !== null && ceiling > 0 ? (c.machine / ceiling).toFixed(2) : '';
     lines.push(
-      `| ${s.case} | ${f(c.processes)} | ${f(c.postgres)} | ${f(c.redis)} | ${f(c.bench)} | ${f(c.other)} | ${f(c.machine)} | ${vs} | ${s.machineCores === null ? '' : s.machineCores.toFixed(2)} |`,
+      `| ${s.case} | ${f(c.processes)} | ${f(c.relays)} | ${f(c.postgres)} | ${f(c.redis)} | ${f(c.bench)} | ${f(c.other)} | ${f(c.machine)} | ${vs} | ${s.machineCores === null ? '' : s.machineCores.toFixed(2)} |`,
+    );
+  }
+  const intake = formatIntakeCpu(summaries);
+  if (intake !== null) lines.push('', intake);
+  return lines.join('\n');
+}
+
+/**
+ * The intake cases' producer phase (requests committed before the pipeline starts), per request,
+ * and the PostgreSQL CPU per transfer of each intake case against e2e's: what the intake adds.
+ */
+export function formatIntakeCpu(summaries: readonly CaseSummary[]): string | null {
+  const intake = summaries.filter((s) => s.case === 'e2e-intake-1' || s.case === 'e2e-intake-100');
+  if (intake.length === 0) return null;
+  const f = (v: number | null | undefined) => (v === null || v === undefined ? '?' : v.toFixed(3));
+  const e2e = summaries.find((s) => s.case === 'e2e')?.cpuMsPerTransfer?.postgres ?? null;
+  const lines = [
+    '| intake case | producer phase CPU ms per request: postgres | producer (bench) | machine | postgres per transfer: pipeline + producer = total | e2e | extra |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const s of intake) {
+    const p = s.producerCpuMsPerTransfer;
+    const total = intakePostgresMsPerTransfer(s);
+    const extra = total === null || e2e === null ? null : total - e2e;
+    lines.push(
+      `| ${s.case} | ${f(p?.postgres)} | ${f(p?.bench)} | ${f(p?.machine)} | ${f(s.cpuMsPerTransfer?.postgres)} + ${f(p?.postgres)} = ${f(total)} | ${f(e2e)} | ${f(extra)} |`,
     );
   }
   return lines.join('\n');

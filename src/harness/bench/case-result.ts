@@ -66,6 +66,11 @@ export interface CaseRunResult {
   readonly processes: readonly ProcessPeak[];
   /** CPU per transfer of each part of the system inside the throughput span; null when not measured. */
   readonly cpu: CpuAccount | null;
+  /**
+   * The intake cases: the account of the producer's phase (requests committed into the intake,
+   * before the pipeline starts), per request; bench = the producer. Absent in the other cases.
+   */
+  readonly producerCpu?: CpuAccount | null;
   readonly verification: Verification;
   /** Case-specific figures (retries, achieved rate, warm-up size, ...). */
   readonly notes: Readonly<Record<string, number | string | null>>;

@@ -6,6 +6,7 @@
 // under --quick):
 //   - processes: the case's own worker processes (real workers, no-op BullMQ workers or Graphile
 //     Worker), the run time of every thread (GC, compilers) from /proc/<pid>/task/*/schedstat;
+//   - relays:    the relay processes of the intake cases (e2e-intake-*), read like the processes;
 //   - postgres:  the whole PostgreSQL server the case uses, when it runs on this machine: the
 //     postmaster (with the CPU of the children it has reaped: backends that ended) plus every live
 //     child (backends, WAL writer, checkpointer, ...);
@@ -29,7 +30,7 @@ export const QUICK_SAMPLE_INTERVAL_MS = 50;
 /** Samples kept per case (at 250 ms, an hour); older ones are thinned out, never grown without bound. */
 export const SAMPLES_MAX = 14_400;
 
-export const CPU_PARTS = ['processes', 'postgres', 'redis', 'bench', 'machine'] as const;
+export const CPU_PARTS = ['processes', 'relays', 'postgres', 'redis', 'bench', 'machine'] as const;
 export type CpuPart = (typeof CPU_PARTS)[number];
 
 /** Cumulative CPU milliseconds of each part at one moment (null: that part cannot be read). */
@@ -211,6 +212,8 @@ export async function findPostmaster(pool: pg.Pool): Promise<number | null> {
 export interface CpuSources {
   /** The case's own processes, asked at every sample (a fleet may restart one). */
   readonly processPids: () => readonly number[];
+  /** The relay processes of an intake case; absent or none: the part is null. */
+  readonly relayPids?: () => readonly number[];
   readonly postmasterPid: number | null;
   /** A client of the Redis server the case uses; null: not measured. A cluster is not measured. */
   readonly redis: Redis | Cluster | null;
@@ -256,12 +259,15 @@ export class CpuSampler {
     const own = process.cpuUsage();
     const pids = this.sources.processPids();
     const processes = pids.length === 0 ? null : processesCpuMs(pids);
+    const relayPids = this.sources.relayPids?.() ?? [];
+    const relays = relayPids.length === 0 ? null : processesCpuMs(relayPids);
     const postgres = this.sources.postmasterPid === null ? null : serverCpuMs(this.sources.postmasterPid);
     const redis = await this.redisCpuMs();
     this.samples.push({
       atMs,
       cpuMs: {
         processes,
+        relays,
         postgres,
         redis,
         bench: (own.user + own.system) / 1000,
@@ -299,6 +305,21 @@ export function cpuAccount(samples: readonly CpuSample[], times: readonly number
   const b = inside.at(-1);
   if (a === undefined || b === undefined || b.atMs <= a.atMs) return null;
   const transfers = times.filter((t) => t > a.atMs && t <= b.atMs).length;
+  return accountBetween(a, b, transfers);
+}
+
+/**
+ * The account of a whole phase (the intake cases' producer): from the first sample to the last
+ * (the sampler started just before the phase and stopped just after), over `count` transfers.
+ */
+export function phaseAccount(samples: readonly CpuSample[], count: number): CpuAccount | null {
+  const a = samples[0];
+  const b = samples.at(-1);
+  if (a === undefined || b === undefined || b.atMs <= a.atMs) return null;
+  return accountBetween(a, b, count);
+}
+
+function accountBetween(a: CpuSample, b: CpuSample, transfers: number): CpuAccount | null {
   if (transfers === 0) return null;
   const windowMs = b.atMs - a.atMs;
   const per = (part: CpuPart): number | null => {
@@ -330,10 +351,14 @@ export function sampleIntervalMs(quick: boolean): number {
 
 /** Starts a sampler for a case; `stop()` gives its samples. The sources are found once, here. */
 export async function startCpuSampler(
-  options: CpuServers & { readonly processPids?: () => readonly number[] },
+  options: CpuServers & {
+    readonly processPids?: () => readonly number[];
+    readonly relayPids?: () => readonly number[];
+  },
 ): Promise<CpuSampler> {
   const sampler = new CpuSampler({
     processPids: options.processPids ?? (() => []),
+    ...(options.relayPids === undefined ? {} : { relayPids: options.relayPids }),
     postmasterPid: options.pool === null ? null : await findPostmaster(options.pool),
     redis: options.redis,
     intervalMs: options.intervalMs,

@@ -16,6 +16,7 @@ import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './be
 import { type CaseContext, type CaseRunResult, VerificationFailedError } from './case-result.ts';
 import { runDbCeiling } from './db-ceiling.ts';
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
+import { INTAKE_PRODUCER_LANES, runIntakeCase } from './intake-case.ts';
 import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
 import { currentLoadAverage1m, type MachineInfo, machineInfo, type Versions, versions } from './machine.ts';
 import { runPeerGraphile } from './peer-graphile.ts';
@@ -34,6 +35,8 @@ const RUNNERS: Readonly<Record<CaseName, (ctx: CaseContext) => Promise<CaseRunRe
   'seed-design': runSeedDesign,
   'queue-ceiling': runQueueCeiling,
   e2e: runWorkerCase,
+  'e2e-intake-1': runIntakeCase,
+  'e2e-intake-100': runIntakeCase,
   'e2e-unbatched': runWorkerCase,
   'peer-graphile-worker': runPeerGraphile,
   hot: runWorkerCase,
@@ -64,10 +67,18 @@ export const DEFINITIONS = Object.freeze({
   cpu:
     'per case run, CPU milliseconds per transfer of each part inside the throughput span (samples every 250 ms; from ' +
     'the first sample after the first commit to the last before the last, over the transfers committed between them): ' +
-    "processes = the case's worker processes (/proc/<pid>/stat, all threads); postgres = the whole local server " +
+    "processes = the case's worker processes (/proc/<pid>/stat, all threads); relays = the relay processes of the " +
+    'intake cases; postgres = the whole local server ' +
     '(postmaster, its live children and the ones it reaped); redis = INFO cpu of the server; bench = this process; ' +
     'machine = all busy CPU (/proc/stat); other = machine minus the parts. Null where a part cannot be read ' +
     '(a remote server, no /proc). Summaries hold the medians over the runs.',
+  intake:
+    'e2e-intake-1 and e2e-intake-100: the e2e transfers requested through the intake (request_transfer) in producer ' +
+    'transactions of 1 and of 100, committed before the relays and workers start (as e2e fills the queue before its ' +
+    'workers start); throughputPerS is then measured exactly as e2e (first → last deciding transaction), so it holds ' +
+    "the relaying. enqueueToCommit starts at the producer's BEGIN. producerCpu is the producer phase's own account, " +
+    'per request (bench = the producer); intake*ExtraPostgresMsPerTransfer = (pipeline postgres + producer postgres) − ' +
+    "e2e's postgres, per transfer. Verified as e2e, and every request decided, none given up, one feed event each.",
   ratios:
     'median transfers/s of one case over the median of the other; lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs).',
 });
@@ -96,6 +107,10 @@ export interface BenchReport {
   e2eLockWaitShareOfSlotTime: number | null;
   /** Largest peak RSS of a worker process in the e2e case, MiB. */
   e2ePeakRssMbPerWorker: number | null;
+  e2eIntake1ToE2eRatio: number | null;
+  e2eIntake100ToE2eRatio: number | null;
+  intake1ExtraPostgresMsPerTransfer: number | null;
+  intake100ExtraPostgresMsPerTransfer: number | null;
   summary: CaseSummary[];
   readonly runs: CaseRunResult[];
 }
@@ -136,6 +151,13 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
       completeJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
       failJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
     },
+    intake: {
+      producerTransactionSizes: [1, 100],
+      producerLanes: INTAKE_PRODUCER_LANES,
+      relays: options.relays,
+      relayBatchMax: options.relayBatchMax,
+      relayEntry: config.workerEntry.endsWith('.js') ? 'dist/cli/relay-cli.js' : 'src/cli/relay-cli.ts',
+    },
     cpuProfDir: options.cpuProfDir,
     drainTimeoutS: options.drainTimeoutS,
   };
@@ -157,6 +179,10 @@ async function checkConnectionBudget(options: BenchOptions, config: Config): Pro
     needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.concurrency)]);
   if (options.modes.some((m) => m === 'e2e' || m === 'e2e-unbatched' || m === 'hot' || m === 'low-rate')) {
     needs.push(['worker processes', options.workers * config.dbPoolMax]);
+  }
+  if (options.modes.includes('e2e-intake')) {
+    // The workers, the relays (DB_POOL_MAX each, like a worker) and the bench's producer connections.
+    needs.push(['e2e-intake', (options.workers + options.relays) * config.dbPoolMax + INTAKE_PRODUCER_LANES]);
   }
   const client = new pg.Client({ connectionString: withDatabase(config.databaseUrl, 'postgres') });
   await client.connect();
@@ -214,6 +240,10 @@ export async function runBench(
     hotLockWaitShareOfSlotTime: null,
     e2eLockWaitShareOfSlotTime: null,
     e2ePeakRssMbPerWorker: null,
+    e2eIntake1ToE2eRatio: null,
+    e2eIntake100ToE2eRatio: null,
+    intake1ExtraPostgresMsPerTransfer: null,
+    intake100ExtraPostgresMsPerTransfer: null,
     summary: [],
     runs: [],
   };

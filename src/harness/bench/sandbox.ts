@@ -30,6 +30,8 @@ const CASE_CODES: Readonly<Record<CaseName, string>> = {
   'seed-design': 'seed',
   'queue-ceiling': 'qc',
   e2e: 'e2e',
+  'e2e-intake-1': 'ei1',
+  'e2e-intake-100': 'ei100',
   'e2e-unbatched': 'e2eu',
   'peer-graphile-worker': 'peer',
   hot: 'hot',

@@ -4,7 +4,7 @@
 
 import type { CaseName } from './bench-options.ts';
 import type { CaseRunResult, LatencyFigures } from './case-result.ts';
-import { CPU_PARTS, type CpuPart } from './cpu-account.ts';
+import { CPU_PARTS, type CpuAccount, type CpuPart } from './cpu-account.ts';
 import { median, type Percentiles } from './measure.ts';
 
 export interface MedianPercentiles {
@@ -25,6 +25,8 @@ export interface CaseSummary {
   readonly cpuMsPerTransfer: Readonly<Record<CpuPart | 'other', number | null>> | null;
   /** Median over the runs of the machine's busy cores during the account's window. */
   readonly machineCores: number | null;
+  /** The intake cases: medians of the producer phase's CPU ms per request (see CaseRunResult.producerCpu). */
+  readonly producerCpuMsPerTransfer: Readonly<Record<CpuPart | 'other', number | null>> | null;
   readonly verified: boolean;
 }
 
@@ -43,6 +45,15 @@ export interface Ratios {
   /** Of the slot time of the hot case's workers, the share spent waiting for wallet leases (median over the runs). */
   readonly hotLockWaitShareOfSlotTime: number | null;
   readonly e2eLockWaitShareOfSlotTime: number | null;
+  /** e2e-intake-1 / e2e and e2e-intake-100 / e2e (median transfers/s). */
+  readonly e2eIntake1ToE2eRatio: number | null;
+  readonly e2eIntake100ToE2eRatio: number | null;
+  /**
+   * PostgreSQL CPU ms per transfer an intake case costs more than e2e: its pipeline's account plus
+   * its producer phase's, minus e2e's (whose enqueue touches no database). Medians over the runs.
+   */
+  readonly intake1ExtraPostgresMsPerTransfer: number | null;
+  readonly intake100ExtraPostgresMsPerTransfer: number | null;
 }
 
 const round = (value: number, places: number) => Math.round(value * 10 ** places) / 10 ** places;
@@ -87,27 +98,30 @@ export function summarize(results: readonly CaseRunResult[], cases: readonly Cas
         },
         peakRssMbMax: peaks.length === 0 ? null : Math.max(...peaks),
         ...cpuMedians(runs),
+        producerCpuMsPerTransfer: partMedians(runs.flatMap((r) => (r.producerCpu ? [r.producerCpu] : []))),
         verified: runs.every((r) => r.verification.ok),
       },
     ];
   });
 }
 
-function cpuMedians(runs: readonly CaseRunResult[]): Pick<CaseSummary, 'cpuMsPerTransfer' | 'machineCores'> {
-  const accounts = runs.flatMap((r) => (r.cpu === null ? [] : [r.cpu]));
-  if (accounts.length === 0) return { cpuMsPerTransfer: null, machineCores: null };
+function partMedians(accounts: readonly CpuAccount[]): Record<CpuPart | 'other', number | null> | null {
+  if (accounts.length === 0) return null;
   const part = (p: CpuPart | 'other') => {
     const m = medianOf(accounts.map((a) => a.msPerTransfer[p]));
     return m === null ? null : round(m, 3);
   };
+  return Object.fromEntries([...CPU_PARTS, 'other' as const].map((p) => [p, part(p)])) as Record<
+    CpuPart | 'other',
+    number | null
+  >;
+}
+
+function cpuMedians(runs: readonly CaseRunResult[]): Pick<CaseSummary, 'cpuMsPerTransfer' | 'machineCores'> {
+  const accounts = runs.flatMap((r) => (r.cpu === null ? [] : [r.cpu]));
+  if (accounts.length === 0) return { cpuMsPerTransfer: null, machineCores: null };
   const cores = medianOf(accounts.map((a) => a.machineCores));
-  return {
-    cpuMsPerTransfer: Object.fromEntries([...CPU_PARTS, 'other' as const].map((p) => [p, part(p)])) as Record<
-      CpuPart | 'other',
-      number | null
-    >,
-    machineCores: cores === null ? null : round(cores, 2),
-  };
+  return { cpuMsPerTransfer: partMedians(accounts), machineCores: cores === null ? null : round(cores, 2) };
 }
 
 /** Median over the runs of a case of one numeric note. */
@@ -144,7 +158,24 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
     lowRateBatchingAddedP95Ms: added('p95'),
     hotLockWaitShareOfSlotTime: noteMedian(results, 'hot', 'lockWaitShareOfSlotTime'),
     e2eLockWaitShareOfSlotTime: noteMedian(results, 'e2e', 'lockWaitShareOfSlotTime'),
+    e2eIntake1ToE2eRatio: ratio('e2e-intake-1', 'e2e'),
+    e2eIntake100ToE2eRatio: ratio('e2e-intake-100', 'e2e'),
+    intake1ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-1'),
+    intake100ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-100'),
   };
+}
+
+/** PostgreSQL CPU ms per transfer of an intake case (pipeline + producer), or null when a part is missing. */
+export function intakePostgresMsPerTransfer(s: CaseSummary | undefined): number | null {
+  const pipeline = s?.cpuMsPerTransfer?.postgres ?? null;
+  const producer = s?.producerCpuMsPerTransfer?.postgres ?? null;
+  return pipeline === null || producer === null ? null : round(pipeline + producer, 3);
+}
+
+function extraPostgres(summaries: readonly CaseSummary[], intakeCase: CaseName): number | null {
+  const intake = intakePostgresMsPerTransfer(summaries.find((s) => s.case === intakeCase));
+  const e2e = summaries.find((s) => s.case === 'e2e')?.cpuMsPerTransfer?.postgres ?? null;
+  return intake === null || e2e === null ? null : round(intake - e2e, 3);
 }
 
 /** Largest peak RSS of a worker process under the uniform end-to-end load (the acceptance's figure). */

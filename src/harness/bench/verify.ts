@@ -2,6 +2,7 @@
 // the ledger invariants hold (src/ledger/reconciliation.ts), and the queue is drained with no job in
 // the failed set. A figure from a run that fails these is not a figure: the bench stops.
 import type { Queue } from 'bullmq';
+import { OUTCOME_READ_LIMIT_MAX, readOutcomes } from '../../intake/outcome-feed.ts';
 import { reconcile } from '../../ledger/reconciliation.ts';
 import type { Verification } from './case-result.ts';
 import type { Sandbox } from './sandbox.ts';
@@ -95,4 +96,53 @@ export async function verifyLedger(
     invariantsHeld: report.ok,
     problems,
   };
+}
+
+/**
+ * The intake cases' own checks, beside verifyLedger(): exactly `expected` requests with the
+ * prefix, every one decided and none given up, and the outcome feed holding exactly one event per
+ * request, each `applied`. Reading the feed sequences whatever is still pending (outcome-feed.ts).
+ */
+export async function verifyIntake(
+  sandbox: Sandbox,
+  operationPrefix: string,
+  expected: number,
+): Promise<{ problems: string[]; feedEvents: number }> {
+  const pool = sandbox.requirePool();
+  const { rows } = await pool.query<{ total: string; undecided: string; given_up: string }>(
+    `SELECT count(*) AS total,
+            count(*) FILTER (WHERE decided_at IS NULL) AS undecided,
+            count(*) FILTER (WHERE given_up_at IS NOT NULL) AS given_up
+       FROM transfer_requests WHERE starts_with(operation_id, $1)`,
+    [operationPrefix],
+  );
+  const row = rows[0];
+  if (row === undefined) throw new Error('count query returned no row');
+  const problems: string[] = [];
+  if (Number(row.total) !== expected) problems.push(`${row.total} requests in the intake, expected ${expected}`);
+  if (Number(row.undecided) > 0) problems.push(`${row.undecided} requests not decided`);
+  if (Number(row.given_up) > 0) problems.push(`${row.given_up} requests given up`);
+
+  const perOperation = new Map<string, number>();
+  let notApplied = 0;
+  let events = 0;
+  let after = 0n;
+  for (;;) {
+    const page = await readOutcomes(pool, after, OUTCOME_READ_LIMIT_MAX);
+    if (page.length === 0) break;
+    for (const event of page) {
+      after = event.position;
+      if (!event.operationId.startsWith(operationPrefix)) continue;
+      events += 1;
+      perOperation.set(event.operationId, (perOperation.get(event.operationId) ?? 0) + 1);
+      if (event.kind !== 'applied') notApplied += 1;
+    }
+  }
+  const twice = [...perOperation.values()].filter((n) => n > 1).length;
+  if (perOperation.size !== expected) {
+    problems.push(`${perOperation.size} operations in the outcome feed, expected ${expected}`);
+  }
+  if (twice > 0) problems.push(`${twice} operations with more than one feed event`);
+  if (notApplied > 0) problems.push(`${notApplied} feed events not 'applied'`);
+  return { problems, feedEvents: events };
 }

@@ -21,6 +21,13 @@ describe('bench options', () => {
     });
     expect(o.modes).toEqual([...MODES]);
     expect(casesOf(o.modes)).toContain('low-rate-unbatched');
+    expect(o).toMatchObject({ relays: 1, relayBatchMax: 500 });
+  });
+
+  it('e2e-intake is two cases, producer transactions of 1 and of 100; its relays are set by flags', () => {
+    const o = parseBenchArgs(['--modes', 'e2e-intake,e2e', '--relays', '2', '--relay-batch-max', '1000']);
+    expect(casesOf(o.modes)).toEqual(['e2e', 'e2e-intake-1', 'e2e-intake-100']);
+    expect(o).toMatchObject({ relays: 2, relayBatchMax: 1_000 });
   });
 
   it('--quick shrinks the sizes and runs once; explicit flags still win', () => {
@@ -45,6 +52,8 @@ describe('bench options', () => {
       [['--modes', 'e2e,fast'], /unknown mode "fast" in --modes/],
       [['--modes', ','], /--modes names no mode/],
       [['--batch-max', '0'], /--batch-max must be from 1/],
+      [['--relays', '9'], /--relays must be from 1 to 8/],
+      [['--relay-batch-max', '1001'], /--relay-batch-max must be from 1 to 1000/],
       [['--frobnicate'], /Unknown option '--frobnicate'/],
       [['extra'], /unexpected argument "extra"/],
     ];

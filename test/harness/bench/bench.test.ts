@@ -1,7 +1,7 @@
 // `npm run bench -- --quick` as CI runs it: the real CLI as a child process, every mode once on
 // small sizes against the configured Redis and PostgreSQL. Checks that it works, that every
 // transfer of every case ended applied with the invariants holding, that the results file has
-// every field the issue names, and that it left no database, queue or key behind. No speed is
+// every field the issue names (the intake cases' too: every request decided, one feed event each), and that it left no database, queue or key behind. No speed is
 // asserted: the figures of a quick run on a shared machine mean nothing.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,10 +24,17 @@ const RATIO_FIELDS = [
   'e2eToPeerRatio',
   'hotToUniformRatio',
   'lowRateBatchingAddedP50Ms',
+  'e2eIntake1ToE2eRatio',
+  'e2eIntake100ToE2eRatio',
+  'intake1ExtraPostgresMsPerTransfer',
+  'intake100ExtraPostgresMsPerTransfer',
 ] as const;
+const INTAKE_CASES = ['e2e-intake-1', 'e2e-intake-100'];
 const PROCESS_CASES = [
   'queue-ceiling',
   'e2e',
+  'e2e-intake-1',
+  'e2e-intake-100',
   'e2e-unbatched',
   'peer-graphile-worker',
   'hot',
@@ -95,6 +102,14 @@ describe('npm run bench -- --quick', () => {
         expect(low?.transfers, name).toBeGreaterThan(0);
         expect(low?.latencyMs.enqueueToCommit?.n, name).toBe(low?.transfers);
       }
+      // The intake cases: every request decided with one feed event, and the producer phase accounted.
+      for (const name of INTAKE_CASES) {
+        const intake = report.runs.find((r) => r.case === name);
+        expect(intake?.notes.feedEvents, name).toBe(intake?.verification.expected);
+        expect(intake?.producerCpu?.msPerTransfer.postgres, name).toBeGreaterThan(0);
+        expect(intake?.latencyMs.enqueueToCommit?.n, name).toBe(intake?.transfers);
+      }
+      expect(result.stdout).toContain('| intake case | producer phase CPU ms per request: postgres |');
       expect(report.summary.map((s) => s.case)).toEqual([...CASES]);
       expect(result.stdout).toContain('| e2e |');
 
@@ -114,6 +129,8 @@ describe('npm run bench -- --quick', () => {
         if (run.case !== 'queue-ceiling') expect(c.postgres, run.case).toBeGreaterThan(0);
         if (PROCESS_CASES.includes(run.case)) expect(c.processes, run.case).toBeGreaterThan(0);
         else expect(c.processes, run.case).toBeNull();
+        if (INTAKE_CASES.includes(run.case)) expect(c.relays, run.case).toBeGreaterThan(0);
+        else expect(c.relays, run.case).toBeNull();
       }
       expect(result.stdout).toContain('| case | CPU ms per transfer: processes |');
 

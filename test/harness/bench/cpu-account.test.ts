@@ -15,6 +15,7 @@ import {
   parseProcStat,
   parseRedisCpuMs,
   parseSchedstatRunNs,
+  phaseAccount,
   startCpuSampler,
 } from '../../../src/harness/bench/cpu-account.ts';
 
@@ -48,7 +49,7 @@ describe('cpuAccount', () => {
     machine: number | null,
   ): CpuSample => ({
     atMs,
-    cpuMs: { processes, postgres, redis: 10, bench: 0, machine },
+    cpuMs: { processes, relays: null, postgres, redis: 10, bench: 0, machine },
   });
 
   it('takes the first and last samples inside the span and divides by the transfers committed between them', () => {
@@ -65,7 +66,7 @@ describe('cpuAccount', () => {
     expect(account).toEqual({
       windowMs: 2_000,
       transfers: 4,
-      msPerTransfer: { processes: 100, postgres: 200, redis: 0, bench: 0, machine: 350, other: 50 },
+      msPerTransfer: { processes: 100, relays: null, postgres: 200, redis: 0, bench: 0, machine: 350, other: 50 },
       machineCores: 0.7,
     });
   });
@@ -80,6 +81,18 @@ describe('cpuAccount', () => {
     expect(cpuAccount([sample(0, 0, 0, 0), sample(5_000, 1, 1, 1)], [1_000, 2_000])).toBeNull();
     expect(cpuAccount([sample(1_000, 0, 0, 0), sample(2_000, 1, 1, 1)], [900, 2_100])).toBeNull();
     expect(cpuAccount([sample(1_000, 0, 0, 0)], [1_000])).toBeNull();
+  });
+
+  it('accounts a whole phase from its first sample to its last, over the count given (the intake producer)', () => {
+    const samples = [sample(1_000, null, 100, 200), sample(1_500, null, 160, 300), sample(3_000, null, 300, 800)];
+    expect(phaseAccount(samples, 100)).toEqual({
+      windowMs: 2_000,
+      transfers: 100,
+      msPerTransfer: { processes: null, relays: null, postgres: 2, redis: 0, bench: 0, machine: 6, other: 4 },
+      machineCores: 0.3,
+    });
+    expect(phaseAccount(samples.slice(0, 1), 100)).toBeNull();
+    expect(phaseAccount(samples, 0)).toBeNull();
   });
 });
 

@@ -76,6 +76,14 @@ export async function publishOutcomes(
   await pool.query('INSERT INTO outcome_cursors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [name]);
   const client = await pool.connect();
   let release: Error | undefined;
+  // The session sits idle in its transaction while the jobs are added: a server that ends it
+  // then (a failover, pg_terminate_backend) makes the client emit 'error', which with no
+  // listener would end the process. The next query of this round fails instead, and the
+  // client is discarded.
+  const onError = (err: Error) => {
+    release = err;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     try {
@@ -118,6 +126,7 @@ export async function publishOutcomes(
       throw err;
     }
   } finally {
+    client.off('error', onError);
     client.release(release);
   }
 }

@@ -128,6 +128,36 @@ describe('the outcome publisher', () => {
     expect(await publishOutcomes(db.pg, q, 100)).toEqual({ published: 4, position: 4n });
     expect(await jobIds(q)).toEqual(idsUpTo(4));
   });
+
+  it('a publisher whose session is terminated while its adds run fails the round, and nothing else (no crash)', async () => {
+    // Found by the chaos harness (terminate-backends in an intake run): the cursor's session sits
+    // idle in its transaction while the jobs are added; the server ending it then emitted an
+    // 'error' on a checked-out client with no listener, which ended the whole relay process.
+    await db.truncateAll();
+    const q = newQueue();
+    await giveUp(1, 3);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown) => unhandled.push(err);
+    process.on('uncaughtException', onUnhandled);
+    try {
+      await expect(
+        publishOutcomes(db.pg, q, 100, {
+          afterAdd: async () => {
+            await db.pg.query(
+              `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> pg_backend_pid()`,
+            );
+            await new Promise((r) => setTimeout(r, 200));
+          },
+        }),
+      ).rejects.toThrow();
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('uncaughtException', onUnhandled);
+    }
+    expect(await outcomesCursor(db.pg)).toBe(0n);
+    expect(await publishOutcomes(db.pg, q, 100)).toEqual({ published: 3, position: 3n });
+  });
 });
 
 describe("the relay's gauges", () => {

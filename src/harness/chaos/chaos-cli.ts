@@ -21,6 +21,22 @@ function failoverLine(f: RunFigures): string {
   );
 }
 
+function intakeLine(f: RunFigures): string {
+  const i = f.intake;
+  if (i === undefined) return '';
+  const lost = i.failoverLosses.reduce((a, l) => a + l.jobsLost, 0);
+  const resent = i.failoverLosses.reduce((a, l) => a + l.resentAndDecided, 0);
+  const otherwise = i.failoverLosses.reduce((a, l) => a + l.decidedOtherwise, 0);
+  const never = i.failoverLosses.reduce((a, l) => a + l.neverDecided, 0);
+  return (
+    `  intake (${i.producer}): ${i.acknowledged} acknowledged, ${i.lostTransfers} never decided; ` +
+    `${i.failoverLosses.length} lossy failover(s) on queue shards lost ${lost} acknowledged adds ` +
+    `(${resent} re-sent by a relay and decided, ${otherwise} decided otherwise, ${never} never decided); ` +
+    `re-sends ${i.resends}, of which found no job ${i.resendsFindingNoJob}; relay kills ${i.relayKills}; ` +
+    `feed ${i.feedEvents} events\n`
+  );
+}
+
 await runCli(async () => {
   const argv = process.argv.slice(2);
   if (argv.includes('--help') || argv.includes('-h')) {
@@ -61,7 +77,12 @@ await runCli(async () => {
       `${(f.durationMs.total / 1000).toFixed(1)} s\n` +
       (failed.length > 0 ? `  failed checks: ${failed.join('; ')}\n` : '') +
       failoverLine(f) +
+      intakeLine(f) +
       `  report: ${relative(process.cwd(), result.outDir) || '.'}/report.md\n`,
   );
   if (!result.pass) process.exitCode = 1;
 });
+// Explicitly, once the report is out and everything the run started is stopped: in intake runs
+// with kill-relay, the harness was seen (2 runs of about 10) to spin after its verdict instead
+// of exiting, for a reason not found yet (docs/verification/chaos.md, "Known limits").
+process.exit();

@@ -39,6 +39,11 @@ export interface SentRecord {
   readonly progress: Progress;
   /** jobId → when the producer first tried to send it (history time), when the run wants it. */
   readonly firstTryMs?: Map<string, number>;
+  /**
+   * Operations whose add Redis acknowledged (intake runs: the producer's side of "lost"). Kept
+   * apart from `sent`: after a lossy failover BullMQ may hand out a lost job's id again.
+   */
+  readonly acknowledged?: Set<string>;
 }
 
 /**
@@ -65,6 +70,7 @@ async function producerRetry<T>(send: () => Promise<T>, progress: Progress): Pro
 function record(to: SentRecord, message: ChaosMessage, jobId: string, triedAtMs: number): void {
   to.sent.set(jobId, message);
   to.firstTryMs?.set(jobId, triedAtMs);
+  if (message.kind !== 'invalid' && message.operationId !== null) to.acknowledged?.add(message.operationId);
   to.progress.enqueued = to.sent.size;
   const wire = message.kind === 'invalid' ? null : (message.data as TransferWire);
   to.history.write({

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { redisTargetEnv } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
-import type { ChaosOptions } from './chaos-options.ts';
+import { type ChaosOptions, workerUnsafeOf } from './chaos-options.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import { FaultProxy, FaultProxyGroup, type LinkProxy } from './fault-proxy.ts';
 import type { LinkName } from './schedule.ts';
@@ -25,6 +25,8 @@ export interface ChaosWorker {
   readonly index: number;
   readonly process: WorkerProcess;
   readonly proxies: Readonly<Record<LinkName, LinkProxy>>;
+  /** On a cluster: its Redis link to each node (node index → proxy). */
+  readonly nodeLinks: ReadonlyMap<number, FaultProxy>;
 }
 
 export interface FleetNames {
@@ -32,24 +34,25 @@ export interface FleetNames {
   readonly lockKeyPrefix: string;
 }
 
-/** A worker's Redis link and the environment that makes it use it. */
-async function redisLinkOf(
+/** A process's Redis link (a worker's, or an intake run's relay's) and the environment that makes it use it. */
+export async function redisLinkOf(
   index: number,
   services: ChaosServices,
-): Promise<{ proxy: LinkProxy; env: Record<string, string> }> {
+  role: 'worker' | 'relay' = 'worker',
+): Promise<{ proxy: LinkProxy; env: Record<string, string>; nodeLinks: Map<number, FaultProxy> }> {
   const cluster = services.cluster;
   if (cluster === null) {
     const target = services.redisEndpoint;
-    const proxy = await FaultProxy.start(`worker-${index}:redis`, target.host, target.port);
+    const proxy = await FaultProxy.start(`${role}-${index}:redis`, target.host, target.port);
     const redisUrl = new URL(services.redisUrl);
     redisUrl.hostname = '127.0.0.1';
     redisUrl.port = String(proxy.port);
-    return { proxy, env: { REDIS_URL: redisUrl.toString() } };
+    return { proxy, env: { REDIS_URL: redisUrl.toString() }, nodeLinks: new Map() };
   }
   const members: FaultProxy[] = [];
   try {
     for (const node of cluster.nodes)
-      members.push(await FaultProxy.start(`worker-${index}:redis-node-${node.index}`, '127.0.0.1', node.port));
+      members.push(await FaultProxy.start(`${role}-${index}:redis-node-${node.index}`, '127.0.0.1', node.port));
   } catch (err) {
     await Promise.all(members.map((m) => m.close()));
     throw err;
@@ -66,7 +69,8 @@ async function redisLinkOf(
       ),
     },
   });
-  return { proxy: new FaultProxyGroup(`worker-${index}:redis`, members), env };
+  const nodeLinks = new Map(cluster.nodes.map((n, i) => [n.index, members[i] as FaultProxy]));
+  return { proxy: new FaultProxyGroup(`${role}-${index}:redis`, members), env, nodeLinks };
 }
 
 export class ChaosFleet {
@@ -110,15 +114,20 @@ export class ChaosFleet {
           // A killed worker's jobs come back after seconds, not BullMQ's default half minute.
           JOB_LOCK_DURATION_MS: String(CHAOS_JOB_LOCK_DURATION_MS),
           JOB_STALLED_INTERVAL_MS: String(CHAOS_JOB_LOCK_DURATION_MS),
-          TRANSFERS_UNSAFE: options.unsafe ?? '',
-          TRANSFERS_ALLOW_UNSAFE: options.unsafe === null ? '' : ALLOW_UNSAFE_VALUE,
+          TRANSFERS_UNSAFE: workerUnsafeOf(options.unsafe) ?? '',
+          TRANSFERS_ALLOW_UNSAFE: workerUnsafeOf(options.unsafe) === null ? '' : ALLOW_UNSAFE_VALUE,
         };
         const proc = new WorkerProcess(index, {
           env,
           logDir,
           ...(options.apply === 'naive' ? { entry: NAIVE_WORKER_ENTRY } : {}),
         });
-        workers.push({ index, process: proc, proxies: { redis: redisProxy, postgres: pgProxy } });
+        workers.push({
+          index,
+          process: proc,
+          proxies: { redis: redisProxy, postgres: pgProxy },
+          nodeLinks: redisLink.nodeLinks,
+        });
       }
     } catch (err) {
       await Promise.all(workers.flatMap((w) => [w.proxies.redis.close(), w.proxies.postgres.close()]));
@@ -131,6 +140,14 @@ export class ChaosFleet {
     const w = this.workers[index - 1];
     if (w === undefined) throw new RangeError(`no worker ${index}`);
     return w;
+  }
+
+  /** Every worker's link to one cluster node (none on a single node). */
+  redisLinksTo(node: number): FaultProxy[] {
+    return this.workers.flatMap((w) => {
+      const link = w.nodeLinks.get(node);
+      return link === undefined ? [] : [link];
+    });
   }
 
   startAll(): void {

@@ -20,20 +20,40 @@ export const FAULT_KINDS = [
 ] as const;
 /** Faults only a Redis Cluster with replicas has (`--redis cluster`): real failovers. */
 export const CLUSTER_FAULT_KINDS = ['failover-lossy', 'kill-master'] as const;
-/** Every kind, in the canonical order schedules are built from. */
+/** Every kind without --intake, in the canonical order schedules are built from. */
 export const ALL_FAULT_KINDS = [...FAULT_KINDS, ...CLUSTER_FAULT_KINDS] as const;
-export type FaultKind = (typeof ALL_FAULT_KINDS)[number];
+/** Faults only an intake run has (`--intake`): its relay processes. */
+export const INTAKE_FAULT_KINDS = ['kill-relay'] as const;
+export type FaultKind = (typeof ALL_FAULT_KINDS)[number] | (typeof INTAKE_FAULT_KINDS)[number];
 export type RedisMode = 'single' | 'cluster';
 
 /** Faults that stop or restart a service: refused when the harness does not own the service. */
 export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
 
-/** The kinds `all` means: the ten everywhere, plus the failovers on a cluster. */
-export function faultKindsOf(redis: RedisMode): readonly FaultKind[] {
-  return redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
+/**
+ * The kinds `all` means: the ten everywhere, plus the failovers on a cluster, plus kill-relay
+ * when relays run (an intake run whose producer writes through the intake).
+ */
+export function faultKindsOf(redis: RedisMode, relays = false): readonly FaultKind[] {
+  const base: readonly FaultKind[] = redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
+  return relays ? [...base, ...INTAKE_FAULT_KINDS] : base;
 }
 
-export const UNSAFE_CHOICES: readonly UnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock'];
+/**
+ * The harness's own negative control of the intake: producers add to BullMQ straight, as
+ * before the intake, in an intake run (lossy failovers on the queue's masters). Not a worker mode.
+ */
+export const DIRECT_ENQUEUE = 'direct-enqueue';
+export type ChaosUnsafeMode = UnsafeMode | typeof DIRECT_ENQUEUE;
+export const UNSAFE_CHOICES: readonly ChaosUnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock', DIRECT_ENQUEUE];
+
+/** The worker's unsafe mode of a run (direct-enqueue changes the producer, never the worker). */
+export function workerUnsafeOf(unsafe: ChaosUnsafeMode | null): UnsafeMode | null {
+  return unsafe === DIRECT_ENQUEUE ? null : unsafe;
+}
+
+/** Relays of an intake run: at most this many. */
+export const RELAYS_MAX = 8;
 export type ApplyMode = 'sql' | 'naive';
 
 export const WORKERS_MAX = 16;
@@ -70,8 +90,20 @@ export interface ChaosOptions {
   /** Mean gap between two fault starts. */
   readonly faultIntervalMs: number;
   readonly lockTtlMs: number;
-  readonly unsafe: UnsafeMode | null;
+  readonly unsafe: ChaosUnsafeMode | null;
   readonly apply: ApplyMode;
+  /**
+   * An intake run (`--intake`, or `--unsafe direct-enqueue`): producers request transfers through
+   * the intake in PostgreSQL transactions, relay processes move them to the queue, lossy
+   * failovers may hit the queue shards' own slot groups (at least one does), and the checker
+   * adds the intake's and the outcome feed's invariants. With direct-enqueue the producer adds
+   * to BullMQ straight instead and no relay runs.
+   */
+  readonly intake: boolean;
+  /** Relay processes of an intake run. */
+  readonly relays: number;
+  /** INTAKE_RESEND_AFTER_MS of the relays: an undecided transfer sent longer ago is sent again. */
+  readonly resendAfterMs: number;
   /** Bound on waiting for the queue to drain after the fault phase; a stuck queue fails the run. */
   readonly drainTimeoutS: number;
   readonly out: string;
@@ -94,10 +126,11 @@ export interface ChaosOptions {
 export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurrency N] [--wallets W] [--transfers T]
     [--duplicates R] [--conflicts K] [--invalid M] [--hot-wallet] [--hot-wallet-rate R] [--amount-max N]
     [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
-    [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock] [--apply sql|naive]
+    [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock|direct-enqueue] [--apply sql|naive]
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
+    [--intake] [--relays N] [--resend-after-ms MS]
     [--redis-url URL] [--database-url URL] [--pgbouncer] [--quiet]
-  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}`;
+  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}`;
 
 export const CHAOS_DEFAULTS = Object.freeze({
   seed: 1,
@@ -117,6 +150,9 @@ export const CHAOS_DEFAULTS = Object.freeze({
   lockTtlMs: 1_000,
   drainTimeoutS: 180,
   queueShards: 1,
+  relays: 2,
+  /** Short, so that re-sends of lost adds happen within the run. */
+  resendAfterMs: 3_000,
   /**
    * On a cluster: two shards over three slot groups, so at least one group holds lock keys only
    * and the lossy failover can hit it without losing acknowledged queue writes (docs/verification/chaos.md).
@@ -137,8 +173,8 @@ function rate(raw: string | undefined, flag: string, fallback: number): number {
   return value;
 }
 
-export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'single'): FaultKind[] {
-  const allowed = faultKindsOf(redis);
+export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'single', relays = false): FaultKind[] {
+  const allowed = faultKindsOf(redis, relays);
   if (raw === undefined || raw === 'all') return [...allowed];
   if (raw === 'none' || raw === '') return [];
   const kinds = raw
@@ -148,6 +184,9 @@ export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'sin
   for (const kind of kinds) {
     if ((CLUSTER_FAULT_KINDS as readonly string[]).includes(kind) && redis !== 'cluster') {
       throw new UsageError(`fault kind ${kind} needs a cluster with replicas: add --redis cluster`);
+    }
+    if ((INTAKE_FAULT_KINDS as readonly string[]).includes(kind) && !relays) {
+      throw new UsageError(`fault kind ${kind} needs relays: add --intake (without --unsafe direct-enqueue)`);
     }
     if (!(allowed as readonly string[]).includes(kind)) {
       throw new UsageError(`unknown fault kind ${JSON.stringify(kind)}; expected ${allowed.join(', ')}, all or none`);
@@ -207,6 +246,9 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
       redis: { type: 'string' },
       'queue-shards': { type: 'string' },
       pgbouncer: { type: 'boolean' },
+      intake: { type: 'boolean' },
+      relays: { type: 'string' },
+      'resend-after-ms': { type: 'string' },
       quiet: { type: 'boolean' },
     },
     CHAOS_USAGE,
@@ -241,7 +283,18 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     );
   }
   const databaseUrl = urlFlag(values['database-url'], '--database-url', ['postgresql:', 'postgres:']);
-  let faults = parseFaultKinds(values.faults, redis);
+  const direct = unsafeRaw === DIRECT_ENQUEUE;
+  const intake = values.intake === true || direct;
+  if (direct && redis !== 'cluster') {
+    throw new UsageError(
+      '--unsafe direct-enqueue loses adds in lossy failovers of the queue masters: add --redis cluster',
+    );
+  }
+  if (intake && (apply === 'naive' || (unsafeRaw !== undefined && !direct))) {
+    throw new UsageError('--intake runs the standard worker: drop --apply naive and --unsafe (but direct-enqueue)');
+  }
+  if (intake && redisUrl !== null) throw new UsageError('--intake starts its own services: drop --redis-url');
+  let faults = parseFaultKinds(values.faults, redis, intake && !direct);
   if (redisUrl !== null) {
     const refused = faults.filter((k) => SERVICE_FAULTS.includes(k));
     if (refused.length > 0) {
@@ -277,7 +330,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
         : wholeNumber(values['faults-max'], '--faults-max', 0, FAULTS_MAX_LIMIT, 0),
     faultIntervalMs: wholeNumber(values['fault-interval-ms'], '--fault-interval-ms', 100, 600_000, d.faultIntervalMs),
     lockTtlMs: wholeNumber(values['lock-ttl-ms'], '--lock-ttl-ms', 100, 60_000, d.lockTtlMs),
-    unsafe: (unsafeRaw ?? null) as UnsafeMode | null,
+    unsafe: (unsafeRaw ?? null) as ChaosUnsafeMode | null,
     apply,
     drainTimeoutS: wholeNumber(values['drain-timeout-s'], '--drain-timeout-s', 5, 3_600, d.drainTimeoutS),
     out: values.out ?? defaultOutDir(seed),
@@ -292,6 +345,9 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     redisUrl,
     databaseUrl,
     pgbouncer: values.pgbouncer === true,
+    intake,
+    relays: intake && !direct ? wholeNumber(values.relays, '--relays', 1, RELAYS_MAX, d.relays) : 0,
+    resendAfterMs: wholeNumber(values['resend-after-ms'], '--resend-after-ms', 100, 600_000, d.resendAfterMs),
     quiet: values.quiet === true,
   };
   return { options: Object.freeze(options), notices };
@@ -301,6 +357,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
 export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOptions {
   const d = CHAOS_DEFAULTS;
   const seed = overrides.seed ?? d.seed;
+  const relays = overrides.intake === true && overrides.unsafe !== DIRECT_ENQUEUE ? d.relays : 0;
   return Object.freeze({
     seed,
     workers: d.workers,
@@ -312,7 +369,7 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     invalid: d.invalid,
     hotWalletRate: d.hotWalletRate,
     amountMaxMinor: d.amountMaxMinor,
-    faults: [...faultKindsOf(overrides.redis ?? 'single')],
+    faults: [...faultKindsOf(overrides.redis ?? 'single', (overrides.relays ?? relays) > 0)],
     durationS: d.durationS,
     faultsMax: null,
     faultIntervalMs: d.faultIntervalMs,
@@ -326,6 +383,9 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     redisUrl: null,
     databaseUrl: null,
     pgbouncer: false,
+    intake: false,
+    relays,
+    resendAfterMs: d.resendAfterMs,
     quiet: false,
     ...overrides,
   });

@@ -1,17 +1,22 @@
 // Everything a chaos run starts or opens, held in one place so that one close() stops and
 // removes all of it, in order, also when the run fails or is interrupted.
 import type { QueueEvents } from 'bullmq';
+import type pg from 'pg';
 import type { PrismaClient } from '../../db/prisma.ts';
 import type { TransferQueues } from '../../queue/producer.ts';
 import type { RedisClient } from '../../queue/redis-connection.ts';
 import { deleteMatching } from '../../queue/redis-scan.ts';
 import type { ChaosFleet, FleetNames } from './chaos-fleet.ts';
+import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices, ProcessRegistry } from './chaos-services.ts';
 import type { History } from './history.ts';
 
 export class ChaosResources {
   services: ChaosServices | null = null;
   fleet: ChaosFleet | null = null;
+  /** An intake run's relay processes, and its producer's database pool. */
+  relays: ChaosRelays | null = null;
+  producerPool: pg.Pool | null = null;
   queues: TransferQueues | null = null;
   readonly queueEvents: QueueEvents[] = [];
   /** Connections the harness opened itself; disconnected at the end. */
@@ -39,6 +44,9 @@ export class ChaosResources {
     this.stopTicker();
     await this.prisma?.$disconnect().catch(() => undefined);
     await fleet?.stopAll().catch(() => undefined);
+    await this.relays?.stopAll().catch(() => undefined);
+    await this.relays?.closeProxies().catch(() => undefined);
+    await this.producerPool?.end().catch(() => undefined);
     await fleet?.closeProxies().catch(() => undefined);
     this.registry.update({ workerPids: [] });
     if (services !== null && !services.ownsRedis && queues !== null) await this.removeOwnKeys(services, queues);

@@ -1,6 +1,7 @@
 // `npx tsx src/harness/chaos/chaos-table.ts DIR/report.json ...`: one Markdown table row per chaos run, for
 // docs/verification/chaos.md (faults by kind, applied, duplicates, stale fences, lock losses, retries,
-// duration, verdict); runs on a Redis Cluster get a table of their own with the failovers.
+// duration, verdict); runs on a Redis Cluster get a table of their own with the failovers, and
+// intake runs (--intake, --unsafe direct-enqueue) one with the adds lost and how they came back.
 import { readFileSync } from 'node:fs';
 import { UsageError } from '../../cli/args.ts';
 import { runCli } from '../../cli/run-cli.ts';
@@ -20,6 +21,7 @@ const SHORT: Record<string, string> = {
   'pg-blackhole': 'pb',
   'failover-lossy': 'fl',
   'kill-master': 'km',
+  'kill-relay': 'kr',
 };
 
 export function tableHeader(): string {
@@ -65,6 +67,29 @@ export function clusterTableRow(f: RunFigures): string {
   );
 }
 
+export function intakeTableHeader(): string {
+  return [
+    '| seed | producer | faults (lossy failovers on a queue shard / kill-relay) | acknowledged adds lost in those failovers | ' +
+      'their transfers: re-sent by a relay and decided / decided otherwise / never decided (per lost job) | re-sends (found no job) | ' +
+      'acknowledged transfers never decided | feed events | transfers applied | duration (s) | verdict |',
+    '| ---: | --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | --- |',
+  ].join('\n');
+}
+
+export function intakeTableRow(f: RunFigures): string {
+  const i = f.intake;
+  if (i === undefined) throw new Error(`seed ${f.seed} is not an intake run`);
+  const losses = i.failoverLosses;
+  const sum = (pick: (l: (typeof losses)[number]) => number) => losses.reduce((a, l) => a + pick(l), 0);
+  return (
+    `| ${f.seed} | ${i.producer} | ${f.faults.injected} (${losses.length} / ${i.relayKills}) | ` +
+    `${losses.map((l) => l.jobsLost).join(' + ') || '0'} | ` +
+    `${sum((l) => l.resentAndDecided)} / ${sum((l) => l.decidedOtherwise)} / ${sum((l) => l.neverDecided)} | ` +
+    `${i.resends} (${i.resendsFindingNoJob}) | ${i.lostTransfers} | ${i.feedEvents} | ${f.ledger.transfersApplied} | ` +
+    `${(f.durationMs.total / 1000).toFixed(0)} | ${f.verdict.pass ? 'PASS' : 'FAIL'} |`
+  );
+}
+
 export const FAULT_LEGEND = Object.entries(SHORT)
   .map(([k, v]) => `${v} = ${k}`)
   .join(', ');
@@ -76,9 +101,11 @@ await runCli(async () => {
     .map((file) => JSON.parse(readFileSync(file, 'utf8')) as RunFigures)
     .sort((a, b) => a.seed - b.seed);
   const single = figures.filter((f) => f.mode.redis !== 'cluster');
-  const cluster = figures.filter((f) => f.mode.redis === 'cluster');
+  const intake = figures.filter((f) => f.intake !== undefined);
+  const cluster = figures.filter((f) => f.mode.redis === 'cluster' && f.intake === undefined);
   if (single.length > 0) process.stdout.write(`${tableHeader()}\n${single.map(tableRow).join('\n')}\n\n`);
   if (cluster.length > 0)
     process.stdout.write(`${clusterTableHeader()}\n${cluster.map(clusterTableRow).join('\n')}\n\n`);
+  if (intake.length > 0) process.stdout.write(`${intakeTableHeader()}\n${intake.map(intakeTableRow).join('\n')}\n\n`);
   process.stdout.write(`faults: ${FAULT_LEGEND}\n`);
 });

@@ -8,6 +8,8 @@
 //   FAILOVER TAKEOVER, the same keys are read on the new master, and the held replication
 //   bytes are thrown away. What differs is what a real asynchronous failover loses: lock keys
 //   (two holders at once) and fence increments (tokens issued again, or below the database's).
+//   When the group holds a queue shard (intake runs), the queue's job hashes are read the same
+//   way, so the run knows which acknowledged adds the takeover lost (queueJobsLost).
 // - master killed: SIGKILL of a master; its replica is promoted after cluster-node-timeout; the
 //   old master is started again and comes back as a replica of the new one.
 import type { Redis } from 'ioredis';
@@ -46,6 +48,12 @@ export interface FailoverLoss {
   readonly lockKeysLost: number;
   /** walletId → the counter the old master had, for the wallets whose counter went back. */
   readonly walletsBehind: Record<string, string>;
+  /** Job hashes of the queue shards on these slots that the old master held (0 when it holds none). */
+  readonly queueJobsBefore: number;
+  /** Of those, the ones the new master lacks: acknowledged adds (and their later writes) lost. */
+  readonly queueJobsLost: number;
+  /** The operations of the lost jobs (from their data on the old master; null when unreadable). */
+  readonly lostOperations: readonly (string | null)[];
   /** From TAKEOVER sent to the replica answering ROLE master. */
   readonly promotionMs: number;
   /** From the write pause to the old master back as a replica with its link up. */
@@ -103,6 +111,47 @@ export async function snapshotLockKeys(node: Redis, keyPrefix: string): Promise<
     });
   } while (cursor !== '0');
   return { fences, locks };
+}
+
+/**
+ * Every job hash of the queues under `keyBases` (BullMQ's `<prefix>:<name>`) on one node, with
+ * the operation its data names: `<base>:<jobId>` hashes, `<base>:meta` excepted.
+ */
+export async function snapshotQueueJobs(node: Redis, keyBases: readonly string[]): Promise<Map<string, string | null>> {
+  const jobs = new Map<string, string | null>();
+  for (const base of keyBases) {
+    let cursor = '0';
+    do {
+      const [next, found] = await node.scan(cursor, 'MATCH', `${base}:*`, 'COUNT', SCAN_COUNT, 'TYPE', 'hash');
+      cursor = next;
+      const keys = found.filter((k) => {
+        const rest = k.slice(base.length + 1);
+        return rest !== 'meta' && !rest.includes(':');
+      });
+      const pipeline = node.pipeline();
+      for (const key of keys) pipeline.hget(key, 'data');
+      const replies = (await pipeline.exec()) ?? [];
+      keys.forEach((key, i) => {
+        const raw = replies[i]?.[1];
+        let op: string | null = null;
+        try {
+          const data = typeof raw === 'string' ? (JSON.parse(raw) as { operationId?: unknown }) : null;
+          op = typeof data?.operationId === 'string' ? data.operationId : null;
+        } catch {
+          op = null;
+        }
+        jobs.set(key, op);
+      });
+    } while (cursor !== '0');
+  }
+  return jobs;
+}
+
+async function existing(node: Redis, keys: readonly string[]): Promise<Set<string>> {
+  const pipeline = node.pipeline();
+  for (const key of keys) pipeline.exists(key);
+  const replies = (await pipeline.exec()) ?? [];
+  return new Set(keys.filter((_, i) => Number(replies[i]?.[1] ?? 0) === 1));
 }
 
 /** The values of `keys` on one node now (null where absent). */
@@ -175,7 +224,12 @@ export class ClusterFaults {
   }
 
   /** Measures what the replica lacks, promotes it (TAKEOVER), and brings the old master back as its replica. */
-  async lossyTakeover(roles: { master: number; replica: number }, onTakeover?: () => void): Promise<FailoverLoss> {
+  async lossyTakeover(
+    roles: { master: number; replica: number },
+    onTakeover?: () => void,
+    /** BullMQ key bases (`<prefix>:<name>`) of the queue shards on these slots: their jobs are compared too. */
+    queueKeyBases: readonly string[] = [],
+  ): Promise<FailoverLoss> {
     const { master, replica } = roles;
     const front = this.frontOf(master);
     const oldMaster = this.cluster.nodeClient(master);
@@ -186,6 +240,7 @@ export class ClusterFaults {
       // the snapshot is exactly what it acknowledged; reads (and the cluster bus) go on.
       await oldMaster.call('CLIENT', 'PAUSE', String(TAKEOVER_PAUSE_MS), 'WRITE');
       const before = await snapshotLockKeys(oldMaster, this.lockKeyPrefix);
+      const jobsBefore = await snapshotQueueJobs(oldMaster, queueKeyBases);
       const masterOffset = Number(infoField(String(await oldMaster.call('INFO', 'replication')), 'master_repl_offset'));
       const replicaOffset = Number(infoField(String(await newMaster.call('INFO', 'replication')), 'slave_repl_offset'));
       const heldBytes = front.heldReplicationBytes();
@@ -202,6 +257,8 @@ export class ClusterFaults {
       );
       const after = await readKeys(newMaster, [...before.fences.keys(), ...before.locks.keys()]);
       const loss = compareSnapshots(before, after, performance.now() - tTakeover);
+      const jobsAfter = await existing(newMaster, [...jobsBefore.keys()]);
+      const lostJobs = [...jobsBefore].filter(([key]) => !jobsAfter.has(key));
       // The held bytes never reach anyone: the link is reset, as a partition that outlives a failover does.
       front.resetReplication();
       front.unstallReplication();
@@ -225,6 +282,9 @@ export class ClusterFaults {
         fenceKeysBefore: before.fences.size,
         lockKeysBefore: before.locks.size,
         ...loss,
+        queueJobsBefore: jobsBefore.size,
+        queueJobsLost: lostJobs.length,
+        lostOperations: lostJobs.map(([, op]) => op),
         promotionMs,
         rejoinMs: Math.round(performance.now() - tPause),
       };

@@ -7,6 +7,7 @@ import { dataNodesOf, deleteMatching, deleteMatchingOnNode } from '../../queue/r
 import type { SlotGroup } from '../services/local-redis-cluster.ts';
 import type { ChaosFleet } from './chaos-fleet.ts';
 import type { FaultKind } from './chaos-options.ts';
+import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import type { ClusterFaults, FailoverLoss, KillMasterResult } from './cluster-faults.ts';
 import type { FailoverRecovery } from './fault-load.ts';
@@ -14,6 +15,8 @@ import type { History } from './history.ts';
 import { type BlackholeFigures, BlackholeWatch } from './pg-blackhole.ts';
 import { describeFault, type FaultEvent } from './schedule.ts';
 
+/** kill-relay holds the relay's Redis link this long before SIGKILL (the producer requests every 100 ms). */
+export const RELAY_KILL_HOLD_MS = 300;
 /** delete-locks sweeps the lock keys this often during its window. */
 export const LOCK_SWEEP_INTERVAL_MS = 10;
 
@@ -42,6 +45,8 @@ export interface FaultRecord {
   endMs: number;
   readonly worker: number | null;
   readonly link: string | null;
+  /** kill-relay only. */
+  readonly relay?: number;
   detail: string;
   error: string | null;
   /** Failovers only. */
@@ -59,9 +64,16 @@ export interface FaultRecord {
 /** The cluster a run's failovers act on, and which slot groups each kind may hit. */
 export interface ClusterTargets {
   readonly faults: ClusterFaults;
-  /** Groups holding no queue shard: a lossy failover there loses lock data only (docs/verification/chaos.md). */
+  /**
+   * Groups a lossy failover may hit: those holding no queue shard (it loses lock data only:
+   * docs/verification/chaos.md), or, in an intake run, every group.
+   */
   readonly lossyGroups: readonly SlotGroup[];
   readonly allGroups: readonly SlotGroup[];
+  /** Groups holding a queue shard (where an intake run's first lossy failover is aimed). */
+  readonly queueGroups: readonly SlotGroup[];
+  /** BullMQ key bases (`<prefix>:<name>`) of the queue shards a group holds. */
+  readonly queueKeyBasesOf: (group: SlotGroup) => string[];
 }
 
 function pick<T>(items: readonly T[], target: number | undefined): T | undefined {
@@ -87,6 +99,8 @@ export class FaultInjector {
     private readonly cluster: ClusterTargets | null = null,
     /** The workers' LOCK_TTL_MS: part of the bound a blackhole is judged by. */
     private readonly lockTtlMs: number = 1_000,
+    /** An intake run's relay processes (kill-relay). */
+    private readonly relays: ChaosRelays | null = null,
   ) {}
 
   get active(): number {
@@ -114,6 +128,7 @@ export class FaultInjector {
     await Promise.all([...this.pending.values()].map((p) => p.heal()));
     await this.topology;
     this.fleet.healAll();
+    this.relays?.healAll();
   }
 
   private async inject(event: FaultEvent): Promise<void> {
@@ -143,6 +158,7 @@ export class FaultInjector {
       endMs: 0,
       worker: event.worker,
       link: event.link,
+      ...(event.relay === undefined ? {} : { relay: event.relay }),
       detail: describeFault(event),
       error: null,
     };
@@ -278,24 +294,60 @@ export class FaultInjector {
       }
       case 'failover-lossy': {
         const c = this.requireCluster(event.kind);
-        const group = pick(c.lossyGroups, event.target);
+        const group = event.onQueue === true ? pick(c.queueGroups, event.target) : pick(c.lossyGroups, event.target);
         if (group === undefined)
           throw new Error(
-            'every slot group holds a queue shard: a lossy failover would lose acknowledged jobs too (lower --queue-shards)',
+            'every slot group holds a queue shard: a lossy failover would lose acknowledged jobs too (lower --queue-shards, or --intake)',
           );
+        const queueKeyBases = c.queueKeyBasesOf(group);
         const roles = await c.faults.stallReplication(group);
-        record.detail += ` (slots ${slotsOf(group)}, master node ${roles.master}, replica node ${roles.replica})`;
+        // On a queue shard's master, the workers are partitioned from it too (the producers and
+        // relays are not): the adds it acknowledges meanwhile wait there unconsumed, and the
+        // takeover loses them, as a partition that isolates a master with its clients does.
+        const partitioned = queueKeyBases.length > 0 ? this.fleet.redisLinksTo(roles.master) : [];
+        for (const link of partitioned) link.stall();
+        record.detail +=
+          ` (slots ${slotsOf(group)}, master node ${roles.master}, replica node ${roles.replica}` +
+          `${queueKeyBases.length > 0 ? `, ${queueKeyBases.length} queue shard(s) here, workers partitioned from the master` : ''})`;
         return async () => {
-          const loss = await c.faults.lossyTakeover(roles, () => {
-            record.failoverAtMs = this.history.nowMs();
-          });
+          let loss: FailoverLoss;
+          try {
+            loss = await c.faults.lossyTakeover(
+              roles,
+              () => {
+                record.failoverAtMs = this.history.nowMs();
+              },
+              queueKeyBases,
+            );
+          } finally {
+            for (const link of partitioned) link.unstall();
+          }
           record.failover = { kind: 'lossy', slots: slotsOf(group), ...loss };
           record.detail +=
             `: replica behind by ${loss.replicationLagBytes} bytes; lost ${loss.fenceIncrementsLost} fence increments ` +
-            `on ${loss.fenceKeysBehind} wallets and ${loss.lockKeysLost} of ${loss.lockKeysBefore} lock keys; ` +
-            `node ${loss.replica} master after ${loss.promotionMs} ms, node ${loss.master} back as its replica after ${loss.rejoinMs} ms`;
+            `on ${loss.fenceKeysBehind} wallets and ${loss.lockKeysLost} of ${loss.lockKeysBefore} lock keys` +
+            (queueKeyBases.length > 0 ? `, and ${loss.queueJobsLost} of ${loss.queueJobsBefore} queue jobs` : '') +
+            `; node ${loss.replica} master after ${loss.promotionMs} ms, node ${loss.master} back as its replica after ${loss.rejoinMs} ms`;
           this.services.recordPids();
         };
+      }
+      case 'kill-relay': {
+        if (this.relays === null) throw new Error('kill-relay needs relays: add --intake');
+        const { process: proc, redis } = this.relays.relay(event.relay ?? 1);
+        // Mid-batch: its Redis link is held first, so the batch it claims meanwhile (rows marked
+        // sent in PostgreSQL) is waiting on its adds when SIGKILL comes; the held adds die with
+        // its connections.
+        redis.stall();
+        try {
+          await sleep(RELAY_KILL_HOLD_MS);
+          await proc.kill();
+          redis.cut();
+        } finally {
+          redis.uncut();
+          redis.unstall();
+        }
+        record.detail += ` (its Redis link held ${RELAY_KILL_HOLD_MS} ms before, to catch it mid-batch)`;
+        return async () => proc.start();
       }
       case 'kill-master': {
         const c = this.requireCluster(event.kind);

@@ -15,6 +15,16 @@ export type HistoryEvent =
       /** Valid messages: the money movement the operation asks for (applied once, whichever of its messages wins). */
       effect?: { from: string; to: string; amount: string };
     }
+  | {
+      /** Intake runs: a transfer requested through the intake, committed (jobId: the relay's job of it). */
+      type: 'request';
+      jobId: string;
+      seq: number;
+      kind: string;
+      operationId: string;
+      effect: { from: string; to: string; amount: string };
+    }
+  | { type: 'request_refused'; seq: number; operationId: string; reason: string }
   | { type: 'job_active'; jobId: string; prev?: string }
   | { type: 'job_failed'; jobId: string; reason: string }
   | { type: 'job_completed'; jobId: string; outcome: string }

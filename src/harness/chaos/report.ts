@@ -3,12 +3,14 @@
 // negative control — the violation it exists to provoke was detected.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { IntakeProducerFigures } from './chaos-intake.ts';
 import type { ChaosOptions, FaultKind } from './chaos-options.ts';
-import { faultKindsOf } from './chaos-options.ts';
+import { DIRECT_ENQUEUE, faultKindsOf } from './chaos-options.ts';
 import type { ChaosWorkload } from './chaos-workload.ts';
 import type { CheckResult, FinalJob } from './checker.ts';
 import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
 import type { FaultRecord } from './faults.ts';
+import type { IntakeFigures } from './intake-checks.ts';
 import { BLACKHOLE_POLL_MS, type BlackholeFigures } from './pg-blackhole.ts';
 
 export type Expectation = 'all-hold' | 'violation-detected' | 'money-holds';
@@ -87,12 +89,30 @@ export interface RunFigures {
   readonly appliedPerSecond: { mean: number; peak: number };
   readonly checks: readonly CheckResult[];
   readonly proxies: Record<string, { connections: number; resets: number; refused: number }>;
+  /** Intake runs only. */
+  readonly intake?: RunIntakeFigures;
+}
+
+export interface RunIntakeFigures extends IntakeFigures {
+  /** The intake producer's transactions (null with direct-enqueue). */
+  readonly producerFigures: IntakeProducerFigures | null;
+  readonly relayKills: number;
+  readonly relays: number;
+  readonly resendAfterMs: number;
 }
 
 export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): {
   expectation: Expectation;
   text: string;
 } {
+  if (options.unsafe === DIRECT_ENQUEUE) {
+    return {
+      expectation: 'violation-detected',
+      text:
+        'negative control: producers add to BullMQ straight, lossy failovers hit the queue masters; ' +
+        'the checker must report acknowledged transfers lost (never decided)',
+    };
+  }
   if (options.unsafe === 'no-idempotency') {
     return {
       expectation: 'violation-detected',
@@ -123,7 +143,8 @@ export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): 
 export function judge(options: Pick<ChaosOptions, 'unsafe' | 'apply'>, checks: readonly CheckResult[]): Verdict {
   const { expectation, text } = expectationOf(options);
   const failed = checks.filter((c) => !c.ok);
-  const names = (list: readonly CheckResult[]) => list.map((c) => c.name).join('; ');
+  const names = (list: readonly CheckResult[]) =>
+    list.map((c) => `${c.name} (${c.violations}${c.capped ? '+' : ''})`).join('; ');
   const liveness = failed.filter((c) => c.group === 'queue' || c.group === 'input');
   if (expectation === 'violation-detected') {
     const detected = failed.filter((c) => c.group === 'money' || c.group === 'exactly-once');
@@ -296,6 +317,63 @@ function renderBlackholes(lines: string[], faults: readonly FaultRecord[]): void
   lines.push('');
 }
 
+/** An intake run: what the producer, the relays and the feed did, and the adds lost in failovers. */
+function renderIntake(lines: string[], i: RunIntakeFigures): void {
+  const p = i.producerFigures;
+  lines.push(
+    '## Intake',
+    '',
+    i.producer === 'intake'
+      ? `Producers requested transfers through the intake in PostgreSQL transactions; ${i.relays} relay process(es) ` +
+          `moved them to the queue shards and sent again what stayed undecided ${i.resendAfterMs} ms after its last send.`
+      : 'Negative control: producers added to BullMQ straight (no intake, no relay).',
+    '',
+    '| figure | value |',
+    '| --- | ---: |',
+  );
+  const rows: [string, number][] = [
+    ['transfers acknowledged to the producer', i.acknowledged],
+    ...(p === null
+      ? []
+      : ([
+          ['producer transactions committed', p.transactions],
+          ['producer transactions run again after an error', p.transactionRetries],
+          ['requests answered requested / duplicate', p.requested + p.duplicate],
+          ['conflicting reuses refused at once by the intake', p.conflictsRefused],
+        ] as [string, number][])),
+    ['intake rows (requested transfers)', i.requests],
+    ['intake rows decided', i.decided],
+    ['intake rows still open', i.open],
+    ['intake rows given up', i.givenUp],
+    ['relay sends in all', i.sends],
+    ['re-sends (sends after the first)', i.resends],
+    ['re-sends that found no job (sum of lost_count)', i.resendsFindingNoJob],
+    ['requests found lost at least once', i.requestsFoundLost],
+    ['relay processes killed (kill-relay)', i.relayKills],
+    ['acknowledged transfers never decided (lost)', i.lostTransfers],
+    ['outcome feed events (positions 1..N)', i.feedEvents],
+    ['outcome feed given-up events', i.givenUpEvents],
+  ];
+  for (const [k, v] of rows) lines.push(`| ${k} | ${fmt(v)} |`);
+  lines.push('');
+  if (i.failoverLosses.length > 0) {
+    lines.push(
+      'Lossy failovers of a slot group holding a queue shard: the job hashes the old master held (read with its writes ' +
+        'paused) and those the new master lacked: acknowledged adds lost. How each lost transfer was decided in the end:',
+      '',
+      '| # | slots | jobs on the old master | jobs lost | re-sent by a relay (found no job), then decided | decided otherwise | never decided |',
+      '| ---: | --- | ---: | ---: | ---: | ---: | ---: |',
+    );
+    for (const l of i.failoverLosses) {
+      lines.push(
+        `| ${l.faultId} | ${l.slots} | ${fmt(l.jobsBefore)} | ${fmt(l.jobsLost)} | ${fmt(l.resentAndDecided)} | ` +
+          `${fmt(l.decidedOtherwise)} | ${l.neverDecided > 0 ? `**${fmt(l.neverDecided)}**` : '0'} |`,
+      );
+    }
+    lines.push('');
+  }
+}
+
 export function renderMarkdown(f: RunFigures, chartFile: string | null): string {
   const lines: string[] = [];
   const v = f.verdict;
@@ -369,7 +447,10 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     '',
   );
   lines.push('| kind | count |', '| --- | ---: |');
-  for (const kind of faultKindsOf(f.mode.redis === 'cluster' ? 'cluster' : 'single') as readonly FaultKind[]) {
+  for (const kind of faultKindsOf(
+    f.mode.redis === 'cluster' ? 'cluster' : 'single',
+    (f.intake?.relays ?? 0) > 0,
+  ) as readonly FaultKind[]) {
     lines.push(`| ${kind} | ${f.faults.byKind[kind] ?? 0} |`);
   }
   lines.push(
@@ -422,6 +503,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
   }
 
   renderBlackholes(lines, f.faults.list);
+  if (f.intake !== undefined) renderIntake(lines, f.intake);
   lines.push('## Invariants', '', '| invariant | group | result | violations |', '| --- | --- | --- | ---: |');
   for (const c of f.checks)
     lines.push(

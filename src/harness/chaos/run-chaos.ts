@@ -5,6 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Queue } from 'bullmq';
+import pg from 'pg';
 import { createPrisma } from '../../db/prisma.ts';
 import { SEED_BALANCE_MAX, seedWallets } from '../../ledger/seed-wallets.ts';
 import { keySlot } from '../../lock/key-slot.ts';
@@ -16,8 +17,15 @@ import { waitForWorkersConnected } from '../fleet/worker-processes.ts';
 import { enqueuePaced, type Progress } from './chaos-enqueue.ts';
 import { answerCounts, appliedPerSecond, latencyFigures, writeReportFiles } from './chaos-figures.ts';
 import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet, type FleetNames } from './chaos-fleet.ts';
-import type { ChaosOptions } from './chaos-options.ts';
+import {
+  type IntakeProducerFigures,
+  intakeProducerFigures,
+  requestPaced,
+  waitForIntakeDecided,
+} from './chaos-intake.ts';
+import { type ChaosOptions, DIRECT_ENQUEUE } from './chaos-options.ts';
 import { readFinalJobs, watchQueueEvents } from './chaos-queues.ts';
+import { ChaosRelays } from './chaos-relays.ts';
 import { ChaosResources } from './chaos-resources.ts';
 import { ChaosServices, ProcessRegistry } from './chaos-services.ts';
 import { buildWorkload, type ChaosMessage, type ChaosWorkload, CURRENCY, WALLET_PREFIX } from './chaos-workload.ts';
@@ -26,6 +34,7 @@ import { ClusterFaults } from './cluster-faults.ts';
 import { attachFaultLoads, attachRecovery } from './fault-load.ts';
 import { type ClusterTargets, FaultInjector } from './faults.ts';
 import { History } from './history.ts';
+import { type IntakeFigures, runIntakeChecks } from './intake-checks.ts';
 import { blackholeCheck } from './pg-blackhole.ts';
 import {
   answerOf,
@@ -74,6 +83,9 @@ interface RunPlan {
   readonly interrupted: AbortSignal;
   /** jobId → the message sent under it. */
   readonly sent: Map<string, ChaosMessage>;
+  /** Intake runs: the operations acknowledged to the producer, and what its intake transactions did. */
+  readonly acknowledged: Set<string>;
+  readonly intakeProducer: IntakeProducerFigures;
 }
 
 /** What set-up started, for the later steps. */
@@ -83,6 +95,9 @@ interface Rig {
   /** A harness connection straight to Redis (not through a proxy). */
   readonly directRedis: RedisClient;
   readonly fleet: ChaosFleet;
+  /** Intake runs: the relays (none with direct-enqueue) and the producer's pool. */
+  readonly relays: ChaosRelays | null;
+  readonly producerPool: pg.Pool | null;
 }
 
 interface FaultPhase {
@@ -102,6 +117,7 @@ interface Checked extends CheckOutput {
   readonly metrics: RunFigures['metrics'];
   readonly jobs: FinalJob[];
   readonly checkMs: number;
+  readonly intake: IntakeFigures | null;
 }
 
 function dbConfig(databaseUrl: string) {
@@ -194,6 +210,8 @@ function planRun(options: ChaosOptions, argv: readonly string[], log: Log, stop:
     progress,
     interrupted,
     sent: new Map(),
+    acknowledged: new Set(),
+    intakeProducer: intakeProducerFigures(),
   };
 }
 
@@ -226,7 +244,20 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
   fleet.startAll();
   registry.update({ workerPids: fleet.pids() });
   await waitForWorkers(queues.queues[0] as Queue, fleet, WORKERS_READY_TIMEOUT_MS, plan.interrupted);
-  return { services, queues, directRedis, fleet };
+  let relays: ChaosRelays | null = null;
+  let producerPool: pg.Pool | null = null;
+  if (options.intake) {
+    producerPool = new pg.Pool({ connectionString: services.databaseUrl, max: 2, application_name: 'chaos-producer' });
+    producerPool.on('error', () => undefined);
+    owned.producerPool = producerPool;
+    if (options.relays > 0) {
+      relays = await ChaosRelays.create(options, services, names, join(outDir, 'relays'));
+      owned.relays = relays;
+      relays.startAll();
+      registry.update({ workerPids: [...fleet.pids(), ...relays.pids()] });
+    }
+  }
+  return { services, queues, directRedis, fleet, relays, producerPool };
 }
 
 async function seed(plan: RunPlan, services: ChaosServices, owned: ChaosResources): Promise<void> {
@@ -273,11 +304,64 @@ function waitForWorkers(queue: Queue, fleet: ChaosFleet, timeoutMs: number, sign
 /** Sends the first messages and waits for them; resolves with how many it sent. */
 async function warmUp(plan: RunPlan, rig: Rig): Promise<number> {
   const { workload, history, sent, progress, interrupted } = plan;
+  if (plan.options.intake) return warmUpIntake(plan, rig);
   const messages = workload.messages.slice(0, Math.min(WARM_UP_MESSAGES, Math.floor(workload.messages.length / 10)));
   await enqueuePaced(rig.queues, messages, 0, { history, sent, progress }, interrupted);
   await waitForDrain(rig.queues.queues, WARM_UP_TIMEOUT_MS, undefined, interrupted);
   history.write({ type: 'phase', phase: 'warmed-up', detail: { messages: messages.length } });
   return messages.length;
+}
+
+/** The valid messages an intake run sends in its warm-up (the rest go in the fault phase). */
+function intakeWarmUpCount(workload: ChaosWorkload): number {
+  const valid = workload.messages.filter((m) => m.kind !== 'invalid').length;
+  return Math.min(WARM_UP_MESSAGES, Math.floor(valid / 10));
+}
+
+/**
+ * An intake run's warm-up: every hostile message straight onto the queue (they never go through
+ * the intake, and a lossy failover of a queue shard later must not take their failed jobs with
+ * it: they are answered before the faults), and the first valid ones through the producer.
+ */
+async function warmUpIntake(plan: RunPlan, rig: Rig): Promise<number> {
+  const { workload, history, sent, progress, interrupted, acknowledged } = plan;
+  const invalid = workload.messages.filter((m) => m.kind === 'invalid');
+  const valid = workload.messages.filter((m) => m.kind !== 'invalid').slice(0, intakeWarmUpCount(workload));
+  await enqueuePaced(rig.queues, invalid, 0, { history, sent, progress }, interrupted);
+  await sendValid(plan, rig, valid, 0, undefined);
+  if (rig.producerPool !== null && plan.options.unsafe !== DIRECT_ENQUEUE) {
+    await waitForIntakeDecided(rig.producerPool, WARM_UP_TIMEOUT_MS, interrupted);
+  }
+  await waitForDrain(rig.queues.queues, WARM_UP_TIMEOUT_MS, undefined, interrupted);
+  history.write({
+    type: 'phase',
+    phase: 'warmed-up',
+    detail: { messages: invalid.length + valid.length, acknowledged: acknowledged.size },
+  });
+  return valid.length;
+}
+
+/** An intake run's valid messages: through the intake, or (direct-enqueue) straight to BullMQ. */
+function sendValid(
+  plan: RunPlan,
+  rig: Rig,
+  messages: readonly ChaosMessage[],
+  windowMs: number,
+  firstTryMs: Map<string, number> | undefined,
+): Promise<void> {
+  const { history, sent, progress, interrupted, acknowledged } = plan;
+  const to = { history, sent, progress, acknowledged, ...(firstTryMs === undefined ? {} : { firstTryMs }) };
+  if (plan.options.unsafe === DIRECT_ENQUEUE || rig.producerPool === null) {
+    return enqueuePaced(rig.queues, messages, windowMs, to, interrupted);
+  }
+  return requestPaced(
+    rig.producerPool,
+    rig.queues,
+    messages,
+    windowMs,
+    { ...to, intake: plan.intakeProducer },
+    interrupted,
+  );
 }
 
 /**
@@ -301,8 +385,21 @@ async function runFaultPhase(
   const phaseMs = options.durationS * 1000;
   const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
   const firstTryMs = new Map<string, number>();
-  const messages = plan.workload.messages.slice(warmUpCount);
-  const enqueueing = enqueuePaced(rig.queues, messages, phaseMs, { history, sent, progress, firstTryMs }, interrupted);
+  const enqueueing = options.intake
+    ? sendValid(
+        plan,
+        rig,
+        plan.workload.messages.filter((m) => m.kind !== 'invalid').slice(warmUpCount),
+        phaseMs,
+        firstTryMs,
+      )
+    : enqueuePaced(
+        rig.queues,
+        plan.workload.messages.slice(warmUpCount),
+        phaseMs,
+        { history, sent, progress, firstTryMs },
+        interrupted,
+      );
   // Awaited after the fault phase; until then a failure must not count as unhandled.
   enqueueing.catch(() => undefined);
   await injector.run(plan.schedule, phaseAbort.signal);
@@ -329,10 +426,11 @@ function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
       progress.faults = injector.records.length;
       const last = injector.records.at(-1);
       progress.lastFault = last === undefined ? '' : last.detail;
-      registry.update({ workerPids: fleet.pids() });
+      registry.update({ workerPids: [...fleet.pids(), ...(rig.relays?.pids() ?? [])] });
     },
-    clusterTargets(services, queues, names.lockKeyPrefix),
+    clusterTargets(services, queues, names.lockKeyPrefix, options.intake),
     options.lockTtlMs,
+    rig.relays,
   );
   return injector;
 }
@@ -340,13 +438,22 @@ function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
 /**
  * The failovers' targets on a cluster run: a lossy failover only hits slot groups holding no
  * queue shard (BullMQ's own acknowledged writes would be lost with the lock's: see
- * docs/verification/chaos.md), a killed master any group.
+ * docs/verification/chaos.md), a killed master any group. In an intake run a lossy failover may
+ * hit any group, and the schedule aims the first at a queue shard's.
  */
-function clusterTargets(services: ChaosServices, queues: TransferQueues, lockKeyPrefix: string): ClusterTargets | null {
+function clusterTargets(
+  services: ChaosServices,
+  queues: TransferQueues,
+  lockKeyPrefix: string,
+  intake: boolean,
+): ClusterTargets | null {
   const cluster = services.cluster;
   if (cluster === null) return null;
   const fronts = services.fronts;
-  const queueSlots = queues.shards.map(({ shard }) => keySlot(`${shard.prefix}:${shard.name}:meta`));
+  const bases = queues.shards.map(({ shard }) => `${shard.prefix}:${shard.name}`);
+  const queueSlots = bases.map((base) => keySlot(`${base}:meta`));
+  const inGroup = (slot: number, g: { fromSlot: number; toSlot: number }) => slot >= g.fromSlot && slot <= g.toSlot;
+  const queueGroups = cluster.groups.filter((g) => queueSlots.some((slot) => inGroup(slot, g)));
   return {
     faults: new ClusterFaults(
       cluster,
@@ -357,8 +464,10 @@ function clusterTargets(services: ChaosServices, queues: TransferQueues, lockKey
       },
       lockKeyPrefix,
     ),
-    lossyGroups: cluster.groups.filter((g) => !queueSlots.some((slot) => slot >= g.fromSlot && slot <= g.toSlot)),
+    lossyGroups: intake ? cluster.groups : cluster.groups.filter((g) => !queueGroups.includes(g)),
     allGroups: cluster.groups,
+    queueGroups,
+    queueKeyBasesOf: (g) => bases.filter((_, i) => inGroup(queueSlots[i] as number, g)),
   };
 }
 
@@ -402,6 +511,11 @@ async function drainQueues(plan: RunPlan, rig: Rig, owned: ChaosResources): Prom
   const tDrain = performance.now();
   let drained = { ok: true, detail: '' };
   try {
+    // An intake run waits for every request to be decided first: a lost add comes back only
+    // when a relay sends it again, INTAKE_RESEND_AFTER_MS after its last send.
+    if (rig.producerPool !== null && rig.relays !== null) {
+      await waitForIntakeDecided(rig.producerPool, options.drainTimeoutS * 1000, interrupted);
+    }
     await waitForDrain(
       rig.queues.queues,
       options.drainTimeoutS * 1000,
@@ -433,7 +547,7 @@ async function check(
   progress.phase = 'check';
   history.write({ type: 'phase', phase: 'check', detail: drain.drained });
   const proxies = rig.fleet.proxyStats();
-  await rig.fleet.stopAll();
+  await Promise.all([rig.fleet.stopAll(), rig.relays?.stopAll()]);
 
   const tCheck = performance.now();
   // The workers' counters as they flushed them (a worker copies them as it stops; one killed
@@ -444,8 +558,31 @@ async function check(
   const jobs = await readFinalJobs(rig.queues);
   writeFinalJobs(history, jobs, sent);
   owned.prisma = createPrisma(dbConfig(rig.services.databaseUrl));
-  const ran = await runChecks(owned.prisma, { workload, sent, jobs, drained: drain.drained });
+  const ran = await runChecks(owned.prisma, {
+    workload,
+    sent,
+    jobs,
+    drained: drain.drained,
+    intakeRun: plan.options.intake,
+  });
   const checks = [...ran.checks, blackholeCheck(injector.records)];
+  let intake: IntakeFigures | null = null;
+  if (plan.options.intake) {
+    const client = new pg.Client({ connectionString: rig.services.databaseUrl, application_name: 'chaos-harness' });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      const out = await runIntakeChecks(
+        client,
+        { direct: plan.options.unsafe === DIRECT_ENQUEUE, acknowledged: plan.acknowledged },
+        injector.records,
+      );
+      checks.push(...out.checks);
+      intake = out.figures;
+    } finally {
+      await client.end();
+    }
+  }
   const { totals } = ran;
   attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
   await attachRecovery(
@@ -457,7 +594,7 @@ async function check(
   );
   for (const c of checks)
     history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
-  return { proxies, metrics, jobs, checks, totals, checkMs: performance.now() - tCheck };
+  return { proxies, metrics, jobs, checks, totals, checkMs: performance.now() - tCheck, intake };
 }
 
 function writeFinalJobs(history: History, jobs: readonly FinalJob[], sent: ReadonlyMap<string, ChaosMessage>): void {
@@ -522,6 +659,17 @@ async function report(
     appliedPerSecond: appliedPerSecond(jobs, history),
     checks,
     proxies: checked.proxies,
+    ...(checked.intake === null
+      ? {}
+      : {
+          intake: {
+            ...checked.intake,
+            producerFigures: options.unsafe === DIRECT_ENQUEUE ? null : plan.intakeProducer,
+            relayKills: faults.injector.records.filter((r) => r.kind === 'kill-relay' && r.error === null).length,
+            resendAfterMs: options.resendAfterMs,
+            relays: options.relays,
+          },
+        }),
   };
   const chart = {
     jobs,

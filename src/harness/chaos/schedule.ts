@@ -25,12 +25,20 @@ export interface FaultEvent {
    * (index modulo their number), so the same seed aims at the same group.
    */
   readonly target?: number;
+  /**
+   * Intake runs: this lossy failover hits a slot group holding a queue shard (the schedule of
+   * an intake run marks its first one so), with the workers partitioned from that master.
+   */
+  readonly onQueue?: boolean;
+  /** kill-relay only: 1-based relay index. */
+  readonly relay?: number;
 }
 
 export type ScheduleOptions = Pick<
   ChaosOptions,
   'faults' | 'durationS' | 'faultsMax' | 'faultIntervalMs' | 'lockTtlMs' | 'workers'
->;
+> &
+  Partial<Pick<ChaosOptions, 'intake' | 'relays'>>;
 
 /** Faults start after this offset (the first jobs are flowing) ... */
 export const SCHEDULE_START_MS = 1_500;
@@ -85,6 +93,13 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
 
   const kinds: FaultKind[] = [];
   while (kinds.length < count) kinds.push(...shuffled(random, o.faults));
+  // An intake run always holds a lossy failover (the first is aimed at a queue shard below).
+  if (o.intake === true && o.faults.includes('failover-lossy') && !kinds.slice(0, count).includes('failover-lossy')) {
+    kinds[0] = 'failover-lossy';
+  }
+  let queueFailoverPlaced = false;
+  /** Until when each relay (index 0 = relay 1) is down. */
+  const relayDownUntil = new Array<number>(o.relays ?? 0).fill(0);
 
   /** Until when each worker (index 0 = worker 1) is killed or frozen. */
   const downUntil = new Array<number>(o.workers).fill(0);
@@ -118,6 +133,17 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
         downUntil[w] = atMs + durationMs;
       }
     }
+    let relay: number | null = null;
+    if (kind === 'kill-relay') {
+      // One relay at most down at a time when there are several: the others go on relaying.
+      const free = relayDownUntil.flatMap((until, r) => (until <= atMs ? [r] : []));
+      const down = relayDownUntil.length - free.length;
+      if (free.length === 0 || (relayDownUntil.length > 1 && down >= relayDownUntil.length - 1)) continue;
+      const r = free[Math.floor(random() * free.length)] as number;
+      relay = r + 1;
+      durationMs = randomInt(random, 500, 2_000);
+      relayDownUntil[r] = atMs + durationMs;
+    }
     if (kind === 'delete-locks') durationMs = randomInt(random, 1_000, 3_000);
     // Only cluster kinds draw these numbers: the single-node schedule of a seed stays what it was.
     let target: number | null = null;
@@ -150,7 +176,20 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
       }
       linkBusyUntil.set(`${worker}:${link}`, atMs + durationMs);
     }
-    events.push({ kind, atMs, durationMs, worker, link, delayMs, jitterMs, ...(target === null ? {} : { target }) });
+    const onQueue = o.intake === true && kind === 'failover-lossy' && !queueFailoverPlaced;
+    if (onQueue) queueFailoverPlaced = true;
+    events.push({
+      kind,
+      atMs,
+      durationMs,
+      worker,
+      link,
+      delayMs,
+      jitterMs,
+      ...(target === null ? {} : { target }),
+      ...(onQueue ? { onQueue } : {}),
+      ...(relay === null ? {} : { relay }),
+    });
   }
   return events.sort((a, b) => a.atMs - b.atMs).map((e, i) => Object.freeze({ id: i + 1, ...e }));
 }
@@ -164,7 +203,12 @@ export function countByKind(events: readonly { kind: FaultKind }[]): Record<stri
 export function describeFault(e: FaultEvent): string {
   const target = e.worker === null ? '' : ` worker ${e.worker}${e.link === null ? '' : ` ${e.link} link`}`;
   const extra = e.delayMs === null ? '' : ` +${e.delayMs}±${e.jitterMs ?? 0} ms`;
-  if (e.kind === 'failover-lossy') return `failover-lossy: replication stalled for ${e.durationMs} ms, then TAKEOVER`;
+  if (e.kind === 'failover-lossy') {
+    return e.onQueue === true
+      ? `failover-lossy on a queue shard: replication and the workers' links to the master stalled for ${e.durationMs} ms, then TAKEOVER`
+      : `failover-lossy: replication stalled for ${e.durationMs} ms, then TAKEOVER`;
+  }
+  if (e.kind === 'kill-relay') return `kill-relay ${e.relay ?? 1}: SIGKILL, restarted after ${e.durationMs} ms`;
   if (e.kind === 'kill-master') return `kill-master: down for ${e.durationMs} ms`;
   const lasting = e.durationMs > 0 ? ` for ${e.durationMs} ms` : '';
   return `${e.kind}${target}${extra}${lasting}`;

@@ -2,10 +2,13 @@
 // fault proxy in front of every node: a lossy takeover after the replication link was stalled
 // loses exactly the fence increments and lock keys taken during the stall (and the same
 // takeover without the stall loses nothing: the measurement can tell the two apart); a killed
-// master is replaced by its replica and comes back as a replica.
+// master is replaced by its replica and comes back as a replica. On a queue shard's master, the
+// same takeover loses exactly the BullMQ adds acknowledged during the stall (what an intake run
+// must recover), and the measurement names their operations.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterFaults } from '../../../src/harness/chaos/cluster-faults.ts';
@@ -120,6 +123,38 @@ describe('failovers on a private cluster with replicas', () => {
     await lock!.release(wallet, again.lease.owner, again.lease.token);
     expect(await lock!.advanceFence(wallet, 11n)).toEqual({ kind: 'raised', fence: 11n });
     expect(await tokens(wallet, 1)).toBe(12n);
+  }, 120_000);
+
+  it("lossy takeover of a queue shard's master: loses exactly the adds acknowledged during the stall", async () => {
+    const group = cluster!.groups[0] as SlotGroup;
+    let prefix = '';
+    for (let i = 0; prefix === ''; i += 1) {
+      const slot = keySlot(`{fq${i}}:q:meta`);
+      if (slot >= group.fromSlot && slot <= group.toSlot) prefix = `{fq${i}}`;
+    }
+    const connection = cluster!.client({ redisOptions: { maxRetriesPerRequest: null } });
+    const queue = new Queue('q', { connection, prefix });
+    const add = (ids: string[]) =>
+      queue.addBulk(ids.map((id) => ({ name: 'transfer', data: { operationId: id }, opts: { jobId: id } })));
+    try {
+      await add(['before-1', 'before-2', 'before-3']);
+      const roles = await faults!.roles(group);
+      await replicaCaughtUp(roles.master, roles.replica);
+      await faults!.stallReplication(group);
+      // Acknowledged by the master: BullMQ answered with the jobs.
+      expect((await add(['during-1', 'during-2', 'during-3', 'during-4'])).map((j) => j.id)).toHaveLength(4);
+
+      const loss = await faults!.lossyTakeover(roles, undefined, [`${prefix}:q`]);
+      expect(loss.queueJobsBefore).toBe(7);
+      expect(loss.queueJobsLost).toBe(4);
+      expect([...loss.lostOperations].sort()).toEqual(['during-1', 'during-2', 'during-3', 'during-4']);
+      expect(await cluster!.masterOf(group)).toBe(roles.replica);
+      expect(await queue.getJob('during-1')).toBeUndefined();
+      expect((await queue.getJob('before-1'))?.data).toEqual({ operationId: 'before-1' });
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
   }, 120_000);
 
   it('the same takeover without the stall loses nothing (the measurement tells them apart)', async () => {

@@ -78,6 +78,32 @@ describe('buildSchedule', () => {
     }
   });
 
+  it('an intake run always holds a lossy failover aimed at a queue shard, and kills relays one at a time', () => {
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) {
+      const options = parseChaosArgs(['--seed', String(seed), '--redis', 'cluster', '--intake']).options;
+      expect(options.faults).toContain('kill-relay');
+      const schedule = buildSchedule(seed, options);
+      const onQueue = schedule.filter((e) => e.onQueue === true);
+      expect(onQueue).toHaveLength(1);
+      expect(onQueue[0]?.kind).toBe('failover-lossy');
+      for (const e of schedule.filter((x) => x.kind === 'kill-relay')) {
+        expect(e.relay).toBeGreaterThanOrEqual(1);
+        expect(e.relay).toBeLessThanOrEqual(options.relays);
+      }
+      // Even when the schedule is too short to hold every kind.
+      const few = buildSchedule(seed, { ...options, faultsMax: 2 });
+      expect(few.some((e) => e.kind === 'failover-lossy' && e.onQueue === true)).toBe(true);
+      // The schedule of a run without --intake is what it was.
+      const plain = parseChaosArgs(['--seed', String(seed), '--redis', 'cluster']).options;
+      expect(buildSchedule(seed, plain).some((e) => e.onQueue !== undefined || e.kind === 'kill-relay')).toBe(false);
+    }
+    const direct = parseChaosArgs(['--seed', '1', '--redis', 'cluster', '--unsafe', 'direct-enqueue']).options;
+    expect(direct).toMatchObject({ intake: true, relays: 0, unsafe: 'direct-enqueue' });
+    expect(direct.faults).not.toContain('kill-relay');
+    expect(() => parseChaosArgs(['--unsafe', 'direct-enqueue'])).toThrow(/--redis cluster/);
+    expect(() => parseChaosArgs(['--faults', 'kill-relay'])).toThrow(/--intake/);
+  });
+
   it('holds only the kinds asked for, and none with --faults none', () => {
     const options = chaosOptions({ faults: ['pause-worker'], workers: 2, faultIntervalMs: 500 });
     expect(new Set(buildSchedule(1, options).map((e) => e.kind))).toEqual(new Set(['pause-worker']));

@@ -113,6 +113,13 @@ export async function relayBatch(
     }),
   );
 
+  // Counted when found, before the add: an add that fails in its turn is still a lost one.
+  if (lost.length > 0) {
+    await pool.query('UPDATE transfer_requests SET lost_count = lost_count + 1 WHERE operation_id = ANY($1::text[])', [
+      lost,
+    ]);
+  }
+
   const byQueue = new Map<ReturnType<TransferQueues['queueOf']>, ClaimedRow[]>();
   for (const row of rows) {
     if (failed.has(row.operation_id)) continue;
@@ -133,11 +140,6 @@ export async function relayBatch(
     ),
   );
 
-  if (lost.length > 0) {
-    await pool.query('UPDATE transfer_requests SET lost_count = lost_count + 1 WHERE operation_id = ANY($1::text[])', [
-      lost,
-    ]);
-  }
   for (const { row, reason } of failed.values()) {
     await pool.query('SELECT record_transfer_given_up($1, $2, $3, $4::bigint, $5, $6)', [
       row.operation_id,

@@ -471,7 +471,10 @@ export async function recordGiveUp(
   reason: string,
   deps: Pick<TransferWorkerDeps, 'prisma' | 'logger' | 'config'>,
 ): Promise<boolean> {
-  const valid = validateTransferRequest(job.data, deps.config.transferAmountMax);
+  const valid: ReturnType<typeof validateTransferRequest> =
+    job.name === TRANSFER_JOB_NAME
+      ? validateTransferRequest(job.data, deps.config.transferAmountMax)
+      : { ok: false, reason: `job name ${JSON.stringify(job.name)} is not ${JSON.stringify(TRANSFER_JOB_NAME)}` };
   if (!valid.ok) {
     deps.logger.error(
       { event: 'transfer_give_up_not_recorded', jobId: job.id, reason: valid.reason },

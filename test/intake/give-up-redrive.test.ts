@@ -104,7 +104,8 @@ describe('a transfer that fails for good', () => {
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, { write: (s: string) => lines.push(s) });
     const prisma = createPrisma(p.config);
-    const job = (data: unknown) => ({ id: 'j1', data }) as unknown as Parameters<typeof recordGiveUp>[0];
+    const job = (data: unknown, name = 'transfer') =>
+      ({ id: 'j1', name, data }) as unknown as Parameters<typeof recordGiveUp>[0];
     try {
       expect(await recordGiveUp(job({ nonsense: true }), 'x', { prisma, logger, config: p.config })).toBe(false);
       expect(lines.join('')).toContain('transfer_give_up_not_recorded');
@@ -115,7 +116,11 @@ describe('a transfer that fails for good', () => {
       } finally {
         await closePrisma(down);
       }
-      expect(lines.filter((l) => l.includes('transfer_give_up_not_recorded'))).toHaveLength(2);
+      // A job under another name is not a transfer job, whatever its data.
+      const other = { operationId: 'give-up-3', from: 'w1', to: 'w2', amount: '1' };
+      expect(await recordGiveUp(job(other, 'transfer-v2'), 'x', { prisma, logger, config: p.config })).toBe(false);
+      expect(await readOutcomes(p.db.pg, 0n, 10)).toEqual([]);
+      expect(lines.filter((l) => l.includes('transfer_give_up_not_recorded'))).toHaveLength(3);
     } finally {
       await closePrisma(prisma);
     }

@@ -49,7 +49,6 @@ describe('the schema parser', () => {
       ['Transfer', 'transfers'],
       ['LedgerEntry', 'ledger_entries'],
       ['TransferRequest', 'transfer_requests'],
-      ['OutcomePending', 'outcome_pending'],
       ['OutcomeEvent', 'outcome_events'],
       ['OutcomeCursor', 'outcome_cursors'],
     ]);

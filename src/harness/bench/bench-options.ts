@@ -12,6 +12,7 @@ import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
  */
 export const MODES = [
   'db-ceiling',
+  'db-ceiling-first',
   'seed-design',
   'queue-ceiling',
   'e2e',
@@ -26,6 +27,7 @@ export type Mode = (typeof MODES)[number];
 /** One measured thing in the results: every mode is one case, except low-rate and e2e-intake, two each. */
 export const CASES = [
   'db-ceiling',
+  'db-ceiling-first',
   'seed-design',
   'queue-ceiling',
   'e2e',

@@ -39,6 +39,7 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
   lines.push(
     '',
     `e2eToDbCeilingRatio          ${show(r.e2eToDbCeilingRatio)}`,
+    `singleToFirstDecisionRatio   ${show(r.singleToFirstDecisionRatio)}`,
     `e2eUnbatchedToDbCeilingRatio ${show(r.e2eUnbatchedToDbCeilingRatio)}`,
     `e2eToSeedDesignRatio         ${show(r.e2eToSeedDesignRatio)}`,
     `e2eToPeerRatio               ${show(r.e2eToPeerRatio)}`,

@@ -11,10 +11,10 @@ import { PROJECT_ROOT } from '../../config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../config/worker-runtime.ts';
 import { bullmqConnection } from '../../queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';
-import { type BenchOptions, type CaseName, casesOf } from './bench-options.ts';
+import { type BenchOptions, type CaseName, casesOf, type Mode } from './bench-options.ts';
 import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './bench-workload.ts';
 import { type CaseContext, type CaseRunResult, VerificationFailedError } from './case-result.ts';
-import { runDbCeiling } from './db-ceiling.ts';
+import { runDbCeiling, runDbCeilingFirst } from './db-ceiling.ts';
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
 import { INTAKE_PRODUCER_LANES, runIntakeCase } from './intake-case.ts';
 import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
@@ -32,6 +32,7 @@ export const CONNECTIONS_RESERVE = 10;
 
 const RUNNERS: Readonly<Record<CaseName, (ctx: CaseContext) => Promise<CaseRunResult>>> = {
   'db-ceiling': runDbCeiling,
+  'db-ceiling-first': runDbCeilingFirst,
   'seed-design': runSeedDesign,
   'queue-ceiling': runQueueCeiling,
   e2e: runWorkerCase,
@@ -96,6 +97,7 @@ export interface BenchReport {
   versions: Versions | null;
   readonly definitions: typeof DEFINITIONS;
   e2eToDbCeilingRatio: number | null;
+  singleToFirstDecisionRatio: number | null;
   e2eUnbatchedToDbCeilingRatio: number | null;
   e2eToSeedDesignRatio: number | null;
   e2eToPeerRatio: number | null;
@@ -173,7 +175,7 @@ export async function preflight(options: BenchOptions, config: Config): Promise<
 async function checkConnectionBudget(options: BenchOptions, config: Config): Promise<void> {
   const needs: [string, number][] = [];
   const lanes = options.workers * options.concurrency;
-  if (options.modes.includes('db-ceiling') || options.modes.includes('seed-design'))
+  if ((['db-ceiling', 'db-ceiling-first', 'seed-design'] as const).some((m: Mode) => options.modes.includes(m)))
     needs.push(['db-ceiling/seed-design', lanes]);
   if (options.modes.includes('peer-graphile-worker'))
     needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.concurrency)]);
@@ -230,6 +232,7 @@ export async function runBench(
     versions: null,
     definitions: DEFINITIONS,
     e2eToDbCeilingRatio: null,
+    singleToFirstDecisionRatio: null,
     e2eUnbatchedToDbCeilingRatio: null,
     e2eToSeedDesignRatio: null,
     e2eToPeerRatio: null,

@@ -33,6 +33,8 @@ export interface CaseSummary {
 export interface Ratios {
   /** e2e / db-ceiling (median transfers/s). */
   readonly e2eToDbCeilingRatio: number | null;
+  /** db-ceiling / db-ceiling-first: today's single-transfer decision over the first migration's, same run. */
+  readonly singleToFirstDecisionRatio: number | null;
   readonly e2eUnbatchedToDbCeilingRatio: number | null;
   readonly e2eToSeedDesignRatio: number | null;
   readonly e2eToPeerRatio: number | null;
@@ -149,6 +151,7 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
   };
   return {
     e2eToDbCeilingRatio: ratio('e2e', 'db-ceiling'),
+    singleToFirstDecisionRatio: ratio('db-ceiling', 'db-ceiling-first'),
     e2eUnbatchedToDbCeilingRatio: ratio('e2e-unbatched', 'db-ceiling'),
     e2eToSeedDesignRatio: ratio('e2e', 'seed-design'),
     e2eToPeerRatio: ratio('e2e', 'peer-graphile-worker'),

@@ -1,0 +1,50 @@
+// The pinned anchor of the single-transfer path (issue 20): the first migration's
+// apply_transfer(), the project's own decision as it shipped, taken verbatim from
+// prisma/migrations/20261130000000_init (an applied migration never changes) and created in the
+// bench's scratch database under another name. The case db-ceiling-first calls it exactly as
+// db-ceiling calls today's apply_transfer(), so `singleToFirstDecisionRatio` (db-ceiling over
+// db-ceiling-first, same run) falls below 1 whenever a migration slows the single path. It
+// writes the tables of today's schema (the columns added since are nullable) and has no lease
+// check, intake or feed: an anchor, never a decision the product may call.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MIGRATIONS_DIR } from '../../config/paths.ts';
+import { requestHash } from '../../ledger/request-hash.ts';
+import type { TransferRequest } from '../../ledger/transfer-request.ts';
+import { type SqlRunner, UNLOCKED_FENCE } from './decision-call.ts';
+
+export const FIRST_DECISION_MIGRATION = '20261130000000_init';
+export const FIRST_DECISION_FUNCTION = 'bench_first_apply_transfer';
+
+/** The first migration's CREATE FUNCTION "apply_transfer" statement, renamed; throws when it cannot be found. */
+export function firstDecisionSql(migrationsDir: string = MIGRATIONS_DIR): string {
+  const text = readFileSync(join(migrationsDir, FIRST_DECISION_MIGRATION, 'migration.sql'), 'utf8');
+  const match = /CREATE FUNCTION "apply_transfer"\([\s\S]*?\n\$\$;\n/.exec(text);
+  if (match === null) throw new Error(`${FIRST_DECISION_MIGRATION} defines no apply_transfer()`);
+  return match[0].replace(
+    'CREATE FUNCTION "apply_transfer"(',
+    `CREATE OR REPLACE FUNCTION "${FIRST_DECISION_FUNCTION}"(`,
+  );
+}
+
+const FIRST_DECISION_CALL =
+  `SELECT outcome FROM ${FIRST_DECISION_FUNCTION}(` +
+  '$1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::bigint, TRUE, TRUE)';
+
+/** One decision through the first migration's function, with the worker's arguments (both checks on). */
+export async function decideFirst(client: SqlRunner, request: TransferRequest): Promise<string> {
+  const { rows } = await client.query(FIRST_DECISION_CALL, [
+    request.operationId,
+    requestHash(request),
+    request.from,
+    request.to,
+    request.amountMinor.toString(),
+    request.currency,
+    UNLOCKED_FENCE.toString(),
+  ]);
+  const row = rows[0] as { outcome?: unknown } | undefined;
+  if (rows.length !== 1 || typeof row?.outcome !== 'string') {
+    throw new Error(`${FIRST_DECISION_FUNCTION} returned ${rows.length} rows`);
+  }
+  return row.outcome;
+}

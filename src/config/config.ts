@@ -517,7 +517,7 @@ export function redactUrl(raw: string): string {
 }
 
 /** Characters allowed in WORKER_DB_PASSWORD: printable ASCII without space (SASLprep leaves them alone). */
-const WORKER_DB_PASSWORD_PATTERN = /^[\x21-\x7e]{16,256}$/;
+export const WORKER_DB_PASSWORD_PATTERN = /^[\x21-\x7e]{16,256}$/;
 
 /**
  * The worker role's password for `npm run db:worker-role`, from WORKER_DB_PASSWORD. Kept out of

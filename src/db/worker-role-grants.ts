@@ -112,15 +112,48 @@ export async function rolePrivileges(client: pg.ClientBase, role: string): Promi
   return rows.map((r) => r.line);
 }
 
-/** The privileges the worker role must end with, in rolePrivileges' form. */
-export function expectedWorkerPrivileges(database: string, schema: string): string[] {
+/**
+ * What a least-privilege login role of ours may do (the worker's, and the intake's producer and
+ * read roles, src/db/intake-role-grants.ts): the functions it may execute and the tables it may
+ * read, besides CONNECT and USAGE on the schema. One mechanism makes and checks them all.
+ */
+export interface LoginRoleSpec {
+  /** Named in refusals: `the <kind> role must …`. */
+  readonly kind: string;
+  /** How a missing function is named in the refusal (`decision function`, `function`). */
+  readonly functionLabel: string;
+  /** `regprocedure` signatures it may execute. */
+  readonly functions: readonly string[];
+  /** Tables it may read (SELECT only). */
+  readonly readableTables: readonly string[];
+  /** The error its refusals throw, so each command reports its own kind in one line. */
+  readonly error: new (
+    message: string,
+  ) => WorkerRoleError;
+}
+
+export const WORKER_ROLE_SPEC: LoginRoleSpec = Object.freeze({
+  kind: 'worker',
+  functionLabel: 'decision function',
+  functions: DECISION_FUNCTIONS,
+  readableTables: WORKER_READABLE_TABLES,
+  error: WorkerRoleError,
+});
+
+/** The privileges a role of `spec` must end with, in rolePrivileges' form. */
+export function expectedRolePrivileges(spec: LoginRoleSpec, database: string, schema: string): string[] {
   const ident = (s: string) => (/^[a-z_][a-z0-9_]*$/.test(s) ? s : `"${s.replace(/"/g, '""')}"`);
   return [
     `DATABASE ${ident(database)} CONNECT`,
     `SCHEMA ${ident(schema)} USAGE`,
-    ...DECISION_FUNCTIONS.map((f) => `FUNCTION ${ident(schema)}.${f} EXECUTE`),
-    ...WORKER_READABLE_TABLES.map((t) => `TABLE ${ident(schema)}.${ident(t)} SELECT`),
+    ...spec.functions.map((f) => `FUNCTION ${ident(schema)}.${f} EXECUTE`),
+    ...spec.readableTables.map((t) => `TABLE ${ident(schema)}.${ident(t)} SELECT`),
   ].sort();
+}
+
+/** The privileges the worker role must end with, in rolePrivileges' form. */
+export function expectedWorkerPrivileges(database: string, schema: string): string[] {
+  return expectedRolePrivileges(WORKER_ROLE_SPEC, database, schema);
 }
 
 /**
@@ -132,14 +165,26 @@ export function expectedWorkerPrivileges(database: string, schema: string): stri
  * else". `ownerUrl` is the migrating owner's URL. `session`'s bounds become the role's defaults
  * in this database.
  */
-export async function ensureWorkerRole(
+export function ensureWorkerRole(
   ownerUrl: string,
   role: string,
   password: string,
   session: SessionBoundsConfig,
 ): Promise<WorkerRoleResult> {
+  return ensureLoginRole(WORKER_ROLE_SPEC, ownerUrl, role, password, session);
+}
+
+/** ensureWorkerRole() for any LoginRoleSpec: the same steps, refusals and read-back. */
+export async function ensureLoginRole(
+  spec: LoginRoleSpec,
+  ownerUrl: string,
+  role: string,
+  password: string,
+  session: SessionBoundsConfig,
+): Promise<WorkerRoleResult> {
+  const Refusal = spec.error;
   if (!ROLE_NAME_PATTERN.test(role)) {
-    throw new WorkerRoleError(
+    throw new Refusal(
       `role name must be 1-63 characters of [a-z0-9_], not starting with a digit; got ${JSON.stringify(role)}`,
     );
   }
@@ -153,17 +198,15 @@ export async function ensureWorkerRole(
     const {
       rows: [where],
     } = await client.query<{ schema: string; me: string }>('SELECT current_schema() AS schema, current_user AS me');
-    if (where === undefined) throw new WorkerRoleError('cannot read the current schema');
+    if (where === undefined) throw new Refusal('cannot read the current schema');
     const { schema } = where;
     if (role === where.me)
-      throw new WorkerRoleError(`${role} is the role running this command (the owner); choose another name`);
+      throw new Refusal(`${role} is the role running this command (the owner); choose another name`);
 
-    for (const fn of DECISION_FUNCTIONS) {
+    for (const fn of spec.functions) {
       const found = await client.query('SELECT to_regprocedure($1) IS NOT NULL AS ok', [`${schema}.${fn}`]);
       if (found.rows[0]?.ok !== true)
-        throw new WorkerRoleError(
-          `decision function ${fn} is missing in schema ${schema}: run npm run db:migrate first`,
-        );
+        throw new Refusal(`${spec.functionLabel} ${fn} is missing in schema ${schema}: run npm run db:migrate first`);
     }
     const {
       rows: [existing],
@@ -181,14 +224,14 @@ export async function ensureWorkerRole(
         .filter(([, on]) => on)
         .map(([k]) => k.replace(/^rol/, ''));
       if (powers.length > 0)
-        throw new WorkerRoleError(`${role} already exists with ${powers.join(', ')}; the worker role must have none`);
+        throw new Refusal(`${role} already exists with ${powers.join(', ')}; the ${spec.kind} role must have none`);
       const member = await client.query<{ g: string }>(
         'SELECT g.rolname AS g FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member WHERE r.rolname = $1',
         [role],
       );
       if (member.rows.length > 0) {
-        throw new WorkerRoleError(
-          `${role} is a member of ${member.rows.map((r) => r.g).join(', ')}; the worker role must inherit nothing`,
+        throw new Refusal(
+          `${role} is a member of ${member.rows.map((r) => r.g).join(', ')}; the ${spec.kind} role must inherit nothing`,
         );
       }
       const owns = await client.query<{ n: string }>(
@@ -200,7 +243,7 @@ export async function ensureWorkerRole(
         [role],
       );
       if (owns.rows[0]?.n !== '0')
-        throw new WorkerRoleError(`${role} owns objects in ${database}; the worker role must own nothing`);
+        throw new Refusal(`${role} owns objects in ${database}; the ${spec.kind} role must own nothing`);
     }
 
     const roleIdent = client.escapeIdentifier(role);
@@ -228,17 +271,15 @@ export async function ensureWorkerRole(
 
     await client.query(`GRANT CONNECT ON DATABASE ${db} TO ${roleIdent}`);
     await client.query(`GRANT USAGE ON SCHEMA ${sc} TO ${roleIdent}`);
-    for (const fn of DECISION_FUNCTIONS) await client.query(`GRANT EXECUTE ON FUNCTION ${sc}.${fn} TO ${roleIdent}`);
-    for (const table of WORKER_READABLE_TABLES) {
+    for (const fn of spec.functions) await client.query(`GRANT EXECUTE ON FUNCTION ${sc}.${fn} TO ${roleIdent}`);
+    for (const table of spec.readableTables) {
       await client.query(`GRANT SELECT ON TABLE ${sc}.${client.escapeIdentifier(table)} TO ${roleIdent}`);
     }
 
     const privileges = await rolePrivileges(client, role);
-    const expected = expectedWorkerPrivileges(database, schema);
+    const expected = expectedRolePrivileges(spec, database, schema);
     if (JSON.stringify(privileges) !== JSON.stringify(expected)) {
-      throw new WorkerRoleError(
-        `${role} ends with ${JSON.stringify(privileges)}, expected ${JSON.stringify(expected)}`,
-      );
+      throw new Refusal(`${role} ends with ${JSON.stringify(privileges)}, expected ${JSON.stringify(expected)}`);
     }
     const sessionDefaults = await setRoleSessionBounds(client, role, session);
     await client.query('COMMIT');

@@ -165,7 +165,9 @@ export class FencedLock {
       lockTtlMs: this.lockTtlMs,
     };
     this.held.set(owner, walletId);
-    this.logger.debug({ event: 'lock_acquired', walletId, owner, token: reply.token.toString() }, 'lock acquired');
+    if (this.logger.isLevelEnabled('debug')) {
+      this.logger.debug({ event: 'lock_acquired', walletId, owner, token: reply.token.toString() }, 'lock acquired');
+    }
     return { kind: 'acquired', lease };
   }
 
@@ -231,6 +233,7 @@ export class FencedLock {
     const released = await this.scripts.release(this.keysOf(walletId), owner);
     // Released or not ours any more: either way this process holds it no longer.
     this.held.delete(owner);
+    if (released && !this.logger.isLevelEnabled('debug')) return released;
     const fields = { walletId, owner, ...(token === undefined ? {} : { token: token.toString() }) };
     if (released) {
       this.logger.debug({ event: 'lock_released', ...fields }, 'lock released');

@@ -1,8 +1,11 @@
 // The boundary to the Lua scripts in lua/: reads each file once, registers it on an ioredis
 // client with defineCommand (EVALSHA, falling back to EVAL on NOSCRIPT), and turns replies
-// into typed values, refusing anything the scripts' headers do not allow.
+// into typed values, refusing anything the scripts' headers do not allow. On a single server,
+// the acquisitions asked for in one event-loop turn go out as one acquire call, and the
+// releases as one release call (the wallets of a batch: one round trip and one script run
+// instead of one each); in a cluster every call holds one wallet, whose keys share a slot.
 import { readFileSync } from 'node:fs';
-import type { Cluster, Redis } from 'ioredis';
+import { type Cluster, type Redis, ReplyError } from 'ioredis';
 import { LockProtocolError } from './lock-errors.ts';
 import type { LockKeys } from './lock-keys.ts';
 
@@ -27,13 +30,21 @@ interface ScriptSpec {
   /** Name of the method defineCommand adds to the client; prefixed to avoid clashing with other scripts. */
   readonly commandName: string;
   readonly fileName: string;
-  readonly numberOfKeys: number;
+  /** Null: the caller passes the key count first (a script over any number of wallets). */
+  readonly numberOfKeys: number | null;
 }
 
+/** Keys per wallet in an acquire call: the lock key and the fence key. */
+const ACQUIRE_KEYS_PER_WALLET = 2;
+
+/** Wallets in one acquire or release call at most; more in one turn go out in several calls. */
+export const LOCK_CALL_WALLETS_MAX = 256;
+
 const SCRIPT_SPECS = {
-  acquire: { commandName: 'fencedLockAcquire', fileName: 'acquire.lua', numberOfKeys: 2 },
+  // acquire and release take any number of wallets: the key count goes first in each call.
+  acquire: { commandName: 'fencedLockAcquire', fileName: 'acquire.lua', numberOfKeys: null },
   renew: { commandName: 'fencedLockRenew', fileName: 'renew.lua', numberOfKeys: 1 },
-  release: { commandName: 'fencedLockRelease', fileName: 'release.lua', numberOfKeys: 1 },
+  release: { commandName: 'fencedLockRelease', fileName: 'release.lua', numberOfKeys: null },
   advanceFence: { commandName: 'fencedLockAdvanceFence', fileName: 'advance-fence.lua', numberOfKeys: 1 },
 } as const satisfies Record<string, ScriptSpec>;
 
@@ -68,13 +79,72 @@ export interface LockScripts {
   advanceFence(keys: LockKeys, atLeast: bigint): Promise<AdvanceFenceReply>;
 }
 
-type ScriptCall = (...keysThenArgs: string[]) => Promise<unknown>;
+type ScriptCall = (...keysThenArgs: (string | number)[]) => Promise<unknown>;
+
+/** One wallet's part of a call that gathers the wallets of an event-loop turn. */
+interface Gathered<T, R> {
+  readonly item: T;
+  resolve(reply: R): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Gathers the calls made in one event-loop turn, to be sent as one (at most
+ * LOCK_CALL_WALLETS_MAX each) when the turn's flush runs, handing every caller its own entry of
+ * the reply. A call that fails fails all of its callers with the same error, as one call each
+ * would have.
+ */
+class TurnGatherer<T, R> {
+  private waiting: Gathered<T, R>[] = [];
+
+  constructor(
+    private readonly send: (items: readonly T[]) => Promise<R[]>,
+    private readonly schedule: () => void,
+  ) {}
+
+  call(item: T): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.waiting.push({ item, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  flush(): void {
+    const all = this.waiting;
+    this.waiting = [];
+    for (let start = 0; start < all.length; start += LOCK_CALL_WALLETS_MAX) {
+      const part = all.slice(start, start + LOCK_CALL_WALLETS_MAX);
+      this.send(part.map((g) => g.item)).then(
+        (replies) => {
+          for (let i = 0; i < part.length; i++) (part[i] as Gathered<T, R>).resolve(replies[i] as R);
+        },
+        (err: unknown) => {
+          for (const g of part) g.reject(err);
+        },
+      );
+    }
+  }
+}
+
+interface AcquireItem {
+  readonly keys: LockKeys;
+  readonly owner: string;
+  readonly lockTtlMs: number;
+}
+
+interface ReleaseItem {
+  readonly keys: LockKeys;
+  readonly owner: string;
+}
 
 /** Registers the scripts on `redis` (idempotent: the same name and source again is harmless). */
 export function loadLockScripts(redis: LockRedisClient): LockScripts {
   const call = (name: ScriptName): ScriptCall => {
     const spec = SCRIPT_SPECS[name];
-    redis.defineCommand(spec.commandName, { numberOfKeys: spec.numberOfKeys, lua: luaSourceOf(name) });
+    redis.defineCommand(spec.commandName, {
+      ...(spec.numberOfKeys === null ? {} : { numberOfKeys: spec.numberOfKeys }),
+      lua: luaSourceOf(name),
+    });
     // defineCommand adds the method at run time, so the client's type does not know it.
     const method: unknown = Reflect.get(redis, spec.commandName);
     if (typeof method !== 'function') throw new LockProtocolError(name, 'defineCommand added no method');
@@ -85,15 +155,46 @@ export function loadLockScripts(redis: LockRedisClient): LockScripts {
   const releaseCall = call('release');
   const advanceFenceCall = call('advanceFence');
 
+  const sendAcquires = async (items: readonly AcquireItem[]): Promise<(AcquireReply | Error)[]> => {
+    const keys = items.flatMap((a) => [a.keys.lockKey, a.keys.fenceKey]);
+    const args = items.flatMap((a) => [a.owner, String(a.lockTtlMs)]);
+    const reply = await acquireCall(items.length * ACQUIRE_KEYS_PER_WALLET, ...keys, ...args);
+    return entriesOf('acquire', reply, items.length).map(parseAcquireEntry);
+  };
+  const sendReleases = async (items: readonly ReleaseItem[]): Promise<boolean[]> => {
+    const reply = await releaseCall(items.length, ...items.map((r) => r.keys.lockKey), ...items.map((r) => r.owner));
+    return entriesOf('release', reply, items.length).map((entry) => parseFlagReply('release', entry));
+  };
+  // In a cluster the wallets of a turn live in different slots (and nodes): one call each.
+  const cluster = (redis as Cluster).isCluster === true;
+  // One flush per turn, releases first: a wallet given back and taken again in the same turn
+  // is given back first on the connection, as when each call went out on its own in order.
+  let scheduled = false;
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      releases.flush();
+      acquires.flush();
+    });
+  };
+  const acquires = new TurnGatherer<AcquireItem, AcquireReply | Error>(sendAcquires, schedule);
+  const releases = new TurnGatherer<ReleaseItem, boolean>(sendReleases, schedule);
+  const acquireOne = async (item: AcquireItem): Promise<AcquireReply | Error> =>
+    cluster ? ((await sendAcquires([item]))[0] as AcquireReply | Error) : acquires.call(item);
+
   return {
     async acquire(keys, owner, lockTtlMs) {
-      return parseAcquireReply(await acquireCall(keys.lockKey, keys.fenceKey, owner, String(lockTtlMs)));
+      const reply = await acquireOne({ keys, owner, lockTtlMs });
+      if (reply instanceof Error) throw reply;
+      return reply;
     },
     async renew(keys, owner, lockTtlMs) {
       return parseFlagReply('renew', await renewCall(keys.lockKey, owner, String(lockTtlMs)));
     },
     async release(keys, owner) {
-      return parseFlagReply('release', await releaseCall(keys.lockKey, owner));
+      return cluster ? ((await sendReleases([{ keys, owner }]))[0] as boolean) : releases.call({ keys, owner });
     },
     async advanceFence(keys, atLeast) {
       if (atLeast < 0n || atLeast > FENCE_TARGET_MAX) {
@@ -112,9 +213,19 @@ export function parseToken(script: string, value: unknown): bigint {
   return BigInt(value);
 }
 
-function parseAcquireReply(reply: unknown): AcquireReply {
+/** A multi-wallet script's reply: exactly one entry per wallet sent. */
+function entriesOf(script: string, reply: unknown, count: number): unknown[] {
+  if (!Array.isArray(reply) || reply.length !== count) {
+    throw new LockProtocolError(script, `expected ${count} entries, got ${describe(reply)}`);
+  }
+  return reply;
+}
+
+/** One wallet's entry of an acquire reply; its error entry (a corrupt fence counter) as the error Redis gave. */
+function parseAcquireEntry(reply: unknown): AcquireReply | Error {
   if (Array.isArray(reply) && reply.length === 2) {
     const [status, detail]: unknown[] = reply;
+    if (status === 'error' && typeof detail === 'string') return new ReplyError(detail) as Error;
     if (status === 'ok') {
       const token = parseToken('acquire', detail);
       if (token < 1n) throw new LockProtocolError('acquire', `a token must be >= 1, got ${token}`);

@@ -177,14 +177,19 @@ export class TransferProcessor {
 
   async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
     const attempt = job.attemptsMade + 1;
-    const log = this.deps.logger.child({ jobId: job.id, attempt });
+    // Made on first use: a job that logs nothing (every job, below info) costs no child logger.
+    let child: Logger | undefined;
+    const log = (): Logger => {
+      child ??= this.deps.logger.child({ jobId: job.id, attempt });
+      return child;
+    };
     const verdict =
       job.name === TRANSFER_JOB_NAME
         ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
         : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
       this.metrics.invalidMessage();
-      log.warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
+      log().warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
       throw new UnrecoverableError(failureMessage('invalid_request', verdict.reason));
     }
     const request = verdict.request;
@@ -195,13 +200,13 @@ export class TransferProcessor {
         const locked = await this.applyUnderLock(job, request);
         if (locked.kind === 'busy') {
           this.metrics.lockBusyDeferred();
-          return await this.deferBusy(job, bullToken, locked.retryAfterMs, log, fields);
+          return await this.deferBusy(job, bullToken, locked.retryAfterMs, log(), fields);
         }
         const { result, token } = locked;
         if (result.outcome !== 'stale_fence') {
           this.metrics.decided(result);
           this.deps.faults?.decided();
-          log.info(
+          log().info(
             {
               event: 'transfer_done',
               ...fields,
@@ -217,7 +222,7 @@ export class TransferProcessor {
         // newer holder wrote, or Redis lost increments. Raise the counter to the database's
         // fence (the next acquire then issues a token above it) and try again.
         this.metrics.staleFenceRefused();
-        log.warn(
+        log().warn(
           {
             event: 'transfer_stale_fence',
             ...fields,
@@ -238,7 +243,7 @@ export class TransferProcessor {
         throw err;
       if (err instanceof LockLostError) {
         this.metrics.lockLost('before_commit');
-        log.warn(
+        log().warn(
           { event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason },
           'lock lost before commit',
         );
@@ -247,14 +252,14 @@ export class TransferProcessor {
       const failure = classifyAttemptError(err, this.role);
       if (failure.permanent) {
         const error = new RetryableTransferError(failure.kind, failure.detail);
-        log.error(
+        log().error(
           { event: 'transfer_permanent_error', ...fields, err, kind: failure.kind, sqlState: failure.sqlState },
           'transfer attempt failed on an error no retry here can clear; the worker stops taking jobs',
         );
         this.deps.faults?.permanent(failure.kind, error.message);
         throw error;
       }
-      log.warn(
+      log().warn(
         {
           event: 'transfer_transient_error',
           ...fields,

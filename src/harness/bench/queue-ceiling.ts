@@ -44,7 +44,7 @@ export async function runQueueCeiling(ctx: CaseContext): Promise<CaseRunResult> 
             LOG_LEVEL: 'warn',
           },
           logDir: logDirOf(ctx.logRoot, 'queue-ceiling', run),
-          cpuProfDir: null,
+          cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, 'queue-ceiling', run),
           workerEntry: ctx.config.workerEntry,
         },
         sandbox.cpuServers(sampleIntervalMs(options.quick)),

@@ -13,6 +13,7 @@ import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
 export const MODES = [
   'db-ceiling',
   'db-ceiling-first',
+  'db-ceiling-paired',
   'seed-design',
   'queue-ceiling',
   'e2e',
@@ -28,6 +29,7 @@ export type Mode = (typeof MODES)[number];
 export const CASES = [
   'db-ceiling',
   'db-ceiling-first',
+  'db-ceiling-paired',
   'seed-design',
   'queue-ceiling',
   'e2e',

@@ -40,6 +40,7 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
     '',
     `e2eToDbCeilingRatio          ${show(r.e2eToDbCeilingRatio)}`,
     `singleToFirstDecisionRatio   ${show(r.singleToFirstDecisionRatio)}`,
+    `singleToFirstPairedRatio     ${show(r.singleToFirstPairedRatio)}`,
     `e2eUnbatchedToDbCeilingRatio ${show(r.e2eUnbatchedToDbCeilingRatio)}`,
     `e2eToSeedDesignRatio         ${show(r.e2eToSeedDesignRatio)}`,
     `e2eToPeerRatio               ${show(r.e2eToPeerRatio)}`,

@@ -3,11 +3,16 @@
 // one transfer per commit, no queue, no lock: what the database decision alone can do here.
 // db-ceiling-first: the same with the first migration's function (first-decision.ts), the
 // pinned anchor that today's single path is compared with in the same run.
+// db-ceiling-paired: both in one case, alternating in blocks of transfers (today's, the first's,
+// the first's, today's, ...) on one database and one pool. The two cases above run seconds apart, and this
+// machine's speed drifts by more than the gap between the functions within a minute; blocks a
+// few hundred milliseconds long put the same drift on both. Each function's rate is its calls
+// over the summed spans of its blocks (first call sent to last answer, client clock).
 import type pg from 'pg';
 import { endPool } from '../../db/pool-close.ts';
 import { createPool } from '../../db/prisma.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
-import { decide } from './decision-call.ts';
+import { decide, UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from './decision-call.ts';
 import { decideFirst, firstDecisionSql } from './first-decision.ts';
 import { type LaneDriver, runLanesCase } from './lanes-case.ts';
 
@@ -19,10 +24,62 @@ export function runDbCeilingFirst(ctx: CaseContext): Promise<CaseRunResult> {
   return runCeiling(ctx, 'first');
 }
 
-function runCeiling(ctx: CaseContext, decision: 'today' | 'first'): Promise<CaseRunResult> {
+export function runDbCeilingPaired(ctx: CaseContext): Promise<CaseRunResult> {
+  return runCeiling(ctx, 'paired');
+}
+
+/** Blocks per function in a paired run, at most: 20,000 transfers give blocks of 1,000. */
+export const PAIRED_BLOCKS_PER_FUNCTION = 10;
+
+/**
+ * Transfers per block of a paired run: a tenth of each function's share, and at least four calls
+ * per connection, so that the few calls of the previous block still running when a block starts
+ * stay a small part of it.
+ */
+export function pairedBlockSize(transfers: number, lanes: number): number {
+  return Math.max(4 * lanes, Math.floor(transfers / (2 * PAIRED_BLOCKS_PER_FUNCTION)));
+}
+
+/**
+ * Which function block `block` of a paired run uses: today's, the first's, the first's, today's,
+ * and again (ABBA), so that both functions' blocks sit, on average, at the same point of the run
+ * (the tables grow as it goes, and the connections warm up).
+ */
+export function pairedDecisionOfBlock(block: number): 'today' | 'first' {
+  const phase = block % 4;
+  return phase === 0 || phase === 3 ? 'today' : 'first';
+}
+
+/** Which function call number `index` of a paired run uses. */
+export function pairedDecisionOf(index: number, blockSize: number): 'today' | 'first' {
+  return pairedDecisionOfBlock(Math.floor(index / blockSize));
+}
+
+interface BlockSpan {
+  calls: number;
+  startMs: number;
+  endMs: number;
+}
+
+/** Calls per second of each function over the summed spans of its blocks; null when it ran no block. */
+export function pairedRates(blocks: ReadonlyMap<number, BlockSpan>): Record<'today' | 'first', number | null> {
+  const sums = { today: { calls: 0, ms: 0 }, first: { calls: 0, ms: 0 } };
+  for (const [block, span] of blocks) {
+    const sum = sums[pairedDecisionOfBlock(block)];
+    sum.calls += span.calls;
+    sum.ms += span.endMs - span.startMs;
+  }
+  const rate = (s: { calls: number; ms: number }) => (s.calls === 0 || s.ms <= 0 ? null : (s.calls * 1000) / s.ms);
+  return { today: rate(sums.today), first: rate(sums.first) };
+}
+
+function runCeiling(ctx: CaseContext, decision: 'today' | 'first' | 'paired'): Promise<CaseRunResult> {
   return runLanesCase(ctx, (databaseUrl, lanes): LaneDriver => {
     let pool: pg.Pool | null = null;
     let unexpected = 0;
+    let started = 0;
+    const blockSize = pairedBlockSize(ctx.options.transfers, lanes);
+    const blocks = new Map<number, BlockSpan>();
     const requirePool = () => {
       if (pool === null) throw new Error('db-ceiling pool is not open');
       return pool;
@@ -30,20 +87,54 @@ function runCeiling(ctx: CaseContext, decision: 'today' | 'first'): Promise<Case
     return {
       async open() {
         pool = createPool({ ...ctx.config, databaseUrl, dbPoolMax: lanes });
-        if (decision === 'first') await requirePool().query(firstDecisionSql());
+        if (decision !== 'today') await requirePool().query(firstDecisionSql());
+        if (decision === 'paired') {
+          // The first function raises a wallet's fence without recording a lease; today's then
+          // refuses an equal token from another lease. Every wallet starts as the riders of the
+          // bench's one lease would leave it, so both functions pass the check and do its work.
+          await requirePool().query('UPDATE wallets SET last_fence = $1, last_lease = $2', [
+            UNLOCKED_FENCE.toString(),
+            UNLOCKED_LEASE_ID,
+          ]);
+          await requirePool().query('VACUUM ANALYZE wallets');
+        }
         // Every connection open before the first transfer, so the span holds no connection set-up.
         const clients = await Promise.all(Array.from({ length: lanes }, () => requirePool().connect()));
         for (const c of clients) c.release();
       },
       async apply(request) {
+        // driveLanes hands out the calls in order, so the count of calls started is the index.
+        const index = started++;
+        const which = decision === 'paired' ? pairedDecisionOf(index, blockSize) : decision;
+        const block = Math.floor(index / blockSize);
+        const t0 = performance.now();
         const outcome =
-          decision === 'first' ? await decideFirst(requirePool(), request) : await decide(requirePool(), request);
+          which === 'first' ? await decideFirst(requirePool(), request) : await decide(requirePool(), request);
         if (outcome !== 'applied') unexpected += 1;
+        if (decision === 'paired') {
+          const span = blocks.get(block);
+          const t1 = performance.now();
+          if (span === undefined) blocks.set(block, { calls: 1, startMs: t0, endMs: t1 });
+          else {
+            span.calls += 1;
+            span.startMs = Math.min(span.startMs, t0);
+            span.endMs = Math.max(span.endMs, t1);
+          }
+        }
       },
       async close() {
         if (pool !== null) await endPool(pool);
       },
-      notes: () => ({ unexpectedOutcomes: unexpected }),
+      notes: () => {
+        if (decision !== 'paired') return { unexpectedOutcomes: unexpected };
+        const rates = pairedRates(blocks);
+        const notes: Record<string, number> = { unexpectedOutcomes: unexpected, blockSize, blocks: blocks.size };
+        if (rates.today !== null) notes.todayPerS = Number(rates.today.toFixed(1));
+        if (rates.first !== null) notes.firstPerS = Number(rates.first.toFixed(1));
+        if (rates.today !== null && rates.first !== null)
+          notes.todayToFirstRatio = Number((rates.today / rates.first).toFixed(3));
+        return notes;
+      },
     };
   });
 }

@@ -14,7 +14,7 @@ import { ensureServices } from '../services/ensure-services.ts';
 import { type BenchOptions, type CaseName, casesOf, type Mode } from './bench-options.ts';
 import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './bench-workload.ts';
 import { type CaseContext, type CaseRunResult, VerificationFailedError } from './case-result.ts';
-import { runDbCeiling, runDbCeilingFirst } from './db-ceiling.ts';
+import { runDbCeiling, runDbCeilingFirst, runDbCeilingPaired } from './db-ceiling.ts';
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
 import { INTAKE_PRODUCER_LANES, runIntakeCase } from './intake-case.ts';
 import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
@@ -33,6 +33,7 @@ export const CONNECTIONS_RESERVE = 10;
 const RUNNERS: Readonly<Record<CaseName, (ctx: CaseContext) => Promise<CaseRunResult>>> = {
   'db-ceiling': runDbCeiling,
   'db-ceiling-first': runDbCeilingFirst,
+  'db-ceiling-paired': runDbCeilingPaired,
   'seed-design': runSeedDesign,
   'queue-ceiling': runQueueCeiling,
   e2e: runWorkerCase,
@@ -59,7 +60,7 @@ export const DEFINITIONS = Object.freeze({
     'bench enqueue time → BullMQ finishedOn (the worker had the answer and completed the job; worker clock).',
   activeToCommit:
     'BullMQ processedOn (a worker took the job, last attempt) → transfers.created_at: the time inside the worker before the decision started.',
-  call: 'db-ceiling and seed-design: one transfer’s call (round trips and commit) as the bench process saw it.',
+  call: 'db-ceiling, db-ceiling-first, db-ceiling-paired and seed-design: one transfer’s call (round trips and commit) as the bench process saw it.',
   wallMs:
     'bench clock from starting the processes (or the first call) until everything was done; includes process start-up.',
   peakRssMb:
@@ -98,6 +99,7 @@ export interface BenchReport {
   readonly definitions: typeof DEFINITIONS;
   e2eToDbCeilingRatio: number | null;
   singleToFirstDecisionRatio: number | null;
+  singleToFirstPairedRatio: number | null;
   e2eUnbatchedToDbCeilingRatio: number | null;
   e2eToSeedDesignRatio: number | null;
   e2eToPeerRatio: number | null;
@@ -175,7 +177,11 @@ export async function preflight(options: BenchOptions, config: Config): Promise<
 async function checkConnectionBudget(options: BenchOptions, config: Config): Promise<void> {
   const needs: [string, number][] = [];
   const lanes = options.workers * options.concurrency;
-  if ((['db-ceiling', 'db-ceiling-first', 'seed-design'] as const).some((m: Mode) => options.modes.includes(m)))
+  if (
+    (['db-ceiling', 'db-ceiling-first', 'db-ceiling-paired', 'seed-design'] as const).some((m: Mode) =>
+      options.modes.includes(m),
+    )
+  )
     needs.push(['db-ceiling/seed-design', lanes]);
   if (options.modes.includes('peer-graphile-worker'))
     needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.concurrency)]);
@@ -233,6 +239,7 @@ export async function runBench(
     definitions: DEFINITIONS,
     e2eToDbCeilingRatio: null,
     singleToFirstDecisionRatio: null,
+    singleToFirstPairedRatio: null,
     e2eUnbatchedToDbCeilingRatio: null,
     e2eToSeedDesignRatio: null,
     e2eToPeerRatio: null,

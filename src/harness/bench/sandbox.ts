@@ -28,6 +28,7 @@ const KEY_DELETE_BATCH = 1_000;
 const CASE_CODES: Readonly<Record<CaseName, string>> = {
   'db-ceiling': 'dbc',
   'db-ceiling-first': 'dbcf',
+  'db-ceiling-paired': 'dbcp',
   'seed-design': 'seed',
   'queue-ceiling': 'qc',
   e2e: 'e2e',

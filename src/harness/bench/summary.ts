@@ -35,6 +35,11 @@ export interface Ratios {
   readonly e2eToDbCeilingRatio: number | null;
   /** db-ceiling / db-ceiling-first: today's single-transfer decision over the first migration's, same run. */
   readonly singleToFirstDecisionRatio: number | null;
+  /**
+   * db-ceiling-paired: the same two functions alternating in blocks inside one run, so the
+   * machine's drift falls on both alike; today's calls/s over the first's (median over the runs).
+   */
+  readonly singleToFirstPairedRatio: number | null;
   readonly e2eUnbatchedToDbCeilingRatio: number | null;
   readonly e2eToSeedDesignRatio: number | null;
   readonly e2eToPeerRatio: number | null;
@@ -152,6 +157,7 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
   return {
     e2eToDbCeilingRatio: ratio('e2e', 'db-ceiling'),
     singleToFirstDecisionRatio: ratio('db-ceiling', 'db-ceiling-first'),
+    singleToFirstPairedRatio: noteMedian(results, 'db-ceiling-paired', 'todayToFirstRatio'),
     e2eUnbatchedToDbCeilingRatio: ratio('e2e-unbatched', 'db-ceiling'),
     e2eToSeedDesignRatio: ratio('e2e', 'seed-design'),
     e2eToPeerRatio: ratio('e2e', 'peer-graphile-worker'),

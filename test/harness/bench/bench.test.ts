@@ -110,6 +110,11 @@ describe('npm run bench -- --quick', () => {
         expect(intake?.latencyMs.enqueueToCommit?.n, name).toBe(intake?.transfers);
       }
       expect(result.stdout).toContain('| intake case | producer phase CPU ms per request: postgres |');
+      // The paired case ran both functions, each in at least one block, and gave their ratio.
+      const paired = report.runs.find((r) => r.case === 'db-ceiling-paired');
+      expect(paired?.notes.blocks).toBeGreaterThanOrEqual(2);
+      expect(paired?.notes.todayToFirstRatio).toBeGreaterThan(0);
+      expect(report.singleToFirstPairedRatio).toBe(paired?.notes.todayToFirstRatio);
       expect(report.summary.map((s) => s.case)).toEqual([...CASES]);
       expect(result.stdout).toContain('| e2e |');
 

@@ -50,11 +50,6 @@ export function pairedDecisionOfBlock(block: number): 'today' | 'first' {
   return phase === 0 || phase === 3 ? 'today' : 'first';
 }
 
-/** Which function call number `index` of a paired run uses. */
-export function pairedDecisionOf(index: number, blockSize: number): 'today' | 'first' {
-  return pairedDecisionOfBlock(Math.floor(index / blockSize));
-}
-
 interface BlockSpan {
   calls: number;
   startMs: number;
@@ -103,23 +98,23 @@ function runCeiling(ctx: CaseContext, decision: 'today' | 'first' | 'paired'): P
         for (const c of clients) c.release();
       },
       async apply(request) {
+        const decideWith = async (which: 'today' | 'first') => {
+          const outcome =
+            which === 'first' ? await decideFirst(requirePool(), request) : await decide(requirePool(), request);
+          if (outcome !== 'applied') unexpected += 1;
+        };
+        if (decision !== 'paired') return decideWith(decision);
         // driveLanes hands out the calls in order, so the count of calls started is the index.
-        const index = started++;
-        const which = decision === 'paired' ? pairedDecisionOf(index, blockSize) : decision;
-        const block = Math.floor(index / blockSize);
+        const block = Math.floor(started++ / blockSize);
         const t0 = performance.now();
-        const outcome =
-          which === 'first' ? await decideFirst(requirePool(), request) : await decide(requirePool(), request);
-        if (outcome !== 'applied') unexpected += 1;
-        if (decision === 'paired') {
-          const span = blocks.get(block);
-          const t1 = performance.now();
-          if (span === undefined) blocks.set(block, { calls: 1, startMs: t0, endMs: t1 });
-          else {
-            span.calls += 1;
-            span.startMs = Math.min(span.startMs, t0);
-            span.endMs = Math.max(span.endMs, t1);
-          }
+        await decideWith(pairedDecisionOfBlock(block));
+        const t1 = performance.now();
+        const span = blocks.get(block);
+        if (span === undefined) blocks.set(block, { calls: 1, startMs: t0, endMs: t1 });
+        else {
+          span.calls += 1;
+          span.startMs = Math.min(span.startMs, t0);
+          span.endMs = Math.max(span.endMs, t1);
         }
       },
       async close() {

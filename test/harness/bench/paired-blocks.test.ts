@@ -4,14 +4,13 @@ import { describe, expect, it } from 'vitest';
 import {
   PAIRED_BLOCKS_PER_FUNCTION,
   pairedBlockSize,
-  pairedDecisionOf,
   pairedDecisionOfBlock,
   pairedRates,
 } from '../../../src/harness/bench/db-ceiling.ts';
 
 describe('db-ceiling-paired blocks', () => {
   it('alternates the functions block by block, today, first, first, today (ABBA)', () => {
-    const calls = Array.from({ length: 15 }, (_, i) => pairedDecisionOf(i, 3));
+    const calls = Array.from({ length: 15 }, (_, i) => pairedDecisionOfBlock(Math.floor(i / 3)));
     expect(calls).toEqual([
       ...['today', 'today', 'today'],
       ...['first', 'first', 'first'],

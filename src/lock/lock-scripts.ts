@@ -92,7 +92,8 @@ interface Gathered<T, R> {
  * Gathers the calls made in one event-loop turn, to be sent as one (at most
  * LOCK_CALL_WALLETS_MAX each) when the turn's flush runs, handing every caller its own entry of
  * the reply. A call that fails fails all of its callers with the same error, as one call each
- * would have.
+ * would have. Without `gather` (a cluster, where the wallets of a turn live in different slots
+ * and nodes) every call goes out at once, alone.
  */
 class TurnGatherer<T, R> {
   private waiting: Gathered<T, R>[] = [];
@@ -100,9 +101,11 @@ class TurnGatherer<T, R> {
   constructor(
     private readonly send: (items: readonly T[]) => Promise<R[]>,
     private readonly schedule: () => void,
+    private readonly gather: boolean,
   ) {}
 
   call(item: T): Promise<R> {
+    if (!this.gather) return this.send([item]).then((replies) => replies[0] as R);
     return new Promise<R>((resolve, reject) => {
       this.waiting.push({ item, resolve, reject });
       this.schedule();
@@ -179,14 +182,12 @@ export function loadLockScripts(redis: LockRedisClient): LockScripts {
       acquires.flush();
     });
   };
-  const acquires = new TurnGatherer<AcquireItem, AcquireReply | Error>(sendAcquires, schedule);
-  const releases = new TurnGatherer<ReleaseItem, boolean>(sendReleases, schedule);
-  const acquireOne = async (item: AcquireItem): Promise<AcquireReply | Error> =>
-    cluster ? ((await sendAcquires([item]))[0] as AcquireReply | Error) : acquires.call(item);
+  const acquires = new TurnGatherer<AcquireItem, AcquireReply | Error>(sendAcquires, schedule, !cluster);
+  const releases = new TurnGatherer<ReleaseItem, boolean>(sendReleases, schedule, !cluster);
 
   return {
     async acquire(keys, owner, lockTtlMs) {
-      const reply = await acquireOne({ keys, owner, lockTtlMs });
+      const reply = await acquires.call({ keys, owner, lockTtlMs });
       if (reply instanceof Error) throw reply;
       return reply;
     },
@@ -194,7 +195,7 @@ export function loadLockScripts(redis: LockRedisClient): LockScripts {
       return parseFlagReply('renew', await renewCall(keys.lockKey, owner, String(lockTtlMs)));
     },
     async release(keys, owner) {
-      return cluster ? ((await sendReleases([{ keys, owner }]))[0] as boolean) : releases.call({ keys, owner });
+      return releases.call({ keys, owner });
     },
     async advanceFence(keys, atLeast) {
       if (atLeast < 0n || atLeast > FENCE_TARGET_MAX) {

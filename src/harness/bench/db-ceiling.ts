@@ -7,12 +7,18 @@
 // the first's, today's, ...) on one database and one pool. The two cases above run seconds apart, and this
 // machine's speed drifts by more than the gap between the functions within a minute; blocks a
 // few hundred milliseconds long put the same drift on both. Each function's rate is its calls
-// over the summed spans of its blocks (first call sent to last answer, client clock).
+// over the summed spans of its blocks (first call sent to last answer, client clock). Before the
+// first block, every connection calls both functions a few times in transactions it rolls back
+// (pairedWarmUp): a server connection's first calls load the tables' catalog entries, compile
+// the function and plan its statements, and whichever function ran first paid that for both. Without
+// it the case reported 0.837-0.908 when today's function ran the first block and 0.961-1.084 when
+// the first migration's did (docs/verification/performance.md).
 import type pg from 'pg';
 import { endPool } from '../../db/pool-close.ts';
 import { createPool } from '../../db/prisma.ts';
+import type { TransferRequest } from '../../ledger/transfer-request.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
-import { decide, UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from './decision-call.ts';
+import { decide, type SqlRunner, spreadTransfers, UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from './decision-call.ts';
 import { decideFirst, firstDecisionSql } from './first-decision.ts';
 import { type LaneDriver, runLanesCase } from './lanes-case.ts';
 
@@ -48,6 +54,43 @@ export function pairedBlockSize(transfers: number, lanes: number): number {
 export function pairedDecisionOfBlock(block: number): 'today' | 'first' {
   const phase = block % 4;
   return phase === 0 || phase === 3 ? 'today' : 'first';
+}
+
+/**
+ * Warm-up calls of each function per connection before a paired run: PostgreSQL plans a
+ * function's statement afresh for its first five runs on a connection (custom plans) before it
+ * settles on one, so eight calls leave both functions in the state the measured blocks see.
+ */
+export const PAIRED_WARM_UP_CALLS = 8;
+
+/**
+ * Calls each function PAIRED_WARM_UP_CALLS times on every connection of `clients` (all checked
+ * out at once, so each server connection is warmed), each call in a transaction rolled back:
+ * the run's tables are left as they were. Half the connections start with today's function.
+ */
+export async function pairedWarmUp(
+  clients: readonly SqlRunner[],
+  wallets: number,
+  call: (client: SqlRunner, which: 'today' | 'first', request: TransferRequest) => Promise<string>,
+): Promise<void> {
+  const requests = spreadTransfers(clients.length * PAIRED_WARM_UP_CALLS * 2, wallets, 'warm-up');
+  await Promise.all(
+    clients.map(async (client, c) => {
+      const order: readonly ('today' | 'first')[] = c % 2 === 0 ? ['today', 'first'] : ['first', 'today'];
+      for (let i = 0; i < PAIRED_WARM_UP_CALLS; i++) {
+        for (const [k, which] of order.entries()) {
+          const request = requests[(c * PAIRED_WARM_UP_CALLS + i) * 2 + k] as TransferRequest;
+          await client.query('BEGIN', []);
+          try {
+            const outcome = await call(client, which, request);
+            if (outcome !== 'applied') throw new Error(`warm-up call of ${which}'s function answered ${outcome}`);
+          } finally {
+            await client.query('ROLLBACK', []);
+          }
+        }
+      }
+    }),
+  );
 }
 
 interface BlockSpan {
@@ -95,7 +138,15 @@ function runCeiling(ctx: CaseContext, decision: 'today' | 'first' | 'paired'): P
         }
         // Every connection open before the first transfer, so the span holds no connection set-up.
         const clients = await Promise.all(Array.from({ length: lanes }, () => requirePool().connect()));
-        for (const c of clients) c.release();
+        try {
+          if (decision === 'paired') {
+            await pairedWarmUp(clients, ctx.options.wallets, (client, which, request) =>
+              which === 'first' ? decideFirst(client, request) : decide(client, request),
+            );
+          }
+        } finally {
+          for (const c of clients) c.release();
+        }
       },
       async apply(request) {
         const decideWith = async (which: 'today' | 'first') => {

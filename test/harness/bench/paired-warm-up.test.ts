@@ -1,0 +1,86 @@
+// db-ceiling-paired's warm-up: before the first timed block, every connection of the pool calls
+// both decisions (today's apply_transfer() and the first migration's) PAIRED_WARM_UP_CALLS times,
+// and nothing of it stays in the tables. Real PostgreSQL, both real functions.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PAIRED_WARM_UP_CALLS, pairedWarmUp } from '../../../src/harness/bench/db-ceiling.ts';
+import { decide, type SqlRunner, UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from '../../../src/harness/bench/decision-call.ts';
+import { decideFirst, firstDecisionSql } from '../../../src/harness/bench/first-decision.ts';
+import { BENCH_CURRENCY, BENCH_WALLET_PREFIX } from '../../../src/harness/bench/sandbox.ts';
+import { seedWallets } from '../../../src/ledger/seed-wallets.ts';
+import { createTestDatabase, type TestDatabase } from '../../support/test-db.ts';
+
+const WALLETS = 50;
+const CONNECTIONS = 4;
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase('ft_warmup');
+  await seedWallets(db.prisma, {
+    wallets: WALLETS,
+    balanceMinor: 1_000n,
+    prefix: BENCH_WALLET_PREFIX,
+    currency: BENCH_CURRENCY,
+  });
+  await db.pg.query(firstDecisionSql());
+  await db.pg.query('UPDATE wallets SET last_fence = $1, last_lease = $2', [
+    UNLOCKED_FENCE.toString(),
+    UNLOCKED_LEASE_ID,
+  ]);
+}, 60_000);
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+async function tableCounts(): Promise<Record<string, string>> {
+  const { rows } = await db.pg.query(
+    `SELECT (SELECT count(*) FROM transfers) AS transfers, (SELECT count(*) FROM ledger_entries) AS entries,
+            (SELECT count(*) FROM outcome_pending) AS pending, (SELECT sum(balance) FROM wallets) AS money,
+            (SELECT string_agg(id || ':' || balance, ',' ORDER BY id) FROM wallets) AS balances`,
+  );
+  return rows[0];
+}
+
+describe('db-ceiling-paired warm-up', () => {
+  it('runs both decisions on every connection, half of them today’s first, and leaves the tables as they were', async () => {
+    const before = await tableCounts();
+    const clients = await Promise.all(Array.from({ length: CONNECTIONS }, () => db.pg.connect()));
+    const calls: { client: number; which: 'today' | 'first'; pid: number }[] = [];
+    try {
+      const pids = await Promise.all(
+        clients.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number),
+      );
+      await pairedWarmUp(clients, WALLETS, async (client: SqlRunner, which, request) => {
+        const index = clients.indexOf(client as (typeof clients)[number]);
+        const { rows } = await client.query('SELECT pg_backend_pid() AS pid', []);
+        calls.push({ client: index, which, pid: (rows[0] as { pid: number }).pid });
+        expect((rows[0] as { pid: number }).pid).toBe(pids[index]);
+        return which === 'first' ? decideFirst(client, request) : decide(client, request);
+      });
+    } finally {
+      for (const c of clients) c.release();
+    }
+    for (let c = 0; c < CONNECTIONS; c++) {
+      const own = calls.filter((call) => call.client === c);
+      expect(own.filter((call) => call.which === 'today')).toHaveLength(PAIRED_WARM_UP_CALLS);
+      expect(own.filter((call) => call.which === 'first')).toHaveLength(PAIRED_WARM_UP_CALLS);
+      expect(own[0]?.which).toBe(c % 2 === 0 ? 'today' : 'first');
+    }
+    // Every call was rolled back: no record, no entry, no event, every balance as before.
+    expect(await tableCounts()).toEqual(before);
+    expect(before.transfers).toBe('0');
+  });
+
+  it('stops on a call that does not apply, and rolls it back', async () => {
+    const client = await db.pg.connect();
+    try {
+      await expect(pairedWarmUp([client], WALLETS, async () => 'stale_fence')).rejects.toThrow(
+        "warm-up call of today's function answered stale_fence",
+      );
+      const { rows } = await client.query('SELECT now() = statement_timestamp() AS own');
+      expect(rows[0].own).toBe(true); // no transaction left open on the connection
+    } finally {
+      client.release();
+    }
+  });
+});

@@ -179,6 +179,9 @@ describe("the relay's gauges", () => {
     } finally {
       await Promise.all(relay.queues.queues.map((q) => q.obliterate({ force: true }).catch(() => undefined)));
       await relay.stop();
+      const outcomes = new Queue(config.outcomesQueueName, { connection });
+      await outcomes.obliterate({ force: true }).catch(() => undefined);
+      await outcomes.close();
     }
   });
 });

@@ -217,6 +217,11 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       await Promise.all(workers.map((w) => w.close()));
       await queue.obliterate({ force: true }).catch(() => undefined);
       await queue.close();
+      // A relay started on this pipeline (the refund-service example's) publishes the outcome
+      // feed to `<QUEUE_NAME>-outcomes`: that queue goes too, or its jobs stay in the shared Redis.
+      const outcomes = new Queue(config.outcomesQueueName, { connection: queueConnection });
+      await outcomes.obliterate({ force: true }).catch(() => undefined);
+      await outcomes.close();
       await events.close();
       const keys = await redis.keys(`${config.lockKeyPrefix}*`);
       if (keys.length > 0) await redis.del(...keys);

@@ -7,12 +7,14 @@
 // the first's, today's, ...) on one database and one pool. The two cases above run seconds apart, and this
 // machine's speed drifts by more than the gap between the functions within a minute; blocks a
 // few hundred milliseconds long put the same drift on both. Each function's rate is its calls
-// over the summed spans of its blocks (first call sent to last answer, client clock). Before the
-// first block, every connection calls both functions a few times in transactions it rolls back
-// (pairedWarmUp): a server connection's first calls load the tables' catalog entries, compile
-// the function and plan its statements, and whichever function ran first paid that for both. Without
-// it the case reported 0.837-0.908 when today's function ran the first block and 0.961-1.084 when
-// the first migration's did (docs/verification/performance.md).
+// over the summed spans of its blocks (first call sent to last answer, client clock).
+// Before the clock starts, in all three cases, every connection calls each function the case
+// runs a few times in transactions it rolls back (warmUpDecisions): a server connection's first
+// calls load the tables' catalog entries, compile the function and plan its statements. In the
+// paired case, whichever function ran the first block paid that for both: without the warm-up it
+// reported 0.837-0.908 when today's function ran the first block and 0.961-1.084 when the first
+// migration's did (docs/verification/performance.md). The two single cases measure the steady
+// state the same way.
 import type pg from 'pg';
 import { endPool } from '../../db/pool-close.ts';
 import { createPool } from '../../db/prisma.ts';
@@ -57,29 +59,34 @@ export function pairedDecisionOfBlock(block: number): 'today' | 'first' {
 }
 
 /**
- * Warm-up calls of each function per connection before a paired run: PostgreSQL plans a
+ * Warm-up calls of each function per connection before the clock starts: PostgreSQL plans a
  * function's statement afresh for its first five runs on a connection (custom plans) before it
- * settles on one, so eight calls leave both functions in the state the measured blocks see.
+ * settles on one, so eight calls leave a function in the state the measured calls see.
  */
-export const PAIRED_WARM_UP_CALLS = 8;
+export const WARM_UP_CALLS = 8;
+
+export type Decision = 'today' | 'first';
 
 /**
- * Calls each function PAIRED_WARM_UP_CALLS times on every connection of `clients` (all checked
+ * Calls each of `decisions` WARM_UP_CALLS times on every connection of `clients` (all checked
  * out at once, so each server connection is warmed), each call in a transaction rolled back:
- * the run's tables are left as they were. Half the connections start with today's function.
+ * the run's tables are left as they were. With two decisions, connection c starts with
+ * decisions[c % 2], so half the connections start with each.
  */
-export async function pairedWarmUp(
+export async function warmUpDecisions(
   clients: readonly SqlRunner[],
   wallets: number,
-  call: (client: SqlRunner, which: 'today' | 'first', request: TransferRequest) => Promise<string>,
+  decisions: readonly Decision[],
+  call: (client: SqlRunner, which: Decision, request: TransferRequest) => Promise<string>,
 ): Promise<void> {
-  const requests = spreadTransfers(clients.length * PAIRED_WARM_UP_CALLS * 2, wallets, 'warm-up');
+  const perClient = WARM_UP_CALLS * decisions.length;
+  const requests = spreadTransfers(clients.length * perClient, wallets, 'warm-up');
   await Promise.all(
     clients.map(async (client, c) => {
-      const order: readonly ('today' | 'first')[] = c % 2 === 0 ? ['today', 'first'] : ['first', 'today'];
-      for (let i = 0; i < PAIRED_WARM_UP_CALLS; i++) {
+      const order = decisions.map((_, k) => decisions[(c + k) % decisions.length] as Decision);
+      for (let i = 0; i < WARM_UP_CALLS; i++) {
         for (const [k, which] of order.entries()) {
-          const request = requests[(c * PAIRED_WARM_UP_CALLS + i) * 2 + k] as TransferRequest;
+          const request = requests[c * perClient + i * decisions.length + k] as TransferRequest;
           await client.query('BEGIN', []);
           try {
             const outcome = await call(client, which, request);
@@ -139,11 +146,10 @@ function runCeiling(ctx: CaseContext, decision: 'today' | 'first' | 'paired'): P
         // Every connection open before the first transfer, so the span holds no connection set-up.
         const clients = await Promise.all(Array.from({ length: lanes }, () => requirePool().connect()));
         try {
-          if (decision === 'paired') {
-            await pairedWarmUp(clients, ctx.options.wallets, (client, which, request) =>
-              which === 'first' ? decideFirst(client, request) : decide(client, request),
-            );
-          }
+          const decisions: readonly Decision[] = decision === 'paired' ? ['today', 'first'] : [decision];
+          await warmUpDecisions(clients, ctx.options.wallets, decisions, (client, which, request) =>
+            which === 'first' ? decideFirst(client, request) : decide(client, request),
+          );
         } finally {
           for (const c of clients) c.release();
         }

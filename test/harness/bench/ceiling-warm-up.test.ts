@@ -1,8 +1,8 @@
 // db-ceiling-paired's warm-up: before the first timed block, every connection of the pool calls
-// both decisions (today's apply_transfer() and the first migration's) PAIRED_WARM_UP_CALLS times,
+// both decisions (today's apply_transfer() and the first migration's) WARM_UP_CALLS times,
 // and nothing of it stays in the tables. Real PostgreSQL, both real functions.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PAIRED_WARM_UP_CALLS, pairedWarmUp } from '../../../src/harness/bench/db-ceiling.ts';
+import { WARM_UP_CALLS, warmUpDecisions } from '../../../src/harness/bench/db-ceiling.ts';
 import { decide, type SqlRunner, UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from '../../../src/harness/bench/decision-call.ts';
 import { decideFirst, firstDecisionSql } from '../../../src/harness/bench/first-decision.ts';
 import { BENCH_CURRENCY, BENCH_WALLET_PREFIX } from '../../../src/harness/bench/sandbox.ts';
@@ -41,7 +41,7 @@ async function tableCounts(): Promise<Record<string, string>> {
   return rows[0];
 }
 
-describe('db-ceiling-paired warm-up', () => {
+describe('db-ceiling warm-up', () => {
   it('runs both decisions on every connection, half of them today’s first, and leaves the tables as they were', async () => {
     const before = await tableCounts();
     const clients = await Promise.all(Array.from({ length: CONNECTIONS }, () => db.pg.connect()));
@@ -50,7 +50,7 @@ describe('db-ceiling-paired warm-up', () => {
       const pids = await Promise.all(
         clients.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number),
       );
-      await pairedWarmUp(clients, WALLETS, async (client: SqlRunner, which, request) => {
+      await warmUpDecisions(clients, WALLETS, ['today', 'first'], async (client: SqlRunner, which, request) => {
         const index = clients.indexOf(client as (typeof clients)[number]);
         const { rows } = await client.query('SELECT pg_backend_pid() AS pid', []);
         calls.push({ client: index, which, pid: (rows[0] as { pid: number }).pid });
@@ -62,8 +62,8 @@ describe('db-ceiling-paired warm-up', () => {
     }
     for (let c = 0; c < CONNECTIONS; c++) {
       const own = calls.filter((call) => call.client === c);
-      expect(own.filter((call) => call.which === 'today')).toHaveLength(PAIRED_WARM_UP_CALLS);
-      expect(own.filter((call) => call.which === 'first')).toHaveLength(PAIRED_WARM_UP_CALLS);
+      expect(own.filter((call) => call.which === 'today')).toHaveLength(WARM_UP_CALLS);
+      expect(own.filter((call) => call.which === 'first')).toHaveLength(WARM_UP_CALLS);
       expect(own[0]?.which).toBe(c % 2 === 0 ? 'today' : 'first');
     }
     // Every call was rolled back: no record, no entry, no event, every balance as before.
@@ -71,10 +71,28 @@ describe('db-ceiling-paired warm-up', () => {
     expect(before.transfers).toBe('0');
   });
 
+  it('runs only the one decision of a single case, on every connection', async () => {
+    const before = await tableCounts();
+    const clients = await Promise.all(Array.from({ length: CONNECTIONS }, () => db.pg.connect()));
+    const calls: { client: number; which: string }[] = [];
+    try {
+      await warmUpDecisions(clients, WALLETS, ['first'], async (client: SqlRunner, which, request) => {
+        calls.push({ client: clients.indexOf(client as (typeof clients)[number]), which });
+        return decideFirst(client, request);
+      });
+    } finally {
+      for (const c of clients) c.release();
+    }
+    expect(calls).toHaveLength(CONNECTIONS * WARM_UP_CALLS);
+    expect(new Set(calls.map((call) => call.which))).toEqual(new Set(['first']));
+    for (let c = 0; c < CONNECTIONS; c++) expect(calls.filter((call) => call.client === c)).toHaveLength(WARM_UP_CALLS);
+    expect(await tableCounts()).toEqual(before);
+  });
+
   it('stops on a call that does not apply, and rolls it back', async () => {
     const client = await db.pg.connect();
     try {
-      await expect(pairedWarmUp([client], WALLETS, async () => 'stale_fence')).rejects.toThrow(
+      await expect(warmUpDecisions([client], WALLETS, ['today', 'first'], async () => 'stale_fence')).rejects.toThrow(
         "warm-up call of today's function answered stale_fence",
       );
       const { rows } = await client.query('SELECT now() = statement_timestamp() AS own');

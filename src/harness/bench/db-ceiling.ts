@@ -24,6 +24,26 @@ import { decide, type SqlRunner, spreadTransfers, UNLOCKED_FENCE, UNLOCKED_LEASE
 import { decideFirst, firstDecisionSql } from './first-decision.ts';
 import { type LaneDriver, runLanesCase } from './lanes-case.ts';
 
+/** Which single decision a call runs: today's apply_transfer() or the first migration's. */
+export type Decision = 'today' | 'first';
+
+/** One decision through `which` function, with the worker's arguments; the outcome's name. */
+function decideBy(runner: SqlRunner, which: Decision, request: TransferRequest): Promise<string> {
+  return which === 'first' ? decideFirst(runner, request) : decide(runner, request);
+}
+
+/**
+ * Gives every wallet the fence and lease that the riders of the bench's one lease leave behind.
+ * The first function raises a wallet's fence without recording a lease; today's then refuses an
+ * equal token from another lease. From this state both functions pass the check and do its work.
+ */
+export async function giveWalletsTheBenchLease(runner: SqlRunner): Promise<void> {
+  await runner.query('UPDATE wallets SET last_fence = $1, last_lease = $2', [
+    UNLOCKED_FENCE.toString(),
+    UNLOCKED_LEASE_ID,
+  ]);
+}
+
 export function runDbCeiling(ctx: CaseContext): Promise<CaseRunResult> {
   return runCeiling(ctx, 'today');
 }
@@ -53,7 +73,7 @@ export function pairedBlockSize(transfers: number, lanes: number): number {
  * and again (ABBA), so that both functions' blocks sit, on average, at the same point of the run
  * (the tables grow as it goes, and the connections warm up).
  */
-export function pairedDecisionOfBlock(block: number): 'today' | 'first' {
+export function pairedDecisionOfBlock(block: number): Decision {
   const phase = block % 4;
   return phase === 0 || phase === 3 ? 'today' : 'first';
 }
@@ -64,8 +84,6 @@ export function pairedDecisionOfBlock(block: number): 'today' | 'first' {
  * settles on one, so eight calls leave a function in the state the measured calls see.
  */
 export const WARM_UP_CALLS = 8;
-
-export type Decision = 'today' | 'first';
 
 /**
  * Calls each of `decisions` WARM_UP_CALLS times on every connection of `clients` (all checked
@@ -107,7 +125,7 @@ interface BlockSpan {
 }
 
 /** Calls per second of each function over the summed spans of its blocks; null when it ran no block. */
-export function pairedRates(blocks: ReadonlyMap<number, BlockSpan>): Record<'today' | 'first', number | null> {
+export function pairedRates(blocks: ReadonlyMap<number, BlockSpan>): Record<Decision, number | null> {
   const sums = { today: { calls: 0, ms: 0 }, first: { calls: 0, ms: 0 } };
   for (const [block, span] of blocks) {
     const sum = sums[pairedDecisionOfBlock(block)];
@@ -118,7 +136,7 @@ export function pairedRates(blocks: ReadonlyMap<number, BlockSpan>): Record<'tod
   return { today: rate(sums.today), first: rate(sums.first) };
 }
 
-function runCeiling(ctx: CaseContext, decision: 'today' | 'first' | 'paired'): Promise<CaseRunResult> {
+function runCeiling(ctx: CaseContext, decision: Decision | 'paired'): Promise<CaseRunResult> {
   return runLanesCase(ctx, (databaseUrl, lanes): LaneDriver => {
     let pool: pg.Pool | null = null;
     let unexpected = 0;
@@ -134,31 +152,21 @@ function runCeiling(ctx: CaseContext, decision: 'today' | 'first' | 'paired'): P
         pool = createPool({ ...ctx.config, databaseUrl, dbPoolMax: lanes });
         if (decision !== 'today') await requirePool().query(firstDecisionSql());
         if (decision === 'paired') {
-          // The first function raises a wallet's fence without recording a lease; today's then
-          // refuses an equal token from another lease. Every wallet starts as the riders of the
-          // bench's one lease would leave it, so both functions pass the check and do its work.
-          await requirePool().query('UPDATE wallets SET last_fence = $1, last_lease = $2', [
-            UNLOCKED_FENCE.toString(),
-            UNLOCKED_LEASE_ID,
-          ]);
+          await giveWalletsTheBenchLease(requirePool());
           await requirePool().query('VACUUM ANALYZE wallets');
         }
         // Every connection open before the first transfer, so the span holds no connection set-up.
         const clients = await Promise.all(Array.from({ length: lanes }, () => requirePool().connect()));
         try {
           const decisions: readonly Decision[] = decision === 'paired' ? ['today', 'first'] : [decision];
-          await warmUpDecisions(clients, ctx.options.wallets, decisions, (client, which, request) =>
-            which === 'first' ? decideFirst(client, request) : decide(client, request),
-          );
+          await warmUpDecisions(clients, ctx.options.wallets, decisions, decideBy);
         } finally {
           for (const c of clients) c.release();
         }
       },
       async apply(request) {
-        const decideWith = async (which: 'today' | 'first') => {
-          const outcome =
-            which === 'first' ? await decideFirst(requirePool(), request) : await decide(requirePool(), request);
-          if (outcome !== 'applied') unexpected += 1;
+        const decideWith = async (which: Decision) => {
+          if ((await decideBy(requirePool(), which, request)) !== 'applied') unexpected += 1;
         };
         if (decision !== 'paired') return decideWith(decision);
         // driveLanes hands out the calls in order, so the count of calls started is the index.

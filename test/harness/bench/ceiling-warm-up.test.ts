@@ -1,9 +1,10 @@
-// db-ceiling-paired's warm-up: before the first timed block, every connection of the pool calls
-// both decisions (today's apply_transfer() and the first migration's) WARM_UP_CALLS times,
-// and nothing of it stays in the tables. Real PostgreSQL, both real functions.
+// The db-ceiling cases' warm-up: before the clock starts, every connection of the pool calls each
+// decision the case runs (today's apply_transfer(), the first migration's, or both in the paired
+// case) WARM_UP_CALLS times, and nothing of it stays in the tables. Real PostgreSQL, both real
+// functions.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WARM_UP_CALLS, warmUpDecisions } from '../../../src/harness/bench/db-ceiling.ts';
-import { decide, type SqlRunner, UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from '../../../src/harness/bench/decision-call.ts';
+import { giveWalletsTheBenchLease, WARM_UP_CALLS, warmUpDecisions } from '../../../src/harness/bench/db-ceiling.ts';
+import { decide, type SqlRunner } from '../../../src/harness/bench/decision-call.ts';
 import { decideFirst, firstDecisionSql } from '../../../src/harness/bench/first-decision.ts';
 import { BENCH_CURRENCY, BENCH_WALLET_PREFIX } from '../../../src/harness/bench/sandbox.ts';
 import { seedWallets } from '../../../src/ledger/seed-wallets.ts';
@@ -22,10 +23,7 @@ beforeAll(async () => {
     currency: BENCH_CURRENCY,
   });
   await db.pg.query(firstDecisionSql());
-  await db.pg.query('UPDATE wallets SET last_fence = $1, last_lease = $2', [
-    UNLOCKED_FENCE.toString(),
-    UNLOCKED_LEASE_ID,
-  ]);
+  await giveWalletsTheBenchLease(db.pg);
 }, 60_000);
 
 afterAll(async () => {

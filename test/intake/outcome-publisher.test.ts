@@ -18,6 +18,7 @@ import {
 import { RELAY_METRICS } from '../../src/intake/relay-metrics.ts';
 import { Relay } from '../../src/intake/relay-runtime.ts';
 import { bullmqConnection, type RedisClient } from '../../src/queue/redis-connection.ts';
+import { obliterateQueueNamed } from '../support/pipeline.ts';
 import { parsePrometheusText, sampleValue } from '../support/prometheus-text.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
@@ -179,9 +180,7 @@ describe("the relay's gauges", () => {
     } finally {
       await Promise.all(relay.queues.queues.map((q) => q.obliterate({ force: true }).catch(() => undefined)));
       await relay.stop();
-      const outcomes = new Queue(config.outcomesQueueName, { connection });
-      await outcomes.obliterate({ force: true }).catch(() => undefined);
-      await outcomes.close();
+      await obliterateQueueNamed(config.outcomesQueueName, connection);
     }
   });
 });

@@ -21,7 +21,7 @@ import {
 } from '../../src/metrics/counter-aggregate.ts';
 import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
-import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
+import { bullmqConnection, lockConnection, type RedisClient } from '../../src/queue/redis-connection.ts';
 import { startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from './test-db.ts';
 import { spawnWorkerProcess } from './worker-process.ts';
@@ -73,6 +73,13 @@ export function pipelinePerTest(): (env?: Record<string, string>) => Promise<Pip
     current = await createPipeline(env);
     return current;
   };
+}
+
+/** Removes every key of the BullMQ queue `name` (best effort, as a test's cleanup), then closes the handle. */
+export async function obliterateQueueNamed(name: string, connection: RedisClient): Promise<void> {
+  const queue = new Queue(name, { connection });
+  await queue.obliterate({ force: true }).catch(() => undefined);
+  await queue.close();
 }
 
 export async function createPipeline(env: Record<string, string> = {}): Promise<Pipeline> {
@@ -219,9 +226,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       await queue.close();
       // A relay started on this pipeline (the refund-service example's) publishes the outcome
       // feed to `<QUEUE_NAME>-outcomes`: that queue goes too, or its jobs stay in the shared Redis.
-      const outcomes = new Queue(config.outcomesQueueName, { connection: queueConnection });
-      await outcomes.obliterate({ force: true }).catch(() => undefined);
-      await outcomes.close();
+      await obliterateQueueNamed(config.outcomesQueueName, queueConnection);
       await events.close();
       const keys = await redis.keys(`${config.lockKeyPrefix}*`);
       if (keys.length > 0) await redis.del(...keys);

@@ -31,6 +31,7 @@ import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
 import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
 import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
 import { StartupError } from '../ops/startup-error.ts';
+import { coalesceWrites } from './coalesced-writes.ts';
 import type { Admission } from './gated-worker.ts';
 import { consumedQueueShardsOf } from './queue-shards.ts';
 import { bullmqConnection, describeRedisTarget, lockConnection, type RedisClient } from './redis-connection.ts';
@@ -259,6 +260,7 @@ class WorkerRuntime {
     const { config, logger, metrics, redis } = this;
     const prisma = createPrisma(config, (err) => logger.warn({ err }, 'database connection error'));
     const connection = bullmqConnection(config);
+    coalesceWrites(connection);
     watchConnectionErrors(connection, logger, 'queue');
     const lock = new FencedLock({
       redis,

@@ -177,7 +177,8 @@ export class TransferProcessor {
 
   async process(job: Job, bullToken: string | undefined): Promise<TransferOutcome> {
     const attempt = job.attemptsMade + 1;
-    // Made on first use: a job that logs nothing (every job, below info) costs no child logger.
+    // Made on first use: a job that logs nothing (every job, below info) costs no child logger,
+    // which pino builds eagerly (its bindings serialized and redacted).
     let child: Logger | undefined;
     const log = (): Logger => {
       child ??= this.deps.logger.child({ jobId: job.id, attempt });
@@ -206,16 +207,18 @@ export class TransferProcessor {
         if (result.outcome !== 'stale_fence') {
           this.metrics.decided(result);
           this.deps.faults?.decided();
-          log().info(
-            {
-              event: 'transfer_done',
-              ...fields,
-              fence: token.toString(),
-              outcome: result.outcome,
-              ...(result.outcome === 'rejected' ? { reason: result.reason } : {}),
-            },
-            'transfer decided',
-          );
+          // Checked first: log() would build the child even when info is off.
+          if (this.deps.logger.isLevelEnabled('info'))
+            log().info(
+              {
+                event: 'transfer_done',
+                ...fields,
+                fence: token.toString(),
+                outcome: result.outcome,
+                ...(result.outcome === 'rejected' ? { reason: result.reason } : {}),
+              },
+              'transfer decided',
+            );
           return result;
         }
         // Our token is below what the wallet has seen, or equal to it but another lease's: a

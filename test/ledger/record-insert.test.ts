@@ -1,0 +1,164 @@
+// apply_transfer() writes its record with a plain INSERT when the idempotency check is on (the
+// single-decision-plain-insert migration): a record that appears after the check, written by
+// someone who skipped the operation's advisory lock, fails the call with a unique violation
+// and rolls back the money it moved. The previous body (INSERT ... ON CONFLICT DO NOTHING),
+// created from its applied migration under another name, is run through the same race as the
+// control: it answers applied, moves the money and leaves only the intruder's record, so this
+// test fails against it. With the check off (the negative control's path) a second delivery
+// still moves the money again and keeps the first record.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
+import { seedWallets } from '../../src/ledger/seed-wallets.ts';
+import { leaseIdFor } from '../support/lease-ids.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+const PREVIOUS_MIGRATION = '20261206000000_single_decision_one_wallet_update';
+const PREVIOUS_FUNCTION = 'previous_apply_transfer';
+const BALANCE = 1_000n;
+const AMOUNT = 5n;
+const FENCE = 1n;
+const HASH = 'a'.repeat(64);
+const LOCK_WAIT_TIMEOUT_MS = 10_000;
+
+let db: TestDatabase;
+
+/** The previous migration's apply_transfer(), renamed. */
+function previousFunctionSql(): string {
+  const text = readFileSync(join(MIGRATIONS_DIR, PREVIOUS_MIGRATION, 'migration.sql'), 'utf8');
+  const match = /CREATE OR REPLACE FUNCTION "apply_transfer"\([\s\S]*?\n\$\$;\n/.exec(text);
+  if (match === null) throw new Error(`${PREVIOUS_MIGRATION} defines no apply_transfer()`);
+  return match[0].replace('"apply_transfer"(', `"${PREVIOUS_FUNCTION}"(`);
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase('ft_record_insert');
+  await db.pg.query(previousFunctionSql());
+});
+afterAll(async () => db.drop());
+
+beforeEach(async () => {
+  await db.truncateAll();
+  await seedWallets(db.prisma, { wallets: 2, balanceMinor: BALANCE, prefix: 'w', currency: 'EUR' });
+});
+
+function decide(client: pg.PoolClient, fn: string, operationId: string, checked = true) {
+  return client.query<{ outcome: string }>(
+    `SELECT outcome FROM ${fn}($1::text, $2::text, 'w1', 'w2', $3::bigint, NULL, $4::bigint, $5::uuid, $6::boolean, TRUE, TRUE)`,
+    [operationId, HASH, AMOUNT.toString(), FENCE.toString(), leaseIdFor(FENCE), checked],
+  );
+}
+
+async function balanceOf(wallet: string): Promise<bigint> {
+  const { rows } = await db.pg.query<{ balance: string }>('SELECT balance::text FROM wallets WHERE id = $1', [wallet]);
+  return BigInt(rows[0]?.balance ?? 'NaN');
+}
+
+async function count(sql: string, operationId: string): Promise<number> {
+  const { rows } = await db.pg.query<{ n: number }>(sql, [operationId]);
+  return rows[0]?.n ?? -1;
+}
+
+/** Waits until `pid` waits on a heavyweight lock (here: the intruder's uncommitted index entry). */
+async function waitUntilBlocked(pid: number): Promise<void> {
+  const deadline = Date.now() + LOCK_WAIT_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const { rows } = await db.pg.query<{ waiting: boolean }>(
+      "SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = $1",
+      [pid],
+    );
+    if (rows[0]?.waiting === true) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`backend ${pid} never waited for the intruder's record`);
+}
+
+/**
+ * An intruder inserts `operationId`'s record without the advisory lock and holds it uncommitted;
+ * `fn` decides the same operation, passes its check (the row is not visible yet), moves the
+ * money and reaches its INSERT, which waits; the intruder commits. Returns what the call did.
+ */
+async function raceAnIntruder(fn: string, operationId: string): Promise<{ outcome: string } | { code: string }> {
+  const intruder = await db.pg.connect();
+  const decider = await db.pg.connect();
+  try {
+    await intruder.query('BEGIN');
+    await intruder.query(
+      `INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, status, fence)
+       VALUES ($1, $2, 'w1', 'w2', $3, 'applied', $4)`,
+      [operationId, HASH, AMOUNT.toString(), FENCE.toString()],
+    );
+    const pid = (await decider.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+    if (pid === undefined) throw new Error('no backend pid');
+    const call = decide(decider, fn, operationId).then(
+      ({ rows }) => ({ outcome: rows[0]?.outcome ?? 'none' }),
+      (err: { code?: string }) => ({ code: err.code ?? 'none' }),
+    );
+    await waitUntilBlocked(pid);
+    await intruder.query('COMMIT');
+    return await call;
+  } finally {
+    intruder.release();
+    decider.release();
+  }
+}
+
+describe("apply_transfer()'s record with the idempotency check on", () => {
+  it('fails the call on a record written past the advisory lock, and moves no money', async () => {
+    const result = await raceAnIntruder('apply_transfer', 'intruded');
+    expect(result).toEqual({ code: '23505' });
+    expect(await balanceOf('w1')).toBe(BALANCE);
+    expect(await balanceOf('w2')).toBe(BALANCE);
+    expect(
+      await count(
+        "SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'",
+        'intruded',
+      ),
+    ).toBe(0);
+    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'intruded')).toBe(0);
+  });
+
+  it('control: the previous body (ON CONFLICT DO NOTHING) moves the money and keeps no record of its own', async () => {
+    const result = await raceAnIntruder(PREVIOUS_FUNCTION, 'intruded-before');
+    expect(result).toEqual({ outcome: 'applied' });
+    expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
+    expect(
+      await count(
+        "SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'",
+        'intruded-before',
+      ),
+    ).toBe(1);
+    expect(
+      await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'intruded-before'),
+    ).toBe(0);
+  });
+
+  it('records a first delivery and answers a second as a duplicate', async () => {
+    const client = await db.pg.connect();
+    try {
+      expect((await decide(client, 'apply_transfer', 'once')).rows[0]?.outcome).toBe('applied');
+      expect((await decide(client, 'apply_transfer', 'once')).rows[0]?.outcome).toBe('duplicate');
+    } finally {
+      client.release();
+    }
+    expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
+    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'once')).toBe(1);
+  });
+});
+
+describe("apply_transfer()'s record with the idempotency check off (the negative control)", () => {
+  it('moves the money again on a second delivery and keeps the first record', async () => {
+    const client = await db.pg.connect();
+    try {
+      expect((await decide(client, 'apply_transfer', 'twice', false)).rows[0]?.outcome).toBe('applied');
+      expect((await decide(client, 'apply_transfer', 'twice', false)).rows[0]?.outcome).toBe('applied');
+    } finally {
+      client.release();
+    }
+    expect(await balanceOf('w1')).toBe(BALANCE - 2n * AMOUNT);
+    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'twice')).toBe(1);
+    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'twice')).toBe(1);
+  });
+});

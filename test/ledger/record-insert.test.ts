@@ -6,11 +6,9 @@
 // control: it answers applied, moves the money and leaves only the intruder's record, so this
 // test fails against it. With the check off (the negative control's path) a second delivery
 // still moves the money again and keeps the first record.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
+import { applyTransferOfMigration } from '../../src/harness/bench/first-decision.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
@@ -25,17 +23,9 @@ const LOCK_WAIT_TIMEOUT_MS = 10_000;
 
 let db: TestDatabase;
 
-/** The previous migration's apply_transfer(), renamed. */
-function previousFunctionSql(): string {
-  const text = readFileSync(join(MIGRATIONS_DIR, PREVIOUS_MIGRATION, 'migration.sql'), 'utf8');
-  const match = /CREATE OR REPLACE FUNCTION "apply_transfer"\([\s\S]*?\n\$\$;\n/.exec(text);
-  if (match === null) throw new Error(`${PREVIOUS_MIGRATION} defines no apply_transfer()`);
-  return match[0].replace('"apply_transfer"(', `"${PREVIOUS_FUNCTION}"(`);
-}
-
 beforeAll(async () => {
   db = await createTestDatabase('ft_record_insert');
-  await db.pg.query(previousFunctionSql());
+  await db.pg.query(applyTransferOfMigration(PREVIOUS_MIGRATION, PREVIOUS_FUNCTION));
 });
 afterAll(async () => db.drop());
 

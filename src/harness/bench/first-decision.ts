@@ -16,15 +16,25 @@ import { type SqlRunner, UNLOCKED_FENCE } from './decision-call.ts';
 export const FIRST_DECISION_MIGRATION = '20261130000000_init';
 export const FIRST_DECISION_FUNCTION = 'bench_first_apply_transfer';
 
+/**
+ * apply_transfer() as `migration` defined it (CREATE FUNCTION or CREATE OR REPLACE FUNCTION, the
+ * first definition in the file), as a CREATE OR REPLACE FUNCTION statement named `name`; throws
+ * when the migration defines none. Applied migrations never change, so this is that version's
+ * exact body.
+ */
+export function applyTransferOfMigration(migration: string, name: string, migrationsDir = MIGRATIONS_DIR): string {
+  const text = readFileSync(join(migrationsDir, migration, 'migration.sql'), 'utf8');
+  const match = /CREATE (?:OR REPLACE )?FUNCTION "apply_transfer"\([\s\S]*?\n\$\$;\n/.exec(text);
+  if (match === null) throw new Error(`${migration} defines no apply_transfer()`);
+  return match[0].replace(
+    /^CREATE (?:OR REPLACE )?FUNCTION "apply_transfer"\(/,
+    `CREATE OR REPLACE FUNCTION "${name}"(`,
+  );
+}
+
 /** The first migration's CREATE FUNCTION "apply_transfer" statement, renamed; throws when it cannot be found. */
 export function firstDecisionSql(migrationsDir: string = MIGRATIONS_DIR): string {
-  const text = readFileSync(join(migrationsDir, FIRST_DECISION_MIGRATION, 'migration.sql'), 'utf8');
-  const match = /CREATE FUNCTION "apply_transfer"\([\s\S]*?\n\$\$;\n/.exec(text);
-  if (match === null) throw new Error(`${FIRST_DECISION_MIGRATION} defines no apply_transfer()`);
-  return match[0].replace(
-    'CREATE FUNCTION "apply_transfer"(',
-    `CREATE OR REPLACE FUNCTION "${FIRST_DECISION_FUNCTION}"(`,
-  );
+  return applyTransferOfMigration(FIRST_DECISION_MIGRATION, FIRST_DECISION_FUNCTION, migrationsDir);
 }
 
 // The five columns the function returns, read as the first migration's worker read them

@@ -1,20 +1,23 @@
-// apply_transfer() writes its record with a plain INSERT when the idempotency check is on (the
-// single-decision-plain-insert migration): a record that appears after the check, written by
-// someone who skipped the operation's advisory lock, fails the call with a unique violation
-// and rolls back the money it moved. The previous body (INSERT ... ON CONFLICT DO NOTHING),
-// created from its applied migration under another name, is run through the same race as the
-// control: it answers applied, moves the money and leaves only the intruder's record, so this
-// test fails against it. With the check off (the negative control's path) a second delivery
-// still moves the money again and keeps the first record.
+// apply_transfer() and the batch, transfers_decide_batch(), write their records with a plain
+// INSERT when the idempotency check is on (the single- and batch-decision-plain-insert
+// migrations): a record that appears after the check, written by someone who skipped the
+// operation's advisory lock, fails the call with a unique violation and rolls back the money
+// it moved (in a batch, every transfer of the call). Each previous body (INSERT ... ON
+// CONFLICT DO NOTHING), created from its applied migration under another name, is run through
+// the same race as the control: it answers applied, moves the money and leaves only the
+// intruder's record, so this test fails against it. With the check off (the negative
+// control's path) a second delivery still moves the money again and keeps the first record.
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { applyTransferOfMigration } from '../../src/harness/bench/first-decision.ts';
+import { applyTransferOfMigration, functionOfMigration } from '../../src/harness/bench/first-decision.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const PREVIOUS_MIGRATION = '20261206000000_single_decision_one_wallet_update';
 const PREVIOUS_FUNCTION = 'previous_apply_transfer';
+const PREVIOUS_BATCH_MIGRATION = '20261204000000_intake_and_outcome_feed';
+const PREVIOUS_BATCH_FUNCTION = 'previous_transfers_decide_batch';
 const BALANCE = 1_000n;
 const AMOUNT = 5n;
 const FENCE = 1n;
@@ -26,18 +29,41 @@ let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase('ft_record_insert');
   await db.pg.query(applyTransferOfMigration(PREVIOUS_MIGRATION, PREVIOUS_FUNCTION));
+  await db.pg.query(functionOfMigration(PREVIOUS_BATCH_MIGRATION, 'transfers_decide_batch', PREVIOUS_BATCH_FUNCTION));
 });
 afterAll(async () => db.drop());
 
 beforeEach(async () => {
   await db.truncateAll();
-  await seedWallets(db.prisma, { wallets: 2, balanceMinor: BALANCE, prefix: 'w', currency: 'EUR' });
+  await seedWallets(db.prisma, { wallets: 4, balanceMinor: BALANCE, prefix: 'w', currency: 'EUR' });
 });
 
 function decide(client: pg.PoolClient, fn: string, operationId: string, checked = true) {
   return client.query<{ outcome: string }>(
     `SELECT outcome FROM ${fn}($1::text, $2::text, 'w1', 'w2', $3::bigint, NULL, $4::bigint, $5::uuid, $6::boolean, TRUE, TRUE)`,
     [operationId, HASH, AMOUNT.toString(), FENCE.toString(), leaseIdFor(FENCE), checked],
+  );
+}
+
+/** One transfer of a batch: its operation, and its route (AMOUNT moves from -> to). */
+type Leg = readonly [operationId: string, from: string, to: string];
+
+/** One batch call deciding `legs` in order; its rows in batch order. */
+function decideBatch(client: pg.PoolClient, fn: string, legs: readonly Leg[], checked = true) {
+  return client.query<{ outcome: string }>(
+    `SELECT outcome FROM ${fn}($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[],
+       $8::uuid[], $9::boolean, TRUE, TRUE) ORDER BY ord`,
+    [
+      legs.map(([op]) => op),
+      legs.map(() => HASH),
+      legs.map(([, from]) => from),
+      legs.map(([, , to]) => to),
+      legs.map(() => AMOUNT.toString()),
+      legs.map(() => null),
+      legs.map(() => FENCE.toString()),
+      legs.map(() => leaseIdFor(FENCE)),
+      checked,
+    ],
   );
 }
 
@@ -67,10 +93,14 @@ async function waitUntilBlocked(pid: number): Promise<void> {
 
 /**
  * An intruder inserts `operationId`'s record without the advisory lock and holds it uncommitted;
- * `fn` decides the same operation, passes its check (the row is not visible yet), moves the
- * money and reaches its INSERT, which waits; the intruder commits. Returns what the call did.
+ * `call` decides the same operation, passes its check (the row is not visible yet), moves the
+ * money and reaches its INSERT, which waits; the intruder commits. Returns what the call did
+ * (the outcome of its first row, or the error's code).
  */
-async function raceAnIntruder(fn: string, operationId: string): Promise<{ outcome: string } | { code: string }> {
+async function raceAnIntruder(
+  operationId: string,
+  call: (client: pg.PoolClient) => Promise<{ rows: { outcome: string }[] }>,
+): Promise<{ outcome: string } | { code: string }> {
   const intruder = await db.pg.connect();
   const decider = await db.pg.connect();
   try {
@@ -82,13 +112,13 @@ async function raceAnIntruder(fn: string, operationId: string): Promise<{ outcom
     );
     const pid = (await decider.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
     if (pid === undefined) throw new Error('no backend pid');
-    const call = decide(decider, fn, operationId).then(
+    const result = call(decider).then(
       ({ rows }) => ({ outcome: rows[0]?.outcome ?? 'none' }),
       (err: { code?: string }) => ({ code: err.code ?? 'none' }),
     );
     await waitUntilBlocked(pid);
     await intruder.query('COMMIT');
-    return await call;
+    return await result;
   } finally {
     intruder.release();
     decider.release();
@@ -97,7 +127,7 @@ async function raceAnIntruder(fn: string, operationId: string): Promise<{ outcom
 
 describe("apply_transfer()'s record with the idempotency check on", () => {
   it('fails the call on a record written past the advisory lock, and moves no money', async () => {
-    const result = await raceAnIntruder('apply_transfer', 'intruded');
+    const result = await raceAnIntruder('intruded', (c) => decide(c, 'apply_transfer', 'intruded'));
     expect(result).toEqual({ code: '23505' });
     expect(await balanceOf('w1')).toBe(BALANCE);
     expect(await balanceOf('w2')).toBe(BALANCE);
@@ -111,7 +141,7 @@ describe("apply_transfer()'s record with the idempotency check on", () => {
   });
 
   it('control: the previous body (ON CONFLICT DO NOTHING) moves the money and keeps no record of its own', async () => {
-    const result = await raceAnIntruder(PREVIOUS_FUNCTION, 'intruded-before');
+    const result = await raceAnIntruder('intruded-before', (c) => decide(c, PREVIOUS_FUNCTION, 'intruded-before'));
     expect(result).toEqual({ outcome: 'applied' });
     expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
     expect(
@@ -150,5 +180,82 @@ describe("apply_transfer()'s record with the idempotency check off (the negative
     expect(await balanceOf('w1')).toBe(BALANCE - 2n * AMOUNT);
     expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'twice')).toBe(1);
     expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'twice')).toBe(1);
+  });
+});
+
+describe("transfers_decide_batch()'s records with the idempotency check on", () => {
+  const debits = "SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'";
+
+  it('fails the whole call on a record written past an advisory lock, and moves no money', async () => {
+    const result = await raceAnIntruder('b-intruded', (c) =>
+      decideBatch(c, 'transfers_decide_batch', [
+        ['b-intruded', 'w1', 'w2'],
+        ['b-clean', 'w3', 'w4'],
+      ]),
+    );
+    expect(result).toEqual({ code: '23505' });
+    for (const wallet of ['w1', 'w2', 'w3', 'w4']) expect(await balanceOf(wallet)).toBe(BALANCE);
+    expect(await count(debits, 'b-intruded')).toBe(0);
+    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'b-clean')).toBe(0);
+    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-clean')).toBe(0);
+  });
+
+  it('control: the previous body (ON CONFLICT DO NOTHING) moves the money and keeps no record of its own', async () => {
+    const result = await raceAnIntruder('b-before', (c) =>
+      decideBatch(c, PREVIOUS_BATCH_FUNCTION, [
+        ['b-before', 'w1', 'w2'],
+        ['b-clean-before', 'w3', 'w4'],
+      ]),
+    );
+    expect(result).toEqual({ outcome: 'applied' });
+    expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
+    expect(await count(debits, 'b-before')).toBe(1);
+    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-before')).toBe(0);
+  });
+
+  it('answers a twin inside the batch and a later delivery as duplicates, one record each', async () => {
+    const client = await db.pg.connect();
+    try {
+      const first = await decideBatch(client, 'transfers_decide_batch', [
+        ['b-twin', 'w1', 'w2'],
+        ['b-twin', 'w1', 'w2'],
+        ['b-other', 'w3', 'w4'],
+      ]);
+      expect(first.rows.map((r) => r.outcome)).toEqual(['applied', 'duplicate', 'applied']);
+      const again = await decideBatch(client, 'transfers_decide_batch', [
+        ['b-twin', 'w1', 'w2'],
+        ['b-other', 'w3', 'w4'],
+      ]);
+      expect(again.rows.map((r) => r.outcome)).toEqual(['duplicate', 'duplicate']);
+    } finally {
+      client.release();
+    }
+    expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
+    expect(await balanceOf('w3')).toBe(BALANCE - AMOUNT);
+    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'b-twin')).toBe(1);
+    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-twin')).toBe(1);
+  });
+});
+
+describe("transfers_decide_batch()'s records with the idempotency check off (the negative control)", () => {
+  it('moves the money again for a twin and keeps the first record', async () => {
+    const client = await db.pg.connect();
+    try {
+      const twice = await decideBatch(
+        client,
+        'transfers_decide_batch',
+        [
+          ['b-twice', 'w1', 'w2'],
+          ['b-twice', 'w1', 'w2'],
+        ],
+        false,
+      );
+      expect(twice.rows.map((r) => r.outcome)).toEqual(['applied', 'applied']);
+    } finally {
+      client.release();
+    }
+    expect(await balanceOf('w1')).toBe(BALANCE - 2n * AMOUNT);
+    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'b-twice')).toBe(1);
+    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-twice')).toBe(1);
   });
 });

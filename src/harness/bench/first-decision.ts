@@ -17,19 +17,28 @@ export const FIRST_DECISION_MIGRATION = '20261130000000_init';
 export const FIRST_DECISION_FUNCTION = 'bench_first_apply_transfer';
 
 /**
- * apply_transfer() as `migration` defined it (CREATE FUNCTION or CREATE OR REPLACE FUNCTION, the
- * first definition in the file), as a CREATE OR REPLACE FUNCTION statement named `name`; throws
- * when the migration defines none. Applied migrations never change, so this is that version's
- * exact body.
+ * Function `fn` as `migration` defined it (CREATE FUNCTION or CREATE OR REPLACE FUNCTION, the
+ * first definition in the file, its options included), as a CREATE OR REPLACE FUNCTION
+ * statement named `name`; throws when the migration defines none. Applied migrations never
+ * change, so this is that version's exact body.
  */
-export function applyTransferOfMigration(migration: string, name: string, migrationsDir = MIGRATIONS_DIR): string {
+export function functionOfMigration(
+  migration: string,
+  fn: string,
+  name: string,
+  migrationsDir = MIGRATIONS_DIR,
+): string {
   const text = readFileSync(join(migrationsDir, migration, 'migration.sql'), 'utf8');
-  const match = /CREATE (?:OR REPLACE )?FUNCTION "apply_transfer"\([\s\S]*?\n\$\$;\n/.exec(text);
-  if (match === null) throw new Error(`${migration} defines no apply_transfer()`);
-  return match[0].replace(
-    /^CREATE (?:OR REPLACE )?FUNCTION "apply_transfer"\(/,
-    `CREATE OR REPLACE FUNCTION "${name}"(`,
-  );
+  const head = new RegExp(`CREATE (?:OR REPLACE )?FUNCTION "${fn}"\\(`);
+  const start = head.exec(text);
+  const end = start === null ? -1 : text.indexOf('\n$$;\n', start.index);
+  if (start === null || end < 0) throw new Error(`${migration} defines no ${fn}()`);
+  return text.slice(start.index, end + '\n$$;\n'.length).replace(head, `CREATE OR REPLACE FUNCTION "${name}"(`);
+}
+
+/** apply_transfer() as `migration` defined it, renamed `name` (functionOfMigration). */
+export function applyTransferOfMigration(migration: string, name: string, migrationsDir = MIGRATIONS_DIR): string {
+  return functionOfMigration(migration, 'apply_transfer', name, migrationsDir);
 }
 
 /** The first migration's CREATE FUNCTION "apply_transfer" statement, renamed; throws when it cannot be found. */

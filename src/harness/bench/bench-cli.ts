@@ -52,6 +52,10 @@ await runCli(async () => {
   const paths = await writeResults(options.out, report);
   process.stdout.write(`${formatTable(report.summary, report, options.runs)}\n`);
   process.stdout.write(`e2ePeakRssMbPerWorker        ${report.e2ePeakRssMbPerWorker ?? 'n/a'}\n`);
+  const rt = (us: number | null) => (us === null ? 'n/a' : `${us} µs`);
+  process.stdout.write(
+    `redis PING round trip        ${rt(report.machine.redisRoundTripUsStart)} at start, ${rt(report.machine.redisRoundTripUsEnd)} at end\n`,
+  );
   const cpuTable = formatCpuTable(report.summary);
   if (cpuTable !== null) process.stdout.write(`\n${cpuTable}\n\n`);
   process.stdout.write(`results: ${shown(paths.json)}\nchart:   ${shown(paths.svg)}\n`);

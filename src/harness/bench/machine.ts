@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { withDatabase } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
+import { median } from './measure.ts';
 
 export interface MachineInfo {
   readonly cores: number;
@@ -17,6 +18,13 @@ export interface MachineInfo {
   /** 1-minute load average when the bench started and ended: other work on the machine shows here. */
   readonly loadAverage1mStart: number;
   loadAverage1mEnd: number | null;
+  /**
+   * Median microseconds of one PING to the queue's Redis, one at a time from the bench process,
+   * when the bench started and ended (redisRoundTripUs). The load average misses a host that
+   * wakes this machine's processes slowly; queue work, made of small round trips, slows with it.
+   */
+  redisRoundTripUsStart: number | null;
+  redisRoundTripUsEnd: number | null;
 }
 
 export interface Versions {
@@ -40,7 +48,28 @@ export function machineInfo(): MachineInfo {
     kernel: release(),
     loadAverage1mStart: Math.round((loadavg()[0] ?? 0) * 100) / 100,
     loadAverage1mEnd: null,
+    redisRoundTripUsStart: null,
+    redisRoundTripUsEnd: null,
   };
+}
+
+/** PINGs per round-trip probe: about a tenth of a second on a quiet machine. */
+export const ROUND_TRIP_PINGS = 2_000;
+
+/**
+ * The median of `pings` PING round trips to `redis`, each sent after the previous answer, in
+ * microseconds (one decimal): the time a small request takes through the loopback and two
+ * wake-ups, which bounds how fast a queue of small commands can go on this machine.
+ */
+export async function redisRoundTripUs(redis: Redis, pings: number = ROUND_TRIP_PINGS): Promise<number> {
+  if (!Number.isInteger(pings) || pings < 1) throw new RangeError(`pings must be a positive integer, got ${pings}`);
+  const samples: number[] = [];
+  for (let i = 0; i < pings; i++) {
+    const t0 = process.hrtime.bigint();
+    await redis.ping();
+    samples.push(Number(process.hrtime.bigint() - t0) / 1_000);
+  }
+  return Math.round((median(samples) as number) * 10) / 10;
 }
 
 export function currentLoadAverage1m(): number {

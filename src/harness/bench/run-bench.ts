@@ -18,7 +18,14 @@ import { runDbCeiling, runDbCeilingFirst, runDbCeilingPaired } from './db-ceilin
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
 import { INTAKE_PRODUCER_LANES, runIntakeCase } from './intake-case.ts';
 import { runLowRate, WARMUP_PER_SLOT } from './low-rate.ts';
-import { currentLoadAverage1m, type MachineInfo, machineInfo, type Versions, versions } from './machine.ts';
+import {
+  currentLoadAverage1m,
+  type MachineInfo,
+  machineInfo,
+  redisRoundTripUs,
+  type Versions,
+  versions,
+} from './machine.ts';
 import { runPeerGraphile } from './peer-graphile.ts';
 import { Progress } from './progress.ts';
 import { runQueueCeiling } from './queue-ceiling.ts';
@@ -218,6 +225,28 @@ export interface BenchRunOutcome {
   readonly error: unknown;
 }
 
+/** How long the closing round-trip probe may take before it is given up (a Redis gone away). */
+const CLOSING_PROBE_TIMEOUT_MS = 10_000;
+
+/**
+ * The Redis round trip at the end of a run; null when the run was interrupted, or Redis did not
+ * answer within CLOSING_PROBE_TIMEOUT_MS (the queue's connection retries without end).
+ */
+async function probeRoundTrip(config: Config, signal: AbortSignal): Promise<number | null> {
+  if (signal.aborted) return null;
+  const redis = bullmqConnection(config);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), CLOSING_PROBE_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([redisRoundTripUs(redis).catch(() => null), timeout]);
+  } finally {
+    clearTimeout(timer);
+    redis.disconnect();
+  }
+}
+
 export async function runBench(
   options: BenchOptions,
   config: Config,
@@ -263,6 +292,7 @@ export async function runBench(
     const redis = bullmqConnection(config);
     try {
       report.versions = await versions(config.databaseUrl, redis);
+      report.machine.redisRoundTripUsStart = await redisRoundTripUs(redis);
     } finally {
       redis.disconnect();
     }
@@ -298,6 +328,7 @@ export async function runBench(
   Object.assign(report, r);
   report.e2ePeakRssMbPerWorker = e2ePeakRssMb(report.summary);
   report.machine.loadAverage1mEnd = currentLoadAverage1m();
+  report.machine.redisRoundTripUsEnd = await probeRoundTrip(config, signal);
   report.finishedAt = new Date().toISOString();
   return { report, error };
 }

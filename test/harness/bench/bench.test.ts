@@ -73,6 +73,9 @@ describe('npm run bench -- --quick', () => {
       expect(report.machine.cores).toBeGreaterThan(0);
       expect(report.machine.memoryGiB).toBeGreaterThan(0);
       expect(report.machine.cpuModel).not.toBe('');
+      // The round-trip probes ran at both ends (their size is the machine's, not asserted).
+      expect(report.machine.redisRoundTripUsStart).toBeGreaterThan(0);
+      expect(report.machine.redisRoundTripUsEnd).toBeGreaterThan(0);
       for (const key of ['node', 'postgres', 'redis', 'bullmq', 'graphileWorker', 'projectCommit'] as const) {
         expect(typeof report.versions?.[key], key).toBe('string');
       }

@@ -39,6 +39,7 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
   lines.push(
     '',
     `e2eToDbCeilingRatio          ${show(r.e2eToDbCeilingRatio)}`,
+    `e2eToFasterCeilingRatio      ${show(r.e2eToFasterCeilingRatio)}`,
     `singleToFirstDecisionRatio   ${show(r.singleToFirstDecisionRatio)}`,
     `singleToFirstPairedRatio     ${show(r.singleToFirstPairedRatio)}`,
     `e2eUnbatchedToDbCeilingRatio ${show(r.e2eUnbatchedToDbCeilingRatio)}`,

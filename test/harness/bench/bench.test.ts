@@ -19,6 +19,7 @@ const BENCH_TIMEOUT_MS = 360_000;
 
 const RATIO_FIELDS = [
   'e2eToDbCeilingRatio',
+  'e2eToFasterCeilingRatio',
   'e2eUnbatchedToDbCeilingRatio',
   'e2eToSeedDesignRatio',
   'e2eToPeerRatio',

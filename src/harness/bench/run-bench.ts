@@ -1,6 +1,7 @@
 // The bench run: preflight() checks the servers and the connection budget before anything is
 // measured; runBench() then does R runs of every selected case, interleaved (run 1 of every
-// case, then run 2, ...) so a change in the machine's load falls on all cases alike. Each case
+// case, then run 2, ...) so a change in the machine's load falls on all cases alike, and in
+// the listed order in odd runs and the reverse in even ones (caseOrder). Each case
 // verifies itself; the first failed verification stops the bench. Whatever happened, the
 // report holds what was measured.
 import { join } from 'node:path';
@@ -227,6 +228,17 @@ export interface BenchRunOutcome {
   readonly error: unknown;
 }
 
+/**
+ * The order of the cases in run `run` (from 1): as listed in odd runs, reversed in even ones.
+ * A case's place in a run matters here. Run as the first case of every run, db-ceiling came out
+ * 10-22 % slower than db-ceiling-first after it; with the two swapped, within 2 %
+ * (docs/verification/performance.md). Alternating puts each case early and late.
+ */
+export function caseOrder<T>(cases: readonly T[], run: number): T[] {
+  if (!Number.isInteger(run) || run < 1) throw new RangeError(`run must be a positive integer, got ${run}`);
+  return run % 2 === 1 ? [...cases] : [...cases].reverse();
+}
+
 /** How long the closing round-trip probe may take before it is given up (a Redis gone away). */
 const CLOSING_PROBE_TIMEOUT_MS = 10_000;
 
@@ -304,7 +316,7 @@ export async function runBench(
     write(`bench ${runId}: ${cases.join(', ')} × ${options.runs} runs; worker logs in ${logRoot}`);
     const progress = new Progress(write);
     for (let run = 1; run <= options.runs; run++) {
-      for (const caseName of cases) {
+      for (const caseName of caseOrder(cases, run)) {
         const ctx: CaseContext = { options, config, caseName, run, runId, logRoot, progress, signal };
         const result = await RUNNERS[caseName](ctx);
         report.runs.push(result);

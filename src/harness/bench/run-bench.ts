@@ -229,10 +229,10 @@ export interface BenchRunOutcome {
 }
 
 /**
- * The order of the cases in run `run` (from 1): as listed in odd runs, reversed in even ones.
- * A case's place in a run matters here. Run as the first case of every run, db-ceiling came out
- * 10-22 % slower than db-ceiling-first after it; with the two swapped, within 2 %
- * (docs/verification/performance.md). Alternating puts each case early and late.
+ * The order of the cases in run `run` (from 1): as listed in odd runs, reversed in even ones,
+ * so that no case always runs first, or always after the same case. (It was suspected of the
+ * gap between db-ceiling and db-ceiling-first; it explained at most part of it:
+ * docs/verification/performance.md.)
  */
 export function caseOrder<T>(cases: readonly T[], run: number): T[] {
   if (!Number.isInteger(run) || run < 1) throw new RangeError(`run must be a positive integer, got ${run}`);

@@ -41,4 +41,4 @@ EXPOSE 9464
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.METRICS_PORT || 9464) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The worker's node flags (src/config/worker-runtime.ts): about half the resident memory of node's defaults.
-CMD ["node", "--max-semi-space-size=4", "--heap-growing-percent=30", "--no-wasm-dynamic-tiering", "--no-wasm-tier-up", "dist/cli/worker.js"]
+CMD ["node", "--max-semi-space-size=4", "--heap-growing-percent=30", "--no-wasm-dynamic-tiering", "--no-wasm-tier-up", "--single-threaded-gc", "dist/cli/worker.js"]

@@ -27,6 +27,6 @@ export const WORKER_NODE_FLAGS: readonly string[] = [
   // cost more in wake-ups (futex) than they saved: e2e --runs 1, 8 invocations each way
   // alternating, median 1,989 against 1,785 transfers/s, worker CPU 0.494 against 0.571 ms per
   // transfer, peak RSS 130.5-136.0 against 127.0-131.1 MiB (docs/verification/performance.md).
-  // Pauses grow to tens of milliseconds on a full GC, far inside the lock's renewal margin.
+  // Pauses grow: up to 27 ms in one e2e run (--trace-gc), far inside the lock's renewal margin.
   '--single-threaded-gc',
 ];

@@ -144,18 +144,8 @@ function noteMedian(results: readonly CaseRunResult[], caseName: CaseName, note:
     .filter((r) => r.case === caseName)
     .map((r) => r.notes[note])
     .filter((v): v is number => typeof v === 'number');
-  const m = values.length === 0 ? null : median(values);
+  const m = median(values);
   return m === null ? null : round(m, 3);
-}
-
-/** e2e over the faster of the two single-decision ceilings; null unless e2e and both ran. */
-function fasterCeilingRatio(throughput: (c: CaseName) => number | null): number | null {
-  const e2e = throughput('e2e');
-  const today = throughput('db-ceiling');
-  const first = throughput('db-ceiling-first');
-  if (e2e === null || today === null || first === null) return null;
-  const ceiling = Math.max(today, first);
-  return ceiling === 0 ? null : round(e2e / ceiling, 3);
 }
 
 export function ratios(summaries: readonly CaseSummary[], results: readonly CaseRunResult[] = []): Ratios {
@@ -165,6 +155,8 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
     const y = throughput(b);
     return x === null || y === null || y === 0 ? null : round(x / y, 3);
   };
+  // e2e over the faster ceiling is the smaller of e2e's two ratios.
+  const smaller = (x: number | null, y: number | null) => (x === null || y === null ? null : Math.min(x, y));
   const lowRate = (c: CaseName, key: 'p50' | 'p95') =>
     summaries.find((s) => s.case === c)?.latencyMs.enqueueToCommit?.[key] ?? null;
   const added = (key: 'p50' | 'p95') => {
@@ -174,7 +166,7 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
   };
   return {
     e2eToDbCeilingRatio: ratio('e2e', 'db-ceiling'),
-    e2eToFasterCeilingRatio: fasterCeilingRatio(throughput),
+    e2eToFasterCeilingRatio: smaller(ratio('e2e', 'db-ceiling'), ratio('e2e', 'db-ceiling-first')),
     singleToFirstDecisionRatio: ratio('db-ceiling', 'db-ceiling-first'),
     singleToFirstPairedRatio: noteMedian(results, 'db-ceiling-paired', 'todayToFirstRatio'),
     e2eUnbatchedToDbCeilingRatio: ratio('e2e-unbatched', 'db-ceiling'),

@@ -23,6 +23,10 @@ const AMOUNT = 5n;
 const FENCE = 1n;
 const HASH = 'a'.repeat(64);
 const LOCK_WAIT_TIMEOUT_MS = 10_000;
+/** What a test counts for one operation: its debit entries, its records, its pending outcome events. */
+const DEBITS = "SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'";
+const RECORDS = 'SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1';
+const EVENTS = 'SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1';
 
 let db: TestDatabase;
 
@@ -131,28 +135,16 @@ describe("apply_transfer()'s record with the idempotency check on", () => {
     expect(result).toEqual({ code: '23505' });
     expect(await balanceOf('w1')).toBe(BALANCE);
     expect(await balanceOf('w2')).toBe(BALANCE);
-    expect(
-      await count(
-        "SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'",
-        'intruded',
-      ),
-    ).toBe(0);
-    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'intruded')).toBe(0);
+    expect(await count(DEBITS, 'intruded')).toBe(0);
+    expect(await count(EVENTS, 'intruded')).toBe(0);
   });
 
   it('control: the previous body (ON CONFLICT DO NOTHING) moves the money and keeps no record of its own', async () => {
     const result = await raceAnIntruder('intruded-before', (c) => decide(c, PREVIOUS_FUNCTION, 'intruded-before'));
     expect(result).toEqual({ outcome: 'applied' });
     expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
-    expect(
-      await count(
-        "SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'",
-        'intruded-before',
-      ),
-    ).toBe(1);
-    expect(
-      await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'intruded-before'),
-    ).toBe(0);
+    expect(await count(DEBITS, 'intruded-before')).toBe(1);
+    expect(await count(EVENTS, 'intruded-before')).toBe(0);
   });
 
   it('records a first delivery and answers a second as a duplicate', async () => {
@@ -164,7 +156,7 @@ describe("apply_transfer()'s record with the idempotency check on", () => {
       client.release();
     }
     expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
-    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'once')).toBe(1);
+    expect(await count(RECORDS, 'once')).toBe(1);
   });
 });
 
@@ -178,14 +170,12 @@ describe("apply_transfer()'s record with the idempotency check off (the negative
       client.release();
     }
     expect(await balanceOf('w1')).toBe(BALANCE - 2n * AMOUNT);
-    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'twice')).toBe(1);
-    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'twice')).toBe(1);
+    expect(await count(RECORDS, 'twice')).toBe(1);
+    expect(await count(EVENTS, 'twice')).toBe(1);
   });
 });
 
 describe("transfers_decide_batch()'s records with the idempotency check on", () => {
-  const debits = "SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1 AND kind = 'debit'";
-
   it('fails the whole call on a record written past an advisory lock, and moves no money', async () => {
     const result = await raceAnIntruder('b-intruded', (c) =>
       decideBatch(c, 'transfers_decide_batch', [
@@ -195,9 +185,9 @@ describe("transfers_decide_batch()'s records with the idempotency check on", () 
     );
     expect(result).toEqual({ code: '23505' });
     for (const wallet of ['w1', 'w2', 'w3', 'w4']) expect(await balanceOf(wallet)).toBe(BALANCE);
-    expect(await count(debits, 'b-intruded')).toBe(0);
-    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'b-clean')).toBe(0);
-    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-clean')).toBe(0);
+    expect(await count(DEBITS, 'b-intruded')).toBe(0);
+    expect(await count(RECORDS, 'b-clean')).toBe(0);
+    expect(await count(EVENTS, 'b-clean')).toBe(0);
   });
 
   it('control: the previous body (ON CONFLICT DO NOTHING) moves the money and keeps no record of its own', async () => {
@@ -209,8 +199,8 @@ describe("transfers_decide_batch()'s records with the idempotency check on", () 
     );
     expect(result).toEqual({ outcome: 'applied' });
     expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
-    expect(await count(debits, 'b-before')).toBe(1);
-    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-before')).toBe(0);
+    expect(await count(DEBITS, 'b-before')).toBe(1);
+    expect(await count(EVENTS, 'b-before')).toBe(0);
   });
 
   it('answers a twin inside the batch and a later delivery as duplicates, one record each', async () => {
@@ -232,8 +222,8 @@ describe("transfers_decide_batch()'s records with the idempotency check on", () 
     }
     expect(await balanceOf('w1')).toBe(BALANCE - AMOUNT);
     expect(await balanceOf('w3')).toBe(BALANCE - AMOUNT);
-    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'b-twin')).toBe(1);
-    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-twin')).toBe(1);
+    expect(await count(RECORDS, 'b-twin')).toBe(1);
+    expect(await count(EVENTS, 'b-twin')).toBe(1);
   });
 });
 
@@ -255,7 +245,7 @@ describe("transfers_decide_batch()'s records with the idempotency check off (the
       client.release();
     }
     expect(await balanceOf('w1')).toBe(BALANCE - 2n * AMOUNT);
-    expect(await count('SELECT count(*)::int AS n FROM transfers WHERE operation_id = $1', 'b-twice')).toBe(1);
-    expect(await count('SELECT count(*)::int AS n FROM outcome_pending WHERE operation_id = $1', 'b-twice')).toBe(1);
+    expect(await count(RECORDS, 'b-twice')).toBe(1);
+    expect(await count(EVENTS, 'b-twice')).toBe(1);
   });
 });

@@ -6,8 +6,9 @@
 // on the bytes, not the call. The bytes, their order on the connection and the commands are
 // unchanged; only how many writes carry them. This is not ioredis's enableAutoPipelining, which
 // defers some commands to a pipeline sent at setImmediate while others (MULTI, CLIENT, SCRIPT,
-// ...) go out at once, so it can reorder them; BullMQ's commands keep their order. The lock's
-// connection keeps ioredis's auto-pipelining (redis-connection.ts).
+// ...) go out at once, so it can reorder them; BullMQ's commands keep their order. The worker's
+// lock connection is coalesced too (run-worker.ts): on a single server a turn's lock calls, one
+// release call and one acquire call, then leave in one write.
 import type { Cluster, Redis } from 'ioredis';
 import { isCluster, type RedisClient } from './redis-connection.ts';
 

@@ -95,10 +95,15 @@ const LOCK_OPTIONS: RedisOptions = {
   maxRetriesPerRequest: 1,
   commandTimeout: LOCK_COMMAND_TIMEOUT_MS,
   enableOfflineQueue: true,
-  // The lock commands of the jobs a worker holds at once (acquires, releases, renewals) leave
-  // in one write per event-loop turn instead of one each; order on the connection is kept.
-  enableAutoPipelining: true,
 };
+// On a single server the lock scripts already gather a turn's acquisitions into one call and its
+// releases into another (src/lock/lock-scripts.ts), so ioredis's auto-pipelining only wrapped
+// each call in a pipeline object of its own; without it the e2e workers spent 8 % less CPU per
+// transfer (docs/verification/performance.md). The worker coalesces the connection's writes
+// instead (coalesced-writes.ts, applied in run-worker.ts): a turn's calls still leave in one
+// write. In a cluster every lock call holds one wallet, so a turn has many: there ioredis's
+// auto-pipelining sends those of one node together.
+const LOCK_CLUSTER_OPTIONS: RedisOptions = { ...LOCK_OPTIONS, enableAutoPipelining: true };
 
 function endpointOf(target: string | RedisEndpoint): RedisEndpoint {
   return typeof target === 'string' ? { redisUrl: target, redisTlsCaFile: null } : target;
@@ -132,7 +137,7 @@ export function lockConnection(target: string | RedisEndpoint | RedisTarget): Re
   const cluster = clusterOf(target);
   if (cluster !== null) {
     return reportErrorsSafely(
-      clusterClient(cluster, endpoint, LOCK_OPTIONS, {
+      clusterClient(cluster, endpoint, LOCK_CLUSTER_OPTIONS, {
         delayMs: CLUSTER_RETRY_DELAY_MS,
         max: CLUSTER_REDIRECTIONS_MAX,
       }),

@@ -158,6 +158,8 @@ class WorkerRuntime {
     );
 
     this.redis = lockConnection(this.config);
+    // A turn's lock calls (on a single server one release call and one acquire call) in one write.
+    coalesceWrites(this.redis);
     const redisError = watchConnectionErrors(this.redis, this.logger, 'lock');
     this.pgProbe = new PostgresProbe(this.config.databaseUrl, readMigrations(MIGRATIONS_DIR), this.config);
     this.monitor = new HealthMonitor({

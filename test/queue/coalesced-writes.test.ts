@@ -1,5 +1,5 @@
-// The worker's BullMQ connection writes the commands of one event-loop turn in one socket write
-// (src/queue/coalesced-writes.ts), against the real Redis and a private Redis Cluster: the writes
+// The worker's BullMQ and lock connections write the commands of one event-loop turn in one
+// socket write (src/queue/coalesced-writes.ts), against the real Redis and a private Redis Cluster: the writes
 // are counted at the socket (its _write and _writev, which Node calls once per chunk or per
 // batch of chunks handed to the kernel), the replies come back in order, and a reconnected
 // client's new socket is coalesced too. Each count is also taken without coalescing, so the
@@ -9,7 +9,9 @@ import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluster.ts';
+import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { coalesceWrites } from '../../src/queue/coalesced-writes.ts';
+import { lockConnection } from '../../src/queue/redis-connection.ts';
 import { makeTempDir } from '../lock/lock-fixtures.ts';
 
 const COMMANDS = 64;
@@ -80,6 +82,27 @@ describe('coalesced writes on one Redis', () => {
     const coalescedWrites = countWrites(coalesced);
     expect(await incrementsInOneTurn(coalesced, `${prefix}coalesced`)).toEqual(inOrder);
     expect(coalescedWrites.count).toBe(1);
+  });
+
+  it("sends a turn's lock calls in one write on the lock connection; without it, one write per call", async () => {
+    // On a single server the lock connection does not auto-pipeline (redis-connection.ts): its
+    // turn of calls, one release call and one acquire call (lock-scripts.ts), is two writes
+    // unless the worker coalesces them, as run-worker.ts does.
+    const writesOfTurn = async (coalesce: boolean): Promise<number> => {
+      const redis = lockConnection(redisUrl) as Redis;
+      clients.push(redis);
+      if (coalesce) coalesceWrites(redis);
+      const lock = new FencedLock({ redis, lockTtlMs: 30_000, keyPrefix: `${prefix}lock-${coalesce}:` });
+      const held = await lock.acquire('w-1');
+      if (held.kind !== 'acquired') throw new Error('w-1 not acquired');
+      const writes = countWrites(redis);
+      const [released, taken] = await Promise.all([lock.release('w-1', held.lease.owner), lock.acquire('w-2')]);
+      expect(released).toBe(true);
+      expect(taken).toMatchObject({ kind: 'acquired', lease: { token: 1n } });
+      return writes.count;
+    };
+    expect(await writesOfTurn(false)).toBe(2);
+    expect(await writesOfTurn(true)).toBe(1);
   });
 
   it('keeps a command and its follow-up in one order across turns', async () => {

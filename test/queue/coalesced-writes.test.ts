@@ -19,6 +19,8 @@ const CLUSTER_MASTERS = 3;
 const RECONNECT_TIMEOUT_MS = 10_000;
 /** Enough candidate keys that every master serves one of them. */
 const CANDIDATE_KEYS_MAX = 200;
+/** How long a new cluster client may take to know every master. */
+const SLOT_MAP_TIMEOUT_MS = 10_000;
 
 interface CountedStream {
   _write: (...args: unknown[]) => unknown;
@@ -151,10 +153,30 @@ describe('coalesced writes on a Redis Cluster', () => {
     await local?.stop();
   });
 
-  /** One key per master, in the order of cluster.nodes('master'). */
-  async function keyPerMaster(cluster: Cluster): Promise<string[]> {
-    const ranges = (await cluster.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
-    const masters = cluster.nodes('master');
+  type SlotRanges = [number, number, [string, number]][];
+
+  /**
+   * The client's masters and the slot ranges, once both name every master: a client just
+   * connected, or the node it asked, may not have the whole slot map yet.
+   */
+  async function slotMap(cluster: Cluster): Promise<{ masters: Redis[]; ranges: SlotRanges }> {
+    const deadline = performance.now() + SLOT_MAP_TIMEOUT_MS;
+    for (;;) {
+      const ranges = (await cluster.cluster('SLOTS')) as unknown as SlotRanges;
+      const masters = cluster.nodes('master');
+      const ports = new Set(ranges.map((r) => r[2][1]));
+      if (masters.length === CLUSTER_MASTERS && masters.every((m) => ports.has(m.options.port as number))) {
+        return { masters, ranges };
+      }
+      if (performance.now() >= deadline) {
+        throw new Error(`the client knows ${masters.length} masters, the slot map ${ports.size}`);
+      }
+      await new Promise<void>((resolve) => cluster.refreshSlotsCache(() => resolve()));
+    }
+  }
+
+  /** One key per master, in the order of `masters`. */
+  async function keyPerMaster(cluster: Cluster, masters: Redis[], ranges: SlotRanges): Promise<string[]> {
     const portOfKey = async (key: string) => {
       const slot = Number(await cluster.cluster('KEYSLOT', key));
       return ranges.find(([from, to]) => slot >= from && slot <= to)?.[2][1];
@@ -177,10 +199,10 @@ describe('coalesced writes on a Redis Cluster', () => {
     const cluster = local.client();
     try {
       if (coalesce) coalesceWrites(cluster);
-      const keys = await keyPerMaster(cluster);
+      const { masters, ranges } = await slotMap(cluster);
+      const keys = await keyPerMaster(cluster, masters, ranges);
       expect(keys).toHaveLength(CLUSTER_MASTERS);
       await Promise.all(keys.map((k) => cluster.del(k)));
-      const masters = cluster.nodes('master');
       const counters = masters.map((m) => countWrites(m));
       const replies = await Promise.all(keys.flatMap((k) => Array.from({ length: COMMANDS }, () => cluster.incr(k))));
       for (const [i] of keys.entries()) {

@@ -1,9 +1,9 @@
 // The worker's BullMQ and lock connections write the commands of one event-loop turn in one
-// socket write (src/queue/coalesced-writes.ts), against the real Redis and a private Redis Cluster: the writes
-// are counted at the socket (its _write and _writev, which Node calls once per chunk or per
-// batch of chunks handed to the kernel), the replies come back in order, and a reconnected
-// client's new socket is coalesced too. Each count is also taken without coalescing, so the
-// test fails if coalescing is switched off.
+// socket write (src/queue/coalesced-writes.ts), against the real Redis and a private Redis
+// Cluster: the writes are counted at the socket (its _write and _writev, which Node calls once
+// per chunk or per batch of chunks handed to the kernel), the replies come back in order, and a
+// reconnected client's new socket is coalesced too. Each count is also taken without
+// coalescing, so the test fails if coalescing is switched off.
 import { randomBytes } from 'node:crypto';
 import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

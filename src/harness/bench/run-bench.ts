@@ -10,6 +10,7 @@ import { UsageError } from '../../cli/args.ts';
 import { type Config, withDatabase } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../config/worker-runtime.ts';
+import { withinMs } from '../../ops/probes.ts';
 import { bullmqConnection } from '../../queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';
 import { type BenchOptions, type CaseName, casesOf, type Mode } from './bench-options.ts';
@@ -249,14 +250,11 @@ const CLOSING_PROBE_TIMEOUT_MS = 10_000;
 async function probeRoundTrip(config: Config, signal: AbortSignal): Promise<number | null> {
   if (signal.aborted) return null;
   const redis = bullmqConnection(config);
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), CLOSING_PROBE_TIMEOUT_MS);
-  });
   try {
-    return await Promise.race([redisRoundTripUs(redis).catch(() => null), timeout]);
+    return await withinMs(redisRoundTripUs(redis), CLOSING_PROBE_TIMEOUT_MS, 'Redis');
+  } catch {
+    return null;
   } finally {
-    clearTimeout(timer);
     redis.disconnect();
   }
 }

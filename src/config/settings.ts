@@ -205,7 +205,9 @@ export const SETTINGS = {
   WORKER_CONCURRENCY: {
     field: 'workerConcurrency',
     kind: 'integer',
-    default: '32',
+    // 64: a process's slots go round as one convoy, so more slots overlap more of the round
+    // (docs/verification/performance.md, "Sixty-four slots"); 128 cost more CPU per transfer.
+    default: '64',
     min: 1,
     max: 256,
     unit: 'jobs',

@@ -3,6 +3,7 @@
 import { isAbsolute, join, resolve } from 'node:path';
 import { integerFlag, parseFlags, UsageError } from '../../cli/args.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
+import { SETTINGS } from '../../config/settings.ts';
 import { SEED_WALLETS_MAX } from '../../ledger/seed-wallets.ts';
 import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
 
@@ -45,6 +46,7 @@ export type CaseName = (typeof CASES)[number];
 
 export const WORKERS_MAX = 16;
 export const CONCURRENCY_MAX = 256;
+export const LANES_MAX = 256;
 /** Every job must still be in BullMQ's completed set when the run is checked. */
 export const TRANSFERS_MAX = COMPLETED_JOBS_KEPT_MAX;
 export const RUNS_MAX = 20;
@@ -59,7 +61,11 @@ export const RELAY_BATCH_MAX_LIMIT = 1_000;
 
 export const BENCH_DEFAULTS = Object.freeze({
   workers: 2,
-  concurrency: 32,
+  // The worker's own default: the bench measures what a deployment gets unless told otherwise.
+  concurrency: Number(SETTINGS.WORKER_CONCURRENCY.default),
+  // The anchors' lanes: 32 per process, as since the anchors were fixed (issue 20). Each lane is a
+  // PostgreSQL connection, so 2 × 64 Graphile Worker connections would not fit in 100.
+  lanes: 32,
   transfers: 20_000,
   wallets: 10_000,
   runs: 3,
@@ -81,15 +87,23 @@ export const BENCH_QUICK = Object.freeze({
 });
 
 export const BENCH_USAGE =
-  'npm run bench -- [--workers N] [--concurrency C] [--transfers T] [--wallets W] [--runs R] ' +
+  'npm run bench -- [--workers N] [--concurrency C] [--lanes L] [--transfers T] [--wallets W] [--runs R] ' +
   `[--modes ${MODES.join(',')}] [--quick] [--out DIR] [--low-rate-per-s N] [--low-rate-s S] ` +
   '[--batch-max N] [--batch-wait-ms MS] [--cpu-prof] [--cpu-prof-dir DIR] [--drain-timeout-s S] ' +
   '[--relays N] [--relay-batch-max N]';
 
 export interface BenchOptions {
   readonly workers: number;
-  /** Jobs in flight per worker process (WORKER_CONCURRENCY); workers × concurrency is the total. */
+  /**
+   * Jobs in flight per BullMQ worker process (WORKER_CONCURRENCY): the project's workers and
+   * queue-ceiling's no-op workers; workers × concurrency is the total.
+   */
   readonly concurrency: number;
+  /**
+   * Per process, the lanes of the one-commit-per-transfer anchors: connections of db-ceiling,
+   * db-ceiling-first, db-ceiling-paired and seed-design, and Graphile Worker's concurrency.
+   */
+  readonly lanes: number;
   readonly transfers: number;
   readonly wallets: number;
   readonly runs: number;
@@ -140,6 +154,7 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
     {
       workers: { type: 'string' },
       concurrency: { type: 'string' },
+      lanes: { type: 'string' },
       transfers: { type: 'string' },
       wallets: { type: 'string' },
       runs: { type: 'string' },
@@ -172,6 +187,7 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
   const options: BenchOptions = {
     workers: bounded(values.workers, '--workers', 1, WORKERS_MAX, sizes.workers),
     concurrency: bounded(values.concurrency, '--concurrency', 1, CONCURRENCY_MAX, sizes.concurrency),
+    lanes: bounded(values.lanes, '--lanes', 1, LANES_MAX, sizes.lanes),
     transfers: bounded(values.transfers, '--transfers', 1, TRANSFERS_MAX, sizes.transfers),
     wallets: bounded(values.wallets, '--wallets', 2, SEED_WALLETS_MAX, sizes.wallets),
     runs: bounded(values.runs, '--runs', 1, RUNS_MAX, sizes.runs),

@@ -1,5 +1,5 @@
 // db-ceiling: the worker's own decision, apply_transfer() with the worker's arguments, called
-// straight from a `pg` pool (the worker's pool settings, workers × concurrency connections),
+// straight from a `pg` pool (the worker's pool settings, workers × lanes connections),
 // one transfer per commit, no queue, no lock: what the database decision alone can do here.
 // db-ceiling-first: the same with the first migration's function (first-decision.ts), the
 // pinned anchor that today's single path is compared with in the same run.

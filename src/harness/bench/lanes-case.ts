@@ -1,5 +1,5 @@
 // The shape of db-ceiling and seed-design: the bench process itself sends the transfers, one
-// per commit, through workers × concurrency connections (one lane each, closed loop), no queue,
+// per commit, through workers × lanes connections (one lane each, closed loop), no queue,
 // no lock. Throughput uses the same span as the queue cases (transfers.created_at), so the
 // ratios compare like with like; each call's round trip is reported as its latency.
 import { type TransferRequest, validateTransferRequest } from '../../ledger/transfer-request.ts';
@@ -25,7 +25,7 @@ export type LaneDriverFactory = (databaseUrl: string, lanes: number) => LaneDriv
 
 export async function runLanesCase(ctx: CaseContext, makeDriver: LaneDriverFactory): Promise<CaseRunResult> {
   const { options, config, caseName, run } = ctx;
-  const lanes = options.workers * options.concurrency;
+  const lanes = options.workers * options.lanes;
   const operationPrefix = operationPrefixOf(run);
   const requests = benchWorkload({
     transfers: options.transfers,

@@ -1,5 +1,6 @@
 // peer-graphile-worker: the same transfers through Graphile Worker (graphile-worker-entry.ts),
-// the same number of processes and concurrency, its task calling the same apply_transfer().
+// the same number of processes, --lanes jobs at once in each (one connection per job), its task
+// calling the same apply_transfer().
 // Jobs are added in bulk (addJobs, 1,000 a call like our producer) before the processes start;
 // throughput comes from transfers.created_at exactly as for e2e.
 import { join } from 'node:path';
@@ -115,7 +116,7 @@ export async function runPeerGraphile(ctx: CaseContext): Promise<CaseRunResult> 
         {
           count: options.workers,
           entry: GRAPHILE_WORKER_ENTRY,
-          env: { DATABASE_URL: databaseUrl, WORKER_CONCURRENCY: String(options.concurrency), LOG_LEVEL: 'warn' },
+          env: { DATABASE_URL: databaseUrl, WORKER_CONCURRENCY: String(options.lanes), LOG_LEVEL: 'warn' },
           logDir: logDirOf(ctx.logRoot, 'peer-graphile-worker', run),
           cpuProfDir: null,
           workerEntry: ctx.config.workerEntry,

@@ -21,7 +21,8 @@ export async function writeResults(outDir: string, report: BenchReport): Promise
   writeFileSync(paths.json, `${JSON.stringify(report, null, 2)}\n`);
   const p = report.parameters;
   const title =
-    `fenced transfers bench ${report.startedAt.slice(0, 16)}Z: ${String(p.workers)} workers × ${String(p.concurrency)}, ` +
+    `fenced transfers bench ${report.startedAt.slice(0, 16)}Z: ${String(p.workers)} workers × ${String(p.concurrency)} ` +
+    `(anchors × ${String(p.lanes)}), ` +
     `${String(p.transfers)} transfers, ${String(p.wallets)} wallets, ${report.summary[0]?.runs ?? 0} run(s)` +
     `${report.ok ? '' : ' (FAILED)'}`;
   writeFileSync(paths.svg, await renderBenchSvg({ title, summaries: report.summary, results: report.runs }));

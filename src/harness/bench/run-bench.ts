@@ -135,6 +135,8 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
     workers: options.workers,
     concurrency: options.concurrency,
     totalConcurrency: options.workers * options.concurrency,
+    lanes: options.lanes,
+    totalLanes: options.workers * options.lanes,
     transfers: options.transfers,
     wallets: options.wallets,
     runs: options.runs,
@@ -160,8 +162,8 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
     unlockedFence: 'db-ceiling, seed-design and the Graphile task pass fence 1 (no lock issues tokens there)',
     graphileWorker: {
       processes: options.workers,
-      concurrentJobs: options.concurrency,
-      maxPoolSize: graphilePoolMax(options.concurrency),
+      concurrentJobs: options.lanes,
+      maxPoolSize: graphilePoolMax(options.lanes),
       localQueueSize: GRAPHILE_LOCAL_QUEUE_SIZE,
       completeJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
       failJobBatchDelay: GRAPHILE_COMPLETE_BATCH_DELAY_MS,
@@ -186,22 +188,28 @@ export async function preflight(options: BenchOptions, config: Config): Promise<
 
 /** Connections the largest selected case opens at once, against what the server has free. */
 async function checkConnectionBudget(options: BenchOptions, config: Config): Promise<void> {
-  const needs: [string, number][] = [];
-  const lanes = options.workers * options.concurrency;
+  // What needs the connections, how many, and the flags that set them.
+  const needs: [string, number, string][] = [];
+  const lanes = options.workers * options.lanes;
+  const lanesFlags = `--workers ${options.workers} × --lanes ${options.lanes}`;
   if (
     (['db-ceiling', 'db-ceiling-first', 'db-ceiling-paired', 'seed-design'] as const).some((m: Mode) =>
       options.modes.includes(m),
     )
   )
-    needs.push(['db-ceiling/seed-design', lanes]);
+    needs.push(['db-ceiling/seed-design', lanes, lanesFlags]);
   if (options.modes.includes('peer-graphile-worker'))
-    needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.concurrency)]);
+    needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.lanes), lanesFlags]);
   if (options.modes.some((m) => m === 'e2e' || m === 'e2e-unbatched' || m === 'hot' || m === 'low-rate')) {
-    needs.push(['worker processes', options.workers * config.dbPoolMax]);
+    needs.push(['worker processes', options.workers * config.dbPoolMax, `--workers ${options.workers} × DB_POOL_MAX`]);
   }
   if (options.modes.includes('e2e-intake')) {
     // The workers, the relays (DB_POOL_MAX each, like a worker) and the bench's producer connections.
-    needs.push(['e2e-intake', (options.workers + options.relays) * config.dbPoolMax + INTAKE_PRODUCER_LANES]);
+    needs.push([
+      'e2e-intake',
+      (options.workers + options.relays) * config.dbPoolMax + INTAKE_PRODUCER_LANES,
+      `--workers ${options.workers} and --relays ${options.relays} × DB_POOL_MAX`,
+    ]);
   }
   const client = new pg.Client({ connectionString: withDatabase(config.databaseUrl, 'postgres') });
   await client.connect();
@@ -214,11 +222,11 @@ async function checkConnectionBudget(options: BenchOptions, config: Config): Pro
     await client.end();
   }
   const free = max - used - CONNECTIONS_RESERVE;
-  for (const [what, n] of needs) {
+  for (const [what, n, flags] of needs) {
     if (n > free) {
       throw new UsageError(
-        `${what} needs ${n} PostgreSQL connections (--workers ${options.workers} × --concurrency ${options.concurrency}), ` +
-          `but the server allows ${max} and ${used} are in use (${CONNECTIONS_RESERVE} kept free); lower --workers or --concurrency`,
+        `${what} needs ${n} PostgreSQL connections (${flags}), ` +
+          `but the server allows ${max} and ${used} are in use (${CONNECTIONS_RESERVE} kept free); lower them`,
       );
     }
   }

@@ -31,7 +31,10 @@ import { cpuMsOf, processTree } from './process-cpu.ts';
 
 export const SCALING_WALLETS = 10_000;
 export const SCALING_BALANCE_MINOR = 1_000_000_000n;
-/** The worker's default (WORKER_CONCURRENCY): batches form from the jobs a process holds. */
+/**
+ * WORKER_CONCURRENCY per shard: the worker's default when docs/operating/scaling.md's figures were
+ * taken (64 since), kept so that a new run compares with them.
+ */
 export const SCALING_WORKER_CONCURRENCY = 32;
 export const SCALING_DB_POOL_MAX = 8;
 export const SCALING_WORKERS_READY_TIMEOUT_MS = 60_000;

@@ -12,7 +12,15 @@ import {
 describe('bench options', () => {
   it('defaults to every mode at the issue sizes, batching left to the worker', () => {
     const o = parseBenchArgs([]);
-    expect(o).toMatchObject({ workers: 2, concurrency: 32, transfers: 20_000, wallets: 10_000, runs: 3, quick: false });
+    expect(o).toMatchObject({
+      workers: 2,
+      concurrency: 64,
+      lanes: 32,
+      transfers: 20_000,
+      wallets: 10_000,
+      runs: 3,
+      quick: false,
+    });
     expect(o).toMatchObject({
       batchMax: null,
       batchWaitMs: null,
@@ -46,6 +54,7 @@ describe('bench options', () => {
     const bad: [string[], RegExp][] = [
       [['--workers', '0'], /--workers must be from 1 to 16/],
       [['--concurrency', 'eight'], /--concurrency must be a whole number/],
+      [['--lanes', '257'], /--lanes must be from 1 to 256/],
       [['--transfers', '100001'], /--transfers must be from 1 to 100000/],
       [['--wallets', '1'], /--wallets must be from 2/],
       [['--runs=-1'], /--runs must be a whole number/],

@@ -45,8 +45,12 @@ export const CASES = [
 export type CaseName = (typeof CASES)[number];
 
 export const WORKERS_MAX = 16;
-export const CONCURRENCY_MAX = 256;
-export const LANES_MAX = 256;
+/**
+ * Both reach a process as its WORKER_CONCURRENCY (--lanes as Graphile Worker's, through the same
+ * configuration), so both take that setting's bound.
+ */
+export const CONCURRENCY_MAX = SETTINGS.WORKER_CONCURRENCY.max;
+export const LANES_MAX = SETTINGS.WORKER_CONCURRENCY.max;
 /** Every job must still be in BullMQ's completed set when the run is checked. */
 export const TRANSFERS_MAX = COMPLETED_JOBS_KEPT_MAX;
 export const RUNS_MAX = 20;

@@ -73,6 +73,7 @@ export interface Config {
   readonly jobStalledIntervalMs: number;
   readonly transferBatchMax: number;
   readonly transferBatchWaitMs: number;
+  readonly outcomeSequenceIntervalMs: number;
   /** At most dbPoolMax: each batch in flight holds a pooled connection. */
   readonly transferBatchesInFlightMax: number;
   readonly lockRideMsMax: number;
@@ -444,6 +445,7 @@ export function loadConfig(env: Env = process.env): Config {
     jobStalledIntervalMs: integer(env, 'JOB_STALLED_INTERVAL_MS'),
     transferBatchMax,
     transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS'),
+    outcomeSequenceIntervalMs: integer(env, 'OUTCOME_SEQUENCE_INTERVAL_MS'),
     transferBatchesInFlightMax,
     lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX'),
     unsafe: Object.freeze(unsafe),

@@ -382,6 +382,15 @@ export const SETTINGS = {
     unit: 'ms',
     doc: 'how long a relay waits after a round that found nothing to send or publish',
   },
+  OUTCOME_SEQUENCE_INTERVAL_MS: {
+    field: 'outcomeSequenceIntervalMs',
+    kind: 'integer',
+    default: '200',
+    min: 10,
+    max: 60_000,
+    unit: 'ms',
+    doc: 'how often a worker gives the next outcome-feed positions to the events decided since (one short statement; of all the workers and relays one at a time does it): a decision reaches the feed within about this long. Reading the feed never does it',
+  },
   RELAY_METRICS_PORT: {
     field: 'relayMetricsPort',
     kind: 'special',

@@ -8,7 +8,7 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { databaseName } from '../config/config.ts';
-import { DECISION_FUNCTION, GIVE_UP_FUNCTION } from '../ledger/apply-transfer.ts';
+import { DECISION_FUNCTION, FEED_SEQUENCE_FUNCTION, GIVE_UP_FUNCTION } from '../ledger/apply-transfer.ts';
 import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } from './session-bounds.ts';
 
 /**
@@ -16,7 +16,11 @@ import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } f
  * (`regprocedure`). A new decision function is added here and in its migration (SECURITY
  * DEFINER, fixed search_path, EXECUTE revoked from PUBLIC); a test checks the two agree.
  */
-export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([DECISION_FUNCTION, GIVE_UP_FUNCTION]);
+export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([
+  DECISION_FUNCTION,
+  GIVE_UP_FUNCTION,
+  FEED_SEQUENCE_FUNCTION,
+]);
 
 /** Tables the worker role may read (SELECT only). */
 export const WORKER_READABLE_TABLES: readonly string[] = Object.freeze(['_prisma_migrations']);

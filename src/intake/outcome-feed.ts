@@ -1,15 +1,25 @@
-// The durable outcome feed: one event per decided operation (applied or rejected) and one per
-// give-up, each with a position 1, 2, 3, … that only grows. Read by position, never by time.
+// The durable outcome feed: one event per decided operation (applied or rejected), one per
+// give-up, and one per intake request answered conflict (its operation was decided through the
+// other door with another body), each with a position 1, 2, 3, … that only grows. Read by
+// position, never by time.
 //
 // Why no event is ever skipped: a decision appends its event to outcome_pending in its own
 // commit, with an id drawn from a sequence, and ids drawn by transactions that commit out of
 // order become visible out of order. The feed does not hand those ids out. Its sequencer
-// (outcome_feed_sequence(), called by every read) moves the pending events that have committed
-// into outcome_events and gives them the next positions, one sequencer at a time under a
-// transaction-level advisory lock that is held until those positions commit. So every position
+// (outcome_feed_sequence(), sequenceOutcomeFeed() below) moves the pending events that have
+// committed into outcome_events and gives them the next positions, one sequencer at a time under
+// a transaction-level advisory lock that is held until those positions commit. So every position
 // commits above every position already visible, and "the events after the last position I saw"
-// is complete. An event whose transaction is still open gets its position after it commits.
+// is complete.
+//
+// Why a position once read never changes: a read only returns positions a sequencer committed.
+// Reading does not sequence (it did until the front-door-edges migration, and a reader inside a
+// transaction that then rolled back had been handed positions that went to other events). The
+// sequencer runs in statements of its own: every worker calls it every
+// OUTCOME_SEQUENCE_INTERVAL_MS (src/intake/feed-sequencer.ts), every relay's publisher at each
+// round. The read role may not call it, so no reader can hold its lock.
 import type pg from 'pg';
+import { serverErrorOf } from '../db/database-errors.ts';
 import type { PrismaTransactionClient } from './intake.ts';
 
 /** The feed's read function, which the read role may execute (`regprocedure`). */
@@ -17,7 +27,30 @@ export const OUTCOME_FEED_FUNCTION = 'outcome_events_after(bigint,integer)';
 /** Events per read, at most (the function refuses more). */
 export const OUTCOME_READ_LIMIT_MAX = 10_000;
 
-export type OutcomeKind = 'applied' | 'rejected' | 'given_up';
+export const OUTCOME_KINDS = ['applied', 'rejected', 'given_up', 'conflict'] as const;
+/**
+ * `applied`, `rejected`: the operation's decision, with the body it was decided with.
+ * `given_up`: its job ran out of attempts; the intake's request stays open for `npm run redrive`.
+ * `conflict`: an intake request whose operation was decided with another body (through BullMQ
+ * straight); the event carries the request's body, and the request is closed.
+ */
+export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
+
+/** The position asked for was pruned (`npm run outcomes -- --prune-before`): start after `firstKept - 1`. */
+export class OutcomeFeedPrunedError extends Error {
+  override name = 'OutcomeFeedPrunedError';
+  constructor(
+    readonly after: bigint,
+    readonly firstKept: bigint,
+  ) {
+    super(
+      `outcome feed: positions before ${firstKept} were pruned, so position ${after + 1n} is gone; read after ${firstKept - 1n} to start at the first event kept`,
+    );
+  }
+}
+
+/** SQLSTATE of outcome_events_after() for a pruned position (the front-door-edges migration). */
+const PRUNED_SQLSTATE = 'FT001';
 
 export interface OutcomeEvent {
   /** 1, 2, 3, …: read on from the last one seen. */
@@ -51,13 +84,13 @@ const READ_SQL = `
     FROM outcome_events_after($1::bigint, $2::integer)`;
 
 function eventOf(row: EventRow): OutcomeEvent {
-  if (row.kind !== 'applied' && row.kind !== 'rejected' && row.kind !== 'given_up') {
+  if (!(OUTCOME_KINDS as readonly string[]).includes(row.kind)) {
     throw new Error(`outcome feed: unknown kind ${JSON.stringify(row.kind)} at position ${row.position}`);
   }
   return {
     position: BigInt(row.position),
     operationId: row.operation_id,
-    kind: row.kind,
+    kind: row.kind as OutcomeKind,
     reason: row.reason,
     from: row.from_wallet,
     to: row.to_wallet,
@@ -76,11 +109,35 @@ export async function readOutcomes(client: FeedClient, after: bigint, limit = 1_
     throw new RangeError(`limit must be from 1 to ${OUTCOME_READ_LIMIT_MAX}, got ${limit}`);
   }
   const values = [after.toString(), limit];
+  try {
+    const rows =
+      '$queryRawUnsafe' in client
+        ? await client.$queryRawUnsafe<EventRow[]>(READ_SQL, ...values)
+        : (await client.query<EventRow>(READ_SQL, values)).rows;
+    return rows.map(eventOf);
+  } catch (err) {
+    const server = serverErrorOf(err);
+    if (server?.sqlState !== PRUNED_SQLSTATE) throw err;
+    const firstKept = /positions before (\d+) were pruned/.exec(server.message)?.[1];
+    throw new OutcomeFeedPrunedError(after, BigInt(firstKept ?? (after + 2n).toString()));
+  }
+}
+
+/** Events moved into the feed per sequencer call, at most (the function's own bound is 100,000). */
+export const OUTCOME_SEQUENCE_LIMIT = 10_000;
+
+/**
+ * Gives the next positions to the decided events that have committed; answers how many it moved
+ * (0 when another sequencer holds the lock). Call it on a connection outside any transaction
+ * block: its positions commit with the statement. The owner and the worker role may call it.
+ */
+export async function sequenceOutcomeFeed(client: FeedClient): Promise<number> {
+  const sql = 'SELECT outcome_feed_sequence($1::integer) AS moved';
   const rows =
     '$queryRawUnsafe' in client
-      ? await client.$queryRawUnsafe<EventRow[]>(READ_SQL, ...values)
-      : (await client.query<EventRow>(READ_SQL, values)).rows;
-  return rows.map(eventOf);
+      ? await client.$queryRawUnsafe<{ moved: number }[]>(sql, OUTCOME_SEQUENCE_LIMIT)
+      : (await client.query<{ moved: number }>(sql, [OUTCOME_SEQUENCE_LIMIT])).rows;
+  return Number(rows[0]?.moved ?? 0);
 }
 
 export interface FollowOptions {

@@ -4,10 +4,11 @@
 // round, so of any number of relays one publishes at a time and the others skip the round. A
 // relay that dies after the adds and before the commit publishes those events again from the
 // old cursor: the same job ids, which BullMQ ignores while it still holds the jobs, and which a
-// consumer dedupes by otherwise.
+// consumer dedupes by otherwise. The round uses one connection from the pool for everything
+// (sequencing, the cursor, the read), so it works with DB_POOL_MAX=1.
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
-import { type OutcomeEvent, readOutcomes } from './outcome-feed.ts';
+import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from './outcome-feed.ts';
 
 /** The cursor row of the outcomes queue's publisher. */
 export const OUTCOMES_QUEUE_CURSOR = 'outcomes-queue';
@@ -73,7 +74,6 @@ export async function publishOutcomes(
   hooks: { afterAdd?: () => Promise<void> } = {},
   name = OUTCOMES_QUEUE_CURSOR,
 ): Promise<PublishResult> {
-  await pool.query('INSERT INTO outcome_cursors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [name]);
   const client = await pool.connect();
   let release: Error | undefined;
   // The session sits idle in its transaction while the jobs are added: a server that ends it
@@ -85,6 +85,10 @@ export async function publishOutcomes(
   };
   client.on('error', onError);
   try {
+    await client.query('INSERT INTO outcome_cursors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [name]);
+    // In a statement of its own, before the round's transaction: the positions commit at once
+    // and the sequencer's lock is not held while the jobs are added.
+    await sequenceOutcomeFeed(client);
     await client.query('BEGIN');
     try {
       const { rows } = await client.query<{ position: string }>(
@@ -97,9 +101,7 @@ export async function publishOutcomes(
         return { published: 0, position: null };
       }
       const after = BigInt(row.position);
-      // Read through the pool, not in this transaction: the sequencer's lock (taken by every
-      // read) is then released at once, not held while the jobs are added.
-      const events = await readOutcomes(pool, after, limit);
+      const events = await readOutcomes(client, after, limit);
       if (events.length === 0) {
         await client.query('COMMIT');
         return { published: 0, position: after };

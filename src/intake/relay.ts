@@ -34,6 +34,7 @@ export interface RelayBatchResult {
 
 interface ClaimedRow {
   operation_id: string;
+  request_hash: string;
   from_wallet: string;
   to_wallet: string;
   amount: string;
@@ -54,7 +55,7 @@ const claimSql = (due: string) => `
   )
   UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
     FROM picked p WHERE q.operation_id = p.operation_id
-  RETURNING q.operation_id, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`;
+  RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`;
 const CLAIM_FIRST_SENDS_SQL = claimSql('sent_at IS NULL');
 const CLAIM_DUE_SQL = claimSql('sent_at < now() - make_interval(secs => $2::double precision / 1000)');
 
@@ -141,13 +142,12 @@ export async function relayBatch(
   );
 
   for (const { row, reason } of failed.values()) {
-    await pool.query('SELECT record_transfer_given_up($1, $2, $3, $4::bigint, $5, $6)', [
+    // Only while the request is still at the send this claim made: a redrive since sent it again.
+    await pool.query('SELECT record_transfer_given_up($1, $2, $3, $4::integer)', [
       row.operation_id,
-      row.from_wallet,
-      row.to_wallet,
-      row.amount,
-      row.currency?.trim() ?? null,
+      row.request_hash,
       reason,
+      row.send_count,
     ]);
   }
   return {
@@ -204,7 +204,7 @@ export async function redrive(
     `UPDATE transfer_requests q
         SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = q.send_count + 1
       WHERE q.decided_at IS NULL AND q.given_up_at IS NOT NULL AND ($1::text[] IS NULL OR q.operation_id = ANY($1::text[]))
-      RETURNING q.operation_id, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`,
+      RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`,
     [operationIds === 'all' ? null : [...operationIds]],
   );
   for (const row of rows) {

@@ -22,10 +22,17 @@ import {
  */
 export const DECISION_FUNCTION = 'apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[])';
 /**
- * What the worker calls when a job fails for good (`regprocedure`): record_transfer_given_up()
- * of the intake-and-outcome-feed migration, a 'given_up' event in the feed. Granted to the worker role.
+ * What the worker calls when a job fails for good (`regprocedure`): record_transfer_given_up() of
+ * the front-door-edges migration. It takes the operation and the hash of the failed job's body,
+ * never a body: the 'given_up' event carries the stored request's body, and an operation with no
+ * open request of that body gets no event. Granted to the worker role.
  */
-export const GIVE_UP_FUNCTION = 'record_transfer_given_up(text,text,text,bigint,text,text)';
+export const GIVE_UP_FUNCTION = 'record_transfer_given_up(text,text,text,integer)';
+/**
+ * The outcome feed's sequencer (`regprocedure`), which every worker calls in a statement of its
+ * own to keep the feed moving (src/intake/feed-sequencer.ts). Granted to the worker role.
+ */
+export const FEED_SEQUENCE_FUNCTION = 'outcome_feed_sequence(integer)';
 
 /** A lease id as FencedLock issues it (crypto.randomUUID()); PostgreSQL stores it as `uuid`. */
 const LEASE_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

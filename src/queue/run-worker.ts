@@ -20,6 +20,7 @@ import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient } from '../db/prisma.ts';
+import { FeedSequencer } from '../intake/feed-sequencer.ts';
 import type { PermanentKind } from '../ledger/vocabulary.ts';
 import { FencedLock } from '../lock/fenced-lock.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
@@ -98,6 +99,7 @@ interface QueueSide {
   /** The queues whose depth /metrics reports: every shard this worker consumes. */
   readonly depthQueues: readonly Queue[];
   readonly publisher: CounterAggregatePublisher;
+  readonly sequencer: FeedSequencer;
 }
 
 /**
@@ -250,6 +252,7 @@ class WorkerRuntime {
     const side = this.openQueueSide();
     this.queueSide = side;
     side.publisher.start();
+    side.sequencer.start();
     this.phase = 'running';
     if (this.gated) side.worker.run();
     this.monitor.start();
@@ -301,7 +304,8 @@ class WorkerRuntime {
       metrics,
       logger,
     });
-    return { prisma, connection, lock, worker, depthQueues, publisher };
+    const sequencer = new FeedSequencer(prisma, config.outcomeSequenceIntervalMs, logger);
+    return { prisma, connection, lock, worker, depthQueues, publisher, sequencer };
   }
 
   private logStarted(): void {
@@ -380,6 +384,7 @@ class WorkerRuntime {
     const side = this.queueSide;
     const { redis } = this;
     await side?.publisher.stop();
+    await side?.sequencer.stop();
     await Promise.all((side?.depthQueues ?? []).map((q) => q.close().catch(() => undefined)));
     await this.server?.close();
     await side?.prisma.$disconnect().catch(() => undefined);

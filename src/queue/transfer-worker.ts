@@ -8,6 +8,7 @@ import { dbCallDeadlineMs, type PrismaClient } from '../db/prisma.ts';
 import { applyTransfers } from '../ledger/apply-transfer.ts';
 import { type BatchStats, DecisionBatcher } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
+import { requestHash } from '../ledger/request-hash.ts';
 import { type TransferRequest, validateTransferRequest } from '../ledger/transfer-request.ts';
 import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
@@ -493,12 +494,9 @@ export async function recordGiveUp(
   const r = valid.request;
   try {
     await deps.prisma.$queryRawUnsafe(
-      'SELECT record_transfer_given_up($1, $2, $3, $4::bigint, $5, $6) AS recorded',
+      'SELECT record_transfer_given_up($1, $2, $3) AS recorded',
       r.operationId,
-      r.from,
-      r.to,
-      r.amountMinor.toString(),
-      r.currency,
+      requestHash(r),
       reason,
     );
     deps.logger.warn(

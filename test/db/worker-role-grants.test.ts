@@ -96,7 +96,8 @@ describe('npm run db:worker-role', () => {
     expect(result.privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
       'FUNCTION public.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) EXECUTE',
-      'FUNCTION public.record_transfer_given_up(text,text,text,bigint,text,text) EXECUTE',
+      'FUNCTION public.outcome_feed_sequence(integer) EXECUTE',
+      'FUNCTION public.record_transfer_given_up(text,text,text,integer) EXECUTE',
       'SCHEMA public USAGE',
       'TABLE public._prisma_migrations SELECT',
     ]);

@@ -46,9 +46,16 @@ function newQueue(): Queue {
   return q;
 }
 
+/** Requests pub-<from>…pub-<to> (w1 → w2, amount g) and gives each up: one given_up event each. */
 async function giveUp(from: number, to: number): Promise<void> {
+  const hash = `encode(sha256(convert_to(concat_ws(E'\\n', 'v1', 'w1', 'w2', g::text, ''), 'UTF8')), 'hex')`;
   await db.pg.query(
-    `SELECT record_transfer_given_up('pub-' || g, 'w1', 'w2', g, NULL, 'test') FROM generate_series($1::int, $2::int) g`,
+    `INSERT INTO transfer_requests (operation_id, request_hash, from_wallet, to_wallet, amount)
+     SELECT 'pub-' || g, ${hash}, 'w1', 'w2', g FROM generate_series($1::int, $2::int) g`,
+    [from, to],
+  );
+  await db.pg.query(
+    `SELECT record_transfer_given_up('pub-' || g, ${hash}, 'test') FROM generate_series($1::int, $2::int) g`,
     [from, to],
   );
 }
@@ -83,6 +90,21 @@ describe('the outcome publisher', () => {
       currency: null,
       decidedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });
+  });
+
+  it('publishes with a pool of one connection (DB_POOL_MAX=1): the round asks for no second one', async () => {
+    // Until the front-door-edges change the round held the cursor's connection and read the feed
+    // through the pool: with max 1 that read waited for a connection that never came.
+    await db.truncateAll();
+    const q = newQueue();
+    await giveUp(1, 3);
+    const one = new pg.Pool({ connectionString: db.url, max: 1, connectionTimeoutMillis: 2_000 });
+    try {
+      expect(await publishOutcomes(one, q, 100)).toEqual({ published: 3, position: 3n });
+      expect(await jobIds(q)).toEqual(idsUpTo(3));
+    } finally {
+      await one.end();
+    }
   });
 
   it('two publishers at once, while events keep coming, publish every event once; the cursor ends at the last', async () => {

@@ -9,7 +9,6 @@ import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { IntakeConflictError, requestTransfer, requestTransfers } from '../../src/intake/intake.ts';
-import { readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';

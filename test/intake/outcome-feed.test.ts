@@ -7,7 +7,7 @@
 import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type OutcomeEvent, readOutcomes } from '../../src/intake/outcome-feed.ts';
+import type { OutcomeEvent } from '../../src/intake/outcome-feed.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { sequencedRead } from '../support/feed.ts';

@@ -3,9 +3,14 @@
 // N; amounts and positions as decimal strings (no precision lost). --follow keeps polling for new
 // events until SIGINT or SIGTERM; --limit stops after L events. Works with the read role's URL
 // in DATABASE_URL (`npm run db:read-role`).
-// `npm run outcomes -- --prune-before N` (the owner only): deletes the events before position N,
-// but never the newest event: the sequencer continues from the highest position kept, and an
-// empty feed would start again at 1.
+// `npm run outcomes -- --prune-before N [--force]` (the owner only): deletes the events before
+// position N, but never the newest event: the sequencer continues from the highest position kept,
+// and an empty feed would start again at 1. It refuses to delete an event a named cursor
+// (outcome_cursors: the relay's publisher) has not read yet, unless --force. A reader that asks
+// for a pruned position gets an error naming the first kept one (OutcomeFeedPrunedError).
+// Reading never sequences: a decision is in the feed once a worker or a relay has sequenced it
+// (OUTCOME_SEQUENCE_INTERVAL_MS).
+import type pg from 'pg';
 import { ConfigError, loadConfig } from '../config/config.ts';
 import { serverErrorOf } from '../db/database-errors.ts';
 import { endPool } from '../db/pool-close.ts';
@@ -16,7 +21,7 @@ import { runCli } from './run-cli.ts';
 
 const USAGE = [
   'npm run outcomes -- --after N [--follow] [--limit L] [--poll-ms 500]',
-  '       npm run outcomes -- --prune-before N',
+  '       npm run outcomes -- --prune-before N [--force]',
 ].join('\n');
 const PAGE = 1_000;
 
@@ -49,6 +54,20 @@ const PRUNE_SQL = `
    WHERE position < $1::bigint
      AND position < (SELECT max(position) FROM outcome_events)`;
 
+/** Cursors still behind the events a prune before `before` would delete, lowest first. */
+const UNREAD_CURSORS_SQL = `
+  SELECT name, position::text AS position FROM outcome_cursors
+   WHERE position < $1::bigint - 1 ORDER BY position, name`;
+
+async function refusePruningUnread(client: pg.ClientBase, before: bigint): Promise<void> {
+  const { rows } = await client.query<{ name: string; position: string }>(UNREAD_CURSORS_SQL, [before.toString()]);
+  const behind = rows[0];
+  if (behind === undefined) return;
+  throw new UsageError(
+    `--prune-before ${before} would delete events cursor ${JSON.stringify(behind.name)} has not read (it is at ${behind.position}${rows.length > 1 ? `, ${rows.length - 1} more cursors behind too` : ''}): prune before ${BigInt(behind.position) + 1n} at most, or add --force`,
+  );
+}
+
 await runCli(async () => {
   const { values } = parseFlags(
     process.argv.slice(2),
@@ -58,6 +77,7 @@ await runCli(async () => {
       limit: { type: 'string' },
       'poll-ms': { type: 'string', default: '500' },
       'prune-before': { type: 'string' },
+      force: { type: 'boolean', default: false },
     },
     USAGE,
   );
@@ -72,6 +92,7 @@ await runCli(async () => {
       try {
         await client.query('BEGIN');
         await client.query(SEQUENCER_LOCK_SQL);
+        if (values.force !== true) await refusePruningUnread(client, before);
         const result = await client.query(PRUNE_SQL, [before.toString()]);
         const { rows } = await client.query<{ first: string | null; last: string | null }>(
           'SELECT min(position)::text AS first, max(position)::text AS last FROM outcome_events',

@@ -7,6 +7,7 @@ import { MigrationError } from '../db/migrations.ts';
 import { SessionBoundsError } from '../db/session-bounds.ts';
 import { WorkerRoleError } from '../db/worker-role-grants.ts';
 import { IntakeConflictError } from '../intake/intake.ts';
+import { OutcomeFeedPrunedError } from '../intake/outcome-feed.ts';
 import { redactText } from '../log/redact.ts';
 import { StartupError } from '../ops/startup-error.ts';
 import { InvalidTransferError } from '../queue/producer.ts';
@@ -21,6 +22,7 @@ const EXPECTED_ERRORS = [
   StartupError,
   IntakeConflictError,
   InvalidTransferError,
+  OutcomeFeedPrunedError,
   RangeError,
 ] as const;
 

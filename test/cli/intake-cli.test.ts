@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { ensureIntakeRole, INTAKE_ROLES } from '../../src/db/intake-role-grants.ts';
 import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
-import { readOutcomes } from '../../src/intake/outcome-feed.ts';
+import { readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { createTransferQueue } from '../../src/queue/producer.ts';
@@ -38,11 +38,13 @@ const lines = (stdout: string) =>
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 
 let fence = 0n;
+/** A decision, then the sequencing a worker's timer does (reading never sequences). */
 async function decide(operationId: string, amountMinor = 5n): Promise<void> {
   fence += 1n;
   await applyTransfers(db.prisma, [
     { request: { operationId, from: 'w1', to: 'w2', amountMinor, currency: null }, fence, leaseId: leaseIdFor(fence) },
   ]);
+  await sequenceOutcomeFeed(db.pg);
 }
 
 beforeAll(async () => {
@@ -218,10 +220,40 @@ describe('npm run outcomes', () => {
     const all = await outcomes(['--prune-before', '1000'], db.url);
     expect(lastJsonLine(all)).toEqual({ pruned: 1, firstKept: '4', last: '4' });
     await decide('o-5');
-    expect((await readOutcomes(db.pg, 0n)).map((e) => [e.position, e.operationId])).toEqual([
+    expect((await readOutcomes(db.pg, 3n)).map((e) => [e.position, e.operationId])).toEqual([
       [4n, 'o-4'],
       [5n, 'o-5'],
     ]);
+    // A reader asking for a pruned position is told so, with where the feed starts now.
+    const pruned = await outcomes(['--after', '0']);
+    expect(pruned.code, describeRun(pruned)).toBe(1);
+    expect(pruned.stderr.trim()).toBe(
+      'error: outcome feed: positions before 4 were pruned, so position 1 is gone; read after 3 to start at the first event kept',
+    );
+  });
+
+  it('--prune-before refuses to delete what a cursor has not read yet, unless --force', async () => {
+    const last = BigInt(
+      (await db.pg.query<{ p: string }>('SELECT max(position)::text AS p FROM outcome_events')).rows[0]!.p,
+    );
+    await decide('o-cur-1');
+    await decide('o-cur-2');
+    await db.pg.query("INSERT INTO outcome_cursors (name, position) VALUES ('slow-consumer', $1)", [last.toString()]);
+    try {
+      // The cursor has read up to `last`: pruning before last + 1 keeps all it still needs.
+      const past = await outcomes(['--prune-before', (last + 2n).toString()], db.url);
+      expect(past.code, describeRun(past)).toBe(1);
+      expect(past.stderr.trim()).toBe(
+        `error: --prune-before ${last + 2n} would delete events cursor "slow-consumer" has not read (it is at ${last}): prune before ${last + 1n} at most, or add --force`,
+      );
+      expect((await readOutcomes(db.pg, last)).map((e) => e.operationId)).toEqual(['o-cur-1', 'o-cur-2']);
+      const up = await outcomes(['--prune-before', (last + 1n).toString()], db.url);
+      expect(up.code, describeRun(up)).toBe(0);
+      const forced = await outcomes(['--prune-before', (last + 2n).toString(), '--force'], db.url);
+      expect(lastJsonLine(forced)).toMatchObject({ pruned: 1, firstKept: (last + 2n).toString() });
+    } finally {
+      await db.pg.query("DELETE FROM outcome_cursors WHERE name = 'slow-consumer'");
+    }
   });
 
   it('control: with the newest event deleted too, the next event would be position 1 again', async () => {

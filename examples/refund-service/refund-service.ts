@@ -108,13 +108,25 @@ async function apply(event: OutcomeEvent): Promise<void> {
       "SELECT position::text AS position FROM refund_service_cursor WHERE name = 'outcomes' FOR UPDATE",
     );
     if (BigInt(rows[0]?.position ?? '0') >= event.position) return; // another instance got here first
+    // given_up: still open (npm run redrive). The body must be the refund's own: should another
+    // producer reuse the operation id through BullMQ straight, its decision is not this refund's,
+    // and the feed follows it with a `conflict` event that carries this refund's body.
     if (event.kind !== 'given_up') {
       const settled = await client.query(
         `UPDATE refund_service_refunds
             SET state = $2, outcome = $3, feed_position = $4::bigint, settled_at = now()
           WHERE operation_id = $1 AND state = 'requested'
+            AND from_wallet = $5 AND to_wallet = $6 AND amount = $7::bigint
           RETURNING refund_id`,
-        [event.operationId, event.kind === 'applied' ? 'settled' : 'refused', event.kind, event.position.toString()],
+        [
+          event.operationId,
+          event.kind === 'applied' ? 'settled' : 'refused',
+          event.kind,
+          event.position.toString(),
+          event.from,
+          event.to,
+          event.amountMinor.toString(),
+        ],
       );
       for (const r of settled.rows as { refund_id: string }[]) {
         await client.query('INSERT INTO refund_service_log (refund_id, what) VALUES ($1, $2)', [

@@ -61,6 +61,7 @@ describe('loadConfig defaults', () => {
       jobStalledIntervalMs: 30_000,
       transferBatchMax: 64,
       transferBatchWaitMs: 2,
+      outcomeSequenceIntervalMs: 200,
       transferBatchesInFlightMax: 4,
       lockRideMsMax: 250,
       unsafe: [],

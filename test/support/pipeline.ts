@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { afterEach } from 'vitest';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
+import { FeedSequencer } from '../../src/intake/feed-sequencer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import {
@@ -169,6 +170,9 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
         ...(hooks ? { hooks } : {}),
       });
       await Promise.all(running.workers.map((w) => w.waitUntilReady()));
+      // As the worker process does (run-worker.ts): reading the feed never sequences it.
+      const sequencer = new FeedSequencer(prisma, workerConfig.outcomeSequenceIntervalMs, logger);
+      sequencer.start();
       let closed = false;
       const handle: PipelineWorker = {
         kind: 'in-process',
@@ -177,6 +181,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
           if (closed) return;
           closed = true;
           await running.close(true);
+          await sequencer.stop();
           await publisher.stop();
           await closePrisma(prisma);
           lockRedis.disconnect();

@@ -24,6 +24,11 @@ export interface TestDatabase {
    * logging in as it. drop() drops it.
    */
   workerRole(): Promise<{ role: string; url: string }>;
+  /**
+   * One more worker role with the same grants and a name of its own, dropped by drop() too: a
+   * test tells one worker's sessions apart from the others' by it (pg_stat_activity.usename).
+   */
+  anotherWorkerRole(): Promise<{ role: string; url: string }>;
   /** Empties the tables between tests; the ledger's append-only trigger is lifted for the TRUNCATE only. */
   truncateAll(): Promise<void>;
   drop(): Promise<void>;
@@ -50,7 +55,14 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
   // socket is slow to close) is dropped by the pool and replaced on the next query; a server
   // that is really gone fails that query instead. Without a listener it would crash the file.
   pool.on('error', () => undefined);
+  const newWorkerRole = async (): Promise<{ role: string; url: string }> => {
+    const role = uniqueName('ft_w');
+    const password = randomBytes(16).toString('hex');
+    await ensureWorkerRole(url, role, password, config);
+    return { role, url: roleUrl(url, role, password) };
+  };
   let worker: Promise<{ role: string; url: string }> | null = null;
+  const others: Promise<{ role: string; url: string }>[] = [];
   return {
     name,
     url,
@@ -58,13 +70,13 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
     prisma,
     pg: pool,
     workerRole() {
-      worker ??= (async () => {
-        const role = uniqueName('ft_w');
-        const password = randomBytes(16).toString('hex');
-        await ensureWorkerRole(url, role, password, config);
-        return { role, url: roleUrl(url, role, password) };
-      })();
+      worker ??= newWorkerRole();
       return worker;
+    },
+    anotherWorkerRole() {
+      const other = newWorkerRole();
+      others.push(other);
+      return other;
     },
     async truncateAll() {
       // Owner-only DDL, the one way around the trigger; in a transaction so it is back at once.
@@ -90,6 +102,7 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
       await endPool(pool);
       await dropDatabase(url);
       if (worker !== null) await dropWorkerRole(url, (await worker).role);
+      for (const other of others) await dropWorkerRole(url, (await other).role);
     },
   };
 }

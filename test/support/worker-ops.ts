@@ -1,6 +1,6 @@
 // Helpers for the operations tests: scraping a worker's endpoints, waiting for a condition,
-// reading a worker's log, the database's counts by status and reason, and the lock keys a
-// worker process left in Redis.
+// reading a worker's log, the database's counts by status and reason, the lock keys a worker
+// process left in Redis, and a hold on the wallets' rows that keeps decisions waiting.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
@@ -94,6 +94,73 @@ export async function lockKeysOwnedBy(redis: Redis, keyPrefix: string, instanceI
     }
   } while (cursor !== '0');
   return owned;
+}
+
+/** Every wallet row locked by a transaction of the test's own, until release(). */
+export interface WalletHold {
+  /**
+   * The decisions (apply_transfers() calls) of sessions logged in as `role` that wait on this
+   * hold, directly or queued behind another session that does: none can end before release().
+   * Reading another role's statement takes a superuser or pg_read_all_stats, as the tests run.
+   */
+  waitingDecisionsOf(role: string): Promise<number>;
+  /** Ends the transaction (once; later calls do nothing): the waiting decisions go on. */
+  release(): Promise<void>;
+}
+
+/**
+ * Takes every wallet row FOR UPDATE in an open transaction. A decision (apply_transfers() locks
+ * the rows of its wallets before anything else) then waits for release(), or until the worker's
+ * DB_LOCK_TIMEOUT_MS or DB_STATEMENT_TIMEOUT_MS cancels it, whichever comes first.
+ */
+export async function holdWallets(pool: pg.Pool): Promise<WalletHold> {
+  const client = await pool.connect();
+  let released = false;
+  const release = async (): Promise<void> => {
+    if (released) return;
+    released = true;
+    try {
+      await client.query('ROLLBACK');
+      client.release();
+    } catch (err) {
+      client.release(err instanceof Error ? err : new Error(String(err)));
+      throw err;
+    }
+  };
+  let holder: number;
+  try {
+    await client.query('BEGIN');
+    // No server default may end the hold or its wait for the batches in flight.
+    await client.query(
+      'SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0',
+    );
+    // In id order, as apply_transfers() takes them: a batch in flight is waited for, never deadlocked with.
+    await client.query('SELECT id FROM wallets ORDER BY id FOR UPDATE');
+    const row = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0];
+    if (row === undefined) throw new Error('pg_backend_pid() answered no row');
+    holder = row.pid;
+  } catch (err) {
+    await release().catch(() => undefined);
+    throw err;
+  }
+  return {
+    async waitingDecisionsOf(role) {
+      // On another connection: pg_stat_activity is a snapshot per transaction.
+      const r = await pool.query<{ n: number }>(
+        `WITH RECURSIVE waiting (pid) AS (
+           SELECT $1::integer
+           UNION
+           SELECT a.pid FROM pg_stat_activity a JOIN waiting w ON w.pid = ANY (pg_blocking_pids(a.pid))
+            WHERE a.datname = current_database()
+         )
+         SELECT count(*)::integer AS n FROM pg_stat_activity a JOIN waiting w USING (pid)
+          WHERE a.usename = $2 AND a.pid <> $1 AND a.query LIKE '%apply_transfers(%'`,
+        [holder, role],
+      );
+      return r.rows[0]?.n ?? 0;
+    },
+    release,
+  };
 }
 
 /** `npm run worker` as a user starts it, with its own output buffers. */

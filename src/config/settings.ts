@@ -371,7 +371,7 @@ export const SETTINGS = {
     min: 1,
     max: 1_000,
     unit: 'requests',
-    doc: 'requests one relay claims and sends per batch (also outcome events it publishes per round)',
+    doc: 'requests one relay claims and sends per batch, a quarter of it (at least one) kept for re-sends that are due, claimed before first sends (`RELAY_RESEND_SHARE`); also outcome events it publishes per round',
   },
   RELAY_IDLE_MS: {
     field: 'relayIdleMs',

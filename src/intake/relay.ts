@@ -9,6 +9,11 @@
 // no job at all is an add the queue lost (a lossy failover, a flush): it is counted in
 // lost_count and the job is added again. A send that finds the job failed for good records the
 // give-up (the worker could not) and stops: `npm run redrive` sends it again.
+//
+// A batch is never all first sends while re-sends are due: RELAY_RESEND_SHARE of it (at least one
+// request) is claimed for due re-sends first, then first sends fill it, then more due re-sends if
+// room is left. Without the share, a backlog of RELAY_BATCH_MAX or more never-sent requests took
+// every batch, and no lost add was sent again nor any failed job found until it drained.
 import { createHash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type pg from 'pg';
@@ -42,9 +47,21 @@ interface ClaimedRow {
   send_count: number;
 }
 
-// Never-sent requests first, then those due again, as two claims: each an index range scan on
-// transfer_requests_open_idx (sent_at IS NULL, then sent_at below the threshold), so a claim
-// never walks the requests that were sent recently and are still waiting for their decision.
+/**
+ * The share of every batch kept for due re-sends (RELAY_BATCH_MAX × this, rounded up: at least one
+ * request, so a batch of one takes a due re-send before a first send). First sends take the rest,
+ * and any part of the share that no due re-send needs.
+ */
+export const RELAY_RESEND_SHARE = 0.25;
+
+/** Requests of a batch of batchMax kept for due re-sends (see RELAY_RESEND_SHARE). */
+export function resendsReserved(batchMax: number): number {
+  return Math.min(batchMax, Math.max(1, Math.ceil(batchMax * RELAY_RESEND_SHARE)));
+}
+
+// Two claims, each an index range scan on transfer_requests_open_idx (sent_at below the
+// threshold, or sent_at IS NULL), so a claim never walks the requests that were sent recently and
+// are still waiting for their decision.
 const claimSql = (due: string) => `
   WITH picked AS (
     SELECT operation_id FROM transfer_requests
@@ -59,14 +76,22 @@ const claimSql = (due: string) => `
 const CLAIM_FIRST_SENDS_SQL = claimSql('sent_at IS NULL');
 const CLAIM_DUE_SQL = claimSql('sent_at < now() - make_interval(secs => $2::double precision / 1000)');
 
+/**
+ * Due re-sends up to their reserved share, then first sends up to the batch, then due re-sends
+ * again if the first sends left room. Each claim commits on its own; a row claimed by the first
+ * is sent now, so the third cannot take it again.
+ */
 async function claim(pool: pg.Pool, options: RelayOptions): Promise<ClaimedRow[]> {
-  const first = await pool.query<ClaimedRow>(CLAIM_FIRST_SENDS_SQL, [options.batchMax]);
-  if (first.rows.length >= options.batchMax) return first.rows;
-  const due = await pool.query<ClaimedRow>(CLAIM_DUE_SQL, [
-    options.batchMax - first.rows.length,
-    options.resendAfterMs,
-  ]);
-  return [...first.rows, ...due.rows];
+  const claimDue = async (limit: number) =>
+    (await pool.query<ClaimedRow>(CLAIM_DUE_SQL, [limit, options.resendAfterMs])).rows;
+  const reserved = resendsReserved(options.batchMax);
+  const due = await claimDue(reserved);
+  const firstMax = options.batchMax - due.length;
+  const first = firstMax > 0 ? (await pool.query<ClaimedRow>(CLAIM_FIRST_SENDS_SQL, [firstMax])).rows : [];
+  const room = options.batchMax - due.length - first.length;
+  // Fewer due than reserved: none is left (but rows another relay holds).
+  const more = room > 0 && due.length === reserved ? await claimDue(room) : [];
+  return [...due, ...first, ...more];
 }
 
 function wireOf(row: ClaimedRow): TransferWire {
@@ -88,8 +113,9 @@ export interface RelayOptions {
 }
 
 /**
- * One batch: claims up to batchMax requests that are unsent or due again, and adds their jobs.
- * Answers what it did; sends nothing (sent = 0) when nothing is due.
+ * One batch: claims up to batchMax requests that are unsent or due again (RELAY_RESEND_SHARE of
+ * it kept for due re-sends), and adds their jobs. Answers what it did; sends nothing (sent = 0)
+ * when nothing is due.
  */
 export async function relayBatch(
   pool: pg.Pool,

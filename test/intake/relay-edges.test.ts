@@ -1,0 +1,130 @@
+// The relay's edges (issue 31, item 5), on real Redis and PostgreSQL, one relayBatch() at a time:
+// - re-sends are never starved: with more than RELAY_BATCH_MAX never-sent requests waiting, one
+//   batch still re-sends a due request whose job was lost (counted lost) and finds one whose job
+//   failed for good (given up). Shown to fail with the claim that took first sends first
+//   ({ sent: 8, resent: 0, lost: 0, givenUp: 0 }).
+import { type Job, Worker } from 'bullmq';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/config.ts';
+import { requestTransfers } from '../../src/intake/intake.ts';
+import { readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
+import { jobIdOf, type RelayOptions, relayBatch, resendsReserved } from '../../src/intake/relay.ts';
+import { Relay } from '../../src/intake/relay-runtime.ts';
+import type { TransferWire } from '../../src/ledger/transfer-request.ts';
+import { bullmqConnection } from '../../src/queue/redis-connection.ts';
+import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
+
+// One attempt per job: a job moved to failed is failed for good.
+const pipelines = pipelinePerTest();
+const newPipeline = () => pipelines({ JOB_ATTEMPTS_MAX: '1' });
+const OPTIONS: RelayOptions = { batchMax: 8, resendAfterMs: 500 };
+
+function relayOf(p: Pipeline): Relay {
+  const config = loadConfig({ ...process.env, ...p.workerEnv, DATABASE_URL: p.db.url });
+  return new Relay({ config, logger: pino({ level: 'silent' }), publishOutcomes: false });
+}
+
+function wire(name: string, i: number): TransferWire {
+  return { operationId: `${name}-${i}`, from: `w${1 + (i % 4)}`, to: 'w5', amount: '1' };
+}
+
+/** Every request sent before now is due again (as if INTAKE_RESEND_AFTER_MS had passed). */
+async function makeDue(p: Pipeline): Promise<void> {
+  await p.db.pg.query("UPDATE transfer_requests SET sent_at = sent_at - interval '1 hour' WHERE sent_at IS NOT NULL");
+}
+
+/** Takes the next `n` waiting jobs as a worker would and fails them (for good: one attempt). */
+async function failNextJobs(p: Pipeline, n: number): Promise<string[]> {
+  const connection = bullmqConnection(p.config);
+  const worker = new Worker(p.queue.name, null, { connection, autorun: false });
+  const token = 'relay-edges-test';
+  const failed: string[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const job: Job | undefined = await worker.getNextJob(token, { block: false });
+      if (job === undefined) throw new Error(`only ${i} waiting jobs, not ${n}`);
+      await job.moveToFailed(new Error('injected: the attempt fails'), token);
+      failed.push((job.data as TransferWire).operationId);
+    }
+  } finally {
+    await worker.close();
+    connection.disconnect();
+  }
+  return failed;
+}
+
+async function requestRow(p: Pipeline, op: string) {
+  const { rows } = await p.db.pg.query<{
+    send_count: number;
+    lost_count: number;
+    given_up: boolean;
+    decided: boolean;
+    sent: boolean;
+  }>(
+    `SELECT send_count, lost_count, given_up_at IS NOT NULL AS given_up, decided_at IS NOT NULL AS decided,
+            sent_at IS NOT NULL AS sent
+       FROM transfer_requests WHERE operation_id = $1`,
+    [op],
+  );
+  return rows[0];
+}
+
+async function jobState(p: Pipeline, op: string): Promise<string> {
+  const job = await p.queue.getJob(jobIdOf(op));
+  return job ? await job.getState() : 'none';
+}
+
+async function feedOf(p: Pipeline, op: string): Promise<string[]> {
+  await sequenceOutcomeFeed(p.db.pg);
+  return (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
+}
+
+describe('the relay’s claim', () => {
+  it('keeps a share of every batch for due re-sends: a lost add is sent again and a failed job found while more than a batch of first sends waits', async () => {
+    const p = await newPipeline();
+    const relay = relayOf(p);
+    try {
+      expect(resendsReserved(OPTIONS.batchMax)).toBe(2);
+      const lost = wire('lost', 0);
+      const failed = wire('failed', 1);
+      await requestTransfers(p.db.pg, [lost, failed], p.config.transferAmountMax);
+      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({ sent: 2, resent: 0, lost: 0, givenUp: 0 });
+      await (await p.queue.getJob(jobIdOf(lost.operationId)))?.remove();
+      expect(await failNextJobs(p, 1)).toEqual([failed.operationId]);
+      await makeDue(p);
+
+      const firstSends = Array.from({ length: OPTIONS.batchMax + 2 }, (_, i) => wire('first', i));
+      await requestTransfers(p.db.pg, firstSends, p.config.transferAmountMax);
+      // Two due re-sends (the reserved share), six first sends.
+      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({ sent: 7, resent: 1, lost: 1, givenUp: 1 });
+      expect(await requestRow(p, lost.operationId)).toMatchObject({ send_count: 2, lost_count: 1, given_up: false });
+      expect(await jobState(p, lost.operationId)).toBe('waiting');
+      expect(await requestRow(p, failed.operationId)).toMatchObject({ send_count: 2, given_up: true });
+      expect(await feedOf(p, failed.operationId)).toEqual(['given_up']);
+      const unsent = await p.db.pg.query('SELECT 1 FROM transfer_requests WHERE sent_at IS NULL');
+      expect(unsent.rowCount).toBe(firstSends.length - 6);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('fills a batch the first sends leave room in with more due re-sends', async () => {
+    const p = await newPipeline();
+    const relay = relayOf(p);
+    const options: RelayOptions = { batchMax: 4, resendAfterMs: 500 };
+    try {
+      expect(resendsReserved(options.batchMax)).toBe(1);
+      const lost = [0, 1, 2].map((i) => wire('lost', i));
+      await requestTransfers(p.db.pg, lost, p.config.transferAmountMax);
+      expect((await relayBatch(relay.pool, relay.queues, options)).sent).toBe(3);
+      for (const w of lost) expect(await p.queue.remove(jobIdOf(w.operationId))).toBe(1);
+      await makeDue(p);
+      await requestTransfers(p.db.pg, [wire('first', 0)], p.config.transferAmountMax);
+      expect(await relayBatch(relay.pool, relay.queues, options)).toEqual({ sent: 4, resent: 3, lost: 3, givenUp: 0 });
+      for (const w of [...lost, wire('first', 0)]) expect(await jobState(p, w.operationId)).toBe('waiting');
+    } finally {
+      await relay.stop();
+    }
+  });
+});

@@ -14,6 +14,10 @@
 // request) is claimed for due re-sends first, then first sends fill it, then more due re-sends if
 // room is left. Without the share, a backlog of RELAY_BATCH_MAX or more never-sent requests took
 // every batch, and no lost add was sent again nor any failed job found until it drained.
+//
+// The give-up a relay records is bound to the send it claimed (send_count): a redrive between the
+// relay's look at the failed job and its record has sent the request again (send_count moved on),
+// and the record is then refused, so the relay cannot park a request that has a fresh job.
 import { createHash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type pg from 'pg';
@@ -33,7 +37,10 @@ export interface RelayBatchResult {
   readonly resent: number;
   /** Re-sends that found no job: adds the queue had lost, now added again. */
   readonly lost: number;
-  /** Re-sends that found the job failed for good: recorded as given up, not added. */
+  /**
+   * Re-sends that found the job failed for good: not added, and recorded as given up unless the
+   * request moved on since the claim (a redrive sent it again: its fresh job stands).
+   */
   readonly givenUp: number;
 }
 
@@ -112,6 +119,11 @@ export interface RelayOptions {
   readonly resendAfterMs: number;
 }
 
+export interface RelayBatchHooks {
+  /** After the jobs are added, before the give-ups of failed jobs are recorded (tests). */
+  readonly beforeGiveUps?: () => Promise<void>;
+}
+
 /**
  * One batch: claims up to batchMax requests that are unsent or due again (RELAY_RESEND_SHARE of
  * it kept for due re-sends), and adds their jobs. Answers what it did; sends nothing (sent = 0)
@@ -121,6 +133,7 @@ export async function relayBatch(
   pool: pg.Pool,
   queues: TransferQueues,
   options: RelayOptions,
+  hooks: RelayBatchHooks = {},
 ): Promise<RelayBatchResult> {
   const rows = await claim(pool, options);
   if (rows.length === 0) return { sent: 0, resent: 0, lost: 0, givenUp: 0 };
@@ -167,6 +180,7 @@ export async function relayBatch(
     ),
   );
 
+  if (failed.size > 0) await hooks.beforeGiveUps?.();
   for (const { row, reason } of failed.values()) {
     // Only while the request is still at the send this claim made: a redrive since sent it again.
     await pool.query('SELECT record_transfer_given_up($1, $2, $3, $4::integer)', [

@@ -1,15 +1,19 @@
-// The relay's edges (issue 31, item 5), on real Redis and PostgreSQL, one relayBatch() at a time:
+// The relay's and the redrive's edges (issue 31, items 5 and 7), on real Redis and PostgreSQL,
+// one relayBatch() or redrive() at a time:
 // - re-sends are never starved: with more than RELAY_BATCH_MAX never-sent requests waiting, one
 //   batch still re-sends a due request whose job was lost (counted lost) and finds one whose job
 //   failed for good (given up). Shown to fail with the claim that took first sends first
 //   ({ sent: 8, resent: 0, lost: 0, givenUp: 0 }).
+// - a relay that saw a job failed, then a redrive before it records the give-up: the record is
+//   refused (the send it claimed is not the request's any more), and the request stays open with
+//   its fresh job. Shown to fail with the relay's give-up passing no send_count (NULL): parked.
 import { type Job, Worker } from 'bullmq';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
 import { readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
-import { jobIdOf, type RelayOptions, relayBatch, resendsReserved } from '../../src/intake/relay.ts';
+import { jobIdOf, type RelayOptions, redrive, relayBatch, resendsReserved } from '../../src/intake/relay.ts';
 import { Relay } from '../../src/intake/relay-runtime.ts';
 import type { TransferWire } from '../../src/ledger/transfer-request.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
@@ -80,6 +84,14 @@ async function feedOf(p: Pipeline, op: string): Promise<string[]> {
   return (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
 }
 
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 describe('the relay’s claim', () => {
   it('keeps a share of every batch for due re-sends: a lost add is sent again and a failed job found while more than a batch of first sends waits', async () => {
     const p = await newPipeline();
@@ -123,6 +135,52 @@ describe('the relay’s claim', () => {
       await requestTransfers(p.db.pg, [wire('first', 0)], p.config.transferAmountMax);
       expect(await relayBatch(relay.pool, relay.queues, options)).toEqual({ sent: 4, resent: 3, lost: 3, givenUp: 0 });
       for (const w of [...lost, wire('first', 0)]) expect(await jobState(p, w.operationId)).toBe('waiting');
+    } finally {
+      await relay.stop();
+    }
+  });
+});
+
+describe('a give-up against a redrive', () => {
+  it('a relay that saw the job failed records nothing once a redrive has sent the request again; it stays open and sent, and is decided once', async () => {
+    const p = await newPipeline();
+    await p.seed(6, 1_000n);
+    const relay = relayOf(p);
+    try {
+      const w = wire('raced', 1);
+      await requestTransfers(p.db.pg, [w], p.config.transferAmountMax);
+      expect((await relayBatch(relay.pool, relay.queues, OPTIONS)).sent).toBe(1);
+      await failNextJobs(p, 1);
+      await makeDue(p);
+
+      let redriven: string[] = [];
+      const batch = await relayBatch(relay.pool, relay.queues, OPTIONS, {
+        // The relay has claimed the re-send (send_count 2) and seen the job failed. Meanwhile the
+        // worker's give-up lands (no send_count) and an operator redrives the request.
+        beforeGiveUps: async () => {
+          const { rows } = await p.db.pg.query<{ recorded: boolean }>(
+            `SELECT record_transfer_given_up(operation_id, request_hash, 'worker: attempts exhausted') AS recorded
+               FROM transfer_requests WHERE operation_id = $1`,
+            [w.operationId],
+          );
+          expect(rows[0]?.recorded).toBe(true);
+          redriven = (await redrive(relay.pool, relay.queues, [w.operationId])).operationIds;
+        },
+      });
+      expect(redriven).toEqual([w.operationId]);
+      expect(batch).toEqual({ sent: 0, resent: 0, lost: 0, givenUp: 1 });
+      expect(await requestRow(p, w.operationId)).toMatchObject({
+        send_count: 3,
+        given_up: false,
+        decided: false,
+        sent: true,
+      });
+      expect(await jobState(p, w.operationId)).toBe('waiting');
+      expect(await feedOf(p, w.operationId)).toEqual(['given_up']);
+
+      await p.startWorker();
+      await waitFor('the decision', async () => (await requestRow(p, w.operationId))?.decided === true);
+      expect(await feedOf(p, w.operationId)).toEqual(['given_up', 'applied']);
     } finally {
       await relay.stop();
     }

@@ -18,6 +18,12 @@
 // The give-up a relay records is bound to the send it claimed (send_count): a redrive between the
 // relay's look at the failed job and its record has sent the request again (send_count moved on),
 // and the record is then refused, so the relay cannot park a request that has a fresh job.
+//
+// A redrive goes one operation at a time, in an order that is safe to die in at any point: the
+// failed job is removed, the fresh one added, and only then is the request un-parked (still given
+// up until that last step, so no relay touches it meanwhile). A redrive that dies midway leaves
+// every request it did not finish parked, with or without a fresh job, and the next redrive
+// finishes them; no request is ever open with only its old failed job in the queue.
 import { createHash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type pg from 'pg';
@@ -226,33 +232,50 @@ export async function intakeBacklog(pool: pg.Pool | pg.ClientBase): Promise<Inta
 }
 
 export interface RedriveResult {
+  /** The operations this call sent again (un-parked), in the order it did them. */
   readonly operationIds: string[];
 }
 
+const GIVEN_UP_SQL = `
+  SELECT q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count
+    FROM transfer_requests q
+   WHERE q.decided_at IS NULL AND q.given_up_at IS NOT NULL AND ($1::text[] IS NULL OR q.operation_id = ANY($1::text[]))
+   ORDER BY q.given_up_at, q.operation_id`;
+
+// The last step of one operation's redrive, once its fresh job is in the queue: the request is no
+// longer given up, and its send is counted, so a relay's give-up seen before this is refused
+// (record_transfer_given_up() with the send_count that relay claimed). Only a request still
+// parked (a redrive beside this one may have done it); one the fresh job has decided already is
+// un-parked too, since it was sent.
+const UNPARK_SQL = `
+  UPDATE transfer_requests q
+     SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = q.send_count + 1
+   WHERE q.operation_id = $1 AND q.given_up_at IS NOT NULL
+  RETURNING q.operation_id`;
+
 /**
- * Sends given-up requests again (all of them, or those named): the failed job, if BullMQ still
- * keeps it, is removed, the request is marked open and unsent-given-up, and a fresh job is
- * added with the same id. The decision then answers it once (or as a duplicate if it was
- * decided meanwhile).
+ * Sends given-up requests again (all of them, or those named), one at a time: the job BullMQ may
+ * still keep is removed (the failed one; a job a worker holds is left to finish, and a fresh one
+ * a dead redrive added is replaced by its equal), a fresh job is added with the same id, and only
+ * then is the request marked open. Dying at any point leaves the requests not finished still
+ * given up, which no relay touches, so running it again finishes them. The decision then answers
+ * each once (or as a duplicate if it was decided meanwhile).
  */
 export async function redrive(
   pool: pg.Pool,
-  queues: TransferQueues,
+  queues: Pick<TransferQueues, 'queueOf'>,
   operationIds: readonly string[] | 'all',
 ): Promise<RedriveResult> {
-  const { rows } = await pool.query<ClaimedRow>(
-    `UPDATE transfer_requests q
-        SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = q.send_count + 1
-      WHERE q.decided_at IS NULL AND q.given_up_at IS NOT NULL AND ($1::text[] IS NULL OR q.operation_id = ANY($1::text[]))
-      RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`,
-    [operationIds === 'all' ? null : [...operationIds]],
-  );
+  const { rows } = await pool.query<ClaimedRow>(GIVEN_UP_SQL, [operationIds === 'all' ? null : [...operationIds]]);
+  const done: string[] = [];
   for (const row of rows) {
     const queue = queues.queueOf(row.from_wallet);
     const jobId = jobIdOf(row.operation_id);
-    const job = await queue.getJob(jobId);
-    if (job !== undefined && job !== null) await job.remove();
+    // 0 when there is no job, or a worker holds it (locked): the add below is then a no-op.
+    await queue.remove(jobId);
     await queue.add(TRANSFER_JOB_NAME, wireOf(row), { jobId });
+    const unparked = await pool.query(UNPARK_SQL, [row.operation_id]);
+    if (unparked.rowCount === 1) done.push(row.operation_id);
   }
-  return { operationIds: rows.map((r) => r.operation_id) };
+  return { operationIds: done };
 }

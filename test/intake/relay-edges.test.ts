@@ -7,6 +7,9 @@
 // - a relay that saw a job failed, then a redrive before it records the give-up: the record is
 //   refused (the send it claimed is not the request's any more), and the request stays open with
 //   its fresh job. Shown to fail with the relay's give-up passing no send_count (NULL): parked.
+// - a redrive that dies after its first operation leaves the others given up, whatever step it
+//   died at; no relay round parks any of them again, and the next redrive finishes them. Shown to
+//   fail with the redrive that un-parked every row before it touched the queue.
 import { type Job, Worker } from 'bullmq';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -16,6 +19,7 @@ import { readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed
 import { jobIdOf, type RelayOptions, redrive, relayBatch, resendsReserved } from '../../src/intake/relay.ts';
 import { Relay } from '../../src/intake/relay-runtime.ts';
 import type { TransferWire } from '../../src/ledger/transfer-request.ts';
+import type { TransferQueues } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 
@@ -84,12 +88,46 @@ async function feedOf(p: Pipeline, op: string): Promise<string[]> {
   return (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
 }
 
+async function parked(p: Pipeline): Promise<string[]> {
+  const { rows } = await p.db.pg.query<{ operation_id: string }>(
+    'SELECT operation_id FROM transfer_requests WHERE given_up_at IS NOT NULL ORDER BY operation_id',
+  );
+  return rows.map((r) => r.operation_id);
+}
+
 async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * The relay's queues, except that the `failAt`-th add of all (1, 2, …) throws: before it reaches
+ * Redis, or after the job is added (a reply lost on the way back), as a redrive dying there would.
+ */
+function addFailsAt(queues: TransferQueues, failAt: number, when: 'before' | 'after'): Pick<TransferQueues, 'queueOf'> {
+  let adds = 0;
+  return {
+    queueOf(wallet) {
+      const queue = queues.queueOf(wallet);
+      return new Proxy(queue, {
+        get(target, prop) {
+          if (prop === 'add') {
+            return async (...args: Parameters<typeof target.add>) => {
+              adds += 1;
+              if (adds !== failAt) return target.add(...args);
+              if (when === 'after') await target.add(...args);
+              throw new Error(`injected: add #${failAt} fails ${when} it reaches Redis`);
+            };
+          }
+          const value = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    },
+  };
 }
 
 describe('the relay’s claim', () => {
@@ -181,6 +219,68 @@ describe('a give-up against a redrive', () => {
       await p.startWorker();
       await waitFor('the decision', async () => (await requestRow(p, w.operationId))?.decided === true);
       expect(await feedOf(p, w.operationId)).toEqual(['given_up', 'applied']);
+    } finally {
+      await relay.stop();
+    }
+  });
+});
+
+describe('a redrive that dies midway', () => {
+  it('leaves every request it did not finish given up, none is parked again by a relay round, and the next redrive finishes them', async () => {
+    const p = await newPipeline();
+    await p.seed(6, 1_000n);
+    const relay = relayOf(p);
+    try {
+      const wires = [0, 1, 2, 3].map((i) => wire('redrive', i));
+      const ops = wires.map((w) => w.operationId);
+      await requestTransfers(p.db.pg, wires, p.config.transferAmountMax);
+      expect((await relayBatch(relay.pool, relay.queues, OPTIONS)).sent).toBe(4);
+      await failNextJobs(p, 4);
+      await makeDue(p);
+      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({ sent: 0, resent: 0, lost: 0, givenUp: 4 });
+      expect(await parked(p)).toEqual(ops);
+
+      const states = async (list: string[]) => (await Promise.all(list.map((op) => jobState(p, op)))).sort();
+      const round = async () => {
+        await makeDue(p);
+        return relayBatch(relay.pool, relay.queues, OPTIONS);
+      };
+
+      // Dies at its second add, before the job reached Redis: one request done, three still
+      // given up (one without any job now, two with their failed job).
+      await expect(redrive(relay.pool, addFailsAt(relay.queues, 2, 'before'), 'all')).rejects.toThrow('injected');
+      let stillParked = await parked(p);
+      expect(stillParked).toHaveLength(3);
+      expect(await states(stillParked)).toEqual(['failed', 'failed', 'none']);
+      const first = ops.filter((op) => !stillParked.includes(op));
+      expect(await states(first)).toEqual(['waiting']);
+      expect(await requestRow(p, first[0] as string)).toMatchObject({ send_count: 3, given_up: false });
+      expect(await round()).toEqual({ sent: 1, resent: 1, lost: 0, givenUp: 0 });
+      expect(await parked(p)).toEqual(stillParked);
+
+      // Dies at its second add again, this time after the job was added: one more done, and one
+      // given up with its fresh job in the queue.
+      await expect(redrive(relay.pool, addFailsAt(relay.queues, 2, 'after'), 'all')).rejects.toThrow('injected');
+      stillParked = await parked(p);
+      expect(stillParked).toHaveLength(2);
+      expect(await states(stillParked)).toEqual(['failed', 'waiting']);
+      expect(await round()).toEqual({ sent: 2, resent: 2, lost: 0, givenUp: 0 });
+      expect(await parked(p)).toEqual(stillParked);
+
+      // The next redrive finishes them; no relay round parks any of them again.
+      expect((await redrive(relay.pool, relay.queues, 'all')).operationIds.sort()).toEqual(stillParked);
+      expect(await parked(p)).toEqual([]);
+      expect(await states(ops)).toEqual(['waiting', 'waiting', 'waiting', 'waiting']);
+      expect(await round()).toEqual({ sent: 4, resent: 4, lost: 0, givenUp: 0 });
+      expect(await parked(p)).toEqual([]);
+      for (const op of ops) expect(await requestRow(p, op)).toMatchObject({ given_up: false, decided: false });
+
+      await p.startWorker();
+      for (const op of ops) {
+        await waitFor(`the decision of ${op}`, async () => (await requestRow(p, op))?.decided === true);
+        expect(await feedOf(p, op), op).toEqual(['given_up', 'applied']);
+      }
+      expect(await p.balances()).toMatchObject({ w5: 1_004n });
     } finally {
       await relay.stop();
     }

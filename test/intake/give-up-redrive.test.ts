@@ -9,12 +9,13 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
-import { readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { jobIdOf } from '../../src/intake/relay.ts';
 import { Relay } from '../../src/intake/relay-runtime.ts';
-import type { TransferWire } from '../../src/ledger/transfer-request.ts';
+import { requestHash } from '../../src/ledger/request-hash.ts';
+import { type TransferWire, validateTransferRequest } from '../../src/ledger/transfer-request.ts';
 import { recordGiveUp } from '../../src/queue/transfer-worker.ts';
 import { describeRun, lastJsonLine, runCommand } from '../support/cli-process.ts';
+import { settledRead } from '../support/feed.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 
 const RESEND_MS = 500;
@@ -33,7 +34,7 @@ function cliEnv(p: Pipeline): Record<string, string> {
 }
 
 async function feedOf(p: Pipeline, op: string) {
-  return (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
+  return (await settledRead(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
 }
 
 describe('a transfer that fails for good', () => {
@@ -106,20 +107,22 @@ describe('a transfer that fails for good', () => {
     const prisma = createPrisma(p.config);
     const job = (data: unknown, name = 'transfer') =>
       ({ id: 'j1', name, data }) as unknown as Parameters<typeof recordGiveUp>[0];
+    const valid = { operationId: 'give-up-2', from: 'w1', to: 'w2', amount: '1' };
+    const other = { operationId: 'give-up-3', from: 'w1', to: 'w2', amount: '1' };
+    // Requested through the intake: a give-up of either would be recorded, and seen in the feed.
+    await requestTransfers(p.db.pg, [valid, other], p.config.transferAmountMax);
     try {
       expect(await recordGiveUp(job({ nonsense: true }), 'x', { prisma, logger, config: p.config })).toBe(false);
       expect(lines.join('')).toContain('transfer_give_up_not_recorded');
       const down = createPrisma({ ...p.config, databaseUrl: 'postgresql://postgres@127.0.0.1:1/none' });
       try {
-        const valid = { operationId: 'give-up-2', from: 'w1', to: 'w2', amount: '1' };
         expect(await recordGiveUp(job(valid), 'x', { prisma: down, logger, config: p.config })).toBe(false);
       } finally {
         await closePrisma(down);
       }
       // A job under another name is not a transfer job, whatever its data.
-      const other = { operationId: 'give-up-3', from: 'w1', to: 'w2', amount: '1' };
       expect(await recordGiveUp(job(other, 'transfer-v2'), 'x', { prisma, logger, config: p.config })).toBe(false);
-      expect(await readOutcomes(p.db.pg, 0n, 10)).toEqual([]);
+      expect(await settledRead(p.db.pg, 0n, 10)).toEqual([]);
       expect(lines.filter((l) => l.includes('transfer_give_up_not_recorded'))).toHaveLength(3);
     } finally {
       await closePrisma(prisma);
@@ -130,16 +133,25 @@ describe('a transfer that fails for good', () => {
     const p = await newPipeline();
     const wire: TransferWire = { operationId: 'give-up-twice', from: 'w1', to: 'w2', amount: '1' };
     await requestTransfers(p.db.pg, [wire], p.config.transferAmountMax);
-    const giveUp = async () =>
+    const validated = validateTransferRequest(wire, p.config.transferAmountMax);
+    if (!validated.ok) throw new Error(validated.reason);
+    // The hash of the failed job's body; the worker gives no send count, the relay the one it claimed.
+    const giveUp = async (sendCount: number | null = null) =>
       (
         await p.db.pg.query<{ added: boolean }>(
-          "SELECT record_transfer_given_up($1, $2, $3, 1, NULL, 'attempts exhausted') AS added",
-          [wire.operationId, wire.from, wire.to],
+          "SELECT record_transfer_given_up($1, $2, 'attempts exhausted', $3::integer) AS added",
+          [wire.operationId, requestHash(validated.request), sendCount],
         )
       ).rows[0]?.added;
+    const { rows } = await p.db.pg.query<{ send_count: number }>(
+      'SELECT send_count FROM transfer_requests WHERE operation_id = $1',
+      [wire.operationId],
+    );
     expect(await giveUp()).toBe(true);
     // Shown to fail without the given_up_at guard in record_transfer_given_up(): true, two events.
     expect(await giveUp()).toBe(false);
+    // The relay's report of the same give-up, at the request's send, neither.
+    expect(await giveUp(rows[0]?.send_count)).toBe(false);
     expect(await feedOf(p, wire.operationId)).toEqual(['given_up']);
     // A redrive opens it again; its next give-up is a new one.
     await p.db.pg.query('UPDATE transfer_requests SET given_up_at = NULL WHERE operation_id = $1', [wire.operationId]);

@@ -15,12 +15,12 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
-import { readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
 import { jobIdOf, type RelayOptions, redrive, relayBatch, resendsReserved } from '../../src/intake/relay.ts';
 import { Relay } from '../../src/intake/relay-runtime.ts';
 import type { TransferWire } from '../../src/ledger/transfer-request.ts';
 import type { TransferQueues } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
+import { settledRead } from '../support/feed.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 
 // One attempt per job: a job moved to failed is failed for good.
@@ -84,8 +84,7 @@ async function jobState(p: Pipeline, op: string): Promise<string> {
 }
 
 async function feedOf(p: Pipeline, op: string): Promise<string[]> {
-  await sequenceOutcomeFeed(p.db.pg);
-  return (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
+  return (await settledRead(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
 }
 
 async function parked(p: Pipeline): Promise<string[]> {

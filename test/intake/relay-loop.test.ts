@@ -8,11 +8,11 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
-import { readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { jobIdOf } from '../../src/intake/relay.ts';
 import { Relay } from '../../src/intake/relay-runtime.ts';
 import type { TransferWire } from '../../src/ledger/transfer-request.ts';
 import { queueShardsOf, shardIndexOf } from '../../src/queue/queue-shards.ts';
+import { settledRead } from '../support/feed.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 
 const RESEND_MS = 500;
@@ -44,7 +44,7 @@ async function decisions(p: Pipeline, op: string): Promise<{ transfers: number; 
   const t = await p.db.pg.query<{ n: string }>('SELECT count(*)::text AS n FROM transfers WHERE operation_id = $1', [
     op,
   ]);
-  const events = (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op && e.kind !== 'given_up');
+  const events = (await settledRead(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op && e.kind !== 'given_up');
   return { transfers: Number(t.rows[0]?.n), events: events.length };
 }
 

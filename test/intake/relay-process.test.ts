@@ -12,10 +12,10 @@ import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
 import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
-import { readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { jobIdOf } from '../../src/intake/relay.ts';
 import { RELAY_METRICS } from '../../src/intake/relay-metrics.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
+import { settledRead } from '../support/feed.ts';
 import { pipelinePerTest } from '../support/pipeline.ts';
 import { sampleValue } from '../support/prometheus-text.ts';
 import { httpStatus, logEvents, scrape, waitFor } from '../support/worker-ops.ts';
@@ -57,7 +57,10 @@ describe('npm run relay', () => {
       expect(sampleValue(families, RELAY_METRICS.lost.name)).toBe(0);
       for (const m of Object.values(RELAY_METRICS)) expect(families.has(m.name), m.name).toBe(true);
 
-      await p.db.pg.query("SELECT record_transfer_given_up('proc-1', 'w1', 'w2', 1, NULL, 'by hand')");
+      const byHand = await p.db.pg.query<{ recorded: boolean }>(
+        "SELECT record_transfer_given_up(operation_id, request_hash, 'by hand') AS recorded FROM transfer_requests WHERE operation_id = 'proc-1'",
+      );
+      expect(byHand.rows[0]?.recorded).toBe(true);
       await waitFor('the event published', 20_000, async () =>
         (await metric(RELAY_METRICS.published)()) === 1 ? true : undefined,
       );
@@ -123,8 +126,8 @@ describe('npm run relay', () => {
         `SELECT (SELECT count(*) FROM transfers WHERE operation_id LIKE 'kill-%')::text AS transfers,
                 (SELECT sum(lost_count) FROM transfer_requests)::text AS lost`,
       );
-      // Read through the feed: it sequences the events whose commits it has not numbered yet.
-      const applied = (await readOutcomes(p.db.pg, 0n, 10_000)).filter((e) => e.kind === 'applied');
+      // Read through the feed once every event decided is in it (the workers and the relay sequence it).
+      const applied = (await settledRead(p.db.pg, 0n, 10_000)).filter((e) => e.kind === 'applied');
       expect(new Set(applied.map((e) => e.operationId)).size).toBe(n);
       expect(applied).toHaveLength(n);
       expect(rows[0]).toEqual({ transfers: String(n), lost: '20' });

@@ -24,6 +24,7 @@ function failoverLine(f: RunFigures): string {
 function intakeLine(f: RunFigures): string {
   const i = f.intake;
   if (i === undefined) return '';
+  const p = i.producerFigures;
   const lost = i.failoverLosses.reduce((a, l) => a + l.jobsLost, 0);
   const resent = i.failoverLosses.reduce((a, l) => a + l.resentAndDecided, 0);
   const otherwise = i.failoverLosses.reduce((a, l) => a + l.decidedOtherwise, 0);
@@ -33,7 +34,14 @@ function intakeLine(f: RunFigures): string {
     `${i.failoverLosses.length} lossy failover(s) on queue shards lost ${lost} acknowledged adds ` +
     `(${resent} re-sent by a relay and decided, ${otherwise} decided otherwise, ${never} never decided); ` +
     `re-sends ${i.resends}, of which found no job ${i.resendsFindingNoJob}; relay kills ${i.relayKills}; ` +
-    `feed ${i.feedEvents} events\n`
+    `feed ${i.feedEvents} events (${i.conflictEvents} conflict, ${i.givenUpEvents} given_up)` +
+    (i.feedReaders === null
+      ? ''
+      : `, ${i.feedReaders.positionsObserved} positions observed by ${i.feedReaders.reads} reads during the run`) +
+    (p === null || p.bothDoorsPairs === 0
+      ? ''
+      : `; both doors: ${p.bothDoorsPairs} pairs, ${p.bothDoorsRefused} refused at once, ${p.bothDoorsDuplicate} duplicate`) +
+    `; relays' DB_POOL_MAX ${i.relayPoolMax ?? 'default'}\n`
   );
 }
 

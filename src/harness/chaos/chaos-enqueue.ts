@@ -106,7 +106,7 @@ export async function enqueuePaced(
 }
 
 /** Valid messages go through the producer (validated, addBulk); hostile ones straight onto the queue. */
-async function sendSlice(queues: TransferQueues, slice: readonly ChaosMessage[], to: SentRecord): Promise<void> {
+export async function sendSlice(queues: TransferQueues, slice: readonly ChaosMessage[], to: SentRecord): Promise<void> {
   const { history, progress } = to;
   const shardCount = queues.shards.length;
   const shardOfName = new Map(queues.shards.map(({ shard }) => [shard.name, shard]));

@@ -4,6 +4,10 @@
 // acknowledged when its transaction commits. A conflicting reuse of an id goes in a transaction
 // of its own and must be refused at once (IntakeConflictError). Hostile messages never reach
 // the intake: an intake run pushes them straight onto the queue during the warm-up.
+// A both-doors pair (chaos-workload.ts) is sent through both doors at once: its straight half
+// added to BullMQ by the BullMQ producer (chaos-enqueue.ts) while its intake half is requested
+// in a transaction of its own, each after a short seeded delay, the transaction held open a
+// seeded while after the request, so that either door may decide first or wait for the other.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { CONFIG_DEFAULTS } from '../../config/config.ts';
@@ -11,18 +15,30 @@ import { IntakeConflictError, requestTransfers } from '../../intake/intake.ts';
 import { intakeBacklog, jobIdOf } from '../../intake/relay.ts';
 import type { TransferWire } from '../../ledger/transfer-request.ts';
 import type { TransferQueues } from '../../queue/producer.ts';
+import { seededRandom } from '../../workload/prng.ts';
 import {
   ENQUEUE_TICK_MS,
   jobRef,
   PRODUCER_RETRY_DELAY_MS,
   PRODUCER_RETRY_TIMEOUT_MS,
   type SentRecord,
+  sendSlice,
 } from './chaos-enqueue.ts';
-import type { ChaosMessage } from './chaos-workload.ts';
+import { type ChaosMessage, pairSafeEnd } from './chaos-workload.ts';
 
 const AMOUNT_MAX = BigInt(CONFIG_DEFAULTS.TRANSFER_AMOUNT_MAX);
 /** How often the drain polls the intake for requests not yet decided. */
 export const INTAKE_POLL_MS = 250;
+/**
+ * A both-doors pair: each door waits up to BOTH_DOORS_JITTER_MS before it sends, and the request's
+ * transaction stays open up to as long after the request. One pair in three gives one door a
+ * head start of BOTH_DOORS_HEAD_START_MS more (by the seed, either door), so that each door also
+ * decides first now and then: the straight one before the request is made (the request refused
+ * at once or answered duplicate), the intake one before the straight job runs.
+ */
+export const BOTH_DOORS_JITTER_MS = 40;
+export const BOTH_DOORS_HEAD_START_MS = 300;
+const BOTH_DOORS_TIMING_SALT = 0x0d00_25ed;
 
 /** What the intake producer did, for the report. */
 export interface IntakeProducerFigures {
@@ -34,14 +50,42 @@ export interface IntakeProducerFigures {
   requested: number;
   duplicate: number;
   conflictsRefused: number;
+  /**
+   * Both-doors pairs sent; of their intake halves, those refused at once (decided straight with
+   * another body) and those answered duplicate (decided straight with the same body, or sent again).
+   */
+  bothDoorsPairs: number;
+  bothDoorsRefused: number;
+  bothDoorsDuplicate: number;
 }
 
 export function intakeProducerFigures(): IntakeProducerFigures {
-  return { transactions: 0, transactionRetries: 0, requested: 0, duplicate: 0, conflictsRefused: 0 };
+  return {
+    transactions: 0,
+    transactionRetries: 0,
+    requested: 0,
+    duplicate: 0,
+    conflictsRefused: 0,
+    bothDoorsPairs: 0,
+    bothDoorsRefused: 0,
+    bothDoorsDuplicate: 0,
+  };
+}
+
+/** A request the intake refused at once (IntakeConflictError): its transaction rolled back. */
+export interface RefusedRequest {
+  readonly operationId: string;
+  /** requestHash() of the refused body. */
+  readonly hash: string;
+  readonly seq: number;
 }
 
 export interface IntakeSentRecord extends SentRecord {
+  /** Operations acknowledged to a producer: by the intake (a commit) or by BullMQ (a both-doors pair's straight add). */
   readonly acknowledged: Set<string>;
+  /** Operations whose intake transaction committed, with the bodies (request hashes) committed. */
+  readonly requested: Map<string, Set<string>>;
+  readonly refused: RefusedRequest[];
   readonly intake: IntakeProducerFigures;
 }
 
@@ -90,6 +134,9 @@ function acknowledge(
   triedAtMs: number,
 ): void {
   to.acknowledged.add(wire.operationId);
+  const bodies = to.requested.get(wire.operationId) ?? new Set<string>();
+  bodies.add(message.hash as string);
+  to.requested.set(wire.operationId, bodies);
   const ref = intakeJobRef(queues, wire);
   // The job of an operation carries the body the intake stored: the first accepted message's.
   if (!to.sent.has(ref)) {
@@ -107,26 +154,71 @@ function acknowledge(
   });
 }
 
-/** One message in a transaction of its own; a conflict is refused at once and recorded. */
+/**
+ * One message in a transaction of its own, committed `holdMs` after the request; a conflict is
+ * refused at once and recorded. Answers the intake's answer, or 'refused'.
+ */
 async function requestAlone(
   pool: pg.Pool,
   queues: TransferQueues,
   m: ChaosMessage,
   to: IntakeSentRecord,
-): Promise<void> {
+  holdMs = 0,
+): Promise<'requested' | 'duplicate' | 'refused'> {
   const { history, intake } = to;
   const wire = m.data as TransferWire;
   const triedAtMs = history.nowMs();
   try {
-    const [answer] = await inTransaction(pool, intake, (client) => requestTransfers(client, [wire], AMOUNT_MAX));
+    const [answer] = await inTransaction(pool, intake, async (client) => {
+      const answers = await requestTransfers(client, [wire], AMOUNT_MAX);
+      if (holdMs > 0) await sleep(holdMs);
+      return answers;
+    });
     if (answer === 'requested') intake.requested += 1;
     else intake.duplicate += 1;
     acknowledge(to, queues, m, wire, triedAtMs);
+    return answer === 'requested' ? 'requested' : 'duplicate';
   } catch (err) {
     if (!(err instanceof IntakeConflictError)) throw err;
-    intake.conflictsRefused += 1;
+    if (m.kind !== 'both-doors') intake.conflictsRefused += 1;
+    to.refused.push({ operationId: wire.operationId, hash: m.hash as string, seq: m.seq });
     history.write({ type: 'request_refused', seq: m.seq, operationId: wire.operationId, reason: 'conflict' });
+    return 'refused';
   }
+}
+
+/**
+ * A both-doors pair, both halves at once: the straight one added to BullMQ (chaos-enqueue.ts,
+ * acknowledged when BullMQ answers), the intake one requested alone; the delays and the hold are
+ * seeded by the message's position.
+ */
+async function sendBothDoors(
+  pool: pg.Pool,
+  queues: TransferQueues,
+  intakeHalf: ChaosMessage,
+  straightHalf: ChaosMessage,
+  to: IntakeSentRecord,
+): Promise<void> {
+  if (
+    intakeHalf.door !== 'intake' ||
+    straightHalf.door !== 'straight' ||
+    intakeHalf.operationId !== straightHalf.operationId
+  ) {
+    throw new Error(`message ${intakeHalf.seq} does not start a both-doors pair`);
+  }
+  const random = seededRandom((intakeHalf.seq ^ BOTH_DOORS_TIMING_SALT) >>> 0);
+  const headStart = random() < 1 / 3 ? BOTH_DOORS_HEAD_START_MS : 0;
+  const straightFirst = random() < 0.5;
+  const straightDelayMs = Math.floor(random() * BOTH_DOORS_JITTER_MS) + (straightFirst ? 0 : headStart);
+  const intakeDelayMs = Math.floor(random() * BOTH_DOORS_JITTER_MS) + (straightFirst ? headStart : 0);
+  const holdMs = Math.floor(random() * BOTH_DOORS_JITTER_MS);
+  to.intake.bothDoorsPairs += 1;
+  const [, answer] = await Promise.all([
+    sleep(straightDelayMs).then(() => sendSlice(queues, [straightHalf], to)),
+    sleep(intakeDelayMs).then(() => requestAlone(pool, queues, intakeHalf, to, holdMs)),
+  ]);
+  if (answer === 'refused') to.intake.bothDoorsRefused += 1;
+  if (answer === 'duplicate') to.intake.bothDoorsDuplicate += 1;
 }
 
 /**
@@ -143,7 +235,20 @@ async function requestSlice(
 ): Promise<void> {
   const { history, intake } = to;
   for (const m of slice) if (m.kind === 'invalid') throw new Error('hostile messages never go through the intake');
-  const plain = slice.filter((m) => m.kind !== 'conflict');
+  const plain = slice.filter((m) => m.kind !== 'conflict' && m.kind !== 'both-doors');
+  slice.forEach((m, i) => {
+    if (m.door === 'straight' && slice[i - 1]?.door !== 'intake')
+      throw new Error(`both-doors pair of message ${m.seq} split`);
+  });
+  const pairs = slice.flatMap((m, i) => (m.door === 'intake' ? [[m, slice[i + 1]] as const] : []));
+  const bothDoors = Promise.all(
+    pairs.map(([intakeHalf, straightHalf]) => {
+      if (straightHalf === undefined) throw new Error(`both-doors pair of message ${intakeHalf.seq} split`);
+      return sendBothDoors(pool, queues, intakeHalf, straightHalf, to);
+    }),
+  );
+  // Awaited below; a failure meanwhile must not count as unhandled.
+  bothDoors.catch(() => undefined);
   if (plain.length > 0) {
     const triedAtMs = history.nowMs();
     const wires = plain.map((m) => m.data as TransferWire);
@@ -164,6 +269,7 @@ async function requestSlice(
     }
   }
   for (const m of slice.filter((x) => x.kind === 'conflict')) await requestAlone(pool, queues, m, to);
+  await bothDoors;
 }
 
 /** Requests the messages in order, a slice every tick, so they spread over `windowMs`. */
@@ -180,7 +286,7 @@ export async function requestPaced(
     const dueMs = tick * ENQUEUE_TICK_MS - to.history.nowMs();
     if (dueMs > 0) await sleep(dueMs);
     if (signal.aborted) return;
-    const slice = messages.slice(next, Math.ceil(((tick + 1) * messages.length) / ticks));
+    const slice = messages.slice(next, pairSafeEnd(messages, Math.ceil(((tick + 1) * messages.length) / ticks)));
     next += slice.length;
     await requestSlice(pool, queues, slice, to);
   }

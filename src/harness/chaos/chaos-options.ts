@@ -54,6 +54,16 @@ export function workerUnsafeOf(unsafe: ChaosUnsafeMode | null): UnsafeMode | nul
 
 /** Relays of an intake run: at most this many. */
 export const RELAYS_MAX = 8;
+/** Same bound as DB_POOL_MAX. */
+export const RELAY_POOL_MAX_LIMIT = 100;
+/** Seeds that are a multiple of this run their relays with DB_POOL_MAX=1 unless --relay-pool-max says otherwise. */
+export const RELAY_POOL_ONE_EVERY = 3;
+export const BOTH_DOORS_MAX = 10_000;
+
+/** The relays' DB_POOL_MAX when --relay-pool-max is not given: 1 on every third seed, else the relay's default. */
+export function defaultRelayPoolMax(seed: number): number | null {
+  return seed % RELAY_POOL_ONE_EVERY === 0 ? 1 : null;
+}
 export type ApplyMode = 'sql' | 'naive';
 
 export const WORKERS_MAX = 16;
@@ -104,6 +114,17 @@ export interface ChaosOptions {
   readonly relays: number;
   /** INTAKE_RESEND_AFTER_MS of the relays: an undecided transfer sent longer ago is sent again. */
   readonly resendAfterMs: number;
+  /**
+   * DB_POOL_MAX of the relays; null leaves it unset (the relay's default). Unless given, 1 on every
+   * seed that is a multiple of RELAY_POOL_ONE_EVERY (seed 3 of 1–5), null otherwise.
+   */
+  readonly relayPoolMax: number | null;
+  /**
+   * Operations of an intake run sent through both doors at once: the same id added to BullMQ
+   * straight and requested through the intake, concurrently; every second one with another
+   * amount at the straight door. 0 without relays.
+   */
+  readonly bothDoors: number;
   /** Bound on waiting for the queue to drain after the fault phase; a stuck queue fails the run. */
   readonly drainTimeoutS: number;
   readonly out: string;
@@ -128,7 +149,7 @@ export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurr
     [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
     [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock|direct-enqueue] [--apply sql|naive]
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
-    [--intake] [--relays N] [--resend-after-ms MS]
+    [--intake] [--relays N] [--resend-after-ms MS] [--relay-pool-max N] [--both-doors N]
     [--redis-url URL] [--database-url URL] [--pgbouncer] [--quiet]
   fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}`;
 
@@ -153,6 +174,8 @@ export const CHAOS_DEFAULTS = Object.freeze({
   relays: 2,
   /** Short, so that re-sends of lost adds happen within the run. */
   resendAfterMs: 3_000,
+  /** Operations through both doors in an intake run (half of them with another body at the straight door). */
+  bothDoors: 40,
   /**
    * On a cluster: two shards over three slot groups, so at least one group holds lock keys only
    * and the lossy failover can hit it without losing acknowledged queue writes (docs/verification/chaos.md).
@@ -249,6 +272,8 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
       intake: { type: 'boolean' },
       relays: { type: 'string' },
       'resend-after-ms': { type: 'string' },
+      'relay-pool-max': { type: 'string' },
+      'both-doors': { type: 'string' },
       quiet: { type: 'boolean' },
     },
     CHAOS_USAGE,
@@ -308,6 +333,13 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     }
   }
 
+  const relaysRun = intake && !direct;
+  for (const flag of ['relay-pool-max', 'both-doors'] as const) {
+    if (values[flag] !== undefined && !relaysRun) {
+      throw new UsageError(`--${flag} needs relays: add --intake (without --unsafe direct-enqueue)`);
+    }
+  }
+
   let hotWalletRate = rate(values['hot-wallet-rate'], '--hot-wallet-rate', d.hotWalletRate);
   if (values['hot-wallet'] === true && values['hot-wallet-rate'] === undefined) hotWalletRate = d.hotWalletRateFlag;
 
@@ -346,8 +378,14 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     databaseUrl,
     pgbouncer: values.pgbouncer === true,
     intake,
-    relays: intake && !direct ? wholeNumber(values.relays, '--relays', 1, RELAYS_MAX, d.relays) : 0,
+    relays: relaysRun ? wholeNumber(values.relays, '--relays', 1, RELAYS_MAX, d.relays) : 0,
     resendAfterMs: wholeNumber(values['resend-after-ms'], '--resend-after-ms', 100, 600_000, d.resendAfterMs),
+    relayPoolMax: !relaysRun
+      ? null
+      : values['relay-pool-max'] === undefined
+        ? defaultRelayPoolMax(seed)
+        : integerFlag(values['relay-pool-max'], '--relay-pool-max', 1, RELAY_POOL_MAX_LIMIT),
+    bothDoors: relaysRun ? wholeNumber(values['both-doors'], '--both-doors', 0, BOTH_DOORS_MAX, d.bothDoors) : 0,
     quiet: values.quiet === true,
   };
   return { options: Object.freeze(options), notices };
@@ -386,6 +424,8 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     intake: false,
     relays,
     resendAfterMs: d.resendAfterMs,
+    relayPoolMax: relays > 0 ? defaultRelayPoolMax(seed) : null,
+    bothDoors: relays > 0 ? d.bothDoors : 0,
     quiet: false,
     ...overrides,
   });

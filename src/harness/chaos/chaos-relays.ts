@@ -62,6 +62,8 @@ export class ChaosRelays {
       // Any free port, reported over IPC like the workers' (never one picked in advance).
       RELAY_METRICS_PORT: '0',
       LOG_LEVEL: 'info',
+      // --relay-pool-max (1 on every third seed): the relay's rounds, its publisher and its gauges on one connection.
+      ...(options.relayPoolMax === null ? {} : { DB_POOL_MAX: String(options.relayPoolMax) }),
     };
   }
 

@@ -9,6 +9,7 @@ import { deleteMatching } from '../../queue/redis-scan.ts';
 import type { ChaosFleet, FleetNames } from './chaos-fleet.ts';
 import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices, ProcessRegistry } from './chaos-services.ts';
+import type { FeedReaders } from './feed-readers.ts';
 import type { History } from './history.ts';
 
 export class ChaosResources {
@@ -17,6 +18,8 @@ export class ChaosResources {
   /** An intake run's relay processes, and its producer's database pool. */
   relays: ChaosRelays | null = null;
   producerPool: pg.Pool | null = null;
+  /** An intake run's readers of the outcome feed (and their read role). */
+  feedReaders: FeedReaders | null = null;
   queues: TransferQueues | null = null;
   readonly queueEvents: QueueEvents[] = [];
   /** Connections the harness opened itself; disconnected at the end. */
@@ -47,6 +50,7 @@ export class ChaosResources {
     await this.relays?.stopAll().catch(() => undefined);
     await this.relays?.closeProxies().catch(() => undefined);
     await this.producerPool?.end().catch(() => undefined);
+    await this.feedReaders?.stop().catch(() => undefined);
     await fleet?.closeProxies().catch(() => undefined);
     this.registry.update({ workerPids: [] });
     if (services !== null && !services.ownsRedis && queues !== null) await this.removeOwnKeys(services, queues);

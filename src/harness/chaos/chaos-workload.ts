@@ -1,12 +1,14 @@
 // The messages one chaos run sends: the seeded random transfers of src/workload (originals,
 // re-deliveries under new job ids, conflicting reuses of an id), hostile messages that must
-// never reach the ledger, and the opening balance that makes every valid transfer apply, so
-// the expected final balances are exact whatever the order of execution.
+// never reach the ledger, in an intake run the operations sent through both doors at once (a
+// pair of messages of one id: one to BullMQ straight, one through the intake; every second pair
+// with another amount at the straight door), and the opening balance that makes every valid
+// transfer apply, so the expected final balances are exact whatever the order of execution.
 
 import { requestHash } from '../../ledger/request-hash.ts';
 import { type TransferWire, validateTransferRequest } from '../../ledger/transfer-request.ts';
 import { TRANSFER_JOB_NAME } from '../../queue/job-options.ts';
-import { seededRandom } from '../../workload/prng.ts';
+import { randomInt, seededRandom } from '../../workload/prng.ts';
 import { randomWorkload } from '../../workload/random-transfers.ts';
 import type { ChaosOptions } from './chaos-options.ts';
 
@@ -15,8 +17,11 @@ export const CURRENCY = 'EUR';
 /** Opening balances are this many times the largest total a wallet could send, so no transfer ever meets insufficient funds. */
 export const OPENING_HEADROOM = 3n;
 const INVALID_SEED_SALT = 0x0bad_f00d;
+const BOTH_DOORS_SEED_SALT = 0x2d00_7e57;
 
-export type MessageKind = 'original' | 'duplicate' | 'conflict' | 'invalid';
+export type MessageKind = 'original' | 'duplicate' | 'conflict' | 'invalid' | 'both-doors';
+/** Which door a both-doors message goes through. */
+export type Door = 'intake' | 'straight';
 
 export interface ChaosMessage {
   /** Position in the send order (0-based). */
@@ -31,6 +36,8 @@ export interface ChaosMessage {
   readonly hash: string | null;
   /** Invalid messages: what is wrong with it. */
   readonly defect: string | null;
+  /** Both-doors messages: which door; the pair (intake first, then straight) is adjacent in the send order. */
+  readonly door?: Door;
 }
 
 export interface OperationModel {
@@ -63,6 +70,7 @@ type WorkloadOptions = Pick<
   | 'hotWalletRate'
   | 'amountMaxMinor'
   | 'apply'
+  | 'bothDoors'
 >;
 
 /** Hostile messages, each with a name for the report. `op` is a fresh operation id. */
@@ -119,6 +127,15 @@ const INVALID_MAKERS: readonly {
   },
 ];
 
+/**
+ * `end`, or one more when the message before it is the intake half of a both-doors pair: a
+ * slice of the send order never splits a pair, whose two halves are sent at once.
+ */
+export function pairSafeEnd(messages: readonly ChaosMessage[], end: number): number {
+  const last = messages[end - 1];
+  return last?.kind === 'both-doors' && last.door === 'intake' && end < messages.length ? end + 1 : end;
+}
+
 export function walletId(i: number): string {
   return `${WALLET_PREFIX}${i}`;
 }
@@ -164,6 +181,25 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
     return { position: Math.floor(random() * (valid.length + 1)), defect: maker.defect, op, ...made };
   }).sort((a, b) => a.position - b.position);
 
+  // Both-doors pairs at seeded positions among the valid ones (a stream of their own: the rest
+  // of the workload is what it was without them). Odd pairs carry one body at both doors, even
+  // pairs one more minor unit at the straight door.
+  const bothRandom = seededRandom((o.seed ^ BOTH_DOORS_SEED_SALT) >>> 0);
+  const pairs = Array.from({ length: o.bothDoors }, (_, i) => {
+    const from = randomInt(bothRandom, 1, o.wallets);
+    let to = randomInt(bothRandom, 1, o.wallets - 1);
+    if (to >= from) to += 1;
+    const amount = randomInt(bothRandom, 1, o.amountMaxMinor);
+    const intake: TransferWire = {
+      operationId: `both-${o.seed}-${i + 1}`,
+      from: walletId(from),
+      to: walletId(to),
+      amount: String(amount),
+    };
+    const straight: TransferWire = { ...intake, amount: String(i % 2 === 1 ? amount + 1 : amount) };
+    return { position: Math.floor(bothRandom() * (valid.length + 1)), intake, straight };
+  }).sort((a, b) => a.position - b.position);
+
   const messages: ChaosMessage[] = [];
   let next = 0;
   const pushInvalid = (upTo: number) => {
@@ -188,29 +224,43 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
     string,
     { operationId: string; from: string; to: string; variants: Map<string, bigint>; messages: number }
   >();
-  valid.forEach((m, i) => {
-    pushInvalid(i);
-    const checked = validateTransferRequest(m.wire, amountMax);
+  const pushValid = (wire: TransferWire, kind: MessageKind, door?: Door) => {
+    const checked = validateTransferRequest(wire, amountMax);
     if (!checked.ok) throw new Error(`generated transfer is invalid: ${checked.reason}`);
     const hash = requestHash(checked.request);
     messages.push({
       seq: messages.length,
-      kind: m.kind,
+      kind,
       jobName: TRANSFER_JOB_NAME,
-      data: m.wire,
-      operationId: m.wire.operationId,
+      data: wire,
+      operationId: wire.operationId,
       hash,
       defect: null,
+      ...(door === undefined ? {} : { door }),
     });
-    let op = operations.get(m.wire.operationId);
+    let op = operations.get(wire.operationId);
     if (op === undefined) {
-      op = { operationId: m.wire.operationId, from: m.wire.from, to: m.wire.to, variants: new Map(), messages: 0 };
+      op = { operationId: wire.operationId, from: wire.from, to: wire.to, variants: new Map(), messages: 0 };
       operations.set(op.operationId, op);
     }
     op.variants.set(hash, checked.request.amountMinor);
     op.messages += 1;
+  };
+  let nextPair = 0;
+  const pushPairs = (upTo: number) => {
+    while (nextPair < pairs.length && (pairs[nextPair]?.position ?? Infinity) <= upTo) {
+      const pair = pairs[nextPair++] as (typeof pairs)[number];
+      pushValid(pair.intake, 'both-doors', 'intake');
+      pushValid(pair.straight, 'both-doors', 'straight');
+    }
+  };
+  valid.forEach((m, i) => {
+    pushInvalid(i);
+    pushPairs(i);
+    pushValid(m.wire, m.kind);
   });
   pushInvalid(Infinity);
+  pushPairs(Infinity);
 
   const outflow = new Map<string, bigint>();
   for (const op of operations.values()) {

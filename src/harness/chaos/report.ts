@@ -10,6 +10,7 @@ import type { ChaosWorkload } from './chaos-workload.ts';
 import type { CheckResult, FinalJob } from './checker.ts';
 import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
 import type { FaultRecord } from './faults.ts';
+import type { FeedReaderFigures } from './feed-readers.ts';
 import type { IntakeFigures } from './intake-checks.ts';
 import { BLACKHOLE_POLL_MS, type BlackholeFigures } from './pg-blackhole.ts';
 
@@ -44,6 +45,8 @@ export interface RunFigures {
     duplicates: number;
     conflicts: number;
     invalid: number;
+    /** Messages of both-doors pairs (two per operation; intake runs). */
+    bothDoors: number;
   };
   readonly jobs: {
     completed: number;
@@ -99,6 +102,10 @@ export interface RunIntakeFigures extends IntakeFigures {
   readonly relayKills: number;
   readonly relays: number;
   readonly resendAfterMs: number;
+  /** The relays' DB_POOL_MAX (null: their default). */
+  readonly relayPoolMax: number | null;
+  /** What the outcome feed's readers did during the run (feed-readers.ts). */
+  readonly feedReaders: FeedReaderFigures | null;
 }
 
 export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): {
@@ -269,6 +276,7 @@ export function messageFigures(workload: ChaosWorkload): RunFigures['messages'] 
     duplicates: count('duplicate'),
     conflicts: count('conflict'),
     invalid: count('invalid'),
+    bothDoors: count('both-doors'),
   };
 }
 
@@ -325,13 +333,15 @@ function renderIntake(lines: string[], i: RunIntakeFigures): void {
     '',
     i.producer === 'intake'
       ? `Producers requested transfers through the intake in PostgreSQL transactions; ${i.relays} relay process(es) ` +
-          `moved them to the queue shards and sent again what stayed undecided ${i.resendAfterMs} ms after its last send.`
+          `(DB_POOL_MAX ${i.relayPoolMax ?? 'default'}) moved them to the queue shards and sent again what stayed ` +
+          `undecided ${i.resendAfterMs} ms after its last send.`
       : 'Negative control: producers added to BullMQ straight (no intake, no relay).',
     '',
     '| figure | value |',
     '| --- | ---: |',
   );
-  const rows: [string, number][] = [
+  const f = i.feedReaders;
+  const rows: [string, number | string][] = [
     ['transfers acknowledged to the producer', i.acknowledged],
     ...(p === null
       ? []
@@ -340,7 +350,12 @@ function renderIntake(lines: string[], i: RunIntakeFigures): void {
           ['producer transactions run again after an error', p.transactionRetries],
           ['requests answered requested / duplicate', p.requested + p.duplicate],
           ['conflicting reuses refused at once by the intake', p.conflictsRefused],
-        ] as [string, number][])),
+          ['both-doors pairs (one id to BullMQ straight and through the intake at once)', p.bothDoorsPairs],
+          [
+            'of those, intake halves refused at once (decided straight with another body) / answered duplicate',
+            `${fmt(p.bothDoorsRefused)} / ${fmt(p.bothDoorsDuplicate)}`,
+          ],
+        ] as [string, number | string][])),
     ['intake rows (requested transfers)', i.requests],
     ['intake rows decided', i.decided],
     ['intake rows still open', i.open],
@@ -353,8 +368,25 @@ function renderIntake(lines: string[], i: RunIntakeFigures): void {
     ['acknowledged transfers never decided (lost)', i.lostTransfers],
     ['outcome feed events (positions 1..N)', i.feedEvents],
     ['outcome feed given-up events', i.givenUpEvents],
+    ['outcome feed conflict events', i.conflictEvents],
+    ["intake rows of another body than their operation's record", i.requestsOfAnotherBody],
+    ['feed events sequenced by the checker (pending at the end)', i.sequencedAtCheck],
+    ...(f === null
+      ? []
+      : ([
+          [`feed reads during the run (transactions of ${f.readers} readers)`, f.reads],
+          [
+            'of those: rolled back / in REPEATABLE READ / re-reading earlier positions',
+            `${fmt(f.rollbacks)} / ${fmt(f.repeatableReads)} / ${fmt(f.rereads)}`,
+          ],
+          ['feed reads that failed (a session ended)', f.failedReads],
+          [
+            'feed positions observed during the run (the highest)',
+            `${fmt(f.positionsObserved)} (${fmt(f.lastPositionObserved)})`,
+          ],
+        ] as [string, number | string][])),
   ];
-  for (const [k, v] of rows) lines.push(`| ${k} | ${fmt(v)} |`);
+  for (const [k, v] of rows) lines.push(`| ${k} | ${typeof v === 'number' ? fmt(v) : v} |`);
   lines.push('');
   if (i.failoverLosses.length > 0) {
     lines.push(
@@ -403,6 +435,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     ['duplicate deliveries sent (new job ids)', m.duplicates],
     ['conflicting reuses of an id', m.conflicts],
     ['invalid messages', m.invalid],
+    ...(m.bothDoors > 0 ? ([['both-doors messages (two per operation)', m.bothDoors]] as [string, number][]) : []),
     ['jobs completed', j.completed],
     ['jobs failed (all reasons)', j.failed],
     ['valid jobs failed', j.failedValid],

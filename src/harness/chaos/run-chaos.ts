@@ -20,6 +20,7 @@ import { CHAOS_JOB_ATTEMPTS_MAX, ChaosFleet, type FleetNames } from './chaos-fle
 import {
   type IntakeProducerFigures,
   intakeProducerFigures,
+  type RefusedRequest,
   requestPaced,
   waitForIntakeDecided,
 } from './chaos-intake.ts';
@@ -28,11 +29,19 @@ import { readFinalJobs, watchQueueEvents } from './chaos-queues.ts';
 import { ChaosRelays } from './chaos-relays.ts';
 import { ChaosResources } from './chaos-resources.ts';
 import { ChaosServices, ProcessRegistry } from './chaos-services.ts';
-import { buildWorkload, type ChaosMessage, type ChaosWorkload, CURRENCY, WALLET_PREFIX } from './chaos-workload.ts';
+import {
+  buildWorkload,
+  type ChaosMessage,
+  type ChaosWorkload,
+  CURRENCY,
+  pairSafeEnd,
+  WALLET_PREFIX,
+} from './chaos-workload.ts';
 import { type CheckOutput, type FinalJob, runChecks } from './checker.ts';
 import { ClusterFaults } from './cluster-faults.ts';
 import { attachFaultLoads, attachRecovery } from './fault-load.ts';
 import { type ClusterTargets, FaultInjector } from './faults.ts';
+import { type FeedReaderFigures, FeedReaders } from './feed-readers.ts';
 import { History } from './history.ts';
 import { type IntakeFigures, runIntakeChecks } from './intake-checks.ts';
 import { blackholeCheck } from './pg-blackhole.ts';
@@ -85,6 +94,9 @@ interface RunPlan {
   readonly sent: Map<string, ChaosMessage>;
   /** Intake runs: the operations acknowledged to the producer, and what its intake transactions did. */
   readonly acknowledged: Set<string>;
+  /** Intake runs: operations whose intake transaction committed (with their bodies' hashes), and the requests refused at once. */
+  readonly requested: Map<string, Set<string>>;
+  readonly refused: RefusedRequest[];
   readonly intakeProducer: IntakeProducerFigures;
 }
 
@@ -98,6 +110,8 @@ interface Rig {
   /** Intake runs: the relays (none with direct-enqueue) and the producer's pool. */
   readonly relays: ChaosRelays | null;
   readonly producerPool: pg.Pool | null;
+  /** Intake runs: the outcome feed's readers, reading while the run goes on. */
+  readonly feedReaders: FeedReaders | null;
 }
 
 interface FaultPhase {
@@ -118,6 +132,7 @@ interface Checked extends CheckOutput {
   readonly jobs: FinalJob[];
   readonly checkMs: number;
   readonly intake: IntakeFigures | null;
+  readonly feedReaders: FeedReaderFigures | null;
 }
 
 function dbConfig(databaseUrl: string) {
@@ -211,6 +226,8 @@ function planRun(options: ChaosOptions, argv: readonly string[], log: Log, stop:
     interrupted,
     sent: new Map(),
     acknowledged: new Set(),
+    requested: new Map(),
+    refused: [],
     intakeProducer: intakeProducerFigures(),
   };
 }
@@ -246,7 +263,10 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
   await waitForWorkers(queues.queues[0] as Queue, fleet, WORKERS_READY_TIMEOUT_MS, plan.interrupted);
   let relays: ChaosRelays | null = null;
   let producerPool: pg.Pool | null = null;
+  let feedReaders: FeedReaders | null = null;
   if (options.intake) {
+    feedReaders = await FeedReaders.start(services.databaseUrl, options.seed);
+    owned.feedReaders = feedReaders;
     producerPool = new pg.Pool({ connectionString: services.databaseUrl, max: 2, application_name: 'chaos-producer' });
     producerPool.on('error', () => undefined);
     owned.producerPool = producerPool;
@@ -257,7 +277,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       registry.update({ workerPids: [...fleet.pids(), ...relays.pids()] });
     }
   }
-  return { services, queues, directRedis, fleet, relays, producerPool };
+  return { services, queues, directRedis, fleet, relays, producerPool, feedReaders };
 }
 
 async function seed(plan: RunPlan, services: ChaosServices, owned: ChaosResources): Promise<void> {
@@ -314,8 +334,8 @@ async function warmUp(plan: RunPlan, rig: Rig): Promise<number> {
 
 /** The valid messages an intake run sends in its warm-up (the rest go in the fault phase). */
 function intakeWarmUpCount(workload: ChaosWorkload): number {
-  const valid = workload.messages.filter((m) => m.kind !== 'invalid').length;
-  return Math.min(WARM_UP_MESSAGES, Math.floor(valid / 10));
+  const valid = workload.messages.filter((m) => m.kind !== 'invalid');
+  return pairSafeEnd(valid, Math.min(WARM_UP_MESSAGES, Math.floor(valid.length / 10)));
 }
 
 /**
@@ -349,7 +369,7 @@ function sendValid(
   windowMs: number,
   firstTryMs: Map<string, number> | undefined,
 ): Promise<void> {
-  const { history, sent, progress, interrupted, acknowledged } = plan;
+  const { history, sent, progress, interrupted, acknowledged, requested, refused } = plan;
   const to = { history, sent, progress, acknowledged, ...(firstTryMs === undefined ? {} : { firstTryMs }) };
   if (plan.options.unsafe === DIRECT_ENQUEUE || rig.producerPool === null) {
     return enqueuePaced(rig.queues, messages, windowMs, to, interrupted);
@@ -359,7 +379,7 @@ function sendValid(
     rig.queues,
     messages,
     windowMs,
-    { ...to, intake: plan.intakeProducer },
+    { ...to, requested, refused, intake: plan.intakeProducer },
     interrupted,
   );
 }
@@ -567,14 +587,23 @@ async function check(
   });
   const checks = [...ran.checks, blackholeCheck(injector.records)];
   let intake: IntakeFigures | null = null;
+  let feedReaders: FeedReaderFigures | null = null;
   if (plan.options.intake) {
+    await rig.feedReaders?.stop();
+    feedReaders = rig.feedReaders?.figures() ?? null;
     const client = new pg.Client({ connectionString: rig.services.databaseUrl, application_name: 'chaos-harness' });
     client.on('error', () => undefined);
     await client.connect();
     try {
       const out = await runIntakeChecks(
         client,
-        { direct: plan.options.unsafe === DIRECT_ENQUEUE, acknowledged: plan.acknowledged },
+        {
+          direct: plan.options.unsafe === DIRECT_ENQUEUE,
+          acknowledged: plan.acknowledged,
+          requested: plan.requested,
+          refused: plan.refused,
+          observations: rig.feedReaders?.observations() ?? [],
+        },
         injector.records,
       );
       checks.push(...out.checks);
@@ -594,7 +623,7 @@ async function check(
   );
   for (const c of checks)
     history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
-  return { proxies, metrics, jobs, checks, totals, checkMs: performance.now() - tCheck, intake };
+  return { proxies, metrics, jobs, checks, totals, checkMs: performance.now() - tCheck, intake, feedReaders };
 }
 
 function writeFinalJobs(history: History, jobs: readonly FinalJob[], sent: ReadonlyMap<string, ChaosMessage>): void {
@@ -668,6 +697,8 @@ async function report(
             relayKills: faults.injector.records.filter((r) => r.kind === 'kill-relay' && r.error === null).length,
             resendAfterMs: options.resendAfterMs,
             relays: options.relays,
+            relayPoolMax: options.relayPoolMax,
+            feedReaders: checked.feedReaders,
           },
         }),
   };

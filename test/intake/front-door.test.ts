@@ -18,7 +18,7 @@ import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import type { TransferRequest, TransferWire } from '../../src/ledger/transfer-request.ts';
-import { sequencedRead } from '../support/feed.ts';
+import { settledRead } from '../support/feed.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -123,7 +123,7 @@ describe('a feed position once read never goes to another event', () => {
     await reader.query('ROLLBACK');
     await d1.query('COMMIT');
 
-    const final = await sequencedRead(db.pg, 0n);
+    const final = await settledRead(db.pg, 0n);
     expect(seen.length).toBeGreaterThanOrEqual(1);
     const byPosition = new Map(final.map((e) => [e.position, shape(e)]));
     for (const e of seen) expect(byPosition.get(e.position), `position ${e.position}`).toEqual(shape(e));
@@ -197,7 +197,7 @@ describe('a give-up cannot be forged', () => {
     expect(await requestState('g-1')).toEqual({ decided: false, givenUp: false });
     expect(await giveUp('g-1', requestHash(asked))).toBe(true);
     expect(await giveUp('g-1', requestHash(asked))).toBe(false);
-    const events = await sequencedRead(db.pg, 0n);
+    const events = await settledRead(db.pg, 0n);
     expect(events.map((e) => [e.operationId, e.kind, e.from, e.to, e.amountMinor])).toEqual([
       ['g-1', 'given_up', 'w1', 'w2', 5n],
     ]);
@@ -206,7 +206,7 @@ describe('a give-up cannot be forged', () => {
 
   it('as a worker role: nothing for an operation nobody requested, however often it is called', async () => {
     for (let i = 0; i < 3; i++) expect(await giveUp('nobody', requestHash(body('nobody', 999_999_999n)))).toBe(false);
-    expect(await sequencedRead(db.pg, 0n)).toEqual([]);
+    expect(await settledRead(db.pg, 0n)).toEqual([]);
   });
 
   it('a give-up seen at an earlier send (before a redrive sent it again) parks nothing', async () => {
@@ -228,7 +228,7 @@ describe('the two doors are serialised on the operation', () => {
     await producer.query('COMMIT');
     expect(await straight).toBe('applied');
     expect(await requestState('both-1')).toEqual({ decided: true, givenUp: false });
-    expect((await sequencedRead(db.pg, 0n)).map((e) => [e.operationId, e.kind, e.amountMinor])).toEqual([
+    expect((await settledRead(db.pg, 0n)).map((e) => [e.operationId, e.kind, e.amountMinor])).toEqual([
       ['both-1', 'applied', 5n],
     ]);
   });
@@ -243,7 +243,7 @@ describe('the two doors are serialised on the operation', () => {
     expect(await requestState('both-2')).toEqual({ decided: true, givenUp: false });
     // The request's own job, sent by a relay, is a conflict and adds no second conflict event.
     expect(await decide(db.pg as unknown as pg.ClientBase, body('both-2', 5n), 2n)).toBe('conflict');
-    expect((await sequencedRead(db.pg, 0n)).map((e) => [e.operationId, e.kind, e.amountMinor])).toEqual([
+    expect((await settledRead(db.pg, 0n)).map((e) => [e.operationId, e.kind, e.amountMinor])).toEqual([
       ['both-2', 'applied', 7n],
       ['both-2', 'conflict', 5n],
     ]);
@@ -278,6 +278,6 @@ describe('the two doors are serialised on the operation', () => {
     ]);
     expect(again?.outcome).toBe('duplicate');
     expect(await requestState('rr-2')).toEqual({ decided: true, givenUp: false });
-    expect((await sequencedRead(db.pg, 0n)).map((e) => [e.operationId, e.kind])).toEqual([['rr-2', 'applied']]);
+    expect((await settledRead(db.pg, 0n)).map((e) => [e.operationId, e.kind])).toEqual([['rr-2', 'applied']]);
   });
 });

@@ -20,7 +20,7 @@ import {
   validateTransferRequest,
 } from '../../src/ledger/transfer-request.ts';
 import { InvalidTransferError } from '../../src/queue/producer.ts';
-import { sequencedRead } from '../support/feed.ts';
+import { settledRead } from '../support/feed.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -182,7 +182,7 @@ describe('requests and decisions', () => {
     expect(await requestTransfer(client, wire('pre-1'), AMOUNT_MAX)).toBe('duplicate');
     expect(await requestRows()).toEqual([{ operation_id: 'pre-1', decided: true }]);
     await expect(requestTransfer(client, wire('pre-1', '9'), AMOUNT_MAX)).rejects.toThrow(IntakeConflictError);
-    expect((await sequencedRead(db.pg, 0n)).map((e) => e.operationId)).toEqual(['pre-1']);
+    expect((await settledRead(db.pg, 0n)).map((e) => e.operationId)).toEqual(['pre-1']);
   });
 
   it('deciding a requested operation marks it decided and appends exactly one event, even decided twice', async () => {
@@ -190,7 +190,7 @@ describe('requests and decisions', () => {
     await applyTransfers(db.prisma, [{ request: request('dec-1'), fence: 1n, leaseId: leaseIdFor(1n) }]);
     await applyTransfers(db.prisma, [{ request: request('dec-1'), fence: 2n, leaseId: leaseIdFor(2n) }]);
     expect(await requestRows()).toEqual([{ operation_id: 'dec-1', decided: true }]);
-    const events = await sequencedRead(db.pg, 0n);
+    const events = await settledRead(db.pg, 0n);
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ position: 1n, operationId: 'dec-1', kind: 'applied', amountMinor: 5n });
     expect((await db.pg.query('SELECT count(*)::int AS n FROM outcome_pending')).rows[0].n).toBe(0);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { OutcomeEvent } from '../../src/intake/outcome-feed.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
-import { sequencedRead } from '../support/feed.ts';
+import { settledRead } from '../support/feed.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -74,7 +74,7 @@ describe('the outcome feed with decisions that commit out of order', () => {
       let feedLast = 0n;
       const feedSeen: OutcomeEvent[] = [];
       const feedRead = async () => {
-        for (const e of await sequencedRead(db.pg, feedLast)) {
+        for (const e of await settledRead(db.pg, feedLast)) {
           feedSeen.push(e);
           feedLast = e.position;
         }
@@ -93,7 +93,7 @@ describe('the outcome feed with decisions that commit out of order', () => {
         [1n, 'op-tx2'],
         [2n, 'op-tx1'],
       ]);
-      expect((await sequencedRead(db.pg, 0n)).map((e) => e.operationId)).toEqual(['op-tx2', 'op-tx1']);
+      expect((await settledRead(db.pg, 0n)).map((e) => e.operationId)).toEqual(['op-tx2', 'op-tx1']);
     } finally {
       tx1.release();
       tx2.release();
@@ -112,7 +112,7 @@ describe('the outcome feed with decisions that commit out of order', () => {
       let last = 0n;
       while (true) {
         const finished = done;
-        for (const e of await sequencedRead(pool, last)) {
+        for (const e of await settledRead(pool, last)) {
           polled.push(e);
           last = e.position;
         }
@@ -148,7 +148,7 @@ describe('the outcome feed with decisions that commit out of order', () => {
     await pool.end();
     // The scenario is real: some id committed after a higher one.
     expect(committedIds.some((id, i) => committedIds.slice(0, i).some((earlier) => earlier > id))).toBe(true);
-    const all = await sequencedRead(db.pg, 0n, 10_000);
+    const all = await settledRead(db.pg, 0n, 10_000);
     const n = DECIDERS * EACH;
     expect(all.map((e) => e.position)).toEqual(Array.from({ length: n }, (_, i) => BigInt(i + 1)));
     expect(all.map((e) => e.operationId).sort()).toEqual([...decided].sort());

@@ -1,14 +1,8 @@
-// Reading the outcome feed in a test the way a deployment sees it: the workers and relays that
-// sequence it (src/intake/feed-sequencer.ts, the publisher) are not running in a test of the SQL,
-// so the test sequences first, in statements of their own, then reads.
+// Reading the outcome feed in a test once what has been decided is in it: reading never sequences,
+// and the workers and relays that do (src/intake/feed-sequencer.ts, the publisher) may not be
+// running, or may be in the middle of it. So the test sequences too, in statements of its own.
 import type pg from 'pg';
 import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
-
-/** Sequences every committed pending event (as a worker's timer would), then reads after `after`. */
-export async function sequencedRead(pool: pg.Pool, after: bigint, limit?: number): Promise<OutcomeEvent[]> {
-  while ((await sequenceOutcomeFeed(pool)) > 0) {}
-  return readOutcomes(pool, after, limit);
-}
 
 /**
  * Reads after `after` once every event pending at the call has its position, sequencing here or

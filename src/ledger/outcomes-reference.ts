@@ -45,7 +45,7 @@ export function renderOutcomesReference(notice: string): string {
       const retried = !doc.retried
         ? `no (${doc.source === 'bullmq' ? 'BullMQ fails it' : 'fails at once'})`
         : doc.permanent
-          ? 'yes, once a worker is ready (this one holds)'
+          ? 'yes, spending no attempt, on a ready worker (this one holds)'
           : 'yes';
       return [code(kind), code(doc.prefix), retried, doc.meaning, doc.action];
     }),
@@ -91,9 +91,11 @@ export function renderOutcomesReference(notice: string): string {
     "A failed attempt's message starts with its kind's prefix, and BullMQ keeps the last one as the",
     "job's `failedReason`. A retried kind fails the job only after the last of `JOB_ATTEMPTS_MAX`",
     'attempts; retries are counted by `fenced_transfers_retries_total{kind}`. A permanent kind (no retry',
-    'on this worker can clear it) also takes the worker out: `/readyz` answers 503 with the reason and',
-    'the worker takes no job for a hold (5 s, doubling while it recurs, at most 5 min), so the job waits',
-    'for a fixed worker instead of spending its attempts in minutes ([runbook](../operating/runbook.md)).',
+    'on this worker can clear it) spends no attempt: the job goes back to the queue, delayed by the retry',
+    'back-off, with the message in its progress (`lastPermanentFailure`) instead of its `failedReason`.',
+    'It also takes the worker out: `/readyz` answers 503 with the reason and the worker takes no job for',
+    'a hold (5 s, doubling while it recurs, at most 5 min), so the job waits for a fixed worker however',
+    'long the fault lasts ([runbook](../operating/runbook.md)).',
     '',
     failureKinds,
     '',

@@ -108,9 +108,10 @@ export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
 
 /**
  * Failure kinds that no retry of this worker can clear: its database role, its code or the
- * database's functions, or the lock's scripts are wrong. The worker fails the attempt with a
- * reason that names the fix and stops taking jobs for a hold (src/ops/fault-hold.ts); BullMQ
- * retries the job later, on a worker that is ready. src/queue/attempt-failure.ts classifies.
+ * database's functions, or the lock's scripts are wrong. The worker puts the job back, delayed,
+ * without spending an attempt, with a reason that names the fix, and stops taking jobs for a hold
+ * (src/ops/fault-hold.ts); a ready worker takes the job again later. src/queue/attempt-failure.ts
+ * classifies.
  */
 export const PERMANENT_KINDS = ['permission_denied', 'ledger_contract', 'lock_protocol', 'internal_error'] as const;
 export type PermanentKind = (typeof PERMANENT_KINDS)[number];
@@ -134,8 +135,9 @@ export const PERMANENT_ERROR_NAMES: Readonly<Record<string, PermanentKind>> = {
 };
 
 /**
- * Failure kinds of an attempt that BullMQ retries with back-off (RetryableTransferError's
- * kinds): the transient ones, and the permanent ones, which a ready worker retries once fixed.
+ * Failure kinds of an attempt that are retried with back-off (RetryableTransferError's kinds):
+ * the transient ones, which BullMQ retries as attempts, and the permanent ones, which the worker
+ * puts back without spending an attempt, for a ready worker to retry once fixed.
  */
 export const RETRY_KINDS = ['stale_fence', 'lock_lost', 'lock_busy', 'transient_error', ...PERMANENT_KINDS] as const;
 export type RetryKind = (typeof RETRY_KINDS)[number];
@@ -151,7 +153,7 @@ export type FailureKind = (typeof FAILURE_KINDS)[number];
 export interface FailureKindDoc extends Described {
   /** What the message (and so the job's failedReason) starts with. */
   readonly prefix: string;
-  /** BullMQ tries the job again (until JOB_ATTEMPTS_MAX attempts); false: the job fails at once. */
+  /** The job is tried again (until JOB_ATTEMPTS_MAX attempts; a permanent kind spends none); false: it fails at once. */
   readonly retried: boolean;
   /** A retry on this worker cannot help: the worker goes not ready for a hold (PERMANENT_KINDS). */
   readonly permanent: boolean;

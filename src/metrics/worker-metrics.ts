@@ -99,7 +99,7 @@ export const WORKER_METRICS = {
   retries: {
     name: `${p}retries_total`,
     type: 'counter',
-    help: 'Attempts that failed and went back to BullMQ for a retry, by kind',
+    help: 'Attempts that failed and went back to BullMQ for a retry, by kind (a permanent kind puts the job back delayed, without spending an attempt)',
     labelNames: ['kind'],
   },
   decisionDuration: {

@@ -1,8 +1,8 @@
 // Keeps a worker out of work after a permanent failure (a lost grant, a contract or protocol
 // error, a bug: PERMANENT_KINDS in the vocabulary): not ready, taking no job, for a hold that
 // starts at FAULT_HOLD_MIN_MS and doubles with each fault that follows without a decision in
-// between, up to FAULT_HOLD_MAX_MS. A worker that stays broken so spends one batch of attempts
-// per hold, never a hot loop; one whose fault is fixed (a GRANT, a migration) is back after the
+// between, up to FAULT_HOLD_MAX_MS. A worker that stays broken so meets one batch of jobs per
+// hold (each put back without spending an attempt), never a hot loop; one whose fault is fixed (a GRANT, a migration) is back after the
 // shortest hold, and the readiness probes keep it out meanwhile where they can see the fault.
 import type { PermanentKind } from '../ledger/vocabulary.ts';
 

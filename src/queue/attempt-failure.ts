@@ -1,9 +1,10 @@
 // The one place that decides whether a failed attempt can clear by itself. Transient errors (a
 // server away, a deadlock, a timeout, anything unknown) are retried as they always were;
-// permanent ones (PERMANENT_SQLSTATES and PERMANENT_ERROR_NAMES in the vocabulary) fail the
-// attempt with a reason that names the fix, and the worker stops taking jobs for a while
-// (src/ops/fault-hold.ts). None of them fails the job for good: each says this worker, its role
-// or its build is wrong, not the job, and the job must still be there once that is fixed.
+// permanent ones (PERMANENT_SQLSTATES and PERMANENT_ERROR_NAMES in the vocabulary) put the job
+// back, delayed, without spending an attempt, with a reason that names the fix, and the worker
+// stops taking jobs for a while (src/ops/fault-hold.ts). None of them fails the job for good: each
+// says this worker, its role or its build is wrong, not the job, and the job must still be there
+// once that is fixed.
 import { postgresErrorCode, RETRYABLE_SQLSTATES } from '../ledger/apply-transfer.ts';
 import { PERMANENT_ERROR_NAMES, PERMANENT_SQLSTATES, type PermanentKind } from '../ledger/vocabulary.ts';
 

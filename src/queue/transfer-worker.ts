@@ -110,13 +110,42 @@ export interface BusyDeferrals {
   readonly sinceAttemptsMade: number;
 }
 
+/**
+ * What a job's progress holds: its busy deferrals, and, once it has met one, the permanent
+ * failures it met (none spends an attempt: the job is put back, delayed) and the reason of the
+ * last one, so the job itself says why it waits.
+ */
+export interface JobProgress extends BusyDeferrals {
+  readonly permanentFailures?: number;
+  readonly lastPermanentFailure?: string;
+}
+
+type ProgressOf = Pick<Job, 'progress' | 'attemptsMade'>;
+
+function progressFields(job: ProgressOf): Partial<JobProgress> {
+  const p = job.progress as Partial<JobProgress> | number | string | boolean | null | undefined;
+  return typeof p === 'object' && p !== null ? p : {};
+}
+
 /** The deferrals a job has behind it since its last real attempt (0 when the count is from before it). */
-export function busyDeferralsOf(job: Pick<Job, 'progress' | 'attemptsMade'>): number {
-  const p = job.progress as Partial<BusyDeferrals> | number | string | boolean | null | undefined;
-  if (typeof p !== 'object' || p === null) return 0;
+export function busyDeferralsOf(job: ProgressOf): number {
+  const p = progressFields(job);
   if (p.sinceAttemptsMade !== job.attemptsMade) return 0;
   const n = p.busyDeferrals;
   return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+/** The permanent failures a job has met so far (each put it back without spending an attempt). */
+export function permanentFailuresOf(job: ProgressOf): number {
+  const n = progressFields(job).permanentFailures;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+/** The permanent-failure fields of a job's progress, kept as they are by a busy deferral. */
+function permanentFieldsOf(job: ProgressOf): Pick<JobProgress, 'permanentFailures' | 'lastPermanentFailure'> {
+  const n = permanentFailuresOf(job);
+  const last = progressFields(job).lastPermanentFailure;
+  return n === 0 ? {} : { permanentFailures: n, ...(typeof last === 'string' ? { lastPermanentFailure: last } : {}) };
 }
 
 type LockedApply = { kind: 'done'; result: ApplyResult; token: bigint } | { kind: 'busy'; retryAfterMs: number };
@@ -258,10 +287,10 @@ export class TransferProcessor {
         const error = new RetryableTransferError(failure.kind, failure.detail);
         log().error(
           { event: 'transfer_permanent_error', ...fields, err, kind: failure.kind, sqlState: failure.sqlState },
-          'transfer attempt failed on an error no retry here can clear; the worker stops taking jobs',
+          'transfer attempt failed on an error no retry here can clear; the job waits with its attempts unspent, the worker stops taking jobs',
         );
         this.deps.faults?.permanent(failure.kind, error.message);
-        throw error;
+        return await this.putBack(job, bullToken, error, log(), fields);
       }
       log().warn(
         {
@@ -365,9 +394,55 @@ export class TransferProcessor {
     const capMs = Math.max(LOCK_BUSY_DELAY_BASE_MS, Math.min(LOCK_BUSY_DELAY_CAP_MS, retryAfterMs));
     const delayMs = fullJitterDelayMs(Math.min(deferrals, 16), LOCK_BUSY_DELAY_BASE_MS, capMs, Math.random) + 1;
     log.debug({ event: 'transfer_deferred', ...fields, delayMs, deferrals }, 'wallet busy; job delayed');
-    const counted: BusyDeferrals = { busyDeferrals: deferrals + 1, sinceAttemptsMade: job.attemptsMade };
+    const counted: JobProgress = {
+      busyDeferrals: deferrals + 1,
+      sinceAttemptsMade: job.attemptsMade,
+      ...permanentFieldsOf(job),
+    };
     await job.updateProgress(counted);
     await job.moveToDelayed(Date.now() + delayMs, bullToken);
+    throw new DelayedError();
+  }
+
+  /**
+   * After a permanent failure: hands the job back to the queue, delayed, without spending an
+   * attempt (moveToDelayed, as a busy deferral does), since the worker is wrong, not the job. The
+   * delay is the retry back-off (transferBackoffMs) of the permanent failures it has met, so a
+   * worker without a fault hold (no readiness gate) meets the same job at most once per back-off,
+   * up to RETRY_BACKOFF_CAP_MS; a gated worker takes no job during its hold anyway. Counted as a
+   * retry of its kind, as when it failed the attempt. If the job cannot be put back (Redis did not
+   * answer, the job lock was lost), the attempt fails as before.
+   */
+  private async putBack(
+    job: Job,
+    bullToken: string | undefined,
+    error: RetryableTransferError,
+    log: Logger,
+    fields: Record<string, string>,
+  ): Promise<never> {
+    const met = permanentFailuresOf(job) + 1;
+    const delayMs = transferBackoffMs(met) + 1;
+    const progress: JobProgress = {
+      busyDeferrals: busyDeferralsOf(job),
+      sinceAttemptsMade: job.attemptsMade,
+      permanentFailures: met,
+      lastPermanentFailure: error.message,
+    };
+    try {
+      await job.updateProgress(progress);
+      await job.moveToDelayed(Date.now() + delayMs, bullToken);
+    } catch (err) {
+      log.warn(
+        { event: 'transfer_put_back_failed', ...fields, err, kind: error.kind },
+        'could not put the job back without spending an attempt; the attempt fails instead',
+      );
+      throw error;
+    }
+    this.metrics.retry(error.kind);
+    log.debug(
+      { event: 'transfer_put_back', ...fields, kind: error.kind, delayMs, permanentFailures: met },
+      'job put back, delayed, its attempts unspent',
+    );
     throw new DelayedError();
   }
 }

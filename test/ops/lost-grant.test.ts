@@ -1,11 +1,13 @@
 // A worker whose database role loses EXECUTE on the decision function (a REVOKE by the owner, as
-// a migration that replaces the function would do) fails the job's attempt at once with a reason
-// that names the fix, and stops taking jobs: /readyz answers 503 and says what to run, and the
-// job waits instead of spending its JOB_ATTEMPTS_MAX attempts. With the grant back the worker is
-// ready again by itself and the transfer ends applied exactly once.
+// a migration that replaces the function would do) meets a permanent failure with a reason that
+// names the fix, and stops taking jobs: /readyz answers 503 and says what to run, and the
+// job waits, put back without spending any of its JOB_ATTEMPTS_MAX attempts, its progress naming
+// the failure. With the grant back the worker is ready again by itself and the transfer ends
+// applied exactly once, in the one attempt BullMQ counts.
 import { afterEach, expect, it } from 'vitest';
 import { DECISION_FUNCTIONS } from '../../src/db/worker-role-grants.ts';
 import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import type { JobProgress } from '../../src/queue/transfer-worker.ts';
 import { pipelinePerTest } from '../support/pipeline.ts';
 import { httpStatus, logEvents, waitFor } from '../support/worker-ops.ts';
 import { spawnWorkerProcess } from '../support/worker-process.ts';
@@ -22,7 +24,7 @@ afterEach(async () => {
   worker = null;
 });
 
-it('a lost EXECUTE grant fails the attempt once with the fix, makes the worker not ready, and the job completes once granted again', async () => {
+it('a lost EXECUTE grant puts the job back with the fix, spending no attempt, makes the worker not ready, and the job completes once granted again', async () => {
   const p = await openPipeline({ WORKER_CONCURRENCY: '2', JOB_ATTEMPTS_MAX: '20' });
   await p.seed(2, 100n);
   const { role } = await p.db.workerRole();
@@ -35,12 +37,14 @@ it('a lost EXECUTE grant fails the attempt once with the fix, makes the worker n
   await p.db.pg.query(`REVOKE EXECUTE ON FUNCTION ${DECISION_FUNCTION} FROM ${role}`);
   const job = await p.addRaw({ operationId: 'after-revoke', from: 'w1', to: 'w2', amount: '5' });
   const jobId = job.id as string;
-  const failed = await waitFor('the first failed attempt', SETTLE_TIMEOUT_MS, async () => {
+  const failed = await waitFor('the first permanent failure', SETTLE_TIMEOUT_MS, async () => {
     const j = await p.queue.getJob(jobId);
-    return (j?.attemptsMade ?? 0) >= 1 ? j : undefined;
+    return ((j?.progress as Partial<JobProgress> | undefined)?.permanentFailures ?? 0) >= 1 ? j : undefined;
   });
-  expect(failed?.failedReason).toMatch(/^permission_denied: 42501 permission denied for function apply_transfers/);
-  expect(failed?.failedReason).toContain(`run npm run db:worker-role -- --role ${role} as the database owner`);
+  const reason = ((failed?.progress ?? {}) as Partial<JobProgress>).lastPermanentFailure;
+  expect(reason).toMatch(/^permission_denied: 42501 permission denied for function apply_transfers/);
+  expect(reason).toContain(`run npm run db:worker-role -- --role ${role} as the database owner`);
+  expect(failed?.attemptsMade).toBe(0);
 
   // The probe sees it too (within a probe round): not ready, naming the function and the fix.
   const notReady = await waitFor('/readyz to name the missing grant', 10_000, async () => {
@@ -50,7 +54,7 @@ it('a lost EXECUTE grant fails the attempt once with the fix, makes the worker n
   expect(notReady.status).toBe(503);
   expect(notReady.body).toContain(`run npm run db:worker-role -- --role ${role} as the database owner`);
 
-  // No hot loop: the job waits with its one attempt spent, the worker stays not ready.
+  // No hot loop: the job waits with no attempt spent, the worker stays not ready.
   const deadline = performance.now() + WATCH_MS;
   const seen = new Set<string>();
   while (performance.now() < deadline) {
@@ -61,7 +65,7 @@ it('a lost EXECUTE grant fails the attempt once with the fix, makes the worker n
     await new Promise((r) => setTimeout(r, 250));
   }
   expect(
-    [...seen].every((s) => /^(delayed|waiting|active)\/attempts=1\/readyz=503$/.test(s)),
+    [...seen].every((s) => /^(delayed|waiting|active)\/attempts=0\/readyz=503$/.test(s)),
     [...seen].join(', '),
   ).toBe(true);
   expect(await p.debitsOf('after-revoke')).toBe(0);
@@ -69,8 +73,8 @@ it('a lost EXECUTE grant fails the attempt once with the fix, makes the worker n
   await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${DECISION_FUNCTION} TO ${role}`);
   expect(await p.result(job, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
   await w.waitUntilReady(SETTLE_TIMEOUT_MS);
-  // BullMQ counts the completing attempt too: one failed attempt and the one that applied it.
-  expect((await p.queue.getJob(jobId))?.attemptsMade).toBe(2);
+  // BullMQ counts the completing attempt: the only one made (the permanent failure spent none).
+  expect((await p.queue.getJob(jobId))?.attemptsMade).toBe(1);
   expect(await p.debitsOf('after-revoke')).toBe(1);
   expect(await p.balances()).toEqual({ w1: 94n, w2: 106n });
   const faults = logEvents(w.logFile).filter((e) => e.event === 'worker_fault');

@@ -253,7 +253,7 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
     permanent: false,
     source: 'bullmq',
     meaning:
-      "BullMQ's own failure: the job's worker died or stopped renewing the job lock more than JOB_STALLED_COUNT_MAX times.",
+      "BullMQ's own failure: the job's worker died or stopped renewing the job lock more than JOB_STALLED_COUNT_MAX times. Given up like any job that fails for good (an intake request parked, a `given_up` event).",
     action:
       'Look for workers that crash or block their event loop longer than JOB_LOCK_DURATION_MS; then retry the job (it is idempotent).',
   },

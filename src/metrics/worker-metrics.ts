@@ -15,6 +15,15 @@ export const METRIC_PREFIX = 'fenced_transfers_';
 export const LOCK_LOSS_MOMENTS = ['before_commit', 'in_flight'] as const;
 export type LockLossMoment = (typeof LOCK_LOSS_MOMENTS)[number];
 export type LockWaitResult = 'acquired' | 'busy';
+/**
+ * What the outcome feed got of a job that failed for good (recordGiveUp() in the worker):
+ * recorded: its intake request parked, a given_up event; no_open_request: the database recorded
+ * nothing, there being no open request of that operation and body (a job sent to BullMQ straight,
+ * or a request given up, decided or of another body already); invalid_job: no valid transfer in
+ * the job; superseded: the job was redriven or retried before a later try; error: every try failed.
+ */
+export const GIVE_UP_FEED_RESULTS = ['recorded', 'no_open_request', 'invalid_job', 'superseded', 'error'] as const;
+export type GiveUpFeedResult = (typeof GIVE_UP_FEED_RESULTS)[number];
 /** BullMQ job states reported by the queue depth gauge. */
 export const QUEUE_DEPTH_STATES = [
   'waiting',
@@ -101,6 +110,12 @@ export const WORKER_METRICS = {
     type: 'counter',
     help: 'Attempts that failed and went back to BullMQ for a retry, by kind (a permanent kind puts the job back delayed, without spending an attempt)',
     labelNames: ['kind'],
+  },
+  givenUp: {
+    name: `${p}given_up_jobs_total`,
+    type: 'counter',
+    help: 'Jobs that failed for good, by what the outcome feed got: recorded (the intake request parked, a given_up event), no_open_request (nothing: a job sent straight, or its request given up, decided or of another body already), invalid_job, superseded (redriven or retried before a later try), error (every try failed; the relay records an intake request when it finds the job failed)',
+    labelNames: ['feed'],
   },
   decisionDuration: {
     name: `${p}decision_duration_seconds`,
@@ -211,6 +226,7 @@ export class WorkerMetrics {
   private readonly lockLosses: WorkerMetricSet['lockLosses'];
   private readonly busyDeferrals: WorkerMetricSet['busyDeferrals'];
   private readonly retries: WorkerMetricSet['retries'];
+  private readonly givenUpJobs: WorkerMetricSet['givenUp'];
   private readonly decisionDuration: WorkerMetricSet['decisionDuration'];
   private readonly lockWait: WorkerMetricSet['lockWait'];
   private readonly jobDuration: WorkerMetricSet['jobDuration'];
@@ -244,6 +260,7 @@ export class WorkerMetrics {
     this.lockLosses = m.lockLosses;
     this.busyDeferrals = m.busyDeferrals;
     this.retries = m.retries;
+    this.givenUpJobs = m.givenUp;
     this.decisionDuration = m.decisionDuration;
     this.batchSize = m.batchSize;
     this.jobDuration = m.jobDuration;
@@ -260,12 +277,14 @@ export class WorkerMetrics {
       this.lockLosses,
       this.busyDeferrals,
       this.retries,
+      this.givenUpJobs,
     ] as Counter<string>[];
     // Every known series starts at 0, so a rate() over it works from the first scrape.
     for (const outcome of TERMINAL_OUTCOMES) this.outcomes.inc({ outcome }, 0);
     for (const reason of REJECTION_REASONS) this.rejections.inc({ reason }, 0);
     for (const when of LOCK_LOSS_MOMENTS) this.lockLosses.inc({ when }, 0);
     for (const kind of RETRY_KINDS) this.retries.inc({ kind }, 0);
+    for (const feed of GIVE_UP_FEED_RESULTS) this.givenUpJobs.inc({ feed }, 0);
     if (options.defaultMetrics === true) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -297,6 +316,11 @@ export class WorkerMetrics {
 
   retry(kind: RetryKind): void {
     this.retries.inc({ kind });
+  }
+
+  /** A job that failed for good, by what the outcome feed got of it. */
+  givenUp(feed: GiveUpFeedResult): void {
+    this.givenUpJobs.inc({ feed });
   }
 
   /** Call right before the decision is sent; call the returned function when its answer (or error) is back. */

@@ -2,7 +2,8 @@
 // fenced lease and has the transfer decided with the lease's token, in a batch with the other
 // transfers the process holds at the same time. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
-import { DelayedError, type Job, UnrecoverableError, type Worker } from 'bullmq';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DelayedError, Job, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
 import { dbCallDeadlineMs, type PrismaClient } from '../db/prisma.ts';
 import { applyTransfers } from '../ledger/apply-transfer.ts';
@@ -33,8 +34,22 @@ export const STALE_FENCE_ROUNDS_MAX = 3;
 export const LOCK_BUSY_DEFERRALS_MAX = 100;
 export const LOCK_BUSY_DELAY_BASE_MS = 25;
 export const LOCK_BUSY_DELAY_CAP_MS = 2_000;
-/** A stalled job (its worker died) is re-queued this many times before it fails. */
+/**
+ * A stalled job (its worker died) is re-queued this many times before it fails. BullMQ's stalled
+ * check (any worker's) only marks the job one stall over (moveStalledJobsToWait.lua sets its
+ * deferred failure, `defa`, and moves it to wait); the worker that takes it next fails it without
+ * running it, and that worker's 'failed' handler records the give-up like any other.
+ */
 export const JOB_STALLED_COUNT_MAX = 10;
+/**
+ * Calls of record_transfer_given_up() for one give-up, the first included: a call that fails (the
+ * database away, a lost grant) is made again after GIVE_UP_RETRY_BASE_MS, doubling up to
+ * GIVE_UP_RETRY_CAP_MS (full jitter), so about 15 s at most in all. Past the last one the relay
+ * still records an intake request's give-up when its re-send finds the job failed.
+ */
+export const GIVE_UP_RECORD_TRIES_MAX = 6;
+export const GIVE_UP_RETRY_BASE_MS = 500;
+export const GIVE_UP_RETRY_CAP_MS = 8_000;
 
 /** A failure the job should be retried for (BullMQ attempts with back-off). */
 export class RetryableTransferError extends Error {
@@ -473,6 +488,7 @@ export interface TransferWorker {
 
 export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
   const processor = new TransferProcessor(deps);
+  const giveUps = new GiveUps(deps);
   const processJob = async (job: Job, token: string | undefined): Promise<TransferOutcome> => {
     const startedAtMs = performance.now();
     deps.metrics.jobStarted();
@@ -485,7 +501,7 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
       deps.metrics.jobFinished((performance.now() - startedAtMs) / 1000);
     }
   };
-  const workers = consumedQueueShardsOf(deps.config).map((shard) => shardWorker(shard, processJob, deps));
+  const workers = consumedQueueShardsOf(deps.config).map((shard) => shardWorker(shard, processJob, deps, giveUps));
   return {
     workers,
     processor,
@@ -502,15 +518,44 @@ export function startTransferWorker(deps: TransferWorkerDeps): TransferWorker {
     isPaused: () => workers.some((w) => w.isPaused()),
     async close(force = false) {
       await Promise.all(workers.map((w) => w.close(force)));
+      await giveUps.close();
       await processor.close();
     },
   };
+}
+
+/**
+ * The give-ups being recorded: each a recordGiveUp() with its tries. close() cuts the back-off
+ * waits short (a stopping worker does not wait for them: the relay records an intake request's
+ * give-up when it finds the failed job) and waits for the calls in flight.
+ */
+class GiveUps {
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly stopping = new AbortController();
+
+  constructor(private readonly deps: TransferWorkerDeps) {}
+
+  record(job: Job, reason: string, stillTheFailedJob: () => Promise<boolean>): void {
+    const recorded = recordGiveUp(job, reason, this.deps, {
+      triesMax: GIVE_UP_RECORD_TRIES_MAX,
+      stillTheFailedJob,
+      signal: this.stopping.signal,
+    });
+    this.inFlight.add(recorded);
+    void recorded.finally(() => this.inFlight.delete(recorded));
+  }
+
+  async close(): Promise<void> {
+    this.stopping.abort();
+    await Promise.allSettled([...this.inFlight]);
+  }
 }
 
 function shardWorker(
   shard: QueueShard,
   process: (job: Job, token: string | undefined) => Promise<TransferOutcome>,
   deps: TransferWorkerDeps,
+  giveUps: GiveUps,
 ): Worker {
   const worker = new GatedWorker(
     shard.name,
@@ -529,6 +574,8 @@ function shardWorker(
     },
     deps.admission,
   );
+  // Every failed attempt comes here, a job failed by the stall limit too (an UnrecoverableError
+  // raised by the worker that took it next, see JOB_STALLED_COUNT_MAX).
   worker.on('failed', (job, err) => {
     const final =
       err instanceof UnrecoverableError || (job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1));
@@ -537,7 +584,7 @@ function shardWorker(
         { event: 'transfer_failed', queue: shard.name, jobId: job.id, attempt: job.attemptsMade, reason: err.message },
         'job failed for good; it stays in the failed set',
       );
-      void recordGiveUp(job, err.message, deps);
+      giveUps.record(job, err.message, () => isStillTheFailedJob(worker, job));
     }
   });
   worker.on('error', (err) => deps.logger.error({ err, queue: shard.name }, 'worker error'));
@@ -545,21 +592,51 @@ function shardWorker(
 }
 
 /**
- * Records a job that failed for good as given up: a 'given_up' event in the outcome feed, and the
- * intake's request (if it came through the intake) kept open for `npm run redrive`, so a trim of
- * BullMQ's failed set drops nothing. A failure to record is logged, never thrown: the relay
- * records give-ups it finds too. A job without a valid transfer cannot be recorded.
+ * Whether the job that failed is still there, failed: the job under its id has the timestamp it
+ * was added with (a redrive removes it and adds a fresh job under the same id) and the finish of
+ * that failure (a retry from the dashboard runs it again), and is in the failed set.
  */
-export async function recordGiveUp(
-  job: Job,
-  reason: string,
-  deps: Pick<TransferWorkerDeps, 'prisma' | 'logger' | 'config'>,
-): Promise<boolean> {
+async function isStillTheFailedJob(worker: Worker, failed: Job): Promise<boolean> {
+  const id = failed.id;
+  if (id === undefined) return false;
+  const now = await Job.fromId(worker, id);
+  if (now === undefined || now.timestamp !== failed.timestamp || now.finishedOn !== failed.finishedOn) return false;
+  return (await now.getState()) === 'failed';
+}
+
+/** How recordGiveUp() tries again after a failed call; without it, it calls once. */
+export interface GiveUpRetry {
+  /** Calls in all, the first included (GIVE_UP_RECORD_TRIES_MAX for the worker). */
+  readonly triesMax: number;
+  /**
+   * Asked before each call after the first: false when the job is no longer the one that failed
+   * (redriven, or retried), and the give-up is then not recorded; a throw (Redis did not answer)
+   * skips that call, since a call for a job that was redriven would park the redriven request.
+   */
+  readonly stillTheFailedJob: () => Promise<boolean>;
+  /** Ends the waits between calls (the worker is stopping); the give-up is then not recorded. */
+  readonly signal?: AbortSignal;
+}
+
+type GiveUpDeps = Pick<TransferWorkerDeps, 'prisma' | 'logger' | 'config'> & { readonly metrics?: WorkerMetrics };
+
+/**
+ * Records a job that failed for good as given up: record_transfer_given_up() parks the intake's
+ * open request of that operation and body (kept open for `npm run redrive`, so a trim of BullMQ's
+ * failed set drops nothing) and appends its 'given_up' event to the outcome feed. A job sent to
+ * BullMQ straight has no request, and nothing in PostgreSQL can vouch for its body: the database
+ * records nothing, and the give-up is only counted and logged. A call that fails is made again
+ * (`retry`) while the job is still the failed one. Answers whether the feed got the give-up;
+ * never throws (the relay records intake give-ups it finds too). Counted in
+ * given_up_jobs_total{feed} (GIVE_UP_FEED_RESULTS) when `deps.metrics` is given.
+ */
+export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, retry?: GiveUpRetry): Promise<boolean> {
   const valid: ReturnType<typeof validateTransferRequest> =
     job.name === TRANSFER_JOB_NAME
       ? validateTransferRequest(job.data, deps.config.transferAmountMax)
       : { ok: false, reason: `job name ${JSON.stringify(job.name)} is not ${JSON.stringify(TRANSFER_JOB_NAME)}` };
   if (!valid.ok) {
+    deps.metrics?.givenUp('invalid_job');
     deps.logger.error(
       { event: 'transfer_give_up_not_recorded', jobId: job.id, reason: valid.reason },
       'a job that failed for good carries no valid transfer; its give-up cannot be recorded',
@@ -567,23 +644,68 @@ export async function recordGiveUp(
     return false;
   }
   const r = valid.request;
-  try {
-    await deps.prisma.$queryRawUnsafe(
-      'SELECT record_transfer_given_up($1, $2, $3) AS recorded',
-      r.operationId,
-      requestHash(r),
-      reason,
-    );
-    deps.logger.warn(
-      { event: 'transfer_given_up', jobId: job.id, operationId: r.operationId },
-      'give-up recorded: the transfer stays open; npm run redrive sends it again',
-    );
-    return true;
-  } catch (err) {
-    deps.logger.error(
-      { event: 'transfer_give_up_not_recorded', jobId: job.id, operationId: r.operationId, err },
-      'could not record the give-up; the relay records it when it finds the failed job',
-    );
-    return false;
+  const fields = { jobId: job.id, operationId: r.operationId };
+  const triesMax = Math.max(1, retry?.triesMax ?? 1);
+  let lastError: unknown = null;
+  for (let tried = 0; tried < triesMax; tried += 1) {
+    if (tried > 0 && retry !== undefined) {
+      const waitMs = fullJitterDelayMs(tried - 1, GIVE_UP_RETRY_BASE_MS, GIVE_UP_RETRY_CAP_MS, Math.random);
+      try {
+        await sleep(waitMs, undefined, retry.signal === undefined ? {} : { signal: retry.signal });
+      } catch {
+        lastError = new Error('the worker stopped before the give-up could be recorded');
+        break;
+      }
+      let same: boolean;
+      try {
+        same = await retry.stillTheFailedJob();
+      } catch (err) {
+        lastError = err;
+        continue;
+      }
+      if (!same) {
+        deps.metrics?.givenUp('superseded');
+        deps.logger.warn(
+          { event: 'transfer_give_up_superseded', ...fields },
+          'the failed job is gone or runs again (redriven or retried): its give-up is not recorded',
+        );
+        return false;
+      }
+    }
+    try {
+      const rows = await deps.prisma.$queryRawUnsafe<{ recorded: boolean }[]>(
+        'SELECT record_transfer_given_up($1, $2, $3) AS recorded',
+        r.operationId,
+        requestHash(r),
+        reason,
+      );
+      if (rows[0]?.recorded === true) {
+        deps.metrics?.givenUp('recorded');
+        deps.logger.warn(
+          { event: 'transfer_given_up', ...fields },
+          'give-up recorded: the transfer stays open; npm run redrive sends it again',
+        );
+        return true;
+      }
+      deps.metrics?.givenUp('no_open_request');
+      deps.logger.warn(
+        { event: 'transfer_given_up_unrecorded', ...fields, reason },
+        'no open intake request of this body to give up (a job sent to BullMQ straight, or its request was given up, decided or asked for another body already): the job stays in the failed set only',
+      );
+      return false;
+    } catch (err) {
+      lastError = err;
+      if (tried + 1 < triesMax)
+        deps.logger.warn(
+          { event: 'transfer_give_up_retry', ...fields, err, tried: tried + 1, triesMax },
+          'could not record the give-up; trying again',
+        );
+    }
   }
+  deps.metrics?.givenUp('error');
+  deps.logger.error(
+    { event: 'transfer_give_up_not_recorded', ...fields, err: lastError, triesMax },
+    'could not record the give-up; the relay records it when it finds the failed job',
+  );
+  return false;
 }

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { REJECTION_REASONS, RETRY_KINDS, TERMINAL_OUTCOMES } from '../../src/ledger/vocabulary.ts';
 import { transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
-import { seriesId, WORKER_METRICS, WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
+import { GIVE_UP_FEED_RESULTS, seriesId, WORKER_METRICS, WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { parsePrometheusText, sampleValue } from '../support/prometheus-text.ts';
 
 function busyMetrics(): WorkerMetrics {
@@ -33,6 +33,7 @@ describe('WorkerMetrics', () => {
       'fenced_transfers_decision_batch_size histogram',
       'fenced_transfers_decision_duration_seconds histogram',
       'fenced_transfers_fence_advances_total counter',
+      'fenced_transfers_given_up_jobs_total counter',
       'fenced_transfers_invalid_messages_total counter',
       'fenced_transfers_job_duration_seconds histogram',
       'fenced_transfers_jobs_in_progress gauge',
@@ -61,6 +62,7 @@ describe('WorkerMetrics', () => {
     expect(labels('outcomes_total', 'outcome')).toEqual([...TERMINAL_OUTCOMES]);
     expect(labels('rejections_total', 'reason')).toEqual([...REJECTION_REASONS]);
     expect(labels('retries_total', 'kind')).toEqual([...RETRY_KINDS]);
+    expect(labels('given_up_jobs_total', 'feed')).toEqual([...GIVE_UP_FEED_RESULTS]);
   });
 
   it('serves exactly the metrics WORKER_METRICS declares, with their type, help and labels', async () => {

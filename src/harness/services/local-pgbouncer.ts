@@ -41,6 +41,8 @@ export interface LocalPgBouncerOptions {
   /** The role PgBouncer logs in as to look users up (auth_query): a superuser, trusted on loopback. */
   authUser?: string;
   port?: number;
+  /** Where a port comes from when `port` is not given (default freePort; a test hands out a taken one). */
+  choosePort?: () => Promise<number>;
   /** `transaction` (the default, what production runs) or `session`. */
   poolMode?: 'transaction' | 'session';
   /** Further `[pgbouncer]` settings, after and over the defaults. */
@@ -141,7 +143,7 @@ export class LocalPgBouncer {
     if (!existsSync(PGBOUNCER_BINARY)) {
       throw new Error(`${PGBOUNCER_BINARY} is missing; run: sudo apt-get install -y pgbouncer (or .ci/prerequisites)`);
     }
-    const port = opts.port ?? (await freePort());
+    const port = opts.port ?? (await (opts.choosePort ?? freePort)());
     const dir = mkdtempSync(join(tmpdir(), 'ft-pgbouncer-'));
     chmodSync(dir, FOLDER_MODE);
     const ini = join(dir, 'pgbouncer.ini');

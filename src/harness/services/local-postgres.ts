@@ -29,6 +29,8 @@ export interface LocalPostgresOptions {
   /** Cluster folder (created by initdb when empty). */
   dir: string;
   port?: number;
+  /** Where a port comes from when `port` is not given (default freePort; a test hands out a taken one). */
+  choosePort?: () => Promise<number>;
   /** fsync off for throwaway clusters (tests, chaos): fast, and safe unless the OS crashes. */
   fsync?: boolean;
   /** TLS on (ssl=on): the files are copied into the cluster folder, owned by the server's user. */
@@ -55,7 +57,7 @@ export class LocalPostgres {
   static async start(opts: LocalPostgresOptions): Promise<LocalPostgres> {
     const binDir = postgresBinDir();
     if (binDir === null) throw new Error('PostgreSQL binaries not found under /usr/lib/postgresql/*/bin');
-    const port = opts.port ?? (await freePort());
+    const port = opts.port ?? (await (opts.choosePort ?? freePort)());
     const pg = new LocalPostgres(port, opts, binDir);
     await pg.init();
     await pg.startServer();

@@ -8,6 +8,8 @@ import { freePort, waitForPort } from './free-port.ts';
 
 export interface LocalRedisOptions {
   port?: number;
+  /** Where a port comes from when `port` is not given (default freePort; a test hands out a taken one). */
+  choosePort?: () => Promise<number>;
   /** Data folder; AOF is written there when appendOnly is set. */
   dir: string;
   appendOnly?: boolean;
@@ -75,7 +77,7 @@ export class LocalRedis {
 
   /** Starts a foreground redis-server owned by this process on a free (or the given) port. */
   static async start(opts: LocalRedisOptions): Promise<LocalRedis> {
-    const port = opts.port ?? (await freePort());
+    const port = opts.port ?? (await (opts.choosePort ?? freePort)());
     const server = new LocalRedis(port, { ...opts, daemonize: false });
     await server.spawnServer();
     return server;

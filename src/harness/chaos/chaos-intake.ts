@@ -16,6 +16,7 @@ import { intakeBacklog, jobIdOf } from '../../intake/relay.ts';
 import type { TransferWire } from '../../ledger/transfer-request.ts';
 import type { TransferQueues } from '../../queue/producer.ts';
 import { seededRandom } from '../../workload/prng.ts';
+import { notYet, done as pollDone, pollUntil } from '../services/bounded-wait.ts';
 import {
   ENQUEUE_TICK_MS,
   jobRef,
@@ -292,16 +293,27 @@ export async function requestPaced(
   }
 }
 
-/** Waits until every request in the intake is decided; throws after timeoutMs with what is open. */
+/**
+ * Waits until every request in the intake is decided; throws after timeoutMs with what is open
+ * (each reading bounded by the time left: a pool that cannot reach PostgreSQL is not a hang).
+ */
 export async function waitForIntakeDecided(pool: pg.Pool, timeoutMs: number, signal: AbortSignal): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const backlog = await intakeBacklog(pool).catch(() => null);
-    if (backlog !== null && backlog.open === 0) return;
-    if (signal.aborted) throw new Error('interrupted');
-    if (performance.now() > deadline) {
-      throw new Error(`the intake still held undecided requests after ${timeoutMs} ms: ${JSON.stringify(backlog)}`);
-    }
-    await sleep(INTAKE_POLL_MS);
-  }
+  await pollUntil(
+    async () => {
+      let backlog: Awaited<ReturnType<typeof intakeBacklog>>;
+      try {
+        backlog = await intakeBacklog(pool);
+      } catch (err) {
+        return notYet(`the backlog could not be read: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      return backlog.open === 0 ? pollDone(undefined) : notYet(JSON.stringify(backlog));
+    },
+    {
+      what: 'every intake request decided',
+      timeoutMs,
+      intervalMs: INTAKE_POLL_MS,
+      signal,
+      timedOut: (seen) => `the intake still held undecided requests after ${timeoutMs} ms: ${seen}`,
+    },
+  );
 }

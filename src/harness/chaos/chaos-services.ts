@@ -185,6 +185,8 @@ export class ChaosServices {
           appendOnly: true,
           removeDirOnStop: false,
           front: async (index, port) => {
+            // Called again for a node that had to start on other ports: the earlier proxy goes.
+            await fronts[index]?.close();
             const front = await FaultProxy.start(`node-${index}`, '127.0.0.1', port);
             fronts[index] = front;
             return front.port;

@@ -13,6 +13,7 @@
 // - master killed: SIGKILL of a master; its replica is promoted after cluster-node-timeout; the
 //   old master is started again and comes back as a replica of the new one.
 import type { Redis } from 'ioredis';
+import { notYet, done as pollDone, pollUntil } from '../services/bounded-wait.ts';
 import { infoField, type LocalRedisCluster, type SlotGroup } from '../services/local-redis-cluster.ts';
 import type { FaultProxy } from './fault-proxy.ts';
 
@@ -79,13 +80,23 @@ function walletOf(key: string): string | null {
   return /\{wallet:([^}]+)\}/.exec(key)?.[1] ?? null;
 }
 
+/**
+ * Resolves with the milliseconds until `probe` said true; each call bounded by the time left, an
+ * error counting as "not yet". Throws `<what>: not within <timeoutMs> ms; last seen: …`.
+ */
 async function waitFor(probe: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
   const t0 = performance.now();
-  for (;;) {
-    if (await probe().catch(() => false)) return Math.round(performance.now() - t0);
-    if (performance.now() - t0 > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, POLL_MS));
-  }
+  await pollUntil(
+    async () => {
+      try {
+        return (await probe()) ? pollDone(undefined) : notYet('not yet');
+      } catch (err) {
+        return notYet(`error: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    },
+    { what, timeoutMs, intervalMs: POLL_MS },
+  );
+  return Math.round(performance.now() - t0);
 }
 
 /** Every lock key and fence counter under `keyPrefix` on one node (its own slots), with their values. */

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../config/worker-runtime.ts';
 import { listeningPortOf } from '../../ops/ops-server.ts';
+import { notYet, done as pollDone, pollUntil, WaitStoppedError } from '../services/bounded-wait.ts';
 
 /** The worker's TypeScript source: the default entry (the default of WORKER_ENTRY). */
 export const WORKER_SOURCE_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'worker.ts');
@@ -32,6 +33,8 @@ export const READY_POLL_INTERVAL_MS = 200;
 export const READY_REQUEST_TIMEOUT_MS = 2_000;
 /** How much of the end of a worker's log a start-up failure quotes. */
 export const LOG_TAIL_BYTES = 2_000;
+/** What a check that answered "not yet" saw (nothing worth quoting). */
+const NOT_YET = 'not yet';
 
 /** node's arguments for an entry: a .ts source through tsx (a development dependency), a .js file as is. */
 export function nodeArgsFor(entry: string): string[] {
@@ -178,6 +181,27 @@ export class WorkerProcess {
     return this.frozen;
   }
 
+  /**
+   * A promise that resolves when the process now running exits (at once when none runs), with
+   * how it ended and the end of its log; dispose() lets go of the process.
+   */
+  watchExit(): { exited: Promise<string>; dispose: () => void } {
+    const child = this.child;
+    const ended = () => this.withLogTail(`worker ${this.index} ${this.describe()}`);
+    if (child === null || !this.running) return { exited: Promise.resolve(ended()), dispose: () => undefined };
+    let onExit: (() => void) | null = null;
+    const exited = new Promise<string>((resolve) => {
+      onExit = () => resolve(ended());
+      child.once('exit', onExit);
+    });
+    return {
+      exited,
+      dispose: () => {
+        if (onExit !== null) child.removeListener('exit', onExit);
+      },
+    };
+  }
+
   start(): void {
     if (this.running) return;
     mkdirSync(this.options.logDir, { recursive: true });
@@ -273,8 +297,10 @@ export class WorkerFleet {
 
 /**
  * Calls `check` every READY_POLL_INTERVAL_MS until it answers a value, and answers that. Throws at
- * once, with the end of its log, when one of the workers has exited; throws `timedOut()`'s message
- * once timeoutMs has passed, and 'interrupted' once `signal` aborts.
+ * once, with the end of its log, when one of the workers exits (even while `check` is waiting for
+ * an answer); throws `timedOut()`'s message, followed by what the last check saw when it did not
+ * answer, once timeoutMs has passed (a check that never answers included); 'interrupted' once
+ * `signal` aborts.
  */
 async function pollWhileRunning<T>(
   workers: readonly WorkerProcess[],
@@ -283,14 +309,33 @@ async function pollWhileRunning<T>(
   timedOut: () => Promise<string>,
   signal?: AbortSignal,
 ): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    if (signal?.aborted === true) throw new Error('interrupted');
-    for (const w of workers) w.assertRunning();
-    const value = await check();
-    if (value !== undefined) return value;
-    if (performance.now() > deadline) throw new Error(await timedOut());
-    await new Promise((r) => setTimeout(r, READY_POLL_INTERVAL_MS));
+  if (signal?.aborted === true) throw new Error('interrupted');
+  for (const w of workers) w.assertRunning();
+  const watches = workers.map((w) => w.watchExit());
+  try {
+    return await pollUntil(
+      async () => {
+        const value = await check();
+        return value === undefined ? notYet(NOT_YET) : pollDone(value);
+      },
+      {
+        what: `${workers.length} worker(s)`,
+        timeoutMs,
+        intervalMs: READY_POLL_INTERVAL_MS,
+        stop: Promise.race(watches.map((w) => w.exited)),
+        ...(signal === undefined ? {} : { signal }),
+        timedOut: async (seen) => {
+          const message = await timedOut();
+          return seen === NOT_YET ? message : `${message}\nthe last check: ${seen}`;
+        },
+      },
+    );
+  } catch (err) {
+    // A worker exited: the message assertRunning() gives, how it ended and the end of its log.
+    if (err instanceof WaitStoppedError) throw new Error(err.reason);
+    throw err;
+  } finally {
+    for (const w of watches) w.dispose();
   }
 }
 

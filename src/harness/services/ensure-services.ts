@@ -14,16 +14,19 @@ import { type Config, redactUrl, withDatabase } from '../../config/config.ts';
 import { PROJECT_ROOT } from '../../config/paths.ts';
 import { databaseFaultOf } from '../../db/database-errors.ts';
 import type { Logger } from '../../log/logger.ts';
+import { withinMs } from '../../ops/probes.ts';
 import { clusterNodeOptionsOf, type RedisEndpoint, redisTlsOptions } from '../../queue/redis-connection.ts';
-import { waitForPort } from './free-port.ts';
+import { notYet, done as pollDone, pollUntil } from './bounded-wait.ts';
 import { LocalPostgres, postgresBinDir } from './local-postgres.ts';
-import { redisServerArgs } from './local-redis.ts';
+import { LocalRedis } from './local-redis.ts';
 import { postgresDataDir, preparePostgresParent, redisDataDir } from './service-data-dir.ts';
 
 const run = promisify(execFile);
 
 export const SERVICE_PROBE_TIMEOUT_MS = 2_000;
+/** Bound on a started service answering (and on Docker Compose, three times this). */
 export const SERVICE_START_TIMEOUT_MS = 60_000;
+const SERVICE_POLL_MS = 200;
 
 type ServiceAction = 'already-running' | 'started-local' | 'started-docker';
 
@@ -91,7 +94,7 @@ export async function postgresAnswers(databaseUrl: string): Promise<boolean> {
   client.on('error', () => undefined);
   try {
     await client.connect();
-    await client.query('SELECT 1');
+    await withinMs(client.query('SELECT 1'), SERVICE_PROBE_TIMEOUT_MS, 'SELECT 1');
     return true;
   } catch (err) {
     // A server that answers but refuses (a role or password it does not know) is there: starting
@@ -131,9 +134,9 @@ async function startLocalRedis(redisUrl: string): Promise<boolean> {
   const port = portOf(redisUrl, 6379);
   const dir = redisDataDir(port);
   mkdirSync(dir, { recursive: true });
-  // AOF on: this instance carries the queue, which must survive a restart.
-  await run('redis-server', redisServerArgs({ port, dir, appendOnly: true, daemonize: true }));
-  await waitForPort('127.0.0.1', port, SERVICE_START_TIMEOUT_MS);
+  // AOF on: this instance carries the queue, which must survive a restart. It outlives this
+  // process; an exit at start (its port taken) fails here at once, with the end of its log.
+  await LocalRedis.startDetached({ port, dir, appendOnly: true });
   return true;
 }
 
@@ -161,12 +164,12 @@ async function startWithDocker(services: string[]): Promise<boolean> {
 }
 
 async function waitUntil(probe: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = performance.now() + SERVICE_START_TIMEOUT_MS;
-  while (!(await probe())) {
-    if (performance.now() > deadline)
-      throw new Error(`${what} was started but does not answer after ${SERVICE_START_TIMEOUT_MS} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await pollUntil(async () => ((await probe()) ? pollDone(undefined) : notYet('no answer to its probe')), {
+    what: `${what} answering`,
+    timeoutMs: SERVICE_START_TIMEOUT_MS,
+    intervalMs: SERVICE_POLL_MS,
+    timedOut: (seen) => `${what} was started but does not answer after ${SERVICE_START_TIMEOUT_MS} ms (${seen})`,
+  });
 }
 
 async function ensureOne(

@@ -1,4 +1,7 @@
-// Asks the kernel for a free TCP port on loopback (for private service instances).
+// Asks the kernel for a free TCP port on loopback (for private service instances). The port is
+// free when this answers, not when the server binds it: anything may take it in between, so a
+// start must tell its own server from whatever answers there (each start here reads its
+// server's own log) and start again elsewhere when it exits on "Address already in use".
 import { createServer } from 'node:net';
 
 export function freePort(): Promise<number> {
@@ -16,31 +19,4 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(address.port));
     });
   });
-}
-
-/** Resolves when something accepts TCP connections on host:port, or rejects after timeoutMs. */
-export async function waitForPort(host: string, port: number, timeoutMs: number): Promise<void> {
-  const { connect } = await import('node:net');
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect({ host, port });
-      socket.setTimeout(500);
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('timeout', () => {
-        socket.destroy();
-        resolve(false);
-      });
-      socket.once('error', () => {
-        socket.destroy();
-        resolve(false);
-      });
-    });
-    if (ok) return;
-    if (performance.now() > deadline) throw new Error(`nothing listens on ${host}:${port} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }

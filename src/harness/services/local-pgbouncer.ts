@@ -6,6 +6,10 @@
 // any role of the server may log in under its own name without an auth_file to keep in step;
 // the server side must trust loopback for those roles (the shared test server and the harness's
 // own clusters do). PgBouncer refuses to run as root: as root it switches to the `postgres` user.
+// A start waits for its own log to say it listens on its port (something else answering there is
+// not this PgBouncer), fails at once when it exits first, and when its port was taken between
+// choosing and binding it ("Address already in use") starts again on another, a bounded number
+// of times.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
   chmodSync,
@@ -20,11 +24,19 @@ import {
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { freePort, waitForPort } from './free-port.ts';
+import { pollUntil, WaitStoppedError } from './bounded-wait.ts';
+import { freePort } from './free-port.ts';
+import { lastLines, readFrom } from './log-tail.ts';
 
 /** Where Debian's package puts the binary (.ci/prerequisites installs it). */
 export const PGBOUNCER_BINARY = '/usr/sbin/pgbouncer';
+/** From spawn to "listening on 127.0.0.1:<port>" in its log. */
 export const PGBOUNCER_START_TIMEOUT_MS = 10_000;
+/** Ports start() tries when the one it chose is taken before PgBouncer binds it. */
+export const PGBOUNCER_START_ATTEMPTS_MAX = 5;
+/** How often a start looks at its log. */
+const START_POLL_MS = 20;
+const LOG_TAIL_LINES = 8;
 /** Server connections per user and database: a transaction-mode pool serves many clients with few. */
 export const PGBOUNCER_POOL_SIZE = 20;
 /** Client connections at most: workers' pools, probes, the harness, with room to spare. */
@@ -41,6 +53,8 @@ export interface LocalPgBouncerOptions {
   /** The role PgBouncer logs in as to look users up (auth_query): a superuser, trusted on loopback. */
   authUser?: string;
   port?: number;
+  /** Where a port comes from when `port` is not given (default freePort; a test hands out a taken one). */
+  choosePort?: () => Promise<number>;
   /** `transaction` (the default, what production runs) or `session`. */
   poolMode?: 'transaction' | 'session';
   /** Further `[pgbouncer]` settings, after and over the defaults. */
@@ -137,11 +151,32 @@ export class LocalPgBouncer {
     return readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
   }
 
+  /**
+   * Starts a private PgBouncer on the given port, or on a free one: when that one is taken before
+   * PgBouncer binds it, on another, PGBOUNCER_START_ATTEMPTS_MAX ports in all.
+   */
   static async start(opts: LocalPgBouncerOptions): Promise<LocalPgBouncer> {
     if (!existsSync(PGBOUNCER_BINARY)) {
       throw new Error(`${PGBOUNCER_BINARY} is missing; run: sudo apt-get install -y pgbouncer (or .ci/prerequisites)`);
     }
-    const port = opts.port ?? (await freePort());
+    const attempts = opts.port === undefined ? PGBOUNCER_START_ATTEMPTS_MAX : 1;
+    const tried: number[] = [];
+    let lastError: Error | null = null;
+    for (let attempt = 0; attempt < attempts; attempt += 1) {
+      const port = opts.port ?? (await (opts.choosePort ?? freePort)());
+      tried.push(port);
+      const started = await LocalPgBouncer.startOn(port, opts);
+      if (started instanceof LocalPgBouncer) return started;
+      if (opts.port !== undefined) throw started;
+      lastError = started;
+    }
+    throw new Error(
+      `pgbouncer found no port free long enough to bind it: tried ${tried.join(', ')}; the last: ${lastError?.message}`,
+    );
+  }
+
+  /** One start on `port`: the PgBouncer, or the error saying its port was in use (anything else throws). */
+  private static async startOn(port: number, opts: LocalPgBouncerOptions): Promise<LocalPgBouncer | Error> {
     const dir = mkdtempSync(join(tmpdir(), 'ft-pgbouncer-'));
     chmodSync(dir, FOLDER_MODE);
     const ini = join(dir, 'pgbouncer.ini');
@@ -161,19 +196,37 @@ export class LocalPgBouncer {
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
     });
+    const exited = new Promise<string>((resolve) => {
+      child.once('error', (err) => resolve(`pgbouncer could not start: ${err.message}`));
+      child.once('exit', (code, signal) =>
+        resolve(`pgbouncer ${signal === null ? `exited with code ${code}` : `ended by ${signal}`}`),
+      );
+    });
+    const listening = `listening on 127.0.0.1:${port}`;
     try {
-      await Promise.race([
-        waitForPort('127.0.0.1', port, PGBOUNCER_START_TIMEOUT_MS),
-        new Promise<never>((_, reject) => {
-          child.once('error', (err) => reject(new Error(`pgbouncer could not start: ${err.message}`)));
-          child.once('exit', (code) =>
-            reject(new Error(`pgbouncer exited with code ${code} during start: ${stderr.trim() || bouncer.logTail()}`)),
-          );
-        }),
-      ]);
+      await pollUntil(
+        async () => {
+          const log = readFrom(bouncer.logFile, 0);
+          if (log.includes(listening)) return { done: true, value: undefined };
+          return { done: false, seen: log === '' ? 'nothing in its log yet' : lastLines(log, 1) };
+        },
+        {
+          what: `pgbouncer on 127.0.0.1:${port} ready ("${listening}" in ${bouncer.logFile})`,
+          timeoutMs: PGBOUNCER_START_TIMEOUT_MS,
+          intervalMs: START_POLL_MS,
+          stop: exited,
+        },
+      );
     } catch (err) {
+      // Its log has every line (stderr may lag behind the exit); it goes with the folder in stop().
+      const log = readFrom(bouncer.logFile, 0);
+      const tail = `; its log:\n${lastLines(log || stderr, LOG_TAIL_LINES)}`;
+      const said = `${stderr}\n${log}`;
       await bouncer.stop();
-      throw err;
+      if (err instanceof WaitStoppedError && /Address already in use/.test(said)) {
+        return new Error(`pgbouncer exited at start: its port ${port} is in use (Address already in use)${tail}`);
+      }
+      throw new Error(`${err instanceof Error ? err.message : String(err)}${tail}`);
     }
     child.removeAllListeners('exit');
     child.removeAllListeners('error');

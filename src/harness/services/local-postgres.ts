@@ -2,16 +2,36 @@
 // used by `npm run services` when the configured server is down, by tests that stop it, and
 // by the chaos harness. PostgreSQL refuses to run as root, so as root the cluster belongs to
 // the `postgres` system user and the binaries run through runuser.
+// A start is `pg_ctl start -w`, which waits at most POSTGRES_START_TIMEOUT_S and returns at once
+// when the postmaster exits; when it exited because its port was taken between choosing and
+// binding it ("Address already in use" in server.log), the server starts again on another port,
+// a bounded number of times.
 import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './free-port.ts';
+import { lastLines, logOffset, readFrom } from './log-tail.ts';
 
 const run = promisify(execFile);
 
 export const POSTGRES_START_TIMEOUT_S = 30;
+/** Ports start() tries when the one it chose is taken before the server binds it. */
+export const POSTGRES_START_ATTEMPTS_MAX = 5;
+/** How much of the end of server.log a failed start quotes. */
+const LOG_TAIL_LINES = 8;
+
+/** The server could not bind its port: another port may do. */
+export class PostgresPortInUseError extends Error {
+  constructor(
+    message: string,
+    readonly port: number,
+  ) {
+    super(message);
+    this.name = 'PostgresPortInUseError';
+  }
+}
 /** initdb and the server insist on a data folder only its owner can enter. */
 const CLUSTER_DIR_MODE = 0o700;
 
@@ -29,6 +49,8 @@ export interface LocalPostgresOptions {
   /** Cluster folder (created by initdb when empty). */
   dir: string;
   port?: number;
+  /** Where a port comes from when `port` is not given (default freePort; a test hands out a taken one). */
+  choosePort?: () => Promise<number>;
   /** fsync off for throwaway clusters (tests, chaos): fast, and safe unless the OS crashes. */
   fsync?: boolean;
   /** TLS on (ssl=on): the files are copied into the cluster folder, owned by the server's user. */
@@ -52,14 +74,33 @@ export class LocalPostgres {
     return `postgresql://postgres@127.0.0.1:${this.port}/postgres`;
   }
 
+  /**
+   * Creates the cluster (when its folder is empty) and starts it on the given port, or on a free
+   * one: when that one is taken before the server binds it, on another, POSTGRES_START_ATTEMPTS_MAX
+   * ports in all.
+   */
   static async start(opts: LocalPostgresOptions): Promise<LocalPostgres> {
     const binDir = postgresBinDir();
     if (binDir === null) throw new Error('PostgreSQL binaries not found under /usr/lib/postgresql/*/bin');
-    const port = opts.port ?? (await freePort());
-    const pg = new LocalPostgres(port, opts, binDir);
-    await pg.init();
-    await pg.startServer();
-    return pg;
+    const attempts = opts.port === undefined ? POSTGRES_START_ATTEMPTS_MAX : 1;
+    const tried: number[] = [];
+    let lastError: PostgresPortInUseError | null = null;
+    for (let attempt = 0; attempt < attempts; attempt += 1) {
+      const port = opts.port ?? (await (opts.choosePort ?? freePort)());
+      tried.push(port);
+      const pg = new LocalPostgres(port, opts, binDir);
+      if (attempt === 0) await pg.init();
+      try {
+        await pg.startServer();
+        return pg;
+      } catch (err) {
+        if (!(err instanceof PostgresPortInUseError) || opts.port !== undefined) throw err;
+        lastError = err;
+      }
+    }
+    throw new Error(
+      `PostgreSQL found no port free long enough to bind it: tried ${tried.join(', ')}; the last: ${lastError?.message}`,
+    );
   }
 
   private asOwner(cmd: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
@@ -134,18 +175,34 @@ export class LocalPostgres {
         : ['-c ssl=on', '-c ssl_cert_file=server.crt', '-c ssl_key_file=server.key']),
       ...Object.entries(this.opts.settings ?? {}).map(([name, value]) => `-c ${name}=${value}`),
     ].join(' ');
-    await this.asOwner('pg_ctl', [
-      'start',
-      '-D',
-      this.opts.dir,
-      '-w',
-      '-t',
-      String(POSTGRES_START_TIMEOUT_S),
-      '-l',
-      join(this.opts.dir, 'server.log'),
-      '-o',
-      options,
-    ]);
+    const logFile = join(this.opts.dir, 'server.log');
+    // pg_ctl appends: this start's lines come after this offset.
+    const offset = logOffset(logFile);
+    try {
+      await this.asOwner('pg_ctl', [
+        'start',
+        '-D',
+        this.opts.dir,
+        '-w',
+        '-t',
+        String(POSTGRES_START_TIMEOUT_S),
+        '-l',
+        logFile,
+        '-o',
+        options,
+      ]);
+    } catch (err) {
+      const lines = readFrom(logFile, offset);
+      const said = (err as { stderr?: string }).stderr?.trim() || (err instanceof Error ? err.message : String(err));
+      const tail = `; the end of ${logFile}:\n${lastLines(lines, LOG_TAIL_LINES)}`;
+      if (/Address already in use/.test(lines)) {
+        throw new PostgresPortInUseError(
+          `PostgreSQL exited at start: its port ${this.port} is in use (Address already in use)${tail}`,
+          this.port,
+        );
+      }
+      throw new Error(`PostgreSQL on port ${this.port} did not start: ${said}${tail}`);
+    }
   }
 
   /** The postmaster's pid, from postmaster.pid. */

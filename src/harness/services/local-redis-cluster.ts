@@ -5,15 +5,19 @@
 // chaos harness puts a fault proxy in front of every node (cluster-announce-port), through which
 // every connection, a replica's replication link included, then passes. Used by the lock and
 // queue tests, the chaos harness (`--redis cluster`) and the scaling runs.
+// A node whose port or bus port (port + 10000) is taken between choosing and binding exits at
+// start; that is seen at once and the node starts again on another pair, a bounded number of
+// times. Every wait (a node's identity, the nodes knowing each other, health) is bounded, each
+// command in it too, and fails at once when a node has exited.
 import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, type ClusterOptions, Redis } from 'ioredis';
 import { wholeNumberIn } from '../../config/bounds.ts';
 import { CLUSTER_SLOT_COUNT } from '../../lock/key-slot.ts';
+import { notYet, done as pollDone, pollUntil } from './bounded-wait.ts';
 import { freePort } from './free-port.ts';
-import { LocalRedis } from './local-redis.ts';
+import { LocalRedis, PortInUseError } from './local-redis.ts';
 
 /** Redis Cluster listens on port + 10000 for its bus. */
 export const CLUSTER_BUS_PORT_OFFSET = 10_000;
@@ -22,7 +26,9 @@ export const CLUSTER_REPLICAS_PER_MASTER_MAX = 2;
 export const CLUSTER_NODE_TIMEOUT_MS_DEFAULT = 5_000;
 const PORT_MAX = 65_535 - CLUSTER_BUS_PORT_OFFSET;
 const PORT_PICK_ATTEMPTS_MAX = 50;
-const NODE_START_ATTEMPTS_MAX = 3;
+/** Port pairs a node is started on, in all, when its port or bus port is taken before it binds them. */
+export const CLUSTER_NODE_START_ATTEMPTS_MAX = 5;
+/** Bound on each wait of the forming: the nodes knowing each other, then health. */
 export const CLUSTER_FORM_TIMEOUT_MS = 30_000;
 const POLL_INTERVAL_MS = 100;
 /** A probe of one node that has not answered in this long counts as "not answering". */
@@ -37,7 +43,9 @@ export interface LocalRedisClusterOptions {
   readonly appendOnly?: boolean;
   /**
    * Puts something (a proxy) in front of node `index`, which listens on `port`; returns the
-   * port the node announces to clients and to the other nodes instead of its own.
+   * port the node announces to clients and to the other nodes instead of its own. Called again
+   * for the same index, with another port, when the node had to start on another pair: what
+   * the earlier call put up is then the caller's to replace.
    */
   readonly front?: (index: number, port: number) => Promise<number>;
   /** Remove `dir` on stop (default true). */
@@ -84,12 +92,13 @@ function portIsFree(port: number): Promise<boolean> {
   });
 }
 
-/** A free port whose bus port (port + 10000) is free too, and not in `taken`. */
+/** A free port whose bus port (port + 10000) is free too, neither in `taken`. */
 async function clusterPort(taken: ReadonlySet<number>): Promise<number> {
   for (let attempt = 0; attempt < PORT_PICK_ATTEMPTS_MAX; attempt += 1) {
     const port = await freePort();
-    if (port > PORT_MAX || taken.has(port) || taken.has(port + CLUSTER_BUS_PORT_OFFSET)) continue;
-    if (await portIsFree(port + CLUSTER_BUS_PORT_OFFSET)) return port;
+    const busPort = port + CLUSTER_BUS_PORT_OFFSET;
+    if (port > PORT_MAX || taken.has(port) || taken.has(busPort)) continue;
+    if ((await portIsFree(port)) && (await portIsFree(busPort))) return port;
   }
   throw new Error(`no free port pair (port, port + ${CLUSTER_BUS_PORT_OFFSET}) after ${PORT_PICK_ATTEMPTS_MAX} tries`);
 }
@@ -213,7 +222,11 @@ export class LocalRedisCluster {
     ];
   }
 
-  /** A port can be taken between picking and binding (other tests pick too): retry. */
+  /**
+   * A port can be taken between picking and binding (other tests pick too, a front may land on
+   * it, an outgoing connection may use it): redis-server then exits at start, and the node
+   * starts again on another pair, CLUSTER_NODE_START_ATTEMPTS_MAX pairs in all.
+   */
   private static async startNode(
     index: number,
     options: LocalRedisClusterOptions,
@@ -221,37 +234,48 @@ export class LocalRedisCluster {
   ): Promise<LocalClusterNode> {
     // Absolute: redis-server changes into --dir before it opens the log file.
     const dir = resolve(options.dir, `node-${index}`);
-    // A new cluster starts from nothing: a nodes.conf or AOF left by an earlier run in the same
-    // folder (a chaos run repeated with the same --out) would bring back its slots and identity.
-    rmSync(dir, { recursive: true, force: true });
-    let lastError: unknown = null;
-    for (let attempt = 0; attempt < NODE_START_ATTEMPTS_MAX; attempt += 1) {
+    const tried: string[] = [];
+    let lastError: PortInUseError | null = null;
+    for (let attempt = 0; attempt < CLUSTER_NODE_START_ATTEMPTS_MAX; attempt += 1) {
+      // A new cluster starts from nothing: a nodes.conf or AOF left by an earlier run in the same
+      // folder (a chaos run repeated with the same --out), or by a failed attempt, would bring
+      // back its slots and identity.
+      rmSync(dir, { recursive: true, force: true });
       const port = await clusterPort(taken);
       const busPort = port + CLUSTER_BUS_PORT_OFFSET;
+      tried.push(`${port}/${busPort}`);
+      const announcedPort = options.front === undefined ? port : await options.front(index, port);
+      let server: LocalRedis;
       try {
-        const announcedPort = options.front === undefined ? port : await options.front(index, port);
-        const server = await LocalRedis.start({
+        server = await LocalRedis.start({
           dir,
           port,
           appendOnly: options.appendOnly ?? false,
           extraArgs: LocalRedisCluster.serverArgs(options, dir, announcedPort, busPort),
         });
-        const client = server.client();
-        try {
-          const id = String(await client.call('CLUSTER', 'MYID'));
-          return { index, port, announcedPort, busPort, dir, server, id };
-        } finally {
-          client.disconnect();
-        }
       } catch (error) {
+        if (!(error instanceof PortInUseError)) throw error;
         lastError = error;
+        continue;
+      }
+      try {
+        const id = String(await LocalRedisCluster.onPort(port, (c) => c.call('CLUSTER', 'MYID')));
+        return { index, port, announcedPort, busPort, dir, server, id };
+      } catch (error) {
+        await server.stop();
+        throw new Error(
+          `cluster node ${index} on port ${port}: no answer to CLUSTER MYID: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
-    throw lastError;
+    throw new Error(
+      `cluster node ${index}: no port pair (port/bus port) stayed free until redis-server bound it, ` +
+        `after ${CLUSTER_NODE_START_ATTEMPTS_MAX} tries (${tried.join(', ')}); the last: ${lastError?.message}`,
+    );
   }
 
   private async form(): Promise<void> {
-    const clients = this.nodes.map((n) => n.server.client());
+    const clients = this.nodes.map((n) => LocalRedisCluster.boundedClient(n.port));
     try {
       for (const group of this.groups) {
         const master = clients[group.members[0] as number] as Redis;
@@ -265,10 +289,15 @@ export class LocalRedisCluster {
       await this.waitFor(
         async () => {
           const views = await Promise.all(clients.map((c) => c.call('CLUSTER', 'NODES')));
-          return views.every((v) => {
-            const lines = String(v).trim().split('\n');
-            return lines.length === this.nodes.length && !/handshake|noaddr/.test(String(v));
+          const behind = views.flatMap((v, i) => {
+            const text = String(v);
+            const known = text.trim().split('\n').length;
+            const pending = /handshake|noaddr/.test(text);
+            return known === this.nodes.length && !pending
+              ? []
+              : [`node ${i} knows ${known} of ${this.nodes.length}${pending ? ', some in handshake' : ''}`];
           });
+          return behind.length === 0 ? true : behind.join('; ');
         },
         CLUSTER_FORM_TIMEOUT_MS,
         'every node knows every other',
@@ -283,25 +312,58 @@ export class LocalRedisCluster {
     await this.waitUntilHealthy(CLUSTER_FORM_TIMEOUT_MS);
   }
 
-  /** Polls `probe` until it answers true; throws naming `what` after timeoutMs. */
-  async waitFor(probe: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-    const deadline = performance.now() + timeoutMs;
-    let lastError = '';
-    for (;;) {
-      try {
-        if (await probe()) return;
-      } catch (err) {
-        lastError = `; last error: ${err instanceof Error ? err.message : String(err)}`;
-      }
-      if (performance.now() > deadline) throw new Error(`cluster: not ${what} after ${timeoutMs} ms${lastError}`);
-      await sleep(POLL_INTERVAL_MS);
-    }
+  /**
+   * Polls `probe` until it answers true; false, a string (what it saw instead) or an error mean
+   * "not yet". Each call is bounded by the time left. Throws naming `what` and what the probe
+   * saw last after timeoutMs, and at once when a node has exited without being killed.
+   */
+  async waitFor(probe: () => Promise<boolean | string>, timeoutMs: number, what: string): Promise<void> {
+    await pollUntil(
+      async () => {
+        const gone = this.exitedNode();
+        if (gone !== null) throw new Error(`cluster: not ${what}: ${gone}`);
+        try {
+          const answer = await probe();
+          if (answer === true) return pollDone(undefined);
+          return notYet(answer === false ? 'not yet' : answer);
+        } catch (err) {
+          const after = this.exitedNode();
+          if (after !== null) throw new Error(`cluster: not ${what}: ${after}`);
+          return notYet(`error: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      },
+      {
+        what: `cluster: not ${what}`,
+        timeoutMs,
+        intervalMs: POLL_INTERVAL_MS,
+        timedOut: (seen) => `cluster: not ${what} after ${timeoutMs} ms; last seen: ${seen}`,
+      },
+    );
   }
 
-  /** One command on one node, bounded; a fresh connection each time (nodes come and go). */
-  async onNode<T>(index: number, command: (client: Redis) => Promise<T>): Promise<T> {
-    const node = this.node(index);
-    const client = new Redis(node.port, '127.0.0.1', {
+  /** "node 2 (port 41234) exited with code 1", for the first node that ended without kill(); null when none did. */
+  exitedNode(): string | null {
+    for (const node of this.nodes) {
+      const how = node.server.exitedUnexpectedly;
+      if (how !== null) return `node ${node.index} (port ${node.port}) ${how}; see ${node.server.logFile}`;
+    }
+    return null;
+  }
+
+  /** A connection whose every command is bounded (no command waits on a node that does not answer). */
+  private static boundedClient(port: number): Redis {
+    const client = new Redis(port, '127.0.0.1', {
+      connectTimeout: PROBE_TIMEOUT_MS,
+      commandTimeout: PROBE_TIMEOUT_MS,
+      maxRetriesPerRequest: 1,
+    });
+    client.on('error', () => undefined);
+    return client;
+  }
+
+  /** One command on one port, bounded; a fresh connection each time (nodes come and go). */
+  private static async onPort<T>(port: number, command: (client: Redis) => Promise<T>): Promise<T> {
+    const client = new Redis(port, '127.0.0.1', {
       lazyConnect: true,
       connectTimeout: PROBE_TIMEOUT_MS,
       commandTimeout: PROBE_TIMEOUT_MS,
@@ -315,6 +377,11 @@ export class LocalRedisCluster {
     } finally {
       client.disconnect();
     }
+  }
+
+  /** One command on one node, bounded; a fresh connection each time (nodes come and go). */
+  async onNode<T>(index: number, command: (client: Redis) => Promise<T>): Promise<T> {
+    return LocalRedisCluster.onPort(this.node(index).port, command);
   }
 
   node(index: number): LocalClusterNode {
@@ -371,29 +438,40 @@ export class LocalRedisCluster {
    * other running member replicates it with its link up.
    */
   async isHealthy(): Promise<boolean> {
+    return (await this.healthProblem()) === null;
+  }
+
+  /** The first thing that keeps the cluster from being healthy (see isHealthy), or null. */
+  async healthProblem(): Promise<string | null> {
     for (const node of this.nodes) {
       if (!this.isRunning(node.index)) continue;
       const info = String(await this.onNode(node.index, (c) => c.call('CLUSTER', 'INFO')));
-      if (!/cluster_state:ok/.test(info)) return false;
+      if (!/cluster_state:ok/.test(info))
+        return `node ${node.index}: cluster_state:${infoField(info, 'cluster_state') ?? '?'}`;
     }
     for (const group of this.groups) {
+      const slots = `slots ${group.fromSlot}-${group.toSlot}`;
       const master = await this.masterOf(group);
-      if (master === null) return false;
+      if (master === null) return `${slots}: no master answering with cluster_state:ok`;
       const masterId = this.node(master).id;
       for (const member of group.members) {
         if (member === master || !this.isRunning(member)) continue;
         const info = String(await this.onNode(member, (c) => c.call('INFO', 'replication')));
-        if (infoField(info, 'role') !== 'slave' || infoField(info, 'master_link_status') !== 'up') return false;
+        const role = infoField(info, 'role');
+        const link = infoField(info, 'master_link_status');
+        if (role !== 'slave' || link !== 'up')
+          return `${slots}: node ${member} is ${role ?? '?'}${role === 'slave' ? ` with its link ${link ?? '?'}` : ''}`;
         const myMaster = (await this.view()).find((v) => v.index === member)?.masterId;
-        if (myMaster !== masterId) return false;
+        if (myMaster !== masterId)
+          return `${slots}: node ${member} replicates ${myMaster ?? 'nothing'}, not node ${master}`;
       }
     }
-    return true;
+    return null;
   }
 
   async waitUntilHealthy(timeoutMs: number): Promise<void> {
     await this.waitFor(
-      () => this.isHealthy(),
+      async () => (await this.healthProblem()) ?? true,
       timeoutMs,
       'healthy (cluster_state:ok, every replica linked to its master)',
     );

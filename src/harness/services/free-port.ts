@@ -20,3 +20,45 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** A server could not bind a port it needs (its own, or a Redis Cluster bus port): another may do. */
+export class PortInUseError extends Error {
+  constructor(
+    message: string,
+    /** The port the server was started on. */
+    readonly port: number,
+  ) {
+    super(message);
+    this.name = 'PortInUseError';
+  }
+}
+
+/**
+ * Starts `what` on `given`, or on a port `choose()` picks and again on another each time the start
+ * throws PortInUseError, `attemptsMax` ports in all. A given port is tried once (a restart, or a
+ * configured URL): its refusal is the error. Any other error ends it at once.
+ */
+export async function startOnFreePort<T>(
+  what: string,
+  given: number | undefined,
+  choose: () => Promise<number>,
+  attemptsMax: number,
+  start: (port: number, attempt: number) => Promise<T>,
+): Promise<T> {
+  if (given !== undefined) return start(given, 0);
+  const tried: number[] = [];
+  let lastError: PortInUseError | null = null;
+  for (let attempt = 0; attempt < attemptsMax; attempt += 1) {
+    const port = await choose();
+    tried.push(port);
+    try {
+      return await start(port, attempt);
+    } catch (err) {
+      if (!(err instanceof PortInUseError)) throw err;
+      lastError = err;
+    }
+  }
+  throw new Error(
+    `${what} found no port free long enough to bind it: tried ${tried.join(', ')}; the last: ${lastError?.message}`,
+  );
+}

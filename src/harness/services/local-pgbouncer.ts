@@ -25,7 +25,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { pollUntil, WaitStoppedError } from './bounded-wait.ts';
-import { freePort } from './free-port.ts';
+import { freePort, PortInUseError, startOnFreePort } from './free-port.ts';
 import { lastLines, readFrom } from './log-tail.ts';
 
 /** Where Debian's package puts the binary (.ci/prerequisites installs it). */
@@ -159,24 +159,13 @@ export class LocalPgBouncer {
     if (!existsSync(PGBOUNCER_BINARY)) {
       throw new Error(`${PGBOUNCER_BINARY} is missing; run: sudo apt-get install -y pgbouncer (or .ci/prerequisites)`);
     }
-    const attempts = opts.port === undefined ? PGBOUNCER_START_ATTEMPTS_MAX : 1;
-    const tried: number[] = [];
-    let lastError: Error | null = null;
-    for (let attempt = 0; attempt < attempts; attempt += 1) {
-      const port = opts.port ?? (await (opts.choosePort ?? freePort)());
-      tried.push(port);
-      const started = await LocalPgBouncer.startOn(port, opts);
-      if (started instanceof LocalPgBouncer) return started;
-      if (opts.port !== undefined) throw started;
-      lastError = started;
-    }
-    throw new Error(
-      `pgbouncer found no port free long enough to bind it: tried ${tried.join(', ')}; the last: ${lastError?.message}`,
+    return startOnFreePort('pgbouncer', opts.port, opts.choosePort ?? freePort, PGBOUNCER_START_ATTEMPTS_MAX, (port) =>
+      LocalPgBouncer.startOn(port, opts),
     );
   }
 
-  /** One start on `port`: the PgBouncer, or the error saying its port was in use (anything else throws). */
-  private static async startOn(port: number, opts: LocalPgBouncerOptions): Promise<LocalPgBouncer | Error> {
+  /** One start on `port`: the PgBouncer; PortInUseError when its port was in use. */
+  private static async startOn(port: number, opts: LocalPgBouncerOptions): Promise<LocalPgBouncer> {
     const dir = mkdtempSync(join(tmpdir(), 'ft-pgbouncer-'));
     chmodSync(dir, FOLDER_MODE);
     const ini = join(dir, 'pgbouncer.ini');
@@ -224,7 +213,10 @@ export class LocalPgBouncer {
       const said = `${stderr}\n${log}`;
       await bouncer.stop();
       if (err instanceof WaitStoppedError && /Address already in use/.test(said)) {
-        return new Error(`pgbouncer exited at start: its port ${port} is in use (Address already in use)${tail}`);
+        throw new PortInUseError(
+          `pgbouncer exited at start: its port ${port} is in use (Address already in use)${tail}`,
+          port,
+        );
       }
       throw new Error(`${err instanceof Error ? err.message : String(err)}${tail}`);
     }

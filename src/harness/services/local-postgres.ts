@@ -11,7 +11,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './free-port.ts';
+import { freePort, PortInUseError, startOnFreePort } from './free-port.ts';
 import { lastLines, logOffset, readFrom } from './log-tail.ts';
 
 const run = promisify(execFile);
@@ -22,16 +22,6 @@ export const POSTGRES_START_ATTEMPTS_MAX = 5;
 /** How much of the end of server.log a failed start quotes. */
 const LOG_TAIL_LINES = 8;
 
-/** The server could not bind its port: another port may do. */
-export class PostgresPortInUseError extends Error {
-  constructor(
-    message: string,
-    readonly port: number,
-  ) {
-    super(message);
-    this.name = 'PostgresPortInUseError';
-  }
-}
 /** initdb and the server insist on a data folder only its owner can enter. */
 const CLUSTER_DIR_MODE = 0o700;
 
@@ -82,24 +72,17 @@ export class LocalPostgres {
   static async start(opts: LocalPostgresOptions): Promise<LocalPostgres> {
     const binDir = postgresBinDir();
     if (binDir === null) throw new Error('PostgreSQL binaries not found under /usr/lib/postgresql/*/bin');
-    const attempts = opts.port === undefined ? POSTGRES_START_ATTEMPTS_MAX : 1;
-    const tried: number[] = [];
-    let lastError: PostgresPortInUseError | null = null;
-    for (let attempt = 0; attempt < attempts; attempt += 1) {
-      const port = opts.port ?? (await (opts.choosePort ?? freePort)());
-      tried.push(port);
-      const pg = new LocalPostgres(port, opts, binDir);
-      if (attempt === 0) await pg.init();
-      try {
+    return startOnFreePort(
+      'PostgreSQL',
+      opts.port,
+      opts.choosePort ?? freePort,
+      POSTGRES_START_ATTEMPTS_MAX,
+      async (port, attempt) => {
+        const pg = new LocalPostgres(port, opts, binDir);
+        if (attempt === 0) await pg.init();
         await pg.startServer();
         return pg;
-      } catch (err) {
-        if (!(err instanceof PostgresPortInUseError) || opts.port !== undefined) throw err;
-        lastError = err;
-      }
-    }
-    throw new Error(
-      `PostgreSQL found no port free long enough to bind it: tried ${tried.join(', ')}; the last: ${lastError?.message}`,
+      },
     );
   }
 
@@ -196,7 +179,7 @@ export class LocalPostgres {
       const said = (err as { stderr?: string }).stderr?.trim() || (err instanceof Error ? err.message : String(err));
       const tail = `; the end of ${logFile}:\n${lastLines(lines, LOG_TAIL_LINES)}`;
       if (/Address already in use/.test(lines)) {
-        throw new PostgresPortInUseError(
+        throw new PortInUseError(
           `PostgreSQL exited at start: its port ${this.port} is in use (Address already in use)${tail}`,
           this.port,
         );

@@ -16,8 +16,8 @@ import { Cluster, type ClusterOptions, Redis } from 'ioredis';
 import { wholeNumberIn } from '../../config/bounds.ts';
 import { CLUSTER_SLOT_COUNT } from '../../lock/key-slot.ts';
 import { notYet, done as pollDone, pollUntil } from './bounded-wait.ts';
-import { freePort } from './free-port.ts';
-import { LocalRedis, PortInUseError } from './local-redis.ts';
+import { freePort, PortInUseError } from './free-port.ts';
+import { LocalRedis } from './local-redis.ts';
 
 /** Redis Cluster listens on port + 10000 for its bus. */
 export const CLUSTER_BUS_PORT_OFFSET = 10_000;

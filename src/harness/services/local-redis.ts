@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pollUntil, WaitStoppedError } from './bounded-wait.ts';
-import { freePort } from './free-port.ts';
+import { freePort, PortInUseError, startOnFreePort } from './free-port.ts';
 import { lastLines, logOffset, readFrom } from './log-tail.ts';
 
 export interface LocalRedisOptions {
@@ -45,18 +45,6 @@ const READY_LINE = 'Ready to accept connections';
 const LOG_TAIL_LINES = 8;
 /** Bound on reading the rest of a detached server's stderr after it exited. */
 const STDERR_DRAIN_MS = 1_000;
-
-/** redis-server could not bind a port (its own, TLS or a cluster bus port): another port may do. */
-export class PortInUseError extends Error {
-  constructor(
-    message: string,
-    /** The port redis-server was started on. */
-    readonly port: number,
-  ) {
-    super(message);
-    this.name = 'PortInUseError';
-  }
-}
 
 /** The log file of a server with these options: `--logfile` in extraArgs, or `<dir>/redis.log`. */
 export function redisLogFile(opts: Pick<LocalRedisOptions, 'dir' | 'extraArgs'>): string {
@@ -142,23 +130,16 @@ export class LocalRedis {
    * ports in all.
    */
   static async start(opts: LocalRedisOptions): Promise<LocalRedis> {
-    const attempts = opts.port === undefined ? REDIS_START_ATTEMPTS_MAX : 1;
-    const tried: number[] = [];
-    let lastError: PortInUseError | null = null;
-    for (let attempt = 0; attempt < attempts; attempt += 1) {
-      const port = opts.port ?? (await (opts.choosePort ?? freePort)());
-      tried.push(port);
-      const server = new LocalRedis(port, { ...opts, daemonize: false });
-      try {
+    return startOnFreePort(
+      'redis-server',
+      opts.port,
+      opts.choosePort ?? freePort,
+      REDIS_START_ATTEMPTS_MAX,
+      async (port) => {
+        const server = new LocalRedis(port, { ...opts, daemonize: false });
         await server.spawnServer();
         return server;
-      } catch (err) {
-        if (!(err instanceof PortInUseError) || opts.port !== undefined) throw err;
-        lastError = err;
-      }
-    }
-    throw new Error(
-      `redis-server found no port free long enough to bind it: tried ${tried.join(', ')}; the last: ${lastError?.message}`,
+      },
     );
   }
 

@@ -2,8 +2,9 @@
 // the ledger invariants hold (src/ledger/reconciliation.ts), and the queue is drained with no job in
 // the failed set. A figure from a run that fails these is not a figure: the bench stops.
 import type { Queue } from 'bullmq';
-import { OUTCOME_READ_LIMIT_MAX, readOutcomes, sequenceOutcomeFeed } from '../../intake/outcome-feed.ts';
+import { OUTCOME_READ_LIMIT_MAX, readOutcomes } from '../../intake/outcome-feed.ts';
 import { reconcile } from '../../ledger/reconciliation.ts';
+import { sequenceWholeFeed } from '../chaos/intake-checks.ts';
 import type { Verification } from './case-result.ts';
 import type { Sandbox } from './sandbox.ts';
 
@@ -101,8 +102,8 @@ export async function verifyLedger(
 /**
  * The intake cases' own checks, beside verifyLedger(): exactly `expected` requests with the
  * prefix, every one decided and none given up, and the outcome feed holding exactly one event per
- * request, each `applied`. Sequences whatever is still pending first (the workers that would have
- * are stopped; reading does not sequence: outcome-feed.ts).
+ * request, each `applied`. Sequences whatever is still pending first, as the chaos checker does
+ * (the workers that would have are stopped; reading does not sequence: outcome-feed.ts).
  */
 export async function verifyIntake(
   sandbox: Sandbox,
@@ -128,7 +129,7 @@ export async function verifyIntake(
   let notApplied = 0;
   let events = 0;
   let after = 0n;
-  while ((await sequenceOutcomeFeed(pool)) > 0) {}
+  await sequenceWholeFeed(pool);
   for (;;) {
     const page = await readOutcomes(pool, after, OUTCOME_READ_LIMIT_MAX);
     if (page.length === 0) break;

@@ -121,7 +121,7 @@ export interface DecisionRow {
  * session holds the sequencer's lock): the feed read after it would be incomplete.
  */
 export async function sequenceWholeFeed(
-  client: pg.ClientBase,
+  client: pg.Pool | pg.ClientBase,
   timeoutMs = SEQUENCE_WHOLE_FEED_TIMEOUT_MS,
 ): Promise<number> {
   const deadline = performance.now() + timeoutMs;

@@ -7,15 +7,11 @@ import { type Job, Queue } from 'bullmq';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
-import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
-import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
-import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
-import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
-import { LOCK_BUSY_DEFERRALS_MAX, startTransferWorker } from '../../src/queue/transfer-worker.ts';
+import { LOCK_BUSY_DEFERRALS_MAX } from '../../src/queue/transfer-worker.ts';
+import { startInProcessWorker } from '../support/in-process-worker.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
-import { uniqueName } from '../support/test-db.ts';
 import { waitFor } from '../support/worker-ops.ts';
 
 const GATE_BOUNCES = 150;
@@ -26,24 +22,9 @@ const openPipeline = pipelinePerTest();
 async function gatedWorker(p: Pipeline, admit: () => boolean): Promise<() => Promise<void>> {
   const config = loadConfig({ ...process.env, ...p.workerEnv });
   const logger = pino({ level: 'silent' });
-  const prisma = createPrisma(config);
-  const lockRedis = lockConnection(config);
-  const connection = bullmqConnection(config);
-  const lock = new FencedLock({
-    redis: lockRedis,
-    lockTtlMs: config.lockTtlMs,
-    keyPrefix: config.lockKeyPrefix,
-    logger,
-  });
-  const metrics = new WorkerMetrics({ instanceId: uniqueName('gated'), queueName: config.queueName });
-  const running = startTransferWorker({ config, prisma, lock, connection, logger, metrics, admission: { admit } });
-  running.run();
-  return async () => {
-    await running.close(true);
-    await closePrisma(prisma);
-    lockRedis.disconnect();
-    connection.disconnect();
-  };
+  const worker = startInProcessWorker(config, logger, 'gated', { admission: { admit } });
+  worker.running.run();
+  return () => worker.close();
 }
 
 /** Another process's lease on the wallet, for as long as the test keeps it. */

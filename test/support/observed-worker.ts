@@ -3,18 +3,10 @@
 // a job (permanent failures, give-ups), where the pipeline's own workers log nothing.
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/config.ts';
-import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
-import { FencedLock } from '../../src/lock/fenced-lock.ts';
-import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
-import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
-import {
-  type FaultReporter,
-  startTransferWorker,
-  type TransferWorker,
-  type TransferWorkerHooks,
-} from '../../src/queue/transfer-worker.ts';
+import type { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
+import type { FaultReporter, TransferWorker, TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
+import { startInProcessWorker } from './in-process-worker.ts';
 import type { Pipeline } from './pipeline.ts';
-import { uniqueName } from './test-db.ts';
 
 export interface ObservedWorker {
   readonly running: TransferWorker;
@@ -46,31 +38,16 @@ export async function startObservedWorker(
         ),
     },
   );
-  const prisma = createPrisma(config);
-  const lockRedis = lockConnection(config);
-  const connection = bullmqConnection(config);
-  const lock = new FencedLock({
-    redis: lockRedis,
-    lockTtlMs: config.lockTtlMs,
-    keyPrefix: config.lockKeyPrefix,
-    logger,
-  });
-  const metrics = new WorkerMetrics({ instanceId: uniqueName('observed'), queueName: config.queueName });
   const faults: { kind: string; reason: string }[] = [];
   const reporter: FaultReporter = {
     permanent: (kind, reason) => faults.push({ kind, reason }),
     decided: () => undefined,
   };
-  const running = startTransferWorker({
-    config,
-    prisma,
-    lock,
-    connection,
-    logger,
-    metrics,
+  const worker = startInProcessWorker(config, logger, 'observed', {
     faults: reporter,
     ...(options.hooks ? { hooks: options.hooks } : {}),
   });
+  const { running, metrics } = worker;
   await Promise.all(running.workers.map((w) => w.waitUntilReady()));
   let stopped = false;
   return {
@@ -91,10 +68,7 @@ export async function startObservedWorker(
     async stop() {
       if (stopped) return;
       stopped = true;
-      await running.close(true);
-      await closePrisma(prisma);
-      lockRedis.disconnect();
-      connection.disconnect();
+      await worker.close();
     },
   };
 }

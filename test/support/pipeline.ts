@@ -9,10 +9,8 @@ import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach } from 'vitest';
 import { type Config, loadConfig } from '../../src/config/config.ts';
-import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { FeedSequencer } from '../../src/intake/feed-sequencer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
-import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import {
   aggregateKeys,
   COUNTER_FLUSH_INTERVAL_MS,
@@ -20,10 +18,10 @@ import {
   readCounterTotals,
   transferCounterSummary,
 } from '../../src/metrics/counter-aggregate.ts';
-import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { bullmqConnection, lockConnection, type RedisClient } from '../../src/queue/redis-connection.ts';
-import { startTransferWorker, type TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
+import type { TransferWorkerHooks } from '../../src/queue/transfer-worker.ts';
+import { startInProcessWorker } from './in-process-worker.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from './test-db.ts';
 import { spawnWorkerProcess } from './worker-process.ts';
 
@@ -144,34 +142,16 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       }
       const workerConfig = loadConfig({ ...process.env, ...workerEnvFor(extraEnv) });
       const logger = pino({ level: 'silent' });
-      const prisma: PrismaClient = createPrisma(workerConfig);
-      const lockRedis = lockConnection(workerConfig);
-      const connection = bullmqConnection(workerConfig);
-      const lock = new FencedLock({
-        redis: lockRedis,
-        lockTtlMs: workerConfig.lockTtlMs,
-        keyPrefix: workerConfig.lockKeyPrefix,
-        logger,
-      });
-      const metrics = new WorkerMetrics({ instanceId: uniqueName('inproc'), queueName });
+      const worker = startInProcessWorker(workerConfig, logger, 'inproc', hooks ? { hooks } : {});
       const publisher = new CounterAggregatePublisher({
-        redis: lockRedis,
+        redis: worker.lockRedis,
         keys: aggregateKeys(workerConfig.lockKeyPrefix, queueName),
-        metrics,
+        metrics: worker.metrics,
         logger,
       });
-      const running = startTransferWorker({
-        config: workerConfig,
-        prisma,
-        lock,
-        connection,
-        logger,
-        metrics,
-        ...(hooks ? { hooks } : {}),
-      });
-      await Promise.all(running.workers.map((w) => w.waitUntilReady()));
+      await Promise.all(worker.running.workers.map((w) => w.waitUntilReady()));
       // As the worker process does (run-worker.ts): reading the feed never sequences it.
-      const sequencer = new FeedSequencer(prisma, workerConfig.outcomeSequenceIntervalMs, logger);
+      const sequencer = new FeedSequencer(worker.prisma, workerConfig.outcomeSequenceIntervalMs, logger);
       sequencer.start();
       let closed = false;
       const handle: PipelineWorker = {
@@ -180,12 +160,10 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
         async close() {
           if (closed) return;
           closed = true;
-          await running.close(true);
-          await sequencer.stop();
-          await publisher.stop();
-          await closePrisma(prisma);
-          lockRedis.disconnect();
-          connection.disconnect();
+          await worker.close(async () => {
+            await sequencer.stop();
+            await publisher.stop();
+          });
         },
       };
       workers.push(handle);

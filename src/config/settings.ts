@@ -10,9 +10,12 @@ import type { Config } from './config.ts';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /**
- * Negative controls. The first four switch a layer of the transfer decision off; the last two
+ * Negative controls. The first four switch a layer of the transfer decision off; the next two
  * switch an operational guarantee off: `no-readiness` takes jobs without waiting for the servers
  * and the migrations, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand.
+ * The last two switch a rule of the payment decision off: `double-capture` the hold's state check
+ * (a capture or void of a hold that ended moves its money again), `refund-unbounded` the refund's
+ * bound (refunds may exceed their original).
  */
 export const UNSAFE_MODES = [
   'no-idempotency',
@@ -21,6 +24,8 @@ export const UNSAFE_MODES = [
   'no-lease-check',
   'no-readiness',
   'no-graceful-shutdown',
+  'double-capture',
+  'refund-unbounded',
 ] as const;
 
 /** The one value of TRANSFERS_ALLOW_UNSAFE that lets TRANSFERS_UNSAFE through. */
@@ -442,7 +447,7 @@ export const SETTINGS = {
     default: '',
     values: UNSAFE_MODES,
     list: true,
-    doc: '**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off, `no-lease-check` lets an equal token of another lease pass; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand',
+    doc: '**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off, `no-lease-check` lets an equal token of another lease pass; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand; `double-capture` switches the hold\'s state check off, `refund-unbounded` the refund\'s bound',
   },
   TRANSFERS_ALLOW_UNSAFE: {
     field: 'unsafe',

@@ -64,6 +64,7 @@ export interface Config {
   readonly workerConcurrency: number;
   readonly logLevel: LogLevel;
   readonly transferAmountMax: bigint;
+  readonly holdExpiryMaxMs: number;
   readonly dbPoolMax: number;
   readonly dbStatementTimeoutMs: number;
   readonly dbLockTimeoutMs: number;
@@ -74,6 +75,7 @@ export interface Config {
   readonly transferBatchMax: number;
   readonly transferBatchWaitMs: number;
   readonly outcomeSequenceIntervalMs: number;
+  readonly holdSweepIntervalMs: number;
   /** At most dbPoolMax: each batch in flight holds a pooled connection. */
   readonly transferBatchesInFlightMax: number;
   readonly lockRideMsMax: number;
@@ -436,6 +438,7 @@ export function loadConfig(env: Env = process.env): Config {
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY'),
     logLevel,
     transferAmountMax: BigInt(amountMaxRaw),
+    holdExpiryMaxMs: integer(env, 'HOLD_EXPIRY_MAX_MS'),
     dbPoolMax,
     dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS'),
     dbLockTimeoutMs: integer(env, 'DB_LOCK_TIMEOUT_MS'),
@@ -446,6 +449,7 @@ export function loadConfig(env: Env = process.env): Config {
     transferBatchMax,
     transferBatchWaitMs: integer(env, 'TRANSFER_BATCH_WAIT_MS'),
     outcomeSequenceIntervalMs: integer(env, 'OUTCOME_SEQUENCE_INTERVAL_MS'),
+    holdSweepIntervalMs: integer(env, 'HOLD_SWEEP_INTERVAL_MS'),
     transferBatchesInFlightMax,
     lockRideMsMax: integer(env, 'LOCK_RIDE_MS_MAX'),
     unsafe: Object.freeze(unsafe),

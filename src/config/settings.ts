@@ -226,6 +226,17 @@ export const SETTINGS = {
     allowed: 'a positive integer below 10^18',
     doc: 'largest amount accepted, in minor units',
   },
+  HOLD_EXPIRY_MAX_MS: {
+    field: 'holdExpiryMaxMs',
+    kind: 'integer',
+    // Seven days.
+    default: '604800000',
+    min: 1_000,
+    // 366 days: a typo cannot keep money held for years.
+    max: 31_622_400_000,
+    unit: 'ms',
+    doc: "longest a hold may last: a hold's `expiresInMs` is at most this, its `expiresAt` at most this far ahead of the database's clock (`expiry_out_of_range`)",
+  },
   TRANSFER_BATCH_MAX: {
     field: 'transferBatchMax',
     kind: 'integer',
@@ -395,6 +406,15 @@ export const SETTINGS = {
     max: 60_000,
     unit: 'ms',
     doc: 'how often a worker gives the next outcome-feed positions to the events decided since (one short statement; of all the workers and relays one at a time does it): a decision reaches the feed within about this long. Reading the feed never does it',
+  },
+  HOLD_SWEEP_INTERVAL_MS: {
+    field: 'holdSweepIntervalMs',
+    kind: 'integer',
+    default: '1000',
+    min: 50,
+    max: 60_000,
+    unit: 'ms',
+    doc: 'how often a worker releases the holds past their expiry back to their source wallets (one short statement, `holds_expire()`): an expired hold is released within about this long, or by the capture or void that comes too late',
   },
   RELAY_METRICS_PORT: {
     field: 'relayMetricsPort',

@@ -1,10 +1,49 @@
 // The fingerprint of what an operation asks for, stored with its idempotency record: the same
-// operationId with another fingerprint is a conflict, not a duplicate.
+// operationId with another fingerprint is a conflict, not a duplicate. request_operation() in SQL
+// computes the same lines for the intake, so the two must agree to the byte.
 import { createHash } from 'node:crypto';
-import type { TransferRequest } from './transfer-request.ts';
+import { isPaymentRequest, type OperationRequest } from './transfer-request.ts';
 
-export function requestHash(request: TransferRequest): string {
-  // Unambiguous: fields are joined with a separator that no field can contain.
-  const canonical = ['v1', request.from, request.to, request.amountMinor.toString(), request.currency ?? ''].join('\n');
-  return createHash('sha256').update(canonical).digest('hex');
+/**
+ * The canonical lines of a request, joined with "\n" before hashing. Unambiguous: no field can
+ * contain the separator (ids, currencies, amounts and expiry instants have fixed alphabets), and
+ * every kind has a fixed number of lines but a split, whose legs come last in pairs. A transfer's
+ * lines are its first version's, unchanged, so stored transfers keep their fingerprints; its kind
+ * is not among them, said or not. An absent optional field is the empty line.
+ */
+export function requestHashLines(request: OperationRequest): string[] {
+  if (!isPaymentRequest(request)) {
+    return ['v1', request.from, request.to, request.amountMinor.toString(), request.currency ?? ''];
+  }
+  switch (request.kind) {
+    case 'hold':
+      return [
+        'v2',
+        'hold',
+        request.from,
+        request.to,
+        request.amountMinor.toString(),
+        request.currency ?? '',
+        request.expiresInMs === null ? '' : String(request.expiresInMs),
+        request.expiresAt ?? '',
+      ];
+    case 'capture':
+      return ['v2', 'capture', request.from, request.hold, request.amountMinor?.toString() ?? ''];
+    case 'void':
+      return ['v2', 'void', request.from, request.hold];
+    case 'refund':
+      return ['v2', 'refund', request.from, request.original, request.amountMinor?.toString() ?? ''];
+    case 'split':
+      return [
+        'v2',
+        'split',
+        request.from,
+        request.currency ?? '',
+        ...request.legs.flatMap((leg) => [leg.to, leg.amountMinor.toString()]),
+      ];
+  }
+}
+
+export function requestHash(request: OperationRequest): string {
+  return createHash('sha256').update(requestHashLines(request).join('\n')).digest('hex');
 }

@@ -1,5 +1,6 @@
-// The wire format of a transfer job and its validation: a pure function that either returns a
-// typed request or names precisely what is wrong. Nothing outside the format reaches the ledger.
+// The wire format of a transfer job and of the payment operations (hold, capture, void, refund,
+// split), and their validation: a pure function that either returns a typed request or names
+// precisely what is wrong. Nothing outside the format reaches the ledger.
 
 /** `operationId` and wallet ids: 1-128 characters of this alphabet. */
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -63,22 +64,31 @@ export function validateTransferRequest(data: unknown, amountMax: bigint): Valid
   const to = record.to as string;
   if (from === to) return fail('from and to are the same wallet');
 
-  const amount = record.amount;
-  if (typeof amount !== 'string') return fail(`amount must be a string of decimal digits, got ${describe(amount)}`);
-  if (!/^\d+$/.test(amount)) return fail('amount must be a string of decimal digits (no sign, point or exponent)');
-  if (amount.length > AMOUNT_DIGITS_MAX) return fail(`amount exceeds the maximum of ${amountMax}`);
-  const amountMinor = BigInt(amount);
-  if (amountMinor <= 0n) return fail('amount must be positive');
-  if (amountMinor > amountMax) return fail(`amount exceeds the maximum of ${amountMax}`);
+  const amount = parseAmount('amount', record.amount, amountMax);
+  if (typeof amount === 'string') return fail(amount);
 
-  let currency: string | null = null;
-  if (record.currency !== undefined) {
-    if (typeof record.currency !== 'string' || !CURRENCY_PATTERN.test(record.currency)) {
-      return fail('currency must be three capital letters, like "EUR"');
-    }
-    currency = record.currency;
-  }
-  return { ok: true, request: { operationId, from, to, amountMinor, currency } };
+  const currency = parseCurrency(record.currency);
+  if (currency === undefined) return fail(CURRENCY_PROBLEM);
+  return { ok: true, request: { operationId, from, to, amountMinor: amount, currency } };
+}
+
+/** A positive amount in minor units, at most `amountMax`, from its decimal string; or what is wrong with it. */
+function parseAmount(field: string, value: unknown, amountMax: bigint): bigint | string {
+  if (typeof value !== 'string') return `${field} must be a string of decimal digits, got ${describe(value)}`;
+  if (!/^\d+$/.test(value)) return `${field} must be a string of decimal digits (no sign, point or exponent)`;
+  if (value.length > AMOUNT_DIGITS_MAX) return `${field} exceeds the maximum of ${amountMax}`;
+  const amountMinor = BigInt(value);
+  if (amountMinor <= 0n) return `${field} must be positive`;
+  if (amountMinor > amountMax) return `${field} exceeds the maximum of ${amountMax}`;
+  return amountMinor;
+}
+
+const CURRENCY_PROBLEM = 'currency must be three capital letters, like "EUR"';
+
+/** Null when absent (the wallets' own currency), the code when well formed, undefined when malformed. */
+function parseCurrency(value: unknown): string | null | undefined {
+  if (value === undefined) return null;
+  return typeof value === 'string' && CURRENCY_PATTERN.test(value) ? value : undefined;
 }
 
 export function toWire(request: TransferRequest): TransferWire {
@@ -90,4 +100,410 @@ export function toWire(request: TransferRequest): TransferWire {
   };
   if (request.currency !== null) wire.currency = request.currency;
   return wire;
+}
+
+// Payment operations. Every kind but a transfer names itself in `kind`; `from` is always the
+// wallet the operation debits, the one the worker locks and fences and the queue shard follows.
+
+export const OPERATION_KINDS = ['transfer', 'hold', 'capture', 'void', 'refund', 'split'] as const;
+export type OperationKind = (typeof OPERATION_KINDS)[number];
+export type PaymentKind = Exclude<OperationKind, 'transfer'>;
+
+/** The shortest hold a producer may ask for with `expiresInMs`; the longest is HOLD_EXPIRY_MAX_MS. */
+export const HOLD_EXPIRES_IN_MS_MIN = 1_000;
+/** A split credits at least two wallets (one is a transfer) and at most this many. */
+export const SPLIT_LEGS_MIN = 2;
+export const SPLIT_LEGS_MAX = 16;
+/** `expiresAt`: a UTC instant to the second or the millisecond, the form SQL parses the same way. */
+export const EXPIRES_AT_PATTERN = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,3})?Z$/;
+
+/** The fields each kind's wire object may carry; a transfer's may also say `kind: "transfer"`. */
+export const OPERATION_WIRE_FIELDS: Readonly<Record<OperationKind, readonly string[]>> = {
+  transfer: [...WIRE_FIELDS, 'kind'],
+  hold: ['operationId', 'kind', 'from', 'to', 'amount', 'currency', 'expiresInMs', 'expiresAt'],
+  capture: ['operationId', 'kind', 'from', 'hold', 'amount'],
+  void: ['operationId', 'kind', 'from', 'hold'],
+  refund: ['operationId', 'kind', 'from', 'original', 'amount'],
+  split: ['operationId', 'kind', 'from', 'legs', 'currency'],
+};
+
+/** Moves `amountMinor` from `from` to its holding wallet until a capture, a void or the expiry. */
+export interface HoldRequest {
+  readonly kind: 'hold';
+  readonly operationId: string;
+  readonly from: string;
+  /** The payee a capture credits. */
+  readonly to: string;
+  readonly amountMinor: bigint;
+  readonly currency: string | null;
+  /** Exactly one of expiresInMs and expiresAt is set. */
+  readonly expiresInMs: number | null;
+  /** As given on the wire, so the request hash is the one SQL computes from the same text. */
+  readonly expiresAt: string | null;
+}
+
+export interface CaptureRequest {
+  readonly kind: 'capture';
+  readonly operationId: string;
+  /** The hold's source wallet. */
+  readonly from: string;
+  /** The hold's operationId. */
+  readonly hold: string;
+  /** Null: all of the held amount. */
+  readonly amountMinor: bigint | null;
+}
+
+export interface VoidRequest {
+  readonly kind: 'void';
+  readonly operationId: string;
+  /** The hold's source wallet. */
+  readonly from: string;
+  /** The hold's operationId. */
+  readonly hold: string;
+}
+
+export interface RefundRequest {
+  readonly kind: 'refund';
+  readonly operationId: string;
+  /** The original's destination (the wallet that was credited), now debited. */
+  readonly from: string;
+  /** The operationId of an applied transfer, a captured hold or an applied split. */
+  readonly original: string;
+  /** Null: what is left of the original. */
+  readonly amountMinor: bigint | null;
+}
+
+export interface SplitLeg {
+  readonly to: string;
+  readonly amountMinor: bigint;
+}
+
+export interface SplitRequest {
+  readonly kind: 'split';
+  readonly operationId: string;
+  /** Debited by the legs' total. */
+  readonly from: string;
+  /** Credited in the order given; the order is part of the request hash. */
+  readonly legs: readonly SplitLeg[];
+  readonly currency: string | null;
+}
+
+export type PaymentRequest = HoldRequest | CaptureRequest | VoidRequest | RefundRequest | SplitRequest;
+/** A transfer carries no `kind`: it is the same TransferRequest it always was. */
+export type OperationRequest = TransferRequest | PaymentRequest;
+
+export function operationKindOf(request: OperationRequest): OperationKind {
+  return 'kind' in request ? request.kind : 'transfer';
+}
+
+export function isPaymentRequest(request: OperationRequest): request is PaymentRequest {
+  return 'kind' in request;
+}
+
+/** A transfer on the wire, with or without its kind. */
+export interface TransferOperationWire extends TransferWire {
+  kind?: 'transfer';
+}
+
+export interface HoldWire {
+  operationId: string;
+  kind: 'hold';
+  from: string;
+  to: string;
+  amount: string;
+  currency?: string;
+  /** A JSON number; exactly one of expiresInMs and expiresAt. */
+  expiresInMs?: number;
+  expiresAt?: string;
+}
+
+export interface CaptureWire {
+  operationId: string;
+  kind: 'capture';
+  from: string;
+  hold: string;
+  amount?: string;
+}
+
+export interface VoidWire {
+  operationId: string;
+  kind: 'void';
+  from: string;
+  hold: string;
+}
+
+export interface RefundWire {
+  operationId: string;
+  kind: 'refund';
+  from: string;
+  original: string;
+  amount?: string;
+}
+
+export interface SplitLegWire {
+  to: string;
+  amount: string;
+}
+
+export interface SplitWire {
+  operationId: string;
+  kind: 'split';
+  from: string;
+  legs: SplitLegWire[];
+  currency?: string;
+}
+
+export type PaymentWire = HoldWire | CaptureWire | VoidWire | RefundWire | SplitWire;
+export type OperationWire = TransferOperationWire | PaymentWire;
+
+export type OperationValidationResult =
+  | { readonly ok: true; readonly request: OperationRequest }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * What is wrong with one field of the message, already worded. Thrown only by the readers below
+ * and turned into a refusal by validateOperationRequest: a reader stops at the first wrong field
+ * without threading a result through each of its steps.
+ */
+class FieldProblem extends Error {}
+
+/** A parsed value, or its problem (a string) thrown. */
+function required<T>(parsed: T | string): T {
+  if (typeof parsed === 'string') throw new FieldProblem(parsed);
+  return parsed;
+}
+
+function id(record: Readonly<Record<string, unknown>>, field: string): string {
+  const problem = checkId(field, record[field]);
+  if (problem !== null) throw new FieldProblem(problem);
+  return record[field] as string;
+}
+
+function currencyOf(record: Readonly<Record<string, unknown>>): string | null {
+  const currency = parseCurrency(record.currency);
+  if (currency === undefined) throw new FieldProblem(CURRENCY_PROBLEM);
+  return currency;
+}
+
+/** An optional amount: null when absent (the kind decides what that means). */
+function optionalAmount(record: Readonly<Record<string, unknown>>, amountMax: bigint): bigint | null {
+  return record.amount === undefined ? null : required(parseAmount('amount', record.amount, amountMax));
+}
+
+/**
+ * Any operation's wire object, validated. Without `kind`, or with `kind: "transfer"`, it is
+ * exactly validateTransferRequest (same answers, same messages) and gives the same
+ * TransferRequest, without the kind, so its request hash does not depend on the kind being said.
+ */
+export function validateOperationRequest(
+  data: unknown,
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+): OperationValidationResult {
+  if (typeof data !== 'object' || data === null || Array.isArray(data) || !('kind' in data)) {
+    return validateTransferRequest(data, amountMax);
+  }
+  const { kind, ...rest } = data as Record<string, unknown>;
+  if (kind === undefined || kind === 'transfer') return validateTransferRequest(rest, amountMax);
+  if (!isPaymentKind(kind)) {
+    const given = typeof kind === 'string' ? JSON.stringify(kind.slice(0, 40)) : describe(kind);
+    return { ok: false, reason: `kind must be one of ${OPERATION_KINDS.join(', ')}, got ${given}` };
+  }
+  const record = data as Record<string, unknown>;
+  const extra = Object.keys(record).find((k) => !OPERATION_WIRE_FIELDS[kind].includes(k));
+  if (extra !== undefined) return { ok: false, reason: `unknown field ${JSON.stringify(extra.slice(0, 40))}` };
+  try {
+    return { ok: true, request: PAYMENT_READERS[kind](record, amountMax, holdExpiryMaxMs) };
+  } catch (err) {
+    if (err instanceof FieldProblem) return { ok: false, reason: err.message };
+    throw err;
+  }
+}
+
+function isPaymentKind(value: unknown): value is PaymentKind {
+  return typeof value === 'string' && value !== 'transfer' && (OPERATION_KINDS as readonly string[]).includes(value);
+}
+
+type PaymentReader = (
+  record: Readonly<Record<string, unknown>>,
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+) => PaymentRequest;
+
+/** One reader per kind; each throws a FieldProblem naming the first field that is wrong. */
+const PAYMENT_READERS: Readonly<Record<PaymentKind, PaymentReader>> = {
+  hold: (record, amountMax, holdExpiryMaxMs) => {
+    const operationId = id(record, 'operationId');
+    const from = id(record, 'from');
+    const to = id(record, 'to');
+    if (from === to) throw new FieldProblem('from and to are the same wallet');
+    const amountMinor = required(parseAmount('amount', record.amount, amountMax));
+    const currency = currencyOf(record);
+    const { expiresInMs, expiresAt } = holdExpiry(record, holdExpiryMaxMs);
+    return { kind: 'hold', operationId, from, to, amountMinor, currency, expiresInMs, expiresAt };
+  },
+  capture: (record, amountMax) => {
+    const operationId = id(record, 'operationId');
+    const from = id(record, 'from');
+    const hold = id(record, 'hold');
+    return { kind: 'capture', operationId, from, hold, amountMinor: optionalAmount(record, amountMax) };
+  },
+  void: (record) => {
+    const operationId = id(record, 'operationId');
+    const from = id(record, 'from');
+    return { kind: 'void', operationId, from, hold: id(record, 'hold') };
+  },
+  refund: (record, amountMax) => {
+    const operationId = id(record, 'operationId');
+    const from = id(record, 'from');
+    const original = id(record, 'original');
+    return { kind: 'refund', operationId, from, original, amountMinor: optionalAmount(record, amountMax) };
+  },
+  split: (record, amountMax) => {
+    const operationId = id(record, 'operationId');
+    const from = id(record, 'from');
+    const legs = splitLegs(record.legs, from, amountMax);
+    return { kind: 'split', operationId, from, legs, currency: currencyOf(record) };
+  },
+};
+
+/**
+ * Exactly one of the two expiry fields. Whether the instant lies ahead and within the maximum is
+ * the decision's (`expiry_out_of_range`): it depends on the database's clock, not on the message.
+ */
+function holdExpiry(
+  record: Readonly<Record<string, unknown>>,
+  holdExpiryMaxMs: number,
+): { expiresInMs: number | null; expiresAt: string | null } {
+  const { expiresInMs, expiresAt } = record;
+  if (expiresInMs !== undefined && expiresAt !== undefined) {
+    throw new FieldProblem('expiresInMs and expiresAt are both given; a hold takes exactly one');
+  }
+  if (expiresInMs !== undefined) {
+    if (typeof expiresInMs !== 'number' || !Number.isInteger(expiresInMs)) {
+      const given = typeof expiresInMs === 'number' ? String(expiresInMs) : describe(expiresInMs);
+      throw new FieldProblem(`expiresInMs must be a whole number of milliseconds (a JSON number), got ${given}`);
+    }
+    if (expiresInMs < HOLD_EXPIRES_IN_MS_MIN || expiresInMs > holdExpiryMaxMs) {
+      throw new FieldProblem(
+        `expiresInMs must be between ${HOLD_EXPIRES_IN_MS_MIN} and ${holdExpiryMaxMs}, got ${expiresInMs}`,
+      );
+    }
+    return { expiresInMs, expiresAt: null };
+  }
+  if (expiresAt !== undefined) {
+    const problem = checkExpiresAt(expiresAt);
+    if (problem !== null) throw new FieldProblem(problem);
+    return { expiresInMs: null, expiresAt: expiresAt as string };
+  }
+  throw new FieldProblem('a hold needs expiresInMs or expiresAt');
+}
+
+function checkExpiresAt(value: unknown): string | null {
+  if (typeof value !== 'string') return `expiresAt must be a string, got ${describe(value)}`;
+  const match = EXPIRES_AT_PATTERN.exec(value);
+  if (match === null) return 'expiresAt must be a UTC time like "2026-12-31T23:59:59Z" or "2026-12-31T23:59:59.250Z"';
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  // The setters roll 31 April over to 1 May and 24:00 to the next day: a real instant reads back
+  // unchanged. setUTCFullYear, unlike Date.UTC, takes years 0-99 as they are.
+  const instant = new Date(0);
+  instant.setUTCFullYear(year, month - 1, day);
+  instant.setUTCHours(hour, minute, second);
+  const real =
+    year >= 1 &&
+    instant.getUTCFullYear() === year &&
+    instant.getUTCMonth() === month - 1 &&
+    instant.getUTCDate() === day &&
+    instant.getUTCHours() === hour &&
+    instant.getUTCMinutes() === minute &&
+    instant.getUTCSeconds() === second;
+  return real ? null : `expiresAt is not a real date and time: ${JSON.stringify(value)}`;
+}
+
+const LEG_FIELDS = ['to', 'amount'] as const;
+
+function splitLegs(value: unknown, from: string, amountMax: bigint): readonly SplitLeg[] {
+  if (!Array.isArray(value)) {
+    throw new FieldProblem(`legs must be an array of {to, amount} objects, got ${describe(value)}`);
+  }
+  if (value.length < SPLIT_LEGS_MIN || value.length > SPLIT_LEGS_MAX) {
+    throw new FieldProblem(`legs has ${value.length} entries; a split takes ${SPLIT_LEGS_MIN} to ${SPLIT_LEGS_MAX}`);
+  }
+  const legs: SplitLeg[] = [];
+  const seen = new Map<string, number>();
+  let totalMinor = 0n;
+  for (const [i, leg] of value.entries()) {
+    const field = `legs[${i}]`;
+    if (typeof leg !== 'object' || leg === null || Array.isArray(leg)) {
+      throw new FieldProblem(`${field} must be an object {to, amount}, got ${describe(leg)}`);
+    }
+    const entry = leg as Record<string, unknown>;
+    const extra = Object.keys(entry).find((k) => !(LEG_FIELDS as readonly string[]).includes(k));
+    if (extra !== undefined) throw new FieldProblem(`unknown field ${JSON.stringify(extra.slice(0, 40))} in ${field}`);
+    const problem = checkId(`${field}.to`, entry.to);
+    if (problem !== null) throw new FieldProblem(problem);
+    const to = entry.to as string;
+    if (to === from) throw new FieldProblem(`${field}.to and from are the same wallet`);
+    const first = seen.get(to);
+    if (first !== undefined) {
+      throw new FieldProblem(`${field}.to repeats legs[${first}].to; each leg credits another wallet`);
+    }
+    seen.set(to, i);
+    const amountMinor = required(parseAmount(`${field}.amount`, entry.amount, amountMax));
+    totalMinor += amountMinor;
+    legs.push({ to, amountMinor });
+  }
+  if (totalMinor > amountMax) {
+    throw new FieldProblem(`the legs' total ${totalMinor} exceeds the maximum of ${amountMax}`);
+  }
+  return legs;
+}
+
+/** The wire object of a request: validateOperationRequest's inverse. A transfer's carries no kind. */
+export function toOperationWire(request: TransferRequest): TransferWire;
+export function toOperationWire(request: PaymentRequest): PaymentWire;
+export function toOperationWire(request: OperationRequest): OperationWire;
+export function toOperationWire(request: OperationRequest): OperationWire {
+  if (!isPaymentRequest(request)) return toWire(request);
+  const { operationId, from } = request;
+  switch (request.kind) {
+    case 'hold': {
+      const wire: HoldWire = {
+        operationId,
+        kind: 'hold',
+        from,
+        to: request.to,
+        amount: request.amountMinor.toString(),
+      };
+      if (request.currency !== null) wire.currency = request.currency;
+      if (request.expiresInMs !== null) wire.expiresInMs = request.expiresInMs;
+      if (request.expiresAt !== null) wire.expiresAt = request.expiresAt;
+      return wire;
+    }
+    case 'capture': {
+      const wire: CaptureWire = { operationId, kind: 'capture', from, hold: request.hold };
+      if (request.amountMinor !== null) wire.amount = request.amountMinor.toString();
+      return wire;
+    }
+    case 'void':
+      return { operationId, kind: 'void', from, hold: request.hold };
+    case 'refund': {
+      const wire: RefundWire = { operationId, kind: 'refund', from, original: request.original };
+      if (request.amountMinor !== null) wire.amount = request.amountMinor.toString();
+      return wire;
+    }
+    case 'split': {
+      const legs = request.legs.map((leg) => ({ to: leg.to, amount: leg.amountMinor.toString() }));
+      const wire: SplitWire = { operationId, kind: 'split', from, legs };
+      if (request.currency !== null) wire.currency = request.currency;
+      return wire;
+    }
+  }
 }

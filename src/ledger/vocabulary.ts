@@ -42,10 +42,27 @@ export const STORED_STATUSES = ['applied', 'rejected'] as const;
 export type StoredStatus = (typeof STORED_STATUSES)[number];
 
 /**
- * Why a transfer was rejected: exactly the reasons the SQL functions can answer. The database's
- * CHECK constraint on `transfers.reason` also allows REASONS_ALLOWED_BY_CHECK_ONLY.
+ * Why an operation was rejected: exactly the reasons the SQL functions can answer, a transfer's
+ * first, then the payment operations'. The database's CHECK constraint on `transfers.reason`
+ * also allows REASONS_ALLOWED_BY_CHECK_ONLY.
  */
-export const REJECTION_REASONS = ['insufficient_funds', 'unknown_wallet', 'currency_mismatch', 'same_wallet'] as const;
+export const REJECTION_REASONS = [
+  'insufficient_funds',
+  'unknown_wallet',
+  'currency_mismatch',
+  'same_wallet',
+  'hold_not_found',
+  'hold_rejected',
+  'hold_already_captured',
+  'hold_already_voided',
+  'hold_expired',
+  'exceeds_hold_amount',
+  'expiry_out_of_range',
+  'original_not_found',
+  'original_not_refundable',
+  'refund_exceeds_original',
+  'wallet_mismatch',
+] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 /**
@@ -73,6 +90,55 @@ export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>>
     meaning:
       'Source and destination are the same wallet. The worker fails such a message as `invalid_request` first, so only a direct caller of the SQL functions gets this.',
     action: 'Fix the caller of apply_transfer() / apply_transfers().',
+  },
+  hold_not_found: {
+    meaning: 'A capture or a void names a hold that has no record, or whose record is not a hold.',
+    action: 'Fix the producer: `hold` is the operationId of the hold itself; send again under a new operationId.',
+  },
+  hold_rejected: {
+    meaning:
+      'A capture or a void names a hold that was rejected: nothing was held, so nothing can be taken or released.',
+    action: "Read the hold's own reason; place a new hold if the payment should go ahead.",
+  },
+  hold_already_captured: {
+    meaning: 'A capture or a void names a hold that a capture has already ended; nothing moved now.',
+    action: 'Nothing if it is a second try of the same payment; a refund gives money back once captured.',
+  },
+  hold_already_voided: {
+    meaning: 'A capture or a void names a hold that a void has already released; nothing moved now.',
+    action: 'Nothing for a second void. A capture comes too late: place a new hold.',
+  },
+  hold_expired: {
+    meaning:
+      'A capture or a void names a hold past its expiry: the held money went back to the source (by the sweep, or in this decision).',
+    action: 'Place a new hold, with a longer expiry if captures keep coming late.',
+  },
+  exceeds_hold_amount: {
+    meaning: 'A capture asks for more than the hold holds; the hold stays active.',
+    action: 'Fix the producer: capture at most the held amount (or leave `amount` out to capture all of it).',
+  },
+  expiry_out_of_range: {
+    meaning: "A hold's expiry is not ahead of the database's clock, or is further ahead than HOLD_EXPIRY_MAX_MS.",
+    action: 'Fix the producer: `expiresAt` within HOLD_EXPIRY_MAX_MS from now (or use `expiresInMs`); check its clock.',
+  },
+  original_not_found: {
+    meaning: 'A refund names an original that has no record.',
+    action:
+      'Fix the producer: `original` is the operationId of the payment to refund; send again under a new operationId.',
+  },
+  original_not_refundable: {
+    meaning: 'A refund names a record that is rejected, or that is not a transfer, a captured hold or a split.',
+    action: 'Fix the producer: refund only an applied transfer, a captured hold or an applied split.',
+  },
+  refund_exceeds_original: {
+    meaning: 'A refund asks for more than is left of the original after earlier refunds, or nothing is left.',
+    action:
+      'Nothing if the original is already refunded; otherwise refund at most what is left (leave `amount` out for all of it).',
+  },
+  wallet_mismatch: {
+    meaning:
+      "The message's `from` is not the wallet the operation must debit: the hold's source for a capture or a void, the original's destination for a refund.",
+    action: 'Fix the producer: send the operation with that wallet as `from` (it is the wallet the worker locks).',
   },
 };
 

@@ -1,0 +1,415 @@
+// The payment operations' wire format (pure): each kind round-trips through validation and back,
+// each refusal names its field, a transfer is the same request with or without its kind, and
+// each kind's request hash is the sha256 of the canonical lines SQL computes too.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { requestHash, requestHashLines } from '../../src/ledger/request-hash.ts';
+import {
+  isPaymentRequest,
+  type OperationRequest,
+  operationKindOf,
+  type TransferRequest,
+  toOperationWire,
+  toWire,
+  validateOperationRequest,
+  validateTransferRequest,
+} from '../../src/ledger/transfer-request.ts';
+
+const MAX = 10n ** 15n;
+const EXPIRY_MAX_MS = 604_800_000;
+
+const transfer = { operationId: 'op-1', from: 'a', to: 'b', amount: '100' };
+const hold = { operationId: 'h-1', kind: 'hold', from: 'a', to: 'b', amount: '100', expiresInMs: 60_000 };
+const capture = { operationId: 'c-1', kind: 'capture', from: 'a', hold: 'h-1' };
+const voidOp = { operationId: 'v-1', kind: 'void', from: 'a', hold: 'h-1' };
+const refund = { operationId: 'r-1', kind: 'refund', from: 'b', original: 'op-1' };
+const split = {
+  operationId: 's-1',
+  kind: 'split',
+  from: 'a',
+  legs: [
+    { to: 'b', amount: '70' },
+    { to: 'c', amount: '30' },
+  ],
+};
+
+function validate(data: unknown) {
+  return validateOperationRequest(data, MAX, EXPIRY_MAX_MS);
+}
+
+function accepted(data: unknown): OperationRequest {
+  const result = validate(data);
+  if (!result.ok) throw new Error(`refused: ${result.reason}`);
+  return result.request;
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+describe('validateOperationRequest accepts every kind, and toOperationWire gives the body back', () => {
+  it.each([
+    ['a transfer', transfer],
+    ['a transfer with currency', { ...transfer, currency: 'EUR' }],
+    ['a hold with expiresInMs', hold],
+    [
+      'a hold with expiresAt and currency',
+      { ...hold, expiresInMs: undefined, expiresAt: '2026-12-31T23:59:59.250Z', currency: 'EUR' },
+    ],
+    ['a hold at the shortest expiry', { ...hold, expiresInMs: 1_000 }],
+    ['a hold at the longest expiry', { ...hold, expiresInMs: EXPIRY_MAX_MS }],
+    ['a whole capture', capture],
+    ['a partial capture', { ...capture, amount: '40' }],
+    ['a void', voidOp],
+    ['a whole refund', refund],
+    ['a partial refund', { ...refund, amount: '1' }],
+    ['a split', split],
+    ['a split with currency', { ...split, currency: 'EUR' }],
+    [
+      'a split of sixteen legs totalling the maximum',
+      {
+        ...split,
+        legs: Array.from({ length: 16 }, (_, i) => ({ to: `w${i}`, amount: (i === 0 ? MAX - 15n : 1n).toString() })),
+      },
+    ],
+  ])('%s', (_name, body) => {
+    const wire = JSON.parse(JSON.stringify(body));
+    const request = accepted(wire);
+    expect(toOperationWire(request)).toEqual(wire);
+    expect(accepted(toOperationWire(request))).toEqual(request);
+  });
+
+  it('reads each kind into its typed request', () => {
+    expect(accepted(hold)).toEqual({
+      kind: 'hold',
+      operationId: 'h-1',
+      from: 'a',
+      to: 'b',
+      amountMinor: 100n,
+      currency: null,
+      expiresInMs: 60_000,
+      expiresAt: null,
+    });
+    expect(accepted(capture)).toEqual({
+      kind: 'capture',
+      operationId: 'c-1',
+      from: 'a',
+      hold: 'h-1',
+      amountMinor: null,
+    });
+    expect(accepted(voidOp)).toEqual({ kind: 'void', operationId: 'v-1', from: 'a', hold: 'h-1' });
+    expect(accepted({ ...refund, amount: '5' })).toEqual({
+      kind: 'refund',
+      operationId: 'r-1',
+      from: 'b',
+      original: 'op-1',
+      amountMinor: 5n,
+    });
+    expect(accepted(split)).toEqual({
+      kind: 'split',
+      operationId: 's-1',
+      from: 'a',
+      legs: [
+        { to: 'b', amountMinor: 70n },
+        { to: 'c', amountMinor: 30n },
+      ],
+      currency: null,
+    });
+  });
+
+  it('names the kind of every request, a transfer by its absence', () => {
+    expect(operationKindOf(accepted(transfer))).toBe('transfer');
+    expect(isPaymentRequest(accepted(transfer))).toBe(false);
+    for (const body of [hold, capture, voidOp, refund, split]) {
+      expect(operationKindOf(accepted(body))).toBe(body.kind);
+      expect(isPaymentRequest(accepted(body))).toBe(true);
+    }
+  });
+});
+
+describe('a transfer, with or without its kind', () => {
+  it('validates exactly as validateTransferRequest, to the same request and hash', () => {
+    const plain = accepted(transfer);
+    const kinded = accepted({ ...transfer, kind: 'transfer' });
+    expect(validateTransferRequest(transfer, MAX)).toEqual({ ok: true, request: plain });
+    expect(kinded).toEqual(plain);
+    expect(kinded).not.toHaveProperty('kind');
+    expect(requestHash(kinded)).toBe(requestHash(plain));
+    expect(toOperationWire(kinded)).toEqual(toWire(plain as TransferRequest));
+    expect(toOperationWire(kinded)).not.toHaveProperty('kind');
+  });
+
+  it.each([
+    ['not an object', 'hello'],
+    ['null', null],
+    ['an array', [transfer]],
+    ['same wallet', { ...transfer, to: 'a' }],
+    ['zero', { ...transfer, amount: '0' }],
+    ['bad currency', { ...transfer, currency: 'eur' }],
+    ['an extra field', { ...transfer, admin: true }],
+    ['a field of another kind', { ...transfer, hold: 'h-1' }],
+  ])('refuses %s with the same message, kind said or not', (_name, data) => {
+    const expected = validateTransferRequest(data, MAX);
+    expect(expected.ok).toBe(false);
+    expect(validate(data)).toEqual(expected);
+    if (typeof data === 'object' && data !== null && !Array.isArray(data)) {
+      expect(validate({ ...data, kind: 'transfer' })).toEqual(expected);
+    }
+  });
+});
+
+const KINDS = 'transfer, hold, capture, void, refund, split';
+
+/** A case: its name, the job data, and the reason it is refused with. */
+type Refusal = readonly [string, unknown, string];
+
+describe('validateOperationRequest refuses', () => {
+  it.each<Refusal>([
+    // The kind.
+    ['an unknown kind', { ...capture, kind: 'authorize' }, `kind must be one of ${KINDS}, got "authorize"`],
+    ['a kind that is not a string', { ...capture, kind: 3 }, `kind must be one of ${KINDS}, got a number`],
+    ['a kind in capitals', { ...capture, kind: 'HOLD' }, `kind must be one of ${KINDS}, got "HOLD"`],
+    // Fields of the kind only.
+    ['an extra field on a hold', { ...hold, admin: true }, 'unknown field "admin"'],
+    ['a capture with a to', { ...capture, to: 'b' }, 'unknown field "to"'],
+    ['a void with an amount', { ...voidOp, amount: '1' }, 'unknown field "amount"'],
+    ['a refund with a hold', { ...refund, hold: 'h-1' }, 'unknown field "hold"'],
+    ['a split with a to', { ...split, to: 'b' }, 'unknown field "to"'],
+    ['a void with a currency', { ...voidOp, currency: 'EUR' }, 'unknown field "currency"'],
+    // Ids.
+    ['a missing operationId', { ...voidOp, operationId: undefined }, 'operationId must be a string, got a undefined'],
+    ['an empty from', { ...hold, from: '' }, 'from is empty'],
+    ['a long hold id', { ...capture, hold: 'x'.repeat(129) }, 'hold is 129 characters long; at most 128'],
+    ['a missing hold id', { ...voidOp, hold: undefined }, 'hold must be a string, got a undefined'],
+    ['bad characters in original', { ...refund, original: 'op 1' }, 'original may only contain [A-Za-z0-9._:-]'],
+    ['a missing to on a hold', { ...hold, to: undefined }, 'to must be a string, got a undefined'],
+    // Hold.
+    ['a hold to its own source', { ...hold, to: 'a' }, 'from and to are the same wallet'],
+    [
+      'a hold without amount',
+      { ...hold, amount: undefined },
+      'amount must be a string of decimal digits, got a undefined',
+    ],
+    ['a hold of zero', { ...hold, amount: '0' }, 'amount must be positive'],
+    ['a hold over the maximum', { ...hold, amount: (MAX + 1n).toString() }, `amount exceeds the maximum of ${MAX}`],
+    ['a hold with a bad currency', { ...hold, currency: 'eur' }, 'currency must be three capital letters, like "EUR"'],
+    ['a hold without expiry', { ...hold, expiresInMs: undefined }, 'a hold needs expiresInMs or expiresAt'],
+    [
+      'a hold with both expiries',
+      { ...hold, expiresAt: '2026-12-31T23:59:59Z' },
+      'expiresInMs and expiresAt are both given; a hold takes exactly one',
+    ],
+    [
+      'expiresInMs as a string',
+      { ...hold, expiresInMs: '60000' },
+      'expiresInMs must be a whole number of milliseconds (a JSON number), got a string',
+    ],
+    [
+      'a fractional expiresInMs',
+      { ...hold, expiresInMs: 1500.5 },
+      'expiresInMs must be a whole number of milliseconds (a JSON number), got 1500.5',
+    ],
+    [
+      'expiresInMs below 1000',
+      { ...hold, expiresInMs: 999 },
+      `expiresInMs must be between 1000 and ${EXPIRY_MAX_MS}, got 999`,
+    ],
+    [
+      'expiresInMs over the maximum',
+      { ...hold, expiresInMs: EXPIRY_MAX_MS + 1 },
+      `expiresInMs must be between 1000 and ${EXPIRY_MAX_MS}, got ${EXPIRY_MAX_MS + 1}`,
+    ],
+    [
+      'expiresAt as a number',
+      { ...hold, expiresInMs: undefined, expiresAt: 1_800_000_000_000 },
+      'expiresAt must be a string, got a number',
+    ],
+    ...['2026-12-31 23:59:59Z', '2026-12-31T23:59:59+01:00', '2026-12-31T23:59:59', '2026-12-31T23:59:59.1234Z'].map(
+      (expiresAt) =>
+        [
+          `expiresAt ${expiresAt}`,
+          { ...hold, expiresInMs: undefined, expiresAt },
+          'expiresAt must be a UTC time like "2026-12-31T23:59:59Z" or "2026-12-31T23:59:59.250Z"',
+        ] as Refusal,
+    ),
+    ...['2026-02-29T00:00:00Z', '2026-04-31T12:00:00Z', '2026-13-01T00:00:00Z', '2026-12-31T24:00:00Z'].map(
+      (expiresAt) =>
+        [
+          `expiresAt ${expiresAt}`,
+          { ...hold, expiresInMs: undefined, expiresAt },
+          `expiresAt is not a real date and time: "${expiresAt}"`,
+        ] as Refusal,
+    ),
+    [
+      'an expiresAt second of 60',
+      { ...hold, expiresInMs: undefined, expiresAt: '2026-12-31T23:59:60Z' },
+      'expiresAt is not a real date and time: "2026-12-31T23:59:60Z"',
+    ],
+    // Capture and refund amounts, when given.
+    ['a capture of zero', { ...capture, amount: '0' }, 'amount must be positive'],
+    [
+      'a capture over the maximum',
+      { ...capture, amount: (MAX + 1n).toString() },
+      `amount exceeds the maximum of ${MAX}`,
+    ],
+    [
+      'a capture amount as a number',
+      { ...capture, amount: 5 },
+      'amount must be a string of decimal digits, got a number',
+    ],
+    ['a capture amount of null', { ...capture, amount: null }, 'amount must be a string of decimal digits, got null'],
+    [
+      'a refund amount with a sign',
+      { ...refund, amount: '-5' },
+      'amount must be a string of decimal digits (no sign, point or exponent)',
+    ],
+    ['a refund over the maximum', { ...refund, amount: '9'.repeat(40) }, `amount exceeds the maximum of ${MAX}`],
+    // Split legs.
+    [
+      'a split without legs',
+      { ...split, legs: undefined },
+      'legs must be an array of {to, amount} objects, got a undefined',
+    ],
+    [
+      'legs as an object',
+      { ...split, legs: { to: 'b' } },
+      'legs must be an array of {to, amount} objects, got an object',
+    ],
+    ['one leg', { ...split, legs: [{ to: 'b', amount: '1' }] }, 'legs has 1 entries; a split takes 2 to 16'],
+    [
+      'seventeen legs',
+      { ...split, legs: Array.from({ length: 17 }, (_, i) => ({ to: `w${i}`, amount: '1' })) },
+      'legs has 17 entries; a split takes 2 to 16',
+    ],
+    [
+      'a leg that is a string',
+      { ...split, legs: [split.legs[0], 'c'] },
+      'legs[1] must be an object {to, amount}, got a string',
+    ],
+    [
+      'a leg that is null',
+      { ...split, legs: [null, split.legs[1]] },
+      'legs[0] must be an object {to, amount}, got null',
+    ],
+    [
+      'a leg with an extra field',
+      { ...split, legs: [split.legs[0], { to: 'c', amount: '1', currency: 'EUR' }] },
+      'unknown field "currency" in legs[1]',
+    ],
+    [
+      'a leg without to',
+      { ...split, legs: [split.legs[0], { amount: '1' }] },
+      'legs[1].to must be a string, got a undefined',
+    ],
+    [
+      'a leg with a bad to',
+      { ...split, legs: [split.legs[0], { to: 'c d', amount: '1' }] },
+      'legs[1].to may only contain [A-Za-z0-9._:-]',
+    ],
+    [
+      'a leg to the source',
+      { ...split, legs: [split.legs[0], { to: 'a', amount: '1' }] },
+      'legs[1].to and from are the same wallet',
+    ],
+    [
+      'two legs to one wallet',
+      { ...split, legs: [...split.legs, { to: 'b', amount: '1' }] },
+      'legs[2].to repeats legs[0].to; each leg credits another wallet',
+    ],
+    ['a leg of zero', { ...split, legs: [split.legs[0], { to: 'c', amount: '0' }] }, 'legs[1].amount must be positive'],
+    [
+      'a leg amount as a number',
+      { ...split, legs: [{ to: 'b', amount: 7 }, split.legs[1]] },
+      'legs[0].amount must be a string of decimal digits, got a number',
+    ],
+    [
+      'a leg over the maximum',
+      { ...split, legs: [split.legs[0], { to: 'c', amount: (MAX + 1n).toString() }] },
+      `legs[1].amount exceeds the maximum of ${MAX}`,
+    ],
+    [
+      'legs whose total is over the maximum',
+      {
+        ...split,
+        legs: [
+          { to: 'b', amount: MAX.toString() },
+          { to: 'c', amount: '1' },
+        ],
+      },
+      `the legs' total ${MAX + 1n} exceeds the maximum of ${MAX}`,
+    ],
+    [
+      'a split with a bad currency',
+      { ...split, currency: 'EURO' },
+      'currency must be three capital letters, like "EUR"',
+    ],
+  ])('%s', (_name, data, reason) => {
+    expect(validate(JSON.parse(JSON.stringify(data)))).toEqual({ ok: false, reason });
+  });
+
+  it('a hold longer than the maximum it is given', () => {
+    expect(validateOperationRequest({ ...hold, expiresInMs: 60_000 }, MAX, 59_999)).toEqual({
+      ok: false,
+      reason: 'expiresInMs must be between 1000 and 59999, got 60000',
+    });
+  });
+});
+
+describe('requestHash of a payment operation', () => {
+  it.each([
+    ['a transfer (its first version, unchanged)', transfer, 'v1\na\nb\n100\n'],
+    ['a transfer with currency', { ...transfer, currency: 'EUR' }, 'v1\na\nb\n100\nEUR'],
+    ['a hold with expiresInMs', hold, 'v2\nhold\na\nb\n100\n\n60000\n'],
+    [
+      'a hold with expiresAt and currency',
+      { ...hold, expiresInMs: undefined, expiresAt: '2026-12-31T23:59:59.250Z', currency: 'EUR' },
+      'v2\nhold\na\nb\n100\nEUR\n\n2026-12-31T23:59:59.250Z',
+    ],
+    ['a whole capture', capture, 'v2\ncapture\na\nh-1\n'],
+    ['a partial capture', { ...capture, amount: '40' }, 'v2\ncapture\na\nh-1\n40'],
+    ['a void', voidOp, 'v2\nvoid\na\nh-1'],
+    ['a whole refund', refund, 'v2\nrefund\nb\nop-1\n'],
+    ['a partial refund', { ...refund, amount: '5' }, 'v2\nrefund\nb\nop-1\n5'],
+    ['a split', split, 'v2\nsplit\na\n\nb\n70\nc\n30'],
+    ['a split with currency', { ...split, currency: 'EUR' }, 'v2\nsplit\na\nEUR\nb\n70\nc\n30'],
+  ])('%s is the sha256 of its canonical lines', (_name, body, canonical) => {
+    const request = accepted(JSON.parse(JSON.stringify(body)));
+    expect(requestHashLines(request).join('\n')).toBe(canonical);
+    expect(requestHash(request)).toBe(sha256(canonical));
+  });
+
+  it('ignores the operationId and differs when any other field differs', () => {
+    const bases = [hold, capture, voidOp, refund, split];
+    const variants: Record<string, unknown>[] = [
+      { ...hold, from: 'c' },
+      { ...hold, to: 'c' },
+      { ...hold, amount: '101' },
+      { ...hold, currency: 'EUR' },
+      { ...hold, expiresInMs: 60_001 },
+      { ...hold, expiresInMs: undefined, expiresAt: '2026-12-31T23:59:59Z' },
+      { ...capture, from: 'c' },
+      { ...capture, hold: 'h-2' },
+      { ...capture, amount: '1' },
+      { ...voidOp, from: 'c' },
+      { ...voidOp, hold: 'h-2' },
+      { ...refund, from: 'c' },
+      { ...refund, original: 'op-2' },
+      { ...refund, amount: '1' },
+      { ...split, from: 'd' },
+      { ...split, currency: 'EUR' },
+      { ...split, legs: [split.legs[0], { to: 'd', amount: '30' }] },
+      { ...split, legs: [split.legs[0], { to: 'c', amount: '31' }] },
+      { ...split, legs: [split.legs[1], split.legs[0]] },
+      { ...split, legs: [...split.legs, { to: 'd', amount: '1' }] },
+    ];
+    const hashes = [...bases, ...variants, transfer].map((body) => requestHash(accepted(body)));
+    expect(new Set(hashes).size).toBe(hashes.length);
+    for (const body of bases) {
+      expect(requestHash(accepted({ ...body, operationId: 'other' }))).toBe(requestHash(accepted(body)));
+    }
+  });
+
+  it('tells a void from a whole capture of the same hold', () => {
+    expect(requestHash(accepted(voidOp))).not.toBe(requestHash(accepted({ ...capture, operationId: 'v-1' })));
+  });
+});

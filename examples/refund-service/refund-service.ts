@@ -125,7 +125,7 @@ async function apply(event: OutcomeEvent): Promise<void> {
           event.position.toString(),
           event.from,
           event.to,
-          event.amountMinor.toString(),
+          event.amountMinor?.toString() ?? null,
         ],
       );
       for (const r of settled.rows as { refund_id: string }[]) {

@@ -34,9 +34,12 @@ function outcomeLine(e: OutcomeEvent): string {
     reason: e.reason,
     from: e.from,
     to: e.to,
-    amount: e.amountMinor.toString(),
+    amount: e.amountMinor?.toString() ?? null,
     currency: e.currency,
     decidedAt: e.decidedAt.toISOString(),
+    operation: e.operation,
+    originalId: e.originalId,
+    detail: e.detail,
   });
 }
 

@@ -1,14 +1,14 @@
 // The intake's two least-privilege login roles, made like the worker's (worker-role-grants.ts):
 // - the producer role (`npm run db:producer-role`) may log in, connect, see the schema and
-//   execute request_transfer() (INTAKE_FUNCTION): a service requests transfers in its own
-//   transaction and can touch no table directly;
+//   execute request_transfer() and request_operation() (INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION):
+//   a service requests transfers and payments in its own transaction and can touch no table directly;
 // - the read role (`npm run db:read-role`) may do the same with outcome_events_after()
 //   (OUTCOME_FEED_FUNCTION): it reads the outcome feed and nothing else.
 // Both functions are SECURITY DEFINER (the intake-and-outcome-feed migration). The refusals are
 // the worker role's: the caller itself, a role with any power, a member of a role, an owner of
 // anything. Its sessions' bounds become its defaults in the database, as for the worker role.
 import { ConfigError, WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
-import { INTAKE_FUNCTION } from '../intake/intake.ts';
+import { INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION } from '../intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../intake/outcome-feed.ts';
 import type { SessionBoundsConfig, SessionSetting } from './session-bounds.ts';
 import { ensureLoginRole, expectedRolePrivileges, type LoginRoleSpec, WorkerRoleError } from './worker-role-grants.ts';
@@ -17,15 +17,19 @@ export type IntakeRoleKind = 'producer' | 'read';
 
 export interface IntakeRoleSpec {
   readonly kind: IntakeRoleKind;
-  /** The one function the role may execute (`regprocedure`). */
-  readonly fn: string;
+  /** The functions the role may execute (`regprocedure`). */
+  readonly fns: readonly string[];
   /** The variable its password is read from (never printed). */
   readonly passwordVariable: string;
 }
 
 export const INTAKE_ROLES: Readonly<Record<IntakeRoleKind, IntakeRoleSpec>> = Object.freeze({
-  producer: { kind: 'producer', fn: INTAKE_FUNCTION, passwordVariable: 'PRODUCER_DB_PASSWORD' },
-  read: { kind: 'read', fn: OUTCOME_FEED_FUNCTION, passwordVariable: 'READ_DB_PASSWORD' },
+  producer: {
+    kind: 'producer',
+    fns: [INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION],
+    passwordVariable: 'PRODUCER_DB_PASSWORD',
+  },
+  read: { kind: 'read', fns: [OUTCOME_FEED_FUNCTION], passwordVariable: 'READ_DB_PASSWORD' },
 });
 
 /** A WorkerRoleError, so the commands report it in one line like the worker role's refusals. */
@@ -64,7 +68,7 @@ function loginRoleSpec(spec: IntakeRoleSpec): LoginRoleSpec {
   return {
     kind: spec.kind,
     functionLabel: 'function',
-    functions: [spec.fn],
+    functions: spec.fns,
     readableTables: [],
     error: IntakeRoleError,
   };
@@ -77,7 +81,7 @@ export function expectedIntakeRolePrivileges(spec: IntakeRoleSpec, database: str
 
 /**
  * Creates the login role, or brings an existing one back to exactly CONNECT, USAGE and EXECUTE
- * on the spec's function: ensureLoginRole(), the worker role's mechanism, with its refusals.
+ * on the spec's functions: ensureLoginRole(), the worker role's mechanism, with its refusals.
  * `ownerUrl` is the owner's URL.
  */
 export async function ensureIntakeRole(

@@ -8,6 +8,7 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { databaseName } from '../config/config.ts';
+import { HOLD_SWEEP_FUNCTION, PAYMENT_DECISION_FUNCTION } from '../ledger/apply-payments.ts';
 import { DECISION_FUNCTION, FEED_SEQUENCE_FUNCTION, GIVE_UP_FUNCTION } from '../ledger/apply-transfer.ts';
 import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } from './session-bounds.ts';
 
@@ -20,6 +21,8 @@ export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([
   DECISION_FUNCTION,
   GIVE_UP_FUNCTION,
   FEED_SEQUENCE_FUNCTION,
+  PAYMENT_DECISION_FUNCTION,
+  HOLD_SWEEP_FUNCTION,
 ]);
 
 /** Tables the worker role may read (SELECT only). */

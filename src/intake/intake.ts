@@ -3,13 +3,22 @@
 // add_job() enqueues. The request commits or rolls back with the producer's own change, so
 // there is no dual write; a relay (relay.ts) then sends it to the queue and sends it again
 // until it is decided. Validation is the wire format's (transfer-request.ts), before any SQL.
+// Payments (holds, captures, voids, refunds, splits) go through request_operation() (the payments
+// migration), which takes the wire format's JSON object and keeps it for the relay to send.
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
-import { type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
+import {
+  type OperationWire,
+  type TransferWire,
+  validateOperationRequest,
+  validateTransferRequest,
+} from '../ledger/transfer-request.ts';
 import { InvalidTransferError } from '../queue/producer.ts';
 
 /** The intake function a producer role may execute, as PostgreSQL prints it (`regprocedure`). */
 export const INTAKE_FUNCTION = 'request_transfer(text,text,text,bigint,text)';
+/** The intake function of every kind (`regprocedure`), granted to the producer role too. */
+export const INTAKE_OPERATION_FUNCTION = 'request_operation(jsonb,bigint)';
 
 /** Requests per statement in requestTransfers(): one round trip each, bounded memory. */
 export const INTAKE_BATCH_MAX = 1_000;
@@ -36,9 +45,14 @@ const REQUEST_SQL = `
          AS r(op, from_wallet, to_wallet, amount, currency, n)
    ORDER BY r.n`;
 
-async function query(client: IntakeClient, values: unknown[]): Promise<{ answer: string }[]> {
-  if ('$queryRawUnsafe' in client) return client.$queryRawUnsafe<{ answer: string }[]>(REQUEST_SQL, ...values);
-  const result = await client.query<{ answer: string }>(REQUEST_SQL, values);
+const REQUEST_OPERATION_SQL = `
+  SELECT request_operation(r.body, $2::bigint) AS answer
+    FROM unnest($1::jsonb[]) WITH ORDINALITY AS r(body, n)
+   ORDER BY r.n`;
+
+async function query(client: IntakeClient, sql: string, values: unknown[]): Promise<{ answer: string }[]> {
+  if ('$queryRawUnsafe' in client) return client.$queryRawUnsafe<{ answer: string }[]>(sql, ...values);
+  const result = await client.query<{ answer: string }>(sql, values);
   return result.rows;
 }
 
@@ -65,7 +79,7 @@ export async function requestTransfers(
     const slice = data.slice(start, start + INTAKE_BATCH_MAX);
     let rows: { answer: string }[];
     try {
-      rows = await query(client, [
+      rows = await query(client, REQUEST_SQL, [
         slice.map((w) => w.operationId),
         slice.map((w) => w.from),
         slice.map((w) => w.to),
@@ -99,5 +113,60 @@ export async function requestTransfer(
 ): Promise<IntakeAnswer> {
   const [answer] = await requestTransfers(client, [wire], amountMax);
   if (answer === undefined) throw new Error('request_transfer answered nothing');
+  return answer;
+}
+
+/**
+ * Requests operations of any kind in the caller's transaction, as requestTransfers() does: all
+ * validated first (the worker's rules, with HOLD_EXPIRY_MAX_MS), then one statement per
+ * INTAKE_BATCH_MAX through request_operation(), which sends a transfer on to request_transfer().
+ * A payment's body is kept as given, and is what the relay puts on the queue.
+ */
+export async function requestOperations(
+  client: IntakeClient,
+  wires: readonly OperationWire[],
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+): Promise<IntakeAnswer[]> {
+  const data = wires.map((w, i) => {
+    const result = validateOperationRequest(w, amountMax, holdExpiryMaxMs);
+    if (!result.ok)
+      throw new InvalidTransferError(`${wires.length > 1 ? `operation #${i + 1}: ` : ''}${result.reason}`);
+    return JSON.stringify(w);
+  });
+  const answers: IntakeAnswer[] = [];
+  for (let start = 0; start < data.length; start += INTAKE_BATCH_MAX) {
+    const slice = data.slice(start, start + INTAKE_BATCH_MAX);
+    let rows: { answer: string }[];
+    try {
+      rows = await query(client, REQUEST_OPERATION_SQL, [slice, holdExpiryMaxMs]);
+    } catch (err) {
+      const server = serverErrorOf(err);
+      if (server?.sqlState === '23505' && server.message.startsWith('conflict:')) {
+        throw new IntakeConflictError(server.message);
+      }
+      throw err;
+    }
+    if (rows.length !== slice.length)
+      throw new Error(`request_operation answered ${rows.length} rows for ${slice.length}`);
+    for (const row of rows) {
+      if (row.answer !== 'requested' && row.answer !== 'duplicate') {
+        throw new Error(`request_operation answered ${JSON.stringify(row.answer)}`);
+      }
+      answers.push(row.answer);
+    }
+  }
+  return answers;
+}
+
+/** One operation of any kind; see requestOperations(). */
+export async function requestOperation(
+  client: IntakeClient,
+  wire: OperationWire,
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+): Promise<IntakeAnswer> {
+  const [answer] = await requestOperations(client, [wire], amountMax, holdExpiryMaxMs);
+  if (answer === undefined) throw new Error('request_operation answered nothing');
   return answer;
 }

@@ -20,6 +20,7 @@
 // round. The read role may not call it, so no reader can hold its lock.
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
+import { OPERATION_KINDS, type OperationKind } from '../ledger/transfer-request.ts';
 import type { PrismaTransactionClient } from './intake.ts';
 
 /** The feed's read function, which the read role may execute (`regprocedure`). */
@@ -27,12 +28,14 @@ export const OUTCOME_FEED_FUNCTION = 'outcome_events_after(bigint,integer)';
 /** Events per read, at most (the function refuses more). */
 export const OUTCOME_READ_LIMIT_MAX = 10_000;
 
-export const OUTCOME_KINDS = ['applied', 'rejected', 'given_up', 'conflict'] as const;
+export const OUTCOME_KINDS = ['applied', 'rejected', 'given_up', 'conflict', 'expired'] as const;
 /**
  * `applied`, `rejected`: the operation's decision, with the body it was decided with.
  * `given_up`: its job ran out of attempts; the intake's request stays open for `npm run redrive`.
  * `conflict`: an intake request whose operation was decided with another body (through BullMQ
  * straight); the event carries the request's body, and the request is closed.
+ * `expired`: a hold nobody captured or voided in time was released (operation `hold`, the hold's
+ * id, the amount released).
  */
 export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
 
@@ -59,11 +62,29 @@ export interface OutcomeEvent {
   readonly kind: OutcomeKind;
   /** The rejection reason, or for given_up the last attempt's failure; null when applied. */
   readonly reason: string | null;
+  /** The wallet the operation debits (its lock's wallet). */
   readonly from: string;
-  readonly to: string;
-  readonly amountMinor: bigint;
+  /**
+   * The wallet credited: a transfer's or a hold's `to`, a capture's payee, a refund's original
+   * source; null for a split (see detail.legs) and a void.
+   */
+  readonly to: string | null;
+  /**
+   * What moved (or was held, captured, released, refunded, split in all); null for a refused
+   * capture or refund that asked for "all of it".
+   */
+  readonly amountMinor: bigint | null;
   readonly currency: string | null;
   readonly decidedAt: Date;
+  /** The operation's kind: transfer, hold, capture, void, refund or split. */
+  readonly operation: OperationKind;
+  /** A capture's or void's hold, a refund's original; null otherwise. */
+  readonly originalId: string | null;
+  /**
+   * What else the decision says, as JSON: a hold's `expiresAt`, a capture's `released`, a split's
+   * `legs`; for `given_up` and `conflict` of a payment, the request's body. Null for a transfer.
+   */
+  readonly detail: Record<string, unknown> | null;
 }
 
 interface EventRow {
@@ -72,18 +93,24 @@ interface EventRow {
   kind: string;
   reason: string | null;
   from_wallet: string;
-  to_wallet: string;
-  amount: string | bigint;
+  to_wallet: string | null;
+  amount: string | bigint | null;
   currency: string | null;
   decided_at: Date | string;
+  operation: string;
+  original_id: string | null;
+  detail: Record<string, unknown> | null;
 }
 
 const READ_SQL = `
   SELECT position::text AS position, operation_id, kind, reason, from_wallet, to_wallet, amount::text AS amount,
-         currency, decided_at
+         currency, decided_at, operation, original_id, detail
     FROM outcome_events_after($1::bigint, $2::integer)`;
 
 function eventOf(row: EventRow): OutcomeEvent {
+  if (!(OPERATION_KINDS as readonly string[]).includes(row.operation)) {
+    throw new Error(`outcome feed: unknown operation ${JSON.stringify(row.operation)} at position ${row.position}`);
+  }
   if (!(OUTCOME_KINDS as readonly string[]).includes(row.kind)) {
     throw new Error(`outcome feed: unknown kind ${JSON.stringify(row.kind)} at position ${row.position}`);
   }
@@ -94,9 +121,12 @@ function eventOf(row: EventRow): OutcomeEvent {
     reason: row.reason,
     from: row.from_wallet,
     to: row.to_wallet,
-    amountMinor: BigInt(row.amount),
+    amountMinor: row.amount === null ? null : BigInt(row.amount),
     currency: row.currency === null ? null : row.currency.trim(),
     decidedAt: row.decided_at instanceof Date ? row.decided_at : new Date(row.decided_at),
+    operation: row.operation as OperationKind,
+    originalId: row.original_id,
+    detail: row.detail,
   };
 }
 

@@ -27,10 +27,13 @@ export interface OutcomeJobData {
   readonly kind: OutcomeEvent['kind'];
   readonly reason: string | null;
   readonly from: string;
-  readonly to: string;
-  readonly amountMinor: string;
+  readonly to: string | null;
+  readonly amountMinor: string | null;
   readonly currency: string | null;
   readonly decidedAt: string;
+  readonly operation: OutcomeEvent['operation'];
+  readonly originalId: string | null;
+  readonly detail: Record<string, unknown> | null;
 }
 
 export function outcomeJobDataOf(event: OutcomeEvent): OutcomeJobData {
@@ -41,9 +44,12 @@ export function outcomeJobDataOf(event: OutcomeEvent): OutcomeJobData {
     reason: event.reason,
     from: event.from,
     to: event.to,
-    amountMinor: event.amountMinor.toString(),
+    amountMinor: event.amountMinor === null ? null : event.amountMinor.toString(),
     currency: event.currency,
     decidedAt: event.decidedAt.toISOString(),
+    operation: event.operation,
+    originalId: event.originalId,
+    detail: event.detail,
   };
 }
 

@@ -27,7 +27,7 @@
 import { createHash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type pg from 'pg';
-import type { TransferWire } from '../ledger/transfer-request.ts';
+import type { OperationWire, TransferWire } from '../ledger/transfer-request.ts';
 import { TRANSFER_JOB_NAME } from '../queue/job-options.ts';
 import type { TransferQueues } from '../queue/producer.ts';
 
@@ -58,6 +58,8 @@ interface ClaimedRow {
   amount: string;
   currency: string | null;
   send_count: number;
+  kind: string;
+  body: Record<string, unknown> | null;
 }
 
 /**
@@ -85,7 +87,8 @@ const claimSql = (due: string) => `
   )
   UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
     FROM picked p WHERE q.operation_id = p.operation_id
-  RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count`;
+  RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count,
+            q.kind, q.body`;
 const CLAIM_FIRST_SENDS_SQL = claimSql('sent_at IS NULL');
 const CLAIM_DUE_SQL = claimSql('sent_at < now() - make_interval(secs => $2::double precision / 1000)');
 
@@ -107,7 +110,9 @@ async function claim(pool: pg.Pool, options: RelayOptions): Promise<ClaimedRow[]
   return [...due, ...first, ...more];
 }
 
-function wireOf(row: ClaimedRow): TransferWire {
+/** The job's data: a transfer's columns, or a payment's body as the producer requested it. */
+function wireOf(row: ClaimedRow): OperationWire {
+  if (row.kind !== 'transfer' && row.body !== null) return row.body as unknown as OperationWire;
   const wire: TransferWire = {
     operationId: row.operation_id,
     from: row.from_wallet,
@@ -237,7 +242,8 @@ export interface RedriveResult {
 }
 
 const GIVEN_UP_SQL = `
-  SELECT q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count
+  SELECT q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count,
+         q.kind, q.body
     FROM transfer_requests q
    WHERE q.decided_at IS NULL AND q.given_up_at IS NOT NULL AND ($1::text[] IS NULL OR q.operation_id = ANY($1::text[]))
    ORDER BY q.given_up_at, q.operation_id`;

@@ -46,7 +46,8 @@ export interface ApplyOptions {
   readonly skipLeaseCheck?: boolean;
 }
 
-interface DecisionRow {
+/** One decision's answer, as both decision functions return it. */
+export interface DecisionRow {
   outcome: string;
   status: string | null;
   reason: string | null;
@@ -88,7 +89,7 @@ export interface FencedTransfer {
   readonly leaseId: string;
 }
 
-function assertFenced(fence: bigint, leaseId: string, operationId: string): void {
+export function assertFenced(fence: bigint, leaseId: string, operationId: string): void {
   if (fence < 1n) throw new RangeError(`fence must be positive, got ${fence} for ${operationId}`);
   if (!LEASE_ID_PATTERN.test(leaseId)) {
     throw new RangeError(`leaseId must be a lower-case UUID, got ${JSON.stringify(leaseId)} for ${operationId}`);
@@ -166,7 +167,7 @@ interface BatchRow extends DecisionRow {
   ord: number;
 }
 
-function decisionResult(row: DecisionRow, operationId: string, fence: bigint): ApplyResult {
+export function decisionResult(row: DecisionRow, operationId: string, fence: bigint): ApplyResult {
   const outcome = row.outcome;
   if (!isDecisionOutcome(outcome)) throw new LedgerContractError('unknown_outcome', JSON.stringify(outcome));
   switch (outcome) {

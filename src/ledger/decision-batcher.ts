@@ -13,7 +13,8 @@ import {
   TRANSFER_BATCHES_IN_FLIGHT_LIMIT,
 } from '../config/config.ts';
 import { DB_CONNECTION_TIMEOUT_MS, DB_QUERY_TIMEOUT_MARGIN_MS, dbCallDeadlineMs } from '../db/prisma.ts';
-import { type FencedTransfer, LedgerContractError } from './apply-transfer.ts';
+import type { FencedOperation } from './apply-payments.ts';
+import { LedgerContractError } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
 import { FAILURE_CAUSE_DOCS } from './vocabulary.ts';
 
@@ -41,9 +42,9 @@ export class DecisionTimeoutError extends Error {
 }
 
 /** Decides the given transfers in order, one result per transfer, in the same order. */
-export type DecideBatch = (transfers: readonly FencedTransfer[]) => Promise<ApplyResult[]>;
+export type DecideBatch = (operations: readonly FencedOperation[]) => Promise<ApplyResult[]>;
 
-export interface BatchItem extends FencedTransfer {
+export interface BatchItem extends FencedOperation {
   /**
    * The last check before the batch is sent (a lease's assertHeld): throwing withdraws this
    * transfer alone, which then fails with that error, and the others go on.

@@ -6,6 +6,7 @@
 // rendered from it (`npm run docs`).
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { TransferOutcome } from '../ledger/outcome.ts';
+import { OPERATION_KINDS, type OperationKind } from '../ledger/transfer-request.ts';
 import { REJECTION_REASONS, RETRY_KINDS, type RetryKind, TERMINAL_OUTCOMES } from '../ledger/vocabulary.ts';
 
 /** Every metric of ours starts with this (Prometheus naming: a common prefix, units and `_total` last). */
@@ -117,6 +118,18 @@ export const WORKER_METRICS = {
     help: 'Jobs that failed for good, by what the outcome feed got: recorded (the intake request parked, a given_up event), no_open_request (nothing: a job sent straight, or its request given up, decided or of another body already), invalid_job, superseded (redriven or retried before a later try), error (every try failed; the relay records an intake request when it finds the job failed)',
     labelNames: ['feed'],
   },
+  operations: {
+    name: `${p}operations_total`,
+    type: 'counter',
+    help: 'Terminal answers by operation kind (transfer, hold, capture, void, refund, split); outcomes_total has the same answers by outcome',
+    labelNames: ['kind'],
+  },
+  holdsExpired: {
+    name: `${p}holds_expired_total`,
+    type: 'counter',
+    help: "Holds this worker's expiry sweep released (holds_expire(), every HOLD_SWEEP_INTERVAL_MS); a capture or void that finds its hold expired releases it itself, which is not counted here",
+    labelNames: [],
+  },
   decisionDuration: {
     name: `${p}decision_duration_seconds`,
     type: 'histogram',
@@ -227,6 +240,8 @@ export class WorkerMetrics {
   private readonly busyDeferrals: WorkerMetricSet['busyDeferrals'];
   private readonly retries: WorkerMetricSet['retries'];
   private readonly givenUpJobs: WorkerMetricSet['givenUp'];
+  private readonly operations: WorkerMetricSet['operations'];
+  private readonly holdsExpired: WorkerMetricSet['holdsExpired'];
   private readonly decisionDuration: WorkerMetricSet['decisionDuration'];
   private readonly lockWait: WorkerMetricSet['lockWait'];
   private readonly jobDuration: WorkerMetricSet['jobDuration'];
@@ -261,6 +276,8 @@ export class WorkerMetrics {
     this.busyDeferrals = m.busyDeferrals;
     this.retries = m.retries;
     this.givenUpJobs = m.givenUp;
+    this.operations = m.operations;
+    this.holdsExpired = m.holdsExpired;
     this.decisionDuration = m.decisionDuration;
     this.batchSize = m.batchSize;
     this.jobDuration = m.jobDuration;
@@ -278,6 +295,8 @@ export class WorkerMetrics {
       this.busyDeferrals,
       this.retries,
       this.givenUpJobs,
+      this.operations,
+      this.holdsExpired,
     ] as Counter<string>[];
     // Every known series starts at 0, so a rate() over it works from the first scrape.
     for (const outcome of TERMINAL_OUTCOMES) this.outcomes.inc({ outcome }, 0);
@@ -285,13 +304,21 @@ export class WorkerMetrics {
     for (const when of LOCK_LOSS_MOMENTS) this.lockLosses.inc({ when }, 0);
     for (const kind of RETRY_KINDS) this.retries.inc({ kind }, 0);
     for (const feed of GIVE_UP_FEED_RESULTS) this.givenUpJobs.inc({ feed }, 0);
+    for (const kind of OPERATION_KINDS) this.operations.inc({ kind }, 0);
+    this.holdsExpired.inc(0);
     if (options.defaultMetrics === true) collectDefaultMetrics({ register: this.registry });
   }
 
   /** A terminal answer: applied, rejected (with its reason), duplicate or conflict. */
-  decided(outcome: TransferOutcome): void {
+  decided(outcome: TransferOutcome, kind: OperationKind = 'transfer'): void {
     this.outcomes.inc({ outcome: outcome.outcome });
+    this.operations.inc({ kind });
     if (outcome.outcome === 'rejected') this.rejections.inc({ reason: outcome.reason });
+  }
+
+  /** Holds released by one call of this worker's expiry sweep. */
+  holdsReleased(count: number): void {
+    if (count > 0) this.holdsExpired.inc(count);
   }
 
   invalidMessage(): void {

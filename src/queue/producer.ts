@@ -2,7 +2,12 @@
 // Every call makes new jobs (ids assigned by BullMQ), so a re-sent operation is a second job:
 // the idempotency record, not the queue, is what makes it harmless.
 import { type JobsOptions, Queue } from 'bullmq';
-import { type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
+import {
+  type OperationWire,
+  type TransferWire,
+  validateOperationRequest,
+  validateTransferRequest,
+} from '../ledger/transfer-request.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from './job-options.ts';
 import {
   type QueueShard,
@@ -65,7 +70,7 @@ export class TransferQueues {
 
 type EnqueueTarget = Queue | TransferQueues;
 
-function queueFor(target: EnqueueTarget, wire: TransferWire): Queue {
+function queueFor(target: EnqueueTarget, wire: OperationWire): Queue {
   return target instanceof TransferQueues ? target.queueOf(wire.from) : target;
 }
 
@@ -105,6 +110,50 @@ export async function enqueueTransfers(
       throw new InvalidTransferError(`transfer #${i + 1}: ${(err as Error).message}`);
     }
   });
+  return addChecked(target, data, options, onProgress);
+}
+
+/** One operation of any kind (a transfer, a hold, a capture, a void, a refund, a split). */
+export async function enqueueOperation(
+  target: EnqueueTarget,
+  wire: OperationWire,
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+  options: JobsOptions = {},
+): Promise<EnqueuedTransfer> {
+  const [enqueued] = await enqueueOperations(target, [wire], amountMax, holdExpiryMaxMs, options);
+  if (enqueued === undefined) throw new Error('BullMQ assigned no job id');
+  return enqueued;
+}
+
+/**
+ * Enqueues operations of any kind, as enqueueTransfers() does: all validated by the worker's rules
+ * first (HOLD_EXPIRY_MAX_MS for a hold's expiry), each routed by `from`, the wallet it debits, to
+ * the shard whose workers lock that wallet.
+ */
+export async function enqueueOperations(
+  target: EnqueueTarget,
+  wires: readonly OperationWire[],
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+  options: JobsOptions = {},
+  onProgress?: (done: number) => void,
+): Promise<EnqueuedTransfer[]> {
+  const data = wires.map((wire, i) => {
+    const result = validateOperationRequest(wire, amountMax, holdExpiryMaxMs);
+    if (!result.ok)
+      throw new InvalidTransferError(`${wires.length > 1 ? `operation #${i + 1}: ` : ''}${result.reason}`);
+    return wire;
+  });
+  return addChecked(target, data, options, onProgress);
+}
+
+async function addChecked(
+  target: EnqueueTarget,
+  data: readonly OperationWire[],
+  options: JobsOptions,
+  onProgress?: (done: number) => void,
+): Promise<EnqueuedTransfer[]> {
   const out: EnqueuedTransfer[] = new Array(data.length);
   let done = 0;
   for (let start = 0; start < data.length; start += ENQUEUE_BATCH_MAX) {
@@ -118,7 +167,7 @@ export async function enqueueTransfers(
     });
     for (const [queue, positions] of byQueue) {
       const jobs = await queue.addBulk(
-        positions.map((p) => ({ name: TRANSFER_JOB_NAME, data: data[p] as TransferWire, opts: options })),
+        positions.map((p) => ({ name: TRANSFER_JOB_NAME, data: data[p] as OperationWire, opts: options })),
       );
       jobs.forEach((job, i) => {
         const position = positions[i] as number;

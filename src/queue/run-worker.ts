@@ -21,6 +21,7 @@ import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient } from '../db/prisma.ts';
 import { FeedSequencer } from '../intake/feed-sequencer.ts';
+import { HoldSweeper } from '../ledger/hold-sweeper.ts';
 import type { PermanentKind } from '../ledger/vocabulary.ts';
 import { FencedLock } from '../lock/fenced-lock.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
@@ -100,6 +101,7 @@ interface QueueSide {
   readonly depthQueues: readonly Queue[];
   readonly publisher: CounterAggregatePublisher;
   readonly sequencer: FeedSequencer;
+  readonly sweeper: HoldSweeper;
 }
 
 /**
@@ -253,6 +255,7 @@ class WorkerRuntime {
     this.queueSide = side;
     side.publisher.start();
     side.sequencer.start();
+    side.sweeper.start();
     this.phase = 'running';
     if (this.gated) side.worker.run();
     this.monitor.start();
@@ -305,7 +308,8 @@ class WorkerRuntime {
       logger,
     });
     const sequencer = new FeedSequencer(prisma, config.outcomeSequenceIntervalMs, logger);
-    return { prisma, connection, lock, worker, depthQueues, publisher, sequencer };
+    const sweeper = new HoldSweeper(prisma, config.holdSweepIntervalMs, logger, (n) => metrics.holdsReleased(n));
+    return { prisma, connection, lock, worker, depthQueues, publisher, sequencer, sweeper };
   }
 
   private logStarted(): void {
@@ -385,6 +389,7 @@ class WorkerRuntime {
     const { redis } = this;
     await side?.publisher.stop();
     await side?.sequencer.stop();
+    await side?.sweeper.stop();
     await Promise.all((side?.depthQueues ?? []).map((q) => q.close().catch(() => undefined)));
     await this.server?.close();
     await side?.prisma.$disconnect().catch(() => undefined);

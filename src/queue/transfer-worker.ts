@@ -6,11 +6,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, Job, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
 import { dbCallDeadlineMs, type PrismaClient } from '../db/prisma.ts';
-import { applyTransfers } from '../ledger/apply-transfer.ts';
+import { decideOperations } from '../ledger/apply-payments.ts';
 import { type BatchStats, DecisionBatcher } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
 import { requestHash } from '../ledger/request-hash.ts';
-import { type TransferRequest, validateTransferRequest } from '../ledger/transfer-request.ts';
+import { type OperationRequest, operationKindOf, validateOperationRequest } from '../ledger/transfer-request.ts';
 import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
 import type { FencedLock } from '../lock/fenced-lock.ts';
@@ -64,7 +64,7 @@ export class RetryableTransferError extends Error {
 
 export interface ApplyContext {
   readonly job: Job;
-  readonly request: TransferRequest;
+  readonly request: OperationRequest;
   readonly token: bigint;
   readonly lease: HeldLease | null;
 }
@@ -85,7 +85,7 @@ export interface TransferWorkerHooks {
  * the batched apply_transfers(); the chaos harness plugs in a deliberately naive
  * read-modify-write here to show what the fence is for.
  */
-export type ApplyStrategy = (request: TransferRequest, token: bigint, lease: HeldLease | null) => Promise<ApplyResult>;
+export type ApplyStrategy = (request: OperationRequest, token: bigint, lease: HeldLease | null) => Promise<ApplyResult>;
 
 export interface TransferWorkerDeps {
   readonly config: Config;
@@ -182,12 +182,15 @@ export class TransferProcessor {
       skipIdempotency: deps.config.unsafe.includes('no-idempotency'),
       skipFence: deps.config.unsafe.includes('no-fencing'),
       skipLeaseCheck: deps.config.unsafe.includes('no-lease-check'),
+      skipHoldState: deps.config.unsafe.includes('double-capture'),
+      skipRefundBound: deps.config.unsafe.includes('refund-unbounded'),
+      holdExpiryMaxMs: deps.config.holdExpiryMaxMs,
     };
     this.apply = deps.apply ?? null;
     this.batcher =
       deps.apply === undefined
         ? new DecisionBatcher({
-            decide: (transfers) => applyTransfers(deps.prisma, transfers, options),
+            decide: (operations) => decideOperations(deps.prisma, operations, options),
             batchMax: deps.config.transferBatchMax,
             waitMs: deps.config.transferBatchWaitMs,
             inFlightMax: deps.config.transferBatchesInFlightMax,
@@ -231,7 +234,7 @@ export class TransferProcessor {
     };
     const verdict =
       job.name === TRANSFER_JOB_NAME
-        ? validateTransferRequest(job.data, this.deps.config.transferAmountMax)
+        ? validateOperationRequest(job.data, this.deps.config.transferAmountMax, this.deps.config.holdExpiryMaxMs)
         : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
       this.metrics.invalidMessage();
@@ -250,7 +253,7 @@ export class TransferProcessor {
         }
         const { result, token } = locked;
         if (result.outcome !== 'stale_fence') {
-          this.metrics.decided(result);
+          this.metrics.decided(result, operationKindOf(request));
           this.deps.faults?.decided();
           // Checked first: log() would build the child even when info is off.
           if (this.deps.logger.isLevelEnabled('info'))
@@ -321,7 +324,7 @@ export class TransferProcessor {
     }
   }
 
-  private async applyUnderLock(job: Job, request: TransferRequest): Promise<LockedApply> {
+  private async applyUnderLock(job: Job, request: OperationRequest): Promise<LockedApply> {
     const lockWaitStartMs = performance.now();
     const lockWaitS = () => (performance.now() - lockWaitStartMs) / 1000;
     if (this.skipLock) {
@@ -375,7 +378,7 @@ export class TransferProcessor {
   /** One transfer through the custom ApplyStrategy (no batch): last lease check, hook, decision. */
   private async decide(
     job: Job,
-    request: TransferRequest,
+    request: OperationRequest,
     token: bigint,
     leaseId: string,
     lease: HeldLease | null,
@@ -631,9 +634,9 @@ type GiveUpDeps = Pick<TransferWorkerDeps, 'prisma' | 'logger' | 'config'> & { r
  * given_up_jobs_total{feed} (GIVE_UP_FEED_RESULTS) when `deps.metrics` is given.
  */
 export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, retry?: GiveUpRetry): Promise<boolean> {
-  const valid: ReturnType<typeof validateTransferRequest> =
+  const valid: ReturnType<typeof validateOperationRequest> =
     job.name === TRANSFER_JOB_NAME
-      ? validateTransferRequest(job.data, deps.config.transferAmountMax)
+      ? validateOperationRequest(job.data, deps.config.transferAmountMax, deps.config.holdExpiryMaxMs)
       : { ok: false, reason: `job name ${JSON.stringify(job.name)} is not ${JSON.stringify(TRANSFER_JOB_NAME)}` };
   if (!valid.ok) {
     deps.metrics?.givenUp('invalid_job');

@@ -3,7 +3,7 @@
 // the next batch), an answer after the deadline is ignored, and a transfer whose lease is lost
 // while it waits for a slot leaves at once (one in flight waits for its answer, as before).
 import { describe, expect, it } from 'vitest';
-import type { FencedTransfer } from '../../src/ledger/apply-transfer.ts';
+import type { FencedOperation } from '../../src/ledger/apply-payments.ts';
 import {
   type BatchStats,
   DECISION_DEADLINE_MS_DEFAULT,
@@ -11,22 +11,23 @@ import {
   DecisionTimeoutError,
 } from '../../src/ledger/decision-batcher.ts';
 import type { ApplyResult } from '../../src/ledger/outcome.ts';
+import type { TransferRequest } from '../../src/ledger/transfer-request.ts';
 
 const DEADLINE_MS = 150;
 const LEASE_ID = '00000000-0000-4000-8000-000000000001';
 
-function request(n: number): FencedTransfer['request'] {
+function request(n: number): TransferRequest {
   return { operationId: `op-${n}`, from: 'w1', to: 'w2', amountMinor: 1n, currency: null };
 }
 
-function applied(transfers: readonly FencedTransfer[]): ApplyResult[] {
+function applied(transfers: readonly FencedOperation[]): ApplyResult[] {
   return transfers.map((t) => ({ outcome: 'applied', operationId: t.request.operationId, fence: String(t.fence) }));
 }
 
 /** A decide() whose calls the test answers (or never does). */
 function controlledDecide() {
-  const calls: { transfers: readonly FencedTransfer[]; answer: (r: ApplyResult[]) => void }[] = [];
-  const decide = (transfers: readonly FencedTransfer[]) =>
+  const calls: { transfers: readonly FencedOperation[]; answer: (r: ApplyResult[]) => void }[] = [];
+  const decide = (transfers: readonly FencedOperation[]) =>
     new Promise<ApplyResult[]>((resolve) => {
       calls.push({ transfers, answer: resolve });
     });

@@ -65,9 +65,12 @@ export function eventFingerprint(e: OutcomeEvent): string {
     e.reason,
     e.from,
     e.to,
-    e.amountMinor.toString(),
+    e.amountMinor?.toString() ?? null,
     e.currency,
     e.decidedAt.getTime(),
+    e.operation,
+    e.originalId,
+    JSON.stringify(e.detail),
   ]);
 }
 

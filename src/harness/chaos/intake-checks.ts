@@ -260,17 +260,17 @@ function sameBody(e: OutcomeEvent, r: RequestRow): boolean {
   return (
     e.from === r.from_wallet &&
     e.to === r.to_wallet &&
-    e.amountMinor === BigInt(r.amount) &&
+    e.amountMinor === (r.amount === null ? null : BigInt(r.amount)) &&
     (e.currency ?? null) === (r.currency === null ? null : r.currency.trim())
   );
 }
 
-function bodyOf(x: { from: string; to: string; amount: string; currency: string | null }): string {
-  return `${x.from}->${x.to} ${x.amount}${x.currency === null ? '' : ` ${x.currency.trim()}`}`;
+function bodyOf(x: { from: string; to: string | null; amount: string | null; currency: string | null }): string {
+  return `${x.from}->${x.to ?? ''} ${x.amount ?? ''}${x.currency === null ? '' : ` ${x.currency.trim()}`}`;
 }
 
 const eventBody = (e: OutcomeEvent) =>
-  bodyOf({ from: e.from, to: e.to, amount: e.amountMinor.toString(), currency: e.currency });
+  bodyOf({ from: e.from, to: e.to, amount: e.amountMinor?.toString() ?? null, currency: e.currency });
 const requestBody = (r: RequestRow) =>
   bodyOf({ from: r.from_wallet, to: r.to_wallet, amount: r.amount, currency: r.currency });
 

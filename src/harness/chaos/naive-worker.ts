@@ -3,6 +3,7 @@
 // It runs as a process of its own so the harness can SIGSTOP it mid-transfer.
 // Configuration comes from the same environment contract (src/config/config.ts).
 import { runCli } from '../../cli/run-cli.ts';
+import { isPaymentRequest } from '../../ledger/transfer-request.ts';
 import { runWorkerProcess } from '../../queue/run-worker.ts';
 import { naiveApply } from './naive-apply.ts';
 
@@ -10,8 +11,12 @@ await runCli(async () => {
   process.exitCode = await runWorkerProcess('naive-worker', ({ config, prisma, logger }) => {
     const fence = !config.unsafe.includes('no-fencing');
     logger.warn({ fence }, 'NAIVE APPLY: read-modify-write of absolute balances; for the chaos harness only');
-    return (request, token, lease) =>
-      naiveApply(prisma, request, token, { fence, assertHeld: () => lease?.assertHeld() });
+    return (request, token, lease) => {
+      // The naive read-modify-write knows transfers only: the chaos harness sends nothing else
+      // to a naive worker.
+      if (isPaymentRequest(request)) throw new Error(`the naive apply decides transfers only, not a ${request.kind}`);
+      return naiveApply(prisma, request, token, { fence, assertHeld: () => lease?.assertHeld() });
+    };
   });
 });
 process.exit();

@@ -114,6 +114,9 @@ const event = (
   amountMinor,
   currency: null,
   decidedAt: new Date(0),
+  operation: 'transfer',
+  originalId: null,
+  detail: null,
 });
 
 const observation = (e: OutcomeEvent, ended: FeedObservation['ended'] = 'rollback'): FeedObservation => ({

@@ -1,0 +1,189 @@
+// The decision of payments (holds, captures, voids, refunds, splits): one call of
+// apply_payments() for many, in one round trip and one commit, as applyTransfers() does for
+// transfers (the payments migration has every rule). decideOperations() is what the worker's
+// batcher calls: a batch's transfers go to apply_transfers() exactly as before, its payments to
+// apply_payments(), and each operation keeps its own answer in the batch's order.
+import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
+import type { PrismaClient } from '../db/prisma.ts';
+import {
+  type ApplyOptions,
+  applyTransfers,
+  assertFenced,
+  type DecisionRow,
+  decisionResult,
+  type FencedTransfer,
+  LedgerContractError,
+} from './apply-transfer.ts';
+import type { ApplyResult } from './outcome.ts';
+import { requestHash } from './request-hash.ts';
+import { isPaymentRequest, type OperationRequest, type PaymentRequest } from './transfer-request.ts';
+
+/** The worker's decision of payments (`regprocedure`), granted to the worker role. */
+export const PAYMENT_DECISION_FUNCTION =
+  'apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint)';
+/** The expiry sweep every worker runs (src/ledger/hold-sweeper.ts), granted to the worker role. */
+export const HOLD_SWEEP_FUNCTION = 'holds_expire(integer)';
+
+export interface PaymentOptions extends ApplyOptions {
+  /** HOLD_EXPIRY_MAX_MS: the furthest expiry a hold may ask for, checked again by the decision. */
+  readonly holdExpiryMaxMs: number;
+  /** Negative controls only (`double-capture`): a capture or void of an ended hold is not refused. */
+  readonly skipHoldState?: boolean;
+  /** Negative controls only (`refund-unbounded`): refunds may exceed their original. */
+  readonly skipRefundBound?: boolean;
+}
+
+/** One operation of any kind, the fencing token it is decided under and that token's lease. */
+export interface FencedOperation {
+  readonly request: OperationRequest;
+  readonly fence: bigint;
+  readonly leaseId: string;
+}
+
+interface PaymentRow extends DecisionRow {
+  ord: number;
+}
+
+interface PaymentColumns {
+  kinds: string[];
+  operationIds: string[];
+  hashes: string[];
+  froms: string[];
+  tos: (string | null)[];
+  amounts: (bigint | null)[];
+  currencies: (string | null)[];
+  refs: (string | null)[];
+  expiresInMs: (number | null)[];
+  expiresAt: (string | null)[];
+  legs: (string | null)[];
+  fences: bigint[];
+  leaseIds: string[];
+}
+
+function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
+  const c: PaymentColumns = {
+    kinds: [],
+    operationIds: [],
+    hashes: [],
+    froms: [],
+    tos: [],
+    amounts: [],
+    currencies: [],
+    refs: [],
+    expiresInMs: [],
+    expiresAt: [],
+    legs: [],
+    fences: [],
+    leaseIds: [],
+  };
+  for (const { request: r, fence, leaseId } of items) {
+    c.kinds.push(r.kind);
+    c.operationIds.push(r.operationId);
+    c.hashes.push(requestHash(r));
+    c.froms.push(r.from);
+    c.tos.push(r.kind === 'hold' ? r.to : null);
+    c.amounts.push(r.kind === 'hold' || r.kind === 'capture' || r.kind === 'refund' ? r.amountMinor : null);
+    c.currencies.push(r.kind === 'hold' || r.kind === 'split' ? r.currency : null);
+    c.refs.push(r.kind === 'capture' || r.kind === 'void' ? r.hold : r.kind === 'refund' ? r.original : null);
+    c.expiresInMs.push(r.kind === 'hold' ? r.expiresInMs : null);
+    c.expiresAt.push(r.kind === 'hold' ? r.expiresAt : null);
+    c.legs.push(
+      r.kind === 'split'
+        ? JSON.stringify(r.legs.map((leg) => ({ to: leg.to, amount: leg.amountMinor.toString() })))
+        : null,
+    );
+    c.fences.push(fence);
+    c.leaseIds.push(leaseId);
+  }
+  return c;
+}
+
+interface FencedPayment extends FencedOperation {
+  readonly request: PaymentRequest;
+}
+
+/**
+ * Decides many payments in one round trip and one commit, in order; one result per payment, in
+ * the same order. Each is decided on its own; an error fails the whole call, which is safe to
+ * retry (every payment in it is idempotent).
+ */
+export async function applyPayments(
+  prisma: PrismaClient,
+  payments: readonly FencedPayment[],
+  options: PaymentOptions,
+): Promise<ApplyResult[]> {
+  if (payments.length < 1 || payments.length > TRANSFER_BATCH_MAX_LIMIT) {
+    throw new RangeError(`between 1 and ${TRANSFER_BATCH_MAX_LIMIT} payments per call, got ${payments.length}`);
+  }
+  for (const p of payments) assertFenced(p.fence, p.leaseId, p.request.operationId);
+  const c = columnsOf(payments);
+  const unsafe =
+    options.skipIdempotency === true ||
+    options.skipFence === true ||
+    options.skipLeaseCheck === true ||
+    options.skipHoldState === true ||
+    options.skipRefundBound === true;
+  const rows = unsafe
+    ? await prisma.$queryRaw<PaymentRow[]>`
+        SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_payments_unsafe(
+          ${c.kinds}::text[], ${c.operationIds}::text[], ${c.hashes}::text[], ${c.froms}::text[], ${c.tos}::text[],
+          ${c.amounts}::bigint[], ${c.currencies}::text[], ${c.refs}::text[], ${c.expiresInMs}::bigint[],
+          ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
+          ${options.holdExpiryMaxMs}::bigint, ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean,
+          ${!options.skipLeaseCheck}::boolean, ${!options.skipHoldState}::boolean, ${!options.skipRefundBound}::boolean)`
+    : await prisma.$queryRaw<PaymentRow[]>`
+        SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_payments(
+          ${c.kinds}::text[], ${c.operationIds}::text[], ${c.hashes}::text[], ${c.froms}::text[], ${c.tos}::text[],
+          ${c.amounts}::bigint[], ${c.currencies}::text[], ${c.refs}::text[], ${c.expiresInMs}::bigint[],
+          ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
+          ${options.holdExpiryMaxMs}::bigint)`;
+  if (rows.length !== payments.length) {
+    throw new LedgerContractError('batch_row_count', `${rows.length} rows for ${payments.length} payments`);
+  }
+  return rows.map((row, i) => {
+    const payment = payments[i];
+    if (row.ord !== i + 1 || payment === undefined)
+      throw new LedgerContractError('batch_order', `${row.ord} at ${i + 1}`);
+    return decisionResult(row, payment.request.operationId, payment.fence);
+  });
+}
+
+/**
+ * One batch of operations of any kinds: the transfers through apply_transfers() (the decision of
+ * today, untouched), the payments through apply_payments(), both sent at once. Results in the
+ * batch's order. A batch of transfers only costs exactly what it did.
+ */
+export async function decideOperations(
+  prisma: PrismaClient,
+  items: readonly FencedOperation[],
+  options: PaymentOptions,
+): Promise<ApplyResult[]> {
+  const transfers: FencedTransfer[] = [];
+  const transferAt: number[] = [];
+  const payments: FencedPayment[] = [];
+  const paymentAt: number[] = [];
+  items.forEach((item, i) => {
+    const { request } = item;
+    if (isPaymentRequest(request)) {
+      payments.push({ request, fence: item.fence, leaseId: item.leaseId });
+      paymentAt.push(i);
+    } else {
+      transfers.push({ request, fence: item.fence, leaseId: item.leaseId });
+      transferAt.push(i);
+    }
+  });
+  if (payments.length === 0) return applyTransfers(prisma, transfers, options);
+  if (transfers.length === 0) return applyPayments(prisma, payments, options);
+  const [decidedTransfers, decidedPayments] = await Promise.all([
+    applyTransfers(prisma, transfers, options),
+    applyPayments(prisma, payments, options),
+  ]);
+  const results: ApplyResult[] = new Array(items.length);
+  transferAt.forEach((at, k) => {
+    results[at] = decidedTransfers[k] as ApplyResult;
+  });
+  paymentAt.forEach((at, k) => {
+    results[at] = decidedPayments[k] as ApplyResult;
+  });
+  return results;
+}

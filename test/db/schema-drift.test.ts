@@ -51,6 +51,8 @@ describe('the schema parser', () => {
       ['TransferRequest', 'transfer_requests'],
       ['OutcomeEvent', 'outcome_events'],
       ['OutcomeCursor', 'outcome_cursors'],
+      ['Hold', 'holds'],
+      ['SplitLeg', 'split_legs'],
     ]);
     const wallets = tables[0];
     expect(wallets?.primaryKey).toEqual(['id']);

@@ -15,7 +15,7 @@ import {
   roleUrl,
   WorkerRoleError,
 } from '../../src/db/worker-role-grants.ts';
-import { INTAKE_FUNCTION } from '../../src/intake/intake.ts';
+import { INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION } from '../../src/intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../../src/intake/outcome-feed.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
@@ -95,7 +95,9 @@ describe('npm run db:worker-role', () => {
     expect(result.privileges).toEqual(expectedWorkerPrivileges(db.name, 'public'));
     expect(result.privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
+      'FUNCTION public.apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint) EXECUTE',
       'FUNCTION public.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) EXECUTE',
+      'FUNCTION public.holds_expire(integer) EXECUTE',
       'FUNCTION public.outcome_feed_sequence(integer) EXECUTE',
       'FUNCTION public.record_transfer_given_up(text,text,text,integer) EXECUTE',
       'SCHEMA public USAGE',
@@ -214,7 +216,7 @@ describe('the decision functions', () => {
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
        WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1`);
     expect(rows.map((r) => r.signature)).toEqual(
-      [...DECISION_FUNCTIONS, INTAKE_FUNCTION, OUTCOME_FEED_FUNCTION].sort(),
+      [...DECISION_FUNCTIONS, INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION, OUTCOME_FEED_FUNCTION].sort(),
     );
     for (const r of rows) {
       expect(r.config, r.signature).toEqual(['search_path=pg_catalog, public, pg_temp']);

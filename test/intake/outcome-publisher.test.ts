@@ -89,6 +89,9 @@ describe('the outcome publisher', () => {
       amountMinor: '2',
       currency: null,
       decidedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      operation: 'transfer',
+      originalId: null,
+      detail: null,
     });
   });
 

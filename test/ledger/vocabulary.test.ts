@@ -31,7 +31,13 @@ import { RetryableTransferError } from '../../src/queue/transfer-worker.ts';
 
 const MIGRATIONS = join(PROJECT_ROOT, 'prisma', 'migrations');
 /** The functions a decision goes through: the worker calls the last three, they call the first. */
-const DECISION_FUNCTIONS = ['transfers_decide_batch', 'apply_transfers', 'apply_transfers_unsafe', 'apply_transfer'];
+const DECISION_FUNCTIONS = [
+  'transfers_decide_batch',
+  'apply_transfers',
+  'apply_transfers_unsafe',
+  'apply_transfer',
+  'payments_decide_batch',
+];
 
 /** Every migration's SQL, oldest first (the directory names start with their timestamp). */
 function migrationTexts(): string[] {

@@ -462,9 +462,10 @@ BEGIN
         ELSIF v_kind IN ('capture', 'void') THEN
             v_k := array_position(h_id, v_ref);
             v_o := array_position(o_id, v_ref);
-            IF v_k IS NULL THEN
-                v_reason := CASE WHEN v_o IS NOT NULL AND o_kind[v_o] = 'hold' AND o_status[v_o] = 'rejected'
-                                 THEN 'hold_rejected' ELSE 'hold_not_found' END;
+            IF v_k IS NULL AND v_o IS NOT NULL AND o_kind[v_o] = 'hold' AND o_status[v_o] = 'rejected' THEN
+                v_reason := 'hold_rejected';
+            ELSIF v_k IS NULL THEN
+                v_reason := 'hold_not_found';
             ELSIF h_from[v_k] <> v_from THEN
                 v_reason := 'wallet_mismatch';
             ELSIF p_check_hold_state AND h_state[v_k] = 'captured' THEN
@@ -1192,6 +1193,11 @@ BEGIN
     EXECUTE format('ALTER FUNCTION %I.holds_expire(integer) '
                    'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());
     EXECUTE format('ALTER FUNCTION %I.request_operation(jsonb, bigint) '
+                   'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());
+    -- CREATE OR REPLACE reset these two to SECURITY INVOKER; they run as their owner, as before.
+    EXECUTE format('ALTER FUNCTION %I.record_transfer_given_up(text, text, text, integer) '
+                   'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());
+    EXECUTE format('ALTER FUNCTION %I.outcome_feed_sequence(integer) '
                    'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());
     EXECUTE format('ALTER FUNCTION %I.outcome_events_after(bigint, integer) '
                    'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());

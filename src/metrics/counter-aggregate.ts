@@ -151,5 +151,6 @@ export function transferCounterSummary(totals: CounterTotals): Record<string, nu
   put('lease_lost_in_flight', totals[seriesId(`${p}lock_losses_total`, { when: 'in_flight' })]);
   put('lock_busy', totals[`${p}lock_busy_deferrals_total`]);
   put('transient_error', totals[seriesId(`${p}retries_total`, { kind: 'transient_error' })]);
+  put('holds_expired', totals[`${p}holds_expired_total`]);
   return out;
 }

@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { afterEach } from 'vitest';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import { FeedSequencer } from '../../src/intake/feed-sequencer.ts';
+import { HoldSweeper } from '../../src/ledger/hold-sweeper.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import {
   aggregateKeys,
@@ -153,6 +154,10 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       // As the worker process does (run-worker.ts): reading the feed never sequences it.
       const sequencer = new FeedSequencer(worker.prisma, workerConfig.outcomeSequenceIntervalMs, logger);
       sequencer.start();
+      const sweeper = new HoldSweeper(worker.prisma, workerConfig.holdSweepIntervalMs, logger, (n) =>
+        worker.metrics.holdsReleased(n),
+      );
+      sweeper.start();
       let closed = false;
       const handle: PipelineWorker = {
         kind: 'in-process',
@@ -162,6 +167,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
           closed = true;
           await worker.close(async () => {
             await sequencer.stop();
+            await sweeper.stop();
             await publisher.stop();
           });
         },

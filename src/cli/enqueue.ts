@@ -1,21 +1,31 @@
-// `npm run enqueue`: put transfers on the queue, one from flags, many from an NDJSON file, or
+// `npm run enqueue`: put operations on the queue, one from flags, many from an NDJSON file, or
 // a reproducible random load.
 //   -- --from A --to B --amount N [--currency EUR] [--operation-id ID]
-//   -- --file transfers.ndjson
-//   -- --random N --wallets W [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]
-// With --intake, in any of the three modes, the transfers are requested in PostgreSQL instead
-// (request_transfer(), src/intake/intake.ts), each batch in one transaction, and the relay
-// sends them to the queue; Redis is not needed. A conflict rolls its batch back and exits 1.
+//   -- --kind hold --from A --to B --amount N (--expires-in-ms MS | --expires-at T) [--currency EUR]
+//   -- --kind capture --from A --hold H [--amount N]      (--kind void: no --amount)
+//   -- --kind refund --from B --original O [--amount N]
+//   -- --kind split --from A --leg B:97 --leg C:3 [--currency EUR]
+//   -- --file operations.ndjson                           (one wire-format object per line, any kind)
+//   -- --random N --wallets W [--kind hold [--expires-in-ms MS]] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]
+// With --intake, in any of the three modes, the operations are requested in PostgreSQL instead
+// (request_transfer() and request_operation(), src/intake/intake.ts), each batch in one
+// transaction, and the relay sends them to the queue; Redis is not needed. A conflict rolls its
+// batch back and exits 1.
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { type Config, loadConfig } from '../config/config.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
-import { INTAKE_BATCH_MAX, IntakeConflictError, requestTransfers } from '../intake/intake.ts';
-import { type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
+import { INTAKE_BATCH_MAX, IntakeConflictError, requestOperations } from '../intake/intake.ts';
+import {
+  OPERATION_KINDS,
+  type OperationKind,
+  type OperationWire,
+  validateOperationRequest,
+} from '../ledger/transfer-request.ts';
 import { redactText } from '../log/redact.ts';
-import { ENQUEUE_BATCH_MAX, enqueueTransfer, enqueueTransfers, TransferQueues } from '../queue/producer.ts';
+import { ENQUEUE_BATCH_MAX, enqueueOperation, enqueueOperations, TransferQueues } from '../queue/producer.ts';
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { redisReachable } from '../queue/redis-reachable.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
@@ -24,12 +34,30 @@ import { runCli } from './run-cli.ts';
 
 const USAGE = [
   'npm run enqueue -- [--intake] --from A --to B --amount N [--currency EUR] [--operation-id ID]',
-  '       npm run enqueue -- [--intake] --file transfers.ndjson',
-  '       npm run enqueue -- [--intake] --random N --wallets W [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]',
+  '       npm run enqueue -- [--intake] --kind hold --from A --to B --amount N (--expires-in-ms MS | --expires-at T) [--currency EUR] [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind capture --from A --hold H [--amount N] [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind void --from A --hold H [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind refund --from B --original O [--amount N] [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind split --from A --leg B:N --leg C:N [--currency EUR] [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --file operations.ndjson',
+  '       npm run enqueue -- [--intake] --random N --wallets W [--kind transfer|hold] [--expires-in-ms MS] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]',
 ].join('\n');
+/** A random hold's expiry when --expires-in-ms is not given. */
+const RANDOM_HOLD_EXPIRES_IN_MS = 60_000;
 /** A line longer than this cannot be a valid transfer; it is reported without being parsed. */
 export const NDJSON_LINE_LENGTH_MAX = 4_096;
 const PROGRESS_EVERY = 10_000;
+/** The flags each kind takes: any other is named in the refusal rather than dropped. */
+const FLAGS_OF_KIND: Readonly<Record<OperationKind, readonly string[]>> = {
+  transfer: ['to', 'amount', 'currency'],
+  hold: ['to', 'amount', 'currency', 'expires-in-ms', 'expires-at'],
+  capture: ['hold', 'amount'],
+  void: ['hold'],
+  refund: ['original', 'amount'],
+  split: ['leg', 'currency'],
+};
+const KIND_FLAGS = ['to', 'amount', 'currency', 'expires-in-ms', 'expires-at', 'hold', 'original', 'leg'];
+
 
 function rate(value: string, flag: string): number {
   const n = Number(value);
@@ -54,9 +82,16 @@ await runCli(async () => {
       prefix: { type: 'string', default: 'wallet-' },
       'amount-max': { type: 'string', default: '100' },
       intake: { type: 'boolean', default: false },
+      kind: { type: 'string' },
+      hold: { type: 'string' },
+      original: { type: 'string' },
+      'expires-in-ms': { type: 'string' },
+      'expires-at': { type: 'string' },
+      leg: { type: 'string', multiple: true },
     },
     USAGE,
   );
+  const kind = kindFlag(values.kind);
   const modes = [
     values.from !== undefined || values.to !== undefined || values.amount !== undefined,
     values.file !== undefined,
@@ -64,10 +99,18 @@ await runCli(async () => {
   ].filter(Boolean).length;
   if (modes !== 1)
     throw new UsageError(`choose exactly one of --from/--to/--amount, --file, --random\nusage: ${USAGE}`);
+  if (values.file !== undefined && values.kind !== undefined)
+    throw new UsageError(`--file takes the kind from each line, not from --kind\nusage: ${USAGE}`);
+  if (values.random !== undefined && kind !== 'transfer' && kind !== 'hold')
+    throw new UsageError(
+      `--random makes transfers or holds; a ${kind} names an operation decided before: use --file or flags\nusage: ${USAGE}`,
+    );
 
   const config = loadConfig();
+  // Refused before any connection is opened.
+  const flagged = values.file === undefined && values.random === undefined ? flagOperation(values, kind, config) : null;
   if (values.intake === true) {
-    await requestThroughIntake(values, config);
+    await requestThroughIntake(values, kind, flagged, config);
     return;
   }
   const connection = bullmqConnection(config);
@@ -79,13 +122,14 @@ await runCli(async () => {
     q.on('error', (err) => process.stderr.write(`queue error: ${redactText(err.message)}\n`));
   try {
     if (values.file !== undefined) {
-      await enqueueFile(values.file, queue, config.transferAmountMax);
+      await enqueueFile(values.file, queue, config);
     } else if (values.random !== undefined) {
-      const messages = randomMessages(values);
-      const jobs = await enqueueTransfers(
+      const messages = randomMessages(values, kind);
+      const jobs = await enqueueOperations(
         queue,
         messages.map((m) => m.wire),
         config.transferAmountMax,
+        config.holdExpiryMaxMs,
         {},
         (done) => process.stderr.write(`enqueued ${done}/${messages.length}\n`),
       );
@@ -96,8 +140,10 @@ await runCli(async () => {
         })}\n`,
       );
     } else {
-      const wire = flagTransfer(values, config.transferAmountMax);
-      process.stdout.write(`${JSON.stringify(await enqueueTransfer(queue, wire, config.transferAmountMax))}\n`);
+      if (flagged === null) throw new Error('no operation from the flags');
+      process.stdout.write(
+        `${JSON.stringify(await enqueueOperation(queue, flagged, config.transferAmountMax, config.holdExpiryMaxMs))}\n`,
+      );
     }
   } finally {
     await queue.close();
@@ -105,10 +151,10 @@ await runCli(async () => {
   }
 });
 
-async function enqueueFile(path: string, queue: TransferQueues, amountMax: bigint): Promise<void> {
+async function enqueueFile(path: string, queue: TransferQueues, config: Config): Promise<void> {
   let enqueued = 0;
-  const read = await readTransferFile(path, amountMax, ENQUEUE_BATCH_MAX, async (batch, lineNumber) => {
-    enqueued += (await enqueueTransfers(queue, batch, amountMax)).length;
+  const read = await readOperationFile(path, config, ENQUEUE_BATCH_MAX, async (batch, lineNumber) => {
+    enqueued += (await enqueueOperations(queue, batch, config.transferAmountMax, config.holdExpiryMaxMs)).length;
     if (enqueued % PROGRESS_EVERY < ENQUEUE_BATCH_MAX)
       process.stderr.write(`enqueued ${enqueued} (line ${lineNumber})\n`);
   });
@@ -123,17 +169,17 @@ interface FileRead {
   invalid: { line: number; reason: string }[];
 }
 
-/** Reads an NDJSON file of transfers, reporting each invalid line, and hands on batches of valid ones. */
-async function readTransferFile(
+/** Reads an NDJSON file of operations, reporting each invalid line, and hands on batches of valid ones. */
+async function readOperationFile(
   path: string,
-  amountMax: bigint,
+  config: Config,
   batchMax: number,
-  send: (batch: TransferWire[], lineNumber: number) => Promise<void>,
+  send: (batch: OperationWire[], lineNumber: number) => Promise<void>,
 ): Promise<FileRead> {
   const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
   let lineNumber = 0;
   const invalid: { line: number; reason: string }[] = [];
-  let batch: TransferWire[] = [];
+  let batch: OperationWire[] = [];
   const flush = async () => {
     if (batch.length === 0) return;
     const sending = batch;
@@ -158,39 +204,87 @@ async function readTransferFile(
       report('not valid JSON');
       continue;
     }
-    const verdict = validateTransferRequest(parsed, amountMax);
+    const verdict = validateOperationRequest(parsed, config.transferAmountMax, config.holdExpiryMaxMs);
     if (!verdict.ok) {
       report(verdict.reason);
       continue;
     }
-    batch.push(parsed as TransferWire);
+    batch.push(parsed as OperationWire);
     if (batch.length >= batchMax) await flush();
   }
   await flush();
   return { lines: lineNumber, invalid };
 }
 
-type EnqueueFlags = Record<string, string | boolean | undefined>;
-function text(v: string | boolean | undefined): string | undefined {
+type EnqueueFlags = Record<string, string | boolean | string[] | undefined>;
+function text(v: string | boolean | string[] | undefined): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
-function flagTransfer(values: EnqueueFlags, amountMax: bigint): TransferWire {
+function kindFlag(value: string | boolean | string[] | undefined): OperationKind {
+  const kind = text(value) ?? 'transfer';
+  if (!(OPERATION_KINDS as readonly string[]).includes(kind)) {
+    throw new UsageError(`--kind must be one of ${OPERATION_KINDS.join(', ')}, got ${JSON.stringify(kind)}\nusage: ${USAGE}`);
+  }
+  return kind as OperationKind;
+}
+
+/** One operation from the flags, validated as the worker will. */
+function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config): OperationWire {
+  const given = KIND_FLAGS.filter((f) => values[f] !== undefined && !FLAGS_OF_KIND[kind].includes(f));
+  if (given.length > 0) throw new UsageError(`--${given[0]} is not a flag of a ${kind}\nusage: ${USAGE}`);
+  const operationId = text(values['operation-id']) ?? randomUUID();
+  const from = text(values.from) ?? '';
   const currency = text(values.currency);
-  const wire: TransferWire = {
-    operationId: text(values['operation-id']) ?? randomUUID(),
-    from: text(values.from) ?? '',
-    to: text(values.to) ?? '',
-    amount: text(values.amount) ?? '',
-    ...(currency === undefined ? {} : { currency }),
-  };
-  const verdict = validateTransferRequest(wire, amountMax);
+  const amount = text(values.amount);
+  const withCurrency = currency === undefined ? {} : { currency };
+  const withAmount = amount === undefined ? {} : { amount };
+  let wire: OperationWire;
+  switch (kind) {
+    case 'transfer':
+      wire = { operationId, from, to: text(values.to) ?? '', amount: amount ?? '', ...withCurrency };
+      break;
+    case 'hold': {
+      const expiresInMs = text(values['expires-in-ms']);
+      const expiresAt = text(values['expires-at']);
+      wire = {
+        kind,
+        operationId,
+        from,
+        to: text(values.to) ?? '',
+        amount: amount ?? '',
+        ...withCurrency,
+        ...(expiresInMs === undefined ? {} : { expiresInMs: integerFlag(expiresInMs, '--expires-in-ms') }),
+        ...(expiresAt === undefined ? {} : { expiresAt }),
+      };
+      break;
+    }
+    case 'capture':
+      wire = { kind, operationId, from, hold: text(values.hold) ?? '', ...withAmount };
+      break;
+    case 'void':
+      wire = { kind, operationId, from, hold: text(values.hold) ?? '' };
+      break;
+    case 'refund':
+      wire = { kind, operationId, from, original: text(values.original) ?? '', ...withAmount };
+      break;
+    case 'split': {
+      const legs = (Array.isArray(values.leg) ? values.leg : []).map((leg) => {
+        const at = leg.lastIndexOf(':');
+        if (at < 1) throw new UsageError(`--leg must be WALLET:AMOUNT, got ${JSON.stringify(leg)}`);
+        return { to: leg.slice(0, at), amount: leg.slice(at + 1) };
+      });
+      wire = { kind, operationId, from, legs, ...withCurrency };
+      break;
+    }
+  }
+  const verdict = validateOperationRequest(wire, config.transferAmountMax, config.holdExpiryMaxMs);
   if (!verdict.ok) throw new UsageError(verdict.reason);
   return wire;
 }
 
-function randomMessages(values: EnqueueFlags) {
-  return randomWorkload({
+function randomMessages(values: EnqueueFlags, kind: OperationKind): { wire: OperationWire; kind: string }[] {
+  const messages = randomWorkload({
     transfers: integerFlag(text(values.random) ?? '', '--random'),
     wallets: integerFlag(text(values.wallets) ?? '', '--wallets'),
     walletPrefix: text(values.prefix) ?? 'wallet-',
@@ -200,18 +294,27 @@ function randomMessages(values: EnqueueFlags) {
     seed: integerFlag(text(values.seed) ?? '1', '--seed'),
     operationPrefix: `rnd-${randomUUID().slice(0, 8)}-`,
   });
+  if (kind !== 'hold') return messages;
+  const expires = text(values['expires-in-ms']);
+  const expiresInMs = expires === undefined ? RANDOM_HOLD_EXPIRES_IN_MS : integerFlag(expires, '--expires-in-ms');
+  return messages.map((m) => ({ kind: m.kind, wire: { kind: 'hold', ...m.wire, expiresInMs } }));
 }
 
-/** --intake: every batch in one transaction of its own, through request_transfer(). */
-async function requestThroughIntake(values: EnqueueFlags, config: Config): Promise<void> {
+/** --intake: every batch in one transaction of its own, through request_transfer() / request_operation(). */
+async function requestThroughIntake(
+  values: EnqueueFlags,
+  kind: OperationKind,
+  flagged: OperationWire | null,
+  config: Config,
+): Promise<void> {
   const pool = createPool({ ...config, dbPoolMax: 1 });
   const client = await pool.connect();
   let requested = 0;
   let duplicate = 0;
-  const send = async (batch: TransferWire[], where: string) => {
+  const send = async (batch: OperationWire[], where: string) => {
     await client.query('BEGIN');
     try {
-      const answers = await requestTransfers(client, batch, config.transferAmountMax);
+      const answers = await requestOperations(client, batch, config.transferAmountMax, config.holdExpiryMaxMs);
       await client.query('COMMIT');
       requested += answers.filter((a) => a === 'requested').length;
       duplicate += answers.filter((a) => a === 'duplicate').length;
@@ -227,9 +330,9 @@ async function requestThroughIntake(values: EnqueueFlags, config: Config): Promi
   };
   try {
     if (values.file !== undefined) {
-      const read = await readTransferFile(
+      const read = await readOperationFile(
         text(values.file) ?? '',
-        config.transferAmountMax,
+        config,
         INTAKE_BATCH_MAX,
         async (batch, lineNumber) => {
           await send(batch, `the batch ending at line ${lineNumber}`);
@@ -242,14 +345,15 @@ async function requestThroughIntake(values: EnqueueFlags, config: Config): Promi
       );
       if (read.invalid.length > 0) process.exitCode = 2;
     } else if (values.random !== undefined) {
-      const wires = randomMessages(values).map((m) => m.wire);
+      const wires = randomMessages(values, kind).map((m) => m.wire);
       for (let start = 0; start < wires.length; start += INTAKE_BATCH_MAX) {
         await send(wires.slice(start, start + INTAKE_BATCH_MAX), `the batch from transfer #${start + 1}`);
         process.stderr.write(`requested ${requested + duplicate}/${wires.length}\n`);
       }
       process.stdout.write(`${JSON.stringify({ requested, duplicate })}\n`);
     } else {
-      const wire = flagTransfer(values, config.transferAmountMax);
+      if (flagged === null) throw new Error('no operation from the flags');
+      const wire = flagged;
       await send([wire], 'its transaction');
       process.stdout.write(`${JSON.stringify({ operationId: wire.operationId, requested, duplicate })}\n`);
     }

@@ -58,7 +58,6 @@ const FLAGS_OF_KIND: Readonly<Record<OperationKind, readonly string[]>> = {
 };
 const KIND_FLAGS = ['to', 'amount', 'currency', 'expires-in-ms', 'expires-at', 'hold', 'original', 'leg'];
 
-
 function rate(value: string, flag: string): number {
   const n = Number(value);
   if (!/^\d*\.?\d+$/.test(value) || n < 0 || n > 1) throw new UsageError(`${flag} must be a number between 0 and 1`);
@@ -224,7 +223,9 @@ function text(v: string | boolean | string[] | undefined): string | undefined {
 function kindFlag(value: string | boolean | string[] | undefined): OperationKind {
   const kind = text(value) ?? 'transfer';
   if (!(OPERATION_KINDS as readonly string[]).includes(kind)) {
-    throw new UsageError(`--kind must be one of ${OPERATION_KINDS.join(', ')}, got ${JSON.stringify(kind)}\nusage: ${USAGE}`);
+    throw new UsageError(
+      `--kind must be one of ${OPERATION_KINDS.join(', ')}, got ${JSON.stringify(kind)}\nusage: ${USAGE}`,
+    );
   }
   return kind as OperationKind;
 }

@@ -1,17 +1,22 @@
 // A worked example of the transactional intake and the outcome feed (README.md next to this
-// file): a refund service that records a refund in its own table and requests its transfer in
-// the same transaction, then learns the outcome from the feed, reading on from a cursor it
-// stores itself, and marks the refund settled. Killed at any point, it is simply started again.
+// file): a refund service that records a refund in its own table and requests it in the same
+// transaction, as a `refund` operation tied to the payment it refunds (so two refunds of one
+// payment can never return more than was paid), then learns the outcome from the feed, reading
+// on from a cursor it stores itself, and marks the refund settled or refused. Killed at any
+// point, it is simply started again.
 //
 //   DATABASE_URL=… node --import tsx examples/refund-service/refund-service.ts \
-//     --refund R1 --from wallet-1 --to wallet-2 --amount 500 [--wait-ms 30000]
+//     --refund R1 --original PAYMENT-OP --from wallet-2 [--amount 500] [--wait-ms 30000]
+//
+// --from is the wallet the refund debits: the original's destination (a transfer's `to`, a
+// captured hold's payee, or a split's leg). Without --amount, what is left of the original.
 //
 // REFUND_SERVICE_CRASH_AFTER_COMMIT=1 makes it SIGKILL itself right after the commit of the
 // refund and its request, before it has seen any outcome: the crash the intake exists for.
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { loadConfig } from '../../src/config/config.ts';
-import { requestTransfer } from '../../src/intake/intake.ts';
+import { requestOperation } from '../../src/intake/intake.ts';
 import { type OutcomeEvent, readOutcomes } from '../../src/intake/outcome-feed.ts';
 
 /** The service's own tables: in the same database, so the refund and its request commit together. */
@@ -19,9 +24,10 @@ const SCHEMA_SQL = `
   CREATE TABLE IF NOT EXISTS refund_service_refunds (
     refund_id    TEXT PRIMARY KEY,
     operation_id TEXT NOT NULL UNIQUE,
+    original_id  TEXT NOT NULL,
     from_wallet  TEXT NOT NULL,
-    to_wallet    TEXT NOT NULL,
-    amount       BIGINT NOT NULL,
+    -- Asked for, or (absent: what is left of the original) what the decision refunded.
+    amount       BIGINT,
     state        TEXT NOT NULL DEFAULT 'requested' CHECK (state IN ('requested', 'settled', 'refused')),
     outcome      TEXT,
     feed_position BIGINT,
@@ -43,17 +49,14 @@ const SCHEMA_SQL = `
 const { values } = parseArgs({
   options: {
     refund: { type: 'string' },
+    original: { type: 'string' },
     from: { type: 'string' },
-    to: { type: 'string' },
     amount: { type: 'string' },
-    currency: { type: 'string' },
     'wait-ms': { type: 'string', default: '30000' },
   },
 });
-if (!values.refund || !values.from || !values.to || !values.amount) {
-  process.stderr.write(
-    'usage: refund-service.ts --refund ID --from W --to W --amount N [--currency EUR] [--wait-ms MS]\n',
-  );
+if (!values.refund || !values.original || !values.from) {
+  process.stderr.write('usage: refund-service.ts --refund ID --original OP --from W [--amount N] [--wait-ms MS]\n');
   process.exit(2);
 }
 const refundId = values.refund;
@@ -77,26 +80,27 @@ async function transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Prom
   }
 }
 
-/** The refund and its transfer's request, in one transaction; nothing when the refund is recorded already. */
+/** The refund and its request, in one transaction; nothing when the refund is recorded already. */
 async function recordRefund(): Promise<'requested' | 'duplicate' | 'recorded before'> {
   return transaction(async (client) => {
     const inserted = await client.query(
-      `INSERT INTO refund_service_refunds (refund_id, operation_id, from_wallet, to_wallet, amount)
+      `INSERT INTO refund_service_refunds (refund_id, operation_id, original_id, from_wallet, amount)
        VALUES ($1, $2, $3, $4, $5::bigint) ON CONFLICT (refund_id) DO NOTHING`,
-      [refundId, operationId, values.from, values.to, values.amount],
+      [refundId, operationId, values.original, values.from, values.amount ?? null],
     );
     if (inserted.rowCount === 0) return 'recorded before';
     await client.query("INSERT INTO refund_service_log (refund_id, what) VALUES ($1, 'requested')", [refundId]);
-    return requestTransfer(
+    return requestOperation(
       client,
       {
+        kind: 'refund',
         operationId,
         from: values.from ?? '',
-        to: values.to ?? '',
-        amount: values.amount ?? '',
-        ...(values.currency === undefined ? {} : { currency: values.currency }),
+        original: values.original ?? '',
+        ...(values.amount === undefined ? {} : { amount: values.amount }),
       },
       config.transferAmountMax,
+      config.holdExpiryMaxMs,
     );
   });
 }
@@ -111,27 +115,30 @@ async function apply(event: OutcomeEvent): Promise<void> {
     // given_up: still open (npm run redrive). The body must be the refund's own: should another
     // producer reuse the operation id through BullMQ straight, its decision is not this refund's,
     // and the feed follows it with a `conflict` event that carries this refund's body.
-    if (event.kind !== 'given_up') {
+    // A refused refund (refund_exceeds_original: the payment was refunded already; or
+    // insufficient_funds: the payee cannot cover it now) can be asked again under a new refund id.
+    if (event.kind !== 'given_up' && event.operation === 'refund') {
       const settled = await client.query(
         `UPDATE refund_service_refunds
-            SET state = $2, outcome = $3, feed_position = $4::bigint, settled_at = now()
+            SET state = $2, outcome = $3, feed_position = $4::bigint, settled_at = now(),
+                amount = CASE WHEN $3 = 'applied' THEN coalesce(amount, $7::bigint) ELSE amount END
           WHERE operation_id = $1 AND state = 'requested'
-            AND from_wallet = $5 AND to_wallet = $6 AND amount = $7::bigint
+            AND original_id = $5 AND from_wallet = $6 AND (amount IS NULL OR amount = $7::bigint)
           RETURNING refund_id`,
         [
           event.operationId,
           event.kind === 'applied' ? 'settled' : 'refused',
           event.kind,
           event.position.toString(),
+          event.originalId,
           event.from,
-          event.to,
           event.amountMinor?.toString() ?? null,
         ],
       );
       for (const r of settled.rows as { refund_id: string }[]) {
         await client.query('INSERT INTO refund_service_log (refund_id, what) VALUES ($1, $2)', [
           r.refund_id,
-          `${event.kind === 'applied' ? 'settled' : 'refused'}: ${event.kind}`,
+          `${event.kind === 'applied' ? 'settled' : 'refused'}: ${event.kind}${event.reason === null ? '' : ` ${event.reason}`}`,
         ]);
       }
     }

@@ -1,24 +1,37 @@
-// The worked example (examples/refund-service/): a service records a refund and requests its
-// transfer in one transaction, and is killed right after the commit. The relay and a worker
-// then decide the transfer; the service, started again, learns the outcome from the feed (its
-// own cursor) and settles the refund, once. Started a third time it changes nothing.
+// The worked example (examples/refund-service/): a service records a refund and requests it (a
+// `refund` tied to the payment it refunds) in one transaction, and is killed right after the
+// commit. The relay and a worker then decide it; the service, started again, learns the outcome
+// from the feed (its own cursor) and settles the refund, once. Started a third time it changes
+// nothing. A second refund takes what is left of the payment, and a third is refused: together
+// they never return more than was paid.
 
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { relayBatch } from '../../src/intake/relay.ts';
+import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { TransferQueues } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { leaseIdFor } from '../support/lease-ids.ts';
 import { createPipeline, type Pipeline } from '../support/pipeline.ts';
 
 const EXAMPLE = 'examples/refund-service/refund-service.ts';
-const ARGS = ['--refund', 'R-17', '--from', 'w1', '--to', 'w2', '--amount', '250', '--wait-ms', '20000'];
+const PAYMENT = 'pay-17';
+const ARGS = ['--refund', 'R-17', '--original', PAYMENT, '--from', 'w2', '--amount', '100', '--wait-ms', '20000'];
 const OPERATION = 'refund:R-17';
 
 let p: Pipeline;
 beforeAll(async () => {
   p = await createPipeline();
   await p.seed(2, 1_000n, 'w');
+  // The payment being refunded: 250 from w1 to w2.
+  await applyTransfers(p.db.prisma, [
+    {
+      request: { operationId: PAYMENT, from: 'w1', to: 'w2', amountMinor: 250n, currency: null },
+      fence: 1n,
+      leaseId: leaseIdFor(1n),
+    },
+  ]);
 });
 afterAll(async () => {
   await p?.close();
@@ -57,24 +70,7 @@ it('a refund committed with its request survives SIGKILL, is relayed, decided, a
 
   // The relay (in this process) and a worker.
   await p.startWorker();
-  const connection = bullmqConnection(p.config);
-  const queues = TransferQueues.open(connection, p.config, p.config.jobAttemptsMax);
-  try {
-    const deadline = Date.now() + 30_000;
-    while (
-      (await count(
-        p.db.pg,
-        'SELECT count(*) AS n FROM transfer_requests WHERE operation_id = $1 AND decided_at IS NULL',
-      )) > 0
-    ) {
-      if (Date.now() > deadline) throw new Error('the refund transfer was not decided within 30 s');
-      await relayBatch(p.db.pg, queues, { batchMax: 100, resendAfterMs: 10_000 });
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  } finally {
-    await queues.close();
-    connection.disconnect();
-  }
+  await relayUntilDecided(OPERATION);
 
   const restarted = await runTsx(EXAMPLE, ARGS, env);
   expect(restarted.code, describeRun(restarted)).toBe(0);
@@ -90,11 +86,75 @@ it('a refund committed with its request survives SIGKILL, is relayed, decided, a
   expect(
     (await p.db.pg.query("SELECT what FROM refund_service_log WHERE refund_id = 'R-17' ORDER BY id")).rows,
   ).toEqual([{ what: 'requested' }, { what: 'settled: applied' }]);
-  expect(await p.balances()).toEqual({ w1: 750n, w2: 1_250n });
+  expect(await p.balances()).toMatchObject({ w1: 850n, w2: 1_150n });
+  expect(
+    (await p.db.pg.query('SELECT kind, original_id, amount::text FROM transfers WHERE operation_id = $1', [OPERATION]))
+      .rows,
+  ).toEqual([{ kind: 'refund', original_id: PAYMENT, amount: '100' }]);
 
   const before = await snapshot(p.db.pg);
   const again = await runTsx(EXAMPLE, ARGS, env);
   expect(again.code, describeRun(again)).toBe(0);
   expect(lastJsonLine(again)).toMatchObject({ intake: 'recorded before', state: 'settled', outcome: 'applied' });
   expect(await snapshot(p.db.pg)).toEqual(before);
+
+  // What is left (no --amount), then one more: refused, the payment is refunded in full.
+  const rest = ['--refund', 'R-18', '--original', PAYMENT, '--from', 'w2', '--wait-ms', '20000'];
+  const over = ['--refund', 'R-19', '--original', PAYMENT, '--from', 'w2', '--amount', '1', '--wait-ms', '20000'];
+  for (const [args, op] of [
+    [rest, 'refund:R-18'],
+    [over, 'refund:R-19'],
+  ] as const) {
+    const run = runTsx(EXAMPLE, [...args], env);
+    await relayUntilDecided(op);
+    const done = await run;
+    expect(done.code, describeRun(done)).toBe(0);
+  }
+  expect(
+    (await p.db.pg.query('SELECT refund_id, state, amount::text FROM refund_service_refunds ORDER BY refund_id')).rows,
+  ).toEqual([
+    { refund_id: 'R-17', state: 'settled', amount: '100' },
+    { refund_id: 'R-18', state: 'settled', amount: '150' },
+    { refund_id: 'R-19', state: 'refused', amount: '1' },
+  ]);
+  expect(
+    (await p.db.pg.query("SELECT what FROM refund_service_log WHERE refund_id = 'R-19' ORDER BY id")).rows,
+  ).toEqual([{ what: 'requested' }, { what: 'refused: rejected refund_exceeds_original' }]);
+  expect(await p.balances()).toMatchObject({ w1: 1_000n, w2: 1_000n });
 });
+
+/** Runs relay rounds (in this process) until the operation's request is decided. */
+async function relayUntilDecided(operationId: string): Promise<void> {
+  const connection = bullmqConnection(p.config);
+  const queues = TransferQueues.open(connection, p.config, p.config.jobAttemptsMax);
+  const open = async () =>
+    Number(
+      (
+        await p.db.pg.query<{ n: string }>(
+          'SELECT count(*) AS n FROM transfer_requests WHERE operation_id = $1 AND decided_at IS NULL',
+          [operationId],
+        )
+      ).rows[0]?.n,
+    );
+  try {
+    const deadline = Date.now() + 30_000;
+    // A request not yet committed counts as open: its service is starting.
+    while (
+      (await open()) > 0 ||
+      Number(
+        (
+          await p.db.pg.query<{ n: string }>('SELECT count(*) AS n FROM transfers WHERE operation_id = $1', [
+            operationId,
+          ])
+        ).rows[0]?.n,
+      ) === 0
+    ) {
+      if (Date.now() > deadline) throw new Error(`${operationId} was not decided within 30 s`);
+      await relayBatch(p.db.pg, queues, { batchMax: 100, resendAfterMs: 10_000 });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await queues.close();
+    connection.disconnect();
+  }
+}

@@ -1,0 +1,59 @@
+// The intake hashes a payment's body in SQL (request_operation()), the worker in TypeScript
+// (requestHash()): the two must agree for every kind, or a request decided through its own job
+// would look decided with another body (a spurious conflict event, a give-up refused).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { requestOperation } from '../../src/intake/intake.ts';
+import { requestHash } from '../../src/ledger/request-hash.ts';
+import { type OperationWire, validateOperationRequest } from '../../src/ledger/transfer-request.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase('ft_ophash');
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+const BODIES: OperationWire[] = [
+  { operationId: 'x-t', from: 'a', to: 'b', amount: '007', currency: 'EUR' },
+  { kind: 'transfer', operationId: 'x-tk', from: 'a', to: 'b', amount: '5' },
+  { kind: 'hold', operationId: 'x-h1', from: 'a', to: 'b', amount: '10', expiresInMs: 60_000 },
+  {
+    kind: 'hold',
+    operationId: 'x-h2',
+    from: 'a',
+    to: 'b',
+    amount: '10',
+    currency: 'EUR',
+    expiresAt: '2099-01-01T00:00:00.5Z',
+  },
+  { kind: 'capture', operationId: 'x-c1', from: 'a', hold: 'x-h1' },
+  { kind: 'capture', operationId: 'x-c2', from: 'a', hold: 'x-h1', amount: '0010' },
+  { kind: 'void', operationId: 'x-v', from: 'a', hold: 'x-h1' },
+  { kind: 'refund', operationId: 'x-r1', from: 'b', original: 'x-t' },
+  { kind: 'refund', operationId: 'x-r2', from: 'b', original: 'x-t', amount: '3' },
+  {
+    kind: 'split',
+    operationId: 'x-s',
+    from: 'a',
+    currency: 'EUR',
+    legs: [
+      { to: 'b', amount: '097' },
+      { to: 'c:1', amount: '3' },
+    ],
+  },
+];
+
+describe('request_operation() and requestHash()', () => {
+  it.each(BODIES.map((b) => [b.operationId, b] as const))('agree on %s', async (_, body) => {
+    const verdict = validateOperationRequest(body, 10n ** 18n, 604_800_000);
+    if (!verdict.ok) throw new Error(verdict.reason);
+    expect(await requestOperation(db.pg, body, 10n ** 18n, 604_800_000)).toBe('requested');
+    const { rows } = await db.pg.query<{ request_hash: string }>(
+      'SELECT request_hash::text FROM transfer_requests WHERE operation_id = $1',
+      [body.operationId],
+    );
+    expect(rows[0]?.request_hash).toBe(requestHash(verdict.request));
+  });
+});

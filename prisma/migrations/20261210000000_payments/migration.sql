@@ -220,6 +220,8 @@ DECLARE
     l_lease     UUID[] := '{}';
     l_count     INTEGER := 0;
     t_element   INTEGER[] := '{}';
+    t_status    TEXT[] := '{}';
+    t_reason    TEXT[] := '{}';
     t_to        TEXT[] := '{}';
     t_amount    BIGINT[] := '{}';
     t_original  TEXT[] := '{}';
@@ -657,6 +659,8 @@ BEGIN
         r_element[r_count] := v_i;
         t_count := t_count + 1;
         t_element[t_count] := v_i;
+        t_status[t_count] := r_status[r_count];
+        t_reason[t_count] := v_reason;
         t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to) END;
         t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
         t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
@@ -724,10 +728,10 @@ BEGIN
     WITH recorded AS (
         SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
                p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
-               p_currencies[t.element] AS currency, r.status, r.reason, p_fences[t.element] AS fence,
+               p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
                p_lease_ids[t.element] AS lease, t.detail, t.element
-          FROM unnest(t_element, t_to, t_amount, t_original, t_detail) AS t(element, to_wallet, amount, original, detail)
-          JOIN unnest(r_element, r_status, r_reason) AS r(element, status, reason) ON r.element = t.element
+          FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
+               AS t(element, status, reason, to_wallet, amount, original, detail)
     ), inserted AS (
         -- Unchecked (the negative control), an operation recorded meanwhile keeps its first record.
         INSERT INTO transfers AS t (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
@@ -749,7 +753,9 @@ BEGIN
                                  currency, detail)
     SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
            d.detail
-      FROM recorded d WHERE d.operation_id IN (SELECT i.operation_id FROM inserted i)
+      FROM recorded d
+     -- Checked, every record was inserted (or the statement failed).
+     WHERE p_check_idempotency OR EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id)
     UNION ALL
     SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
       FROM requested q WHERE q.request_hash <> q.decided_hash;

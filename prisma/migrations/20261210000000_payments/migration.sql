@@ -349,6 +349,9 @@ BEGIN
       INTO h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new, h_ended
       FROM (SELECT h.* FROM holds h WHERE h.hold_id = ANY (p_refs) ORDER BY h.hold_id FOR UPDATE) l;
     h_count := cardinality(h_id);
+    -- The time every expiry is judged by, taken once every lock is held: a capture that waited
+    -- for a lock past its hold's expiry is refused, as the sweep that ran meanwhile would have it.
+    v_now := clock_timestamp();
 
     -- Legs of the splits named, and what was refunded of each original, per payer (serialised
     -- by the payer's row lock, taken above).

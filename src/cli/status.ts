@@ -1,4 +1,5 @@
-// `npm run status -- <operationId>`: the stored outcome as JSON; exit 1 when unknown.
+// `npm run status -- <operationId>`: the stored outcome of an operation of any kind as JSON (a
+// hold with its state, a transfer, hold or split with what was refunded of it); exit 1 when unknown.
 // `npm run status` (no argument): the job counts of every queue shard, and their sum, and the
 // intake (open requests, never sent, given up, and the first GIVEN_UP_LISTED given-up operations
 // with their reason: `npm run redrive` sends them again), as JSON.
@@ -7,7 +8,7 @@ import { endPool } from '../db/pool-close.ts';
 import { createPool, createPrisma } from '../db/prisma.ts';
 import { intakeBacklog } from '../intake/relay.ts';
 import { ID_PATTERN } from '../ledger/transfer-request.ts';
-import { readTransfer } from '../ledger/transfer-status.ts';
+import { readOperation } from '../ledger/transfer-status.ts';
 import { TransferQueues } from '../queue/producer.ts';
 import { queueProgress } from '../queue/queue-drain.ts';
 import { bullmqConnection, describeRedisTarget } from '../queue/redis-connection.ts';
@@ -74,7 +75,7 @@ await runCli(async () => {
   if (!ID_PATTERN.test(operationId)) throw new UsageError('an operation id is 1-128 characters of [A-Za-z0-9._:-]');
   const prisma = createPrisma(config);
   try {
-    const record = await readTransfer(prisma, operationId);
+    const record = await readOperation(prisma, operationId);
     if (record === null) {
       process.stdout.write(`${JSON.stringify({ operationId, status: 'unknown' })}\n`);
       process.exitCode = 1;

@@ -1,46 +1,154 @@
-// Reads the stored outcome of one operation (for `npm run status`).
+// Reads the stored outcome of one operation (for `npm run status`), of any kind. A transfer's
+// record keeps the fields it always had and gains its kind, original (none) and what was
+// refunded of it; a payment's says what it refers to, and a hold or a split what became of it.
+// One statement, so the record, the hold and the refunds are read at one instant.
 import type { PrismaClient } from '../db/prisma.ts';
 import type { StoredStatus } from './vocabulary.ts';
 
-export interface TransferRecord {
+export type OperationKind = 'transfer' | 'hold' | 'capture' | 'void' | 'refund' | 'split';
+
+interface RecordFields {
   operationId: string;
   status: StoredStatus;
   reason: string | null;
   from: string;
-  to: string;
-  amount: string;
+  /** The credited wallet: a transfer's or a hold's payee, a refund's original source; none for a void or a split. */
+  to: string | null;
+  /** What moved, was held, captured, released (void) or refunded; a split's total. */
+  amount: string | null;
   currency: string | null;
   fence: string;
   createdAt: string;
+  /** The hold a capture or a void ends, the original a refund pays back; null otherwise. */
+  original: string | null;
 }
 
-export async function readTransfer(prisma: PrismaClient, operationId: string): Promise<TransferRecord | null> {
-  const rows = await prisma.$queryRaw<
-    {
-      operation_id: string;
-      status: StoredStatus;
-      reason: string | null;
-      from_wallet: string;
-      to_wallet: string;
-      amount: bigint;
-      currency: string | null;
-      fence: bigint;
-      created_at: Date;
-    }[]
-  >`
-    SELECT operation_id, status, reason, from_wallet, to_wallet, amount, currency, fence, created_at
-      FROM transfers WHERE operation_id = ${operationId}::text`;
+export interface TransferRecord extends RecordFields {
+  kind: 'transfer';
+  to: string;
+  amount: string;
+  /** Applied refunds of it so far. */
+  refunded: string;
+}
+
+export interface HoldState {
+  state: 'active' | 'captured' | 'voided' | 'expired';
+  expiresAt: string;
+  captured: string;
+  released: string;
+  /** The capture or void that ended it; null while active and when it expired. */
+  endedBy: string | null;
+  endedAt: string | null;
+}
+
+export interface HoldRecord extends RecordFields {
+  kind: 'hold';
+  /** Null for a rejected hold: nothing was held. */
+  hold: HoldState | null;
+  /** Applied refunds of its captured amount so far. */
+  refunded: string;
+}
+
+export interface SplitLeg {
+  leg: number;
+  to: string;
+  amount: string;
+  /** Applied refunds by this leg's payee so far. */
+  refunded: string;
+}
+
+export interface SplitRecord extends RecordFields {
+  kind: 'split';
+  /** Empty for a rejected split: no leg was paid. */
+  legs: SplitLeg[];
+  refunded: string;
+}
+
+export interface EndingOrRefundRecord extends RecordFields {
+  kind: 'capture' | 'void' | 'refund';
+}
+
+export type OperationRecord = TransferRecord | HoldRecord | SplitRecord | EndingOrRefundRecord;
+
+interface Row {
+  operation_id: string;
+  kind: OperationKind;
+  status: StoredStatus;
+  reason: string | null;
+  from_wallet: string;
+  to_wallet: string | null;
+  amount: bigint | null;
+  currency: string | null;
+  original_id: string | null;
+  fence: bigint;
+  created_at: Date;
+  refunded: bigint;
+  hold_state: HoldState['state'] | null;
+  expires_at: Date | null;
+  captured: bigint | null;
+  released: bigint | null;
+  ended_by: string | null;
+  ended_at: Date | null;
+  legs: SplitLeg[];
+}
+
+export async function readOperation(prisma: PrismaClient, operationId: string): Promise<OperationRecord | null> {
+  const rows = await prisma.$queryRaw<Row[]>`
+    SELECT t.operation_id, t.kind, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency,
+           t.original_id, t.fence, t.created_at,
+           (SELECT coalesce(sum(r.amount), 0)::bigint FROM transfers r
+             WHERE r.original_id = t.operation_id AND r.kind = 'refund' AND r.status = 'applied') AS refunded,
+           h.state AS hold_state, h.expires_at, h.captured, h.released, h.ended_by, h.ended_at,
+           (SELECT coalesce(json_agg(json_build_object(
+                     'leg', l.leg, 'to', l.to_wallet, 'amount', l.amount::text,
+                     'refunded', (SELECT coalesce(sum(r.amount), 0)::text FROM transfers r
+                                   WHERE r.original_id = l.operation_id AND r.kind = 'refund'
+                                     AND r.status = 'applied' AND r.from_wallet = l.to_wallet))
+                   ORDER BY l.leg), '[]'::json)
+              FROM split_legs l WHERE l.operation_id = t.operation_id) AS legs
+      FROM transfers t LEFT JOIN holds h ON t.kind = 'hold' AND h.hold_id = t.operation_id
+     WHERE t.operation_id = ${operationId}::text`;
   const row = rows[0];
-  if (row === undefined) return null;
-  return {
+  return row === undefined ? null : recordOf(row);
+}
+
+function recordOf(row: Row): OperationRecord {
+  const fields: RecordFields = {
     operationId: row.operation_id,
     status: row.status,
     reason: row.reason,
     from: row.from_wallet,
     to: row.to_wallet,
-    amount: row.amount.toString(),
+    amount: row.amount?.toString() ?? null,
     currency: row.currency,
     fence: row.fence.toString(),
     createdAt: row.created_at.toISOString(),
+    original: row.original_id,
+  };
+  const refunded = row.refunded.toString();
+  switch (row.kind) {
+    case 'transfer':
+      if (fields.to === null || fields.amount === null) {
+        throw new Error(`transfer ${row.operation_id} has no destination or amount: the schema forbids it`);
+      }
+      return { ...fields, to: fields.to, amount: fields.amount, kind: 'transfer', refunded };
+    case 'hold':
+      return { ...fields, kind: 'hold', hold: holdStateOf(row), refunded };
+    case 'split':
+      return { ...fields, kind: 'split', legs: row.legs, refunded };
+    default:
+      return { ...fields, kind: row.kind };
+  }
+}
+
+function holdStateOf(row: Row): HoldState | null {
+  if (row.hold_state === null || row.expires_at === null) return null;
+  return {
+    state: row.hold_state,
+    expiresAt: row.expires_at.toISOString(),
+    captured: (row.captured ?? 0n).toString(),
+    released: (row.released ?? 0n).toString(),
+    endedBy: row.ended_by,
+    endedAt: row.ended_at?.toISOString() ?? null,
   };
 }

@@ -85,7 +85,7 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
         await client.query('BEGIN');
         await client.query('ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_no_truncate');
         await client.query(
-          'TRUNCATE wallets, transfers, ledger_entries, transfer_requests, outcome_pending, outcome_events, outcome_cursors',
+          'TRUNCATE wallets, transfers, ledger_entries, transfer_requests, outcome_pending, outcome_events, outcome_cursors, holds, split_legs',
         );
         await client.query('ALTER TABLE ledger_entries ENABLE TRIGGER ledger_entries_no_truncate');
         await client.query('COMMIT');

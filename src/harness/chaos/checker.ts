@@ -100,6 +100,11 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   'every money movement has an operation record': 'exactly-once',
   'per wallet, debit fences never decrease in commit order': 'fence',
   'per wallet, no token was used by two leases': 'fence',
+  "each holding wallet's balance equals the sum of its wallet's active holds": 'money',
+  'every ended hold has captured + released = amount and ended once': 'exactly-once',
+  'no applied capture of a voided or expired hold, no applied void of a captured one': 'exactly-once',
+  "no refund total above its original's refundable amount": 'money',
+  "every split's legs sum to its debit": 'money',
 };
 
 function outcomeOf(

@@ -1,0 +1,150 @@
+// Payment decisions straight through SQL, below the worker and its wire format: apply_payments()
+// (every check on, as the worker calls it), apply_payments_unsafe() with some checks off (the
+// negative controls) and the expiry sweep, holds_expire(). Each operation is named by its
+// fields; its request hash is made from them, so the same fields are the same request.
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { leaseIdFor } from './lease-ids.ts';
+
+/** The default of HOLD_EXPIRY_MAX_MS: 7 days. */
+export const HOLD_EXPIRY_MAX_MS = 604_800_000;
+
+export type PaymentKind = 'hold' | 'capture' | 'void' | 'refund' | 'split';
+
+export interface PaymentOp {
+  readonly kind: PaymentKind;
+  readonly operationId: string;
+  /** The wallet the operation debits, and whose fence it carries. */
+  readonly from: string;
+  readonly to?: string;
+  readonly amount?: bigint;
+  readonly currency?: string;
+  /** The hold of a capture or a void, the original of a refund. */
+  readonly ref?: string;
+  readonly expiresInMs?: number;
+  readonly expiresAt?: Date;
+  readonly legs?: readonly { to: string; amount: bigint }[];
+  readonly fence: bigint;
+  /** By default the one lease of this token (leaseIdFor). */
+  readonly leaseId?: string;
+}
+
+export interface PaymentAnswer {
+  readonly outcome: 'applied' | 'rejected' | 'duplicate' | 'conflict' | 'stale_fence';
+  readonly status: string | null;
+  readonly reason: string | null;
+}
+
+/** The checks apply_payments_unsafe() can switch off; each one left out stays on. */
+export interface Switches {
+  readonly idempotency?: boolean;
+  readonly fence?: boolean;
+  readonly lease?: boolean;
+  readonly holdState?: boolean;
+  readonly refundBound?: boolean;
+}
+
+export type Sql = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+
+function hashOf(op: PaymentOp): string {
+  const fields = [op.kind, op.operationId, op.from, op.to, op.amount, op.currency, op.ref, op.expiresInMs];
+  const legs = (op.legs ?? []).map((l) => `${l.to}=${l.amount}`);
+  const lines = [...fields.map((f) => (f === undefined ? '' : String(f))), op.expiresAt?.toISOString() ?? '', ...legs];
+  return createHash('sha256').update(lines.join('\n')).digest('hex');
+}
+
+function columns(ops: readonly PaymentOp[]): unknown[] {
+  return [
+    ops.map((o) => o.kind),
+    ops.map((o) => o.operationId),
+    ops.map(hashOf),
+    ops.map((o) => o.from),
+    ops.map((o) => o.to ?? null),
+    ops.map((o) => (o.amount === undefined ? null : o.amount.toString())),
+    ops.map((o) => o.currency ?? null),
+    ops.map((o) => o.ref ?? null),
+    ops.map((o) => (o.expiresInMs === undefined ? null : String(o.expiresInMs))),
+    ops.map((o) => o.expiresAt?.toISOString() ?? null),
+    ops.map((o) =>
+      o.legs === undefined ? null : JSON.stringify(o.legs.map((l) => ({ to: l.to, amount: l.amount.toString() }))),
+    ),
+    ops.map((o) => o.fence.toString()),
+    ops.map((o) => o.leaseId ?? leaseIdFor(o.fence)),
+    HOLD_EXPIRY_MAX_MS,
+  ];
+}
+
+const ARGUMENTS =
+  '$1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[], ' +
+  '$9::bigint[], $10::timestamptz[], $11::jsonb[], $12::bigint[], $13::uuid[], $14::bigint';
+
+/** One call of apply_payments(): the answers in the operations' order. */
+export async function applyPayments(sql: Sql, ops: readonly PaymentOp[]): Promise<PaymentAnswer[]> {
+  const { rows } = await sql.query<PaymentAnswer>(
+    `SELECT outcome, status, reason FROM apply_payments(${ARGUMENTS}) ORDER BY ord`,
+    columns(ops),
+  );
+  return rows;
+}
+
+/** One call of apply_payments_unsafe() with the checks `off` names switched off. */
+export async function applyPaymentsUnsafe(
+  sql: Sql,
+  ops: readonly PaymentOp[],
+  off: Switches,
+): Promise<PaymentAnswer[]> {
+  const on = (check: boolean | undefined) => check !== false;
+  const { rows } = await sql.query<PaymentAnswer>(
+    `SELECT outcome, status, reason FROM apply_payments_unsafe(${ARGUMENTS}, $15, $16, $17, $18, $19) ORDER BY ord`,
+    [...columns(ops), on(off.idempotency), on(off.fence), on(off.lease), on(off.holdState), on(off.refundBound)],
+  );
+  return rows;
+}
+
+/** One answer as a short word: `applied`, `rejected:<reason>`, or the outcome. */
+export function said(answer: PaymentAnswer | undefined): string {
+  if (answer === undefined) return 'none';
+  return answer.outcome === 'rejected' ? `rejected:${answer.reason}` : answer.outcome;
+}
+
+/** The expiry sweep once: how many holds it released. */
+export async function holdsExpire(sql: Sql, limit = 1000): Promise<number> {
+  const { rows } = await sql.query<{ released: number }>('SELECT holds_expire($1) AS released', [limit]);
+  return rows[0]?.released ?? -1;
+}
+
+/** The balances of these wallets, -1 for one that does not exist. */
+export async function balancesOf(sql: Sql, ids: readonly string[]): Promise<Record<string, bigint>> {
+  const { rows } = await sql.query<{ id: string; balance: string }>(
+    'SELECT id, balance::text AS balance FROM wallets WHERE id = ANY ($1::text[])',
+    [ids],
+  );
+  const out: Record<string, bigint> = {};
+  for (const id of ids) out[id] = BigInt(rows.find((r) => r.id === id)?.balance ?? '-1');
+  return out;
+}
+
+export interface HoldRow {
+  state: string;
+  captured: string;
+  released: string;
+  ended_by: string | null;
+  expires_at: Date;
+}
+
+export async function holdOf(sql: Sql, holdId: string): Promise<HoldRow | undefined> {
+  const { rows } = await sql.query<HoldRow>(
+    'SELECT state, captured::text, released::text, ended_by, expires_at FROM holds WHERE hold_id = $1',
+    [holdId],
+  );
+  return rows[0];
+}
+
+/** How many ledger entries the operation has (the sweep's release of a hold: `$expiry:<holdId>`). */
+export async function entriesOf(sql: Sql, operationId: string): Promise<number> {
+  const { rows } = await sql.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM ledger_entries WHERE operation_id = $1',
+    [operationId],
+  );
+  return rows[0]?.n ?? -1;
+}

@@ -392,6 +392,30 @@ describe('(f) a capture and the expiry', () => {
     expect((await reconcile(db.prisma)).ok).toBe(true);
   });
 
+  it('a capture sent before the expiry that gets its locks after it is hold_expired: expiry is judged once locked', async () => {
+    await decide(hold('h1', 100n, next(), 1_000));
+    const blocker = await pool.connect();
+    const waiter = await pool.connect();
+    try {
+      const pid = (await waiter.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? -1;
+      await blocker.query('BEGIN');
+      await blocker.query("SELECT 1 FROM wallets WHERE id = 'w1' FOR UPDATE");
+      const expiresAt = (await holdOf(pool, 'h1'))?.expires_at as Date;
+      expect(expiresAt.getTime()).toBeGreaterThan(Date.now());
+      const pending = one(applyPayments(waiter, [capture('c1', 'h1')]));
+      pending.catch(() => undefined);
+      await waitUntilBlocked(pid);
+      await sleep(Math.max(0, expiresAt.getTime() - Date.now()) + 200);
+      await blocker.query('COMMIT');
+      expect(await pending).toBe('rejected:hold_expired');
+    } finally {
+      blocker.release();
+      waiter.release();
+    }
+    expect(await holdOf(pool, 'h1')).toMatchObject({ state: 'expired', released: '100', ended_by: null });
+    expect((await reconcile(db.prisma)).ok).toBe(true);
+  });
+
   it('negative control: with the hold state check off, a capture after the sweep moves the money again', async () => {
     await decide(hold('h1', 100n, next(), 1_000), hold('h2', 100n));
     await sleep(1_100);

@@ -6,7 +6,7 @@ import { relative } from 'node:path';
 import { runCli } from '../../cli/run-cli.ts';
 import { loadConfig } from '../../config/config.ts';
 import { BENCH_USAGE, parseBenchArgs } from './bench-options.ts';
-import { formatCpuTable, formatTable } from './bench-table.ts';
+import { formatCpuTable, formatPaymentsTable, formatTable } from './bench-table.ts';
 import { VerificationFailedError } from './case-result.ts';
 import { writeResults } from './results-file.ts';
 import { preflight, runBench } from './run-bench.ts';
@@ -58,6 +58,8 @@ await runCli(async () => {
   );
   const cpuTable = formatCpuTable(report.summary);
   if (cpuTable !== null) process.stdout.write(`\n${cpuTable}\n\n`);
+  const paymentsTable = formatPaymentsTable(report.summary, report);
+  if (paymentsTable !== null) process.stdout.write(`${paymentsTable}\n\n`);
   process.stdout.write(`results: ${shown(paths.json)}\nchart:   ${shown(paths.svg)}\n`);
   if (error !== null) {
     if (stop.signal.aborted) {

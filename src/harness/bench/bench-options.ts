@@ -9,7 +9,8 @@ import { COMPLETED_JOBS_KEPT_MAX } from '../../queue/job-options.ts';
 
 /**
  * What the bench can measure; `low-rate` measures two cases (batching on and off), `e2e-intake`
- * two (producer transactions of 1 and of 100 requests).
+ * two (producer transactions of 1 and of 100 requests), `e2e-payments` three (holds, their
+ * captures and splits, in one database).
  */
 export const MODES = [
   'db-ceiling',
@@ -18,6 +19,7 @@ export const MODES = [
   'seed-design',
   'queue-ceiling',
   'e2e',
+  'e2e-payments',
   'e2e-intake',
   'e2e-unbatched',
   'peer-graphile-worker',
@@ -26,7 +28,10 @@ export const MODES = [
 ] as const;
 export type Mode = (typeof MODES)[number];
 
-/** One measured thing in the results: every mode is one case, except low-rate and e2e-intake, two each. */
+/**
+ * One measured thing in the results: every mode is one case, except low-rate and e2e-intake, two
+ * each, and e2e-payments, three.
+ */
 export const CASES = [
   'db-ceiling',
   'db-ceiling-first',
@@ -34,6 +39,9 @@ export const CASES = [
   'seed-design',
   'queue-ceiling',
   'e2e',
+  'e2e-payments-hold',
+  'e2e-payments-capture',
+  'e2e-payments-split',
   'e2e-intake-1',
   'e2e-intake-100',
   'e2e-unbatched',
@@ -43,6 +51,23 @@ export const CASES = [
   'low-rate-unbatched',
 ] as const;
 export type CaseName = (typeof CASES)[number];
+
+/**
+ * The parts of e2e-payments, measured in this order in one database by one call of its runner:
+ * the holds, then the capture of each (a capture needs its hold decided), then the splits.
+ */
+export const PAYMENT_PARTS = ['e2e-payments-hold', 'e2e-payments-capture', 'e2e-payments-split'] as const;
+export type PaymentPart = (typeof PAYMENT_PARTS)[number];
+/** The operation kind each part sends. */
+export const PAYMENT_PART_KINDS: Readonly<Record<PaymentPart, 'hold' | 'capture' | 'split'>> = {
+  'e2e-payments-hold': 'hold',
+  'e2e-payments-capture': 'capture',
+  'e2e-payments-split': 'split',
+};
+/** Legs of every split of e2e-payments: each credits another wallet than the payer. */
+export const SPLIT_LEGS = 4;
+/** Wallets e2e-payments needs: a payer and the split's legs, all distinct. */
+export const PAYMENTS_WALLETS_MIN = SPLIT_LEGS + 1;
 
 export const WORKERS_MAX = 16;
 /**
@@ -223,6 +248,12 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
       BENCH_DEFAULTS.relayBatchMax,
     ),
   };
+  if (options.modes.includes('e2e-payments') && options.wallets < PAYMENTS_WALLETS_MIN) {
+    throw new UsageError(
+      `e2e-payments splits to ${SPLIT_LEGS} wallets besides the payer: --wallets must be at least ` +
+        `${PAYMENTS_WALLETS_MIN}, or leave e2e-payments out of --modes`,
+    );
+  }
   return Object.freeze(options);
 }
 
@@ -231,6 +262,33 @@ export function casesOf(modes: readonly Mode[]): CaseName[] {
   return modes.flatMap((m): CaseName[] => {
     if (m === 'low-rate') return ['low-rate', 'low-rate-unbatched'];
     if (m === 'e2e-intake') return ['e2e-intake-1', 'e2e-intake-100'];
+    if (m === 'e2e-payments') return [...PAYMENT_PARTS];
     return [m];
   });
+}
+
+export function isPaymentPart(caseName: CaseName): caseName is PaymentPart {
+  return (PAYMENT_PARTS as readonly string[]).includes(caseName);
+}
+
+/**
+ * The cases in the groups that one runner call measures, in order: one case each, except the
+ * parts of e2e-payments, one group (they share a database, and a capture needs its hold). A run
+ * reverses the groups, never the parts inside one.
+ */
+export function caseGroupsOf(cases: readonly CaseName[]): CaseName[][] {
+  const groups: CaseName[][] = [];
+  let payments: CaseName[] | null = null;
+  for (const c of cases) {
+    if (!isPaymentPart(c)) {
+      groups.push([c]);
+      continue;
+    }
+    if (payments === null) {
+      payments = [];
+      groups.push(payments);
+    }
+    payments.push(c);
+  }
+  return groups;
 }

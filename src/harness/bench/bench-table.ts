@@ -1,5 +1,6 @@
 // The table printed on stdout, as Markdown so it can be quoted in the README as printed:
 // one row per case (medians over the runs), then the ratios the acceptance reads.
+import { SPLIT_LEGS } from './bench-options.ts';
 import { type CaseSummary, intakePostgresMsPerTransfer, type MedianPercentiles, type Ratios } from './summary.ts';
 
 function ms(p: MedianPercentiles | null): string {
@@ -52,6 +53,10 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
     `slot time waiting for locks  e2e ${show(r.e2eLockWaitShareOfSlotTime)}, hot ${show(r.hotLockWaitShareOfSlotTime)}`,
     `e2eIntake1ToE2eRatio         ${show(r.e2eIntake1ToE2eRatio)}`,
     `e2eIntake100ToE2eRatio       ${show(r.e2eIntake100ToE2eRatio)}`,
+    `paymentCostToTransferRatio   ${show(r.paymentCostToTransferRatio)}`,
+    `splitCostToTransferRatio     ${show(r.splitCostToTransferRatio)}`,
+    `paymentsToE2eRatio           ${show(r.paymentsToE2eRatio)}`,
+    `splitsToE2eRatio             ${show(r.splitsToE2eRatio)}`,
   );
   return lines.join('\n');
 }
@@ -105,5 +110,35 @@ export function formatIntakeCpu(summaries: readonly CaseSummary[]): string | nul
       `| ${s.case} | ${f(p?.postgres)} | ${f(p?.bench)} | ${f(p?.machine)} | ${f(s.cpuMsPerTransfer?.postgres)} + ${f(p?.postgres)} = ${f(total)} | ${f(e2e)} | ${f(extra)} |`,
     );
   }
+  return lines.join('\n');
+}
+
+/**
+ * e2e-payments beside e2e: each part's operations/s and machine CPU ms per operation (medians
+ * over the runs), a payment (hold + capture) as one row, and each against e2e's transfer; the
+ * ratios of the last column are per run against that run's e2e (see paymentRatios), the others
+ * medians of the rows above. Null when e2e-payments did not run.
+ */
+export function formatPaymentsTable(summaries: readonly CaseSummary[], r: Ratios): string | null {
+  const part = (c: string) => summaries.find((s) => s.case === c);
+  const hold = part('e2e-payments-hold');
+  const capture = part('e2e-payments-capture');
+  const split = part('e2e-payments-split');
+  if (hold === undefined && capture === undefined && split === undefined) return null;
+  const e2e = part('e2e');
+  const f = (v: number | null | undefined, places: number) =>
+    v === null || v === undefined
+      ? ''
+      : v.toLocaleString('en-US', { minimumFractionDigits: places, maximumFractionDigits: places });
+  const machine = (s: CaseSummary | undefined) => s?.cpuMsPerTransfer?.machine ?? null;
+  const lines = [
+    '| e2e-payments | operations/s | payments/s | machine CPU ms per operation | per payment | × e2e transfer (same run) |',
+    '|---|---:|---:|---:|---:|---:|',
+    `| e2e (plain transfer) | ${f(e2e?.throughputPerS.median, 0)} | | ${f(machine(e2e), 3)} | | |`,
+    `| hold | ${f(hold?.throughputPerS.median, 0)} | | ${f(machine(hold), 3)} | | |`,
+    `| capture (whole) | ${f(capture?.throughputPerS.median, 0)} | | ${f(machine(capture), 3)} | | |`,
+    `| payment = hold + capture | | ${f(r.paymentsPerS, 0)} | | ${f(r.machineMsPerPayment, 3)} | cost ${f(r.paymentCostToTransferRatio, 3)}, rate ${f(r.paymentsToE2eRatio, 3)} |`,
+    `| split (${SPLIT_LEGS} legs) | ${f(split?.throughputPerS.median, 0)} | | ${f(machine(split), 3)} | | cost ${f(r.splitCostToTransferRatio, 3)}, rate ${f(r.splitsToE2eRatio, 3)} |`,
+  ];
   return lines.join('\n');
 }

@@ -3,8 +3,8 @@
 // sampled, and turn BullMQ's per-job timestamps into latencies.
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { TransferWire } from '../../ledger/transfer-request.ts';
-import { ENQUEUE_BATCH_MAX, enqueueTransfers } from '../../queue/producer.ts';
+import type { OperationWire, TransferWire } from '../../ledger/transfer-request.ts';
+import { ENQUEUE_BATCH_MAX, enqueueOperations, enqueueTransfers } from '../../queue/producer.ts';
 import { waitForDrain } from '../../queue/queue-drain.ts';
 import { BenchFleet, type BenchFleetSpec } from './bench-fleet.ts';
 import type { CaseContext, LatencyFigures } from './case-result.ts';
@@ -40,6 +40,29 @@ export async function enqueueStamped(
       into.jobIds.set(a.operationId, a.jobId);
     }
     onProgress?.(start + chunk.length);
+  }
+  return into;
+}
+
+/**
+ * enqueueOperations (src/queue/producer.ts) one addBulk chunk at a time, stamping each chunk, as
+ * enqueueStamped() does for transfers: the payments' producer, validated by the worker's rules.
+ */
+export async function enqueueOperationsStamped(
+  queue: Queue,
+  wires: readonly OperationWire[],
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+): Promise<Enqueued> {
+  const into = emptyEnqueued();
+  for (let start = 0; start < wires.length; start += ENQUEUE_BATCH_MAX) {
+    const chunk = wires.slice(start, start + ENQUEUE_BATCH_MAX);
+    const stampMs = Date.now();
+    const added = await enqueueOperations(queue, chunk, amountMax, holdExpiryMaxMs);
+    for (const a of added) {
+      into.enqueuedAtMs.set(a.operationId, stampMs);
+      into.jobIds.set(a.operationId, a.jobId);
+    }
   }
   return into;
 }

@@ -1,9 +1,9 @@
 // The bench run: preflight() checks the servers and the connection budget before anything is
 // measured; runBench() then does R runs of every selected case, interleaved (run 1 of every
 // case, then run 2, ...) so a change in the machine's load falls on all cases alike, and in
-// the listed order in odd runs and the reverse in even ones (caseOrder). Each case
-// verifies itself; the first failed verification stops the bench. Whatever happened, the
-// report holds what was measured.
+// the listed order in odd runs and the reverse in even ones (caseOrder; e2e-payments' three
+// parts move as one group, always in their order: caseGroupsOf). Each case verifies itself; the
+// first failed verification stops the bench. Whatever happened, the report holds what was measured.
 import { join } from 'node:path';
 import pg from 'pg';
 import { UsageError } from '../../cli/args.ts';
@@ -13,8 +13,22 @@ import { WORKER_NODE_FLAGS } from '../../config/worker-runtime.ts';
 import { withinMs } from '../../ops/probes.ts';
 import { bullmqConnection } from '../../queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';
-import { type BenchOptions, type CaseName, casesOf, type Mode } from './bench-options.ts';
-import { BENCH_AMOUNT_MAX_MINOR, benchBalanceMinor, HOT_WALLET_RATE } from './bench-workload.ts';
+import {
+  type BenchOptions,
+  type CaseName,
+  caseGroupsOf,
+  casesOf,
+  type Mode,
+  PAYMENT_PARTS,
+  SPLIT_LEGS,
+} from './bench-options.ts';
+import {
+  BENCH_AMOUNT_MAX_MINOR,
+  BENCH_HOLD_EXPIRES_IN_MS,
+  benchBalanceMinor,
+  HOT_WALLET_RATE,
+  SPLIT_LEG_AMOUNT_MAX_MINOR,
+} from './bench-workload.ts';
 import { type CaseContext, type CaseRunResult, VerificationFailedError } from './case-result.ts';
 import { runDbCeiling, runDbCeilingFirst, runDbCeilingPaired } from './db-ceiling.ts';
 import { GRAPHILE_COMPLETE_BATCH_DELAY_MS, GRAPHILE_LOCAL_QUEUE_SIZE, graphilePoolMax } from './graphile-settings.ts';
@@ -28,6 +42,7 @@ import {
   type Versions,
   versions,
 } from './machine.ts';
+import { runPaymentsCase } from './payments-case.ts';
 import { runPeerGraphile } from './peer-graphile.ts';
 import { Progress } from './progress.ts';
 import { runQueueCeiling } from './queue-ceiling.ts';
@@ -39,13 +54,20 @@ import { runWorkerCase } from './worker-cases.ts';
 /** Connections left free for everyone else on the server when the bench checks its budget. */
 export const CONNECTIONS_RESERVE = 10;
 
-const RUNNERS: Readonly<Record<CaseName, (ctx: CaseContext) => Promise<CaseRunResult>>> = {
+/**
+ * What measures each case. e2e-payments' runner measures its three parts in one call (the
+ * group of caseGroupsOf()); it is called with the group's first case.
+ */
+const RUNNERS: Readonly<Record<CaseName, (ctx: CaseContext) => Promise<CaseRunResult | CaseRunResult[]>>> = {
   'db-ceiling': runDbCeiling,
   'db-ceiling-first': runDbCeilingFirst,
   'db-ceiling-paired': runDbCeilingPaired,
   'seed-design': runSeedDesign,
   'queue-ceiling': runQueueCeiling,
   e2e: runWorkerCase,
+  'e2e-payments-hold': runPaymentsCase,
+  'e2e-payments-capture': runPaymentsCase,
+  'e2e-payments-split': runPaymentsCase,
   'e2e-intake-1': runIntakeCase,
   'e2e-intake-100': runIntakeCase,
   'e2e-unbatched': runWorkerCase,
@@ -90,9 +112,23 @@ export const DEFINITIONS = Object.freeze({
     "the relaying. enqueueToCommit starts at the producer's BEGIN. producerCpu is the producer phase's own account, " +
     'per request (bench = the producer); intake*ExtraPostgresMsPerTransfer = (pipeline postgres + producer postgres) − ' +
     "e2e's postgres, per transfer. Verified as e2e, and every request decided, none given up, one feed event each.",
+  payments:
+    'e2e-payments: three parts in one database, each measured exactly as e2e (queue filled first through ' +
+    'enqueueOperations, then the same worker fleet; throughput and CPU account over the first → last deciding ' +
+    "transaction of the part, per operation): e2e-payments-hold (e2e's transfers of the run as holds), " +
+    'e2e-payments-capture (the whole capture of each hold, enqueued once every hold was decided), ' +
+    `e2e-payments-split (a split of ${SPLIT_LEGS} legs from each of e2e's payers). A payment is a hold and its ` +
+    'capture: notes.paymentsPerS = payments / (hold span + capture span), notes.machineMsPerPayment = hold + ' +
+    'capture machine CPU ms per operation. Verified: every operation applied, every hold active after its part ' +
+    'and captured whole after the captures, every split leg recorded, every wallet (holding wallets too) at the ' +
+    'balance the operations give, the invariants hold.',
   ratios:
     'median transfers/s of one case over the median of the other (e2eToFasterCeilingRatio: e2e over the faster of ' +
-    'db-ceiling and db-ceiling-first); lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs).',
+    'db-ceiling and db-ceiling-first); lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs). ' +
+    'paymentCostToTransferRatio: machine CPU ms per payment (hold + capture) over e2e machine CPU ms per transfer, ' +
+    'splitCostToTransferRatio: machine CPU ms per split over the same, paymentsToE2eRatio: payments/s over e2e ' +
+    "transfers/s, splitsToE2eRatio: splits/s over e2e transfers/s; each of these taken per run against that run's " +
+    'e2e, then the median over the runs.',
 });
 
 export interface BenchReport {
@@ -126,6 +162,12 @@ export interface BenchReport {
   e2eIntake100ToE2eRatio: number | null;
   intake1ExtraPostgresMsPerTransfer: number | null;
   intake100ExtraPostgresMsPerTransfer: number | null;
+  paymentsPerS: number | null;
+  machineMsPerPayment: number | null;
+  paymentCostToTransferRatio: number | null;
+  splitCostToTransferRatio: number | null;
+  paymentsToE2eRatio: number | null;
+  splitsToE2eRatio: number | null;
   summary: CaseSummary[];
   readonly runs: CaseRunResult[];
 }
@@ -175,6 +217,14 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
       relayBatchMax: options.relayBatchMax,
       relayEntry: config.workerEntry.endsWith('.js') ? 'dist/cli/relay-cli.js' : 'src/cli/relay-cli.ts',
     },
+    payments: {
+      parts: [...PAYMENT_PARTS],
+      operationsPerPart: options.transfers,
+      holdExpiresInMs: Math.min(BENCH_HOLD_EXPIRES_IN_MS, config.holdExpiryMaxMs),
+      capture: 'whole hold (no amount)',
+      splitLegs: SPLIT_LEGS,
+      splitLegAmountMaxMinor: SPLIT_LEG_AMOUNT_MAX_MINOR,
+    },
     cpuProfDir: options.cpuProfDir,
     drainTimeoutS: options.drainTimeoutS,
   };
@@ -200,7 +250,11 @@ async function checkConnectionBudget(options: BenchOptions, config: Config): Pro
     needs.push(['db-ceiling/seed-design', lanes, lanesFlags]);
   if (options.modes.includes('peer-graphile-worker'))
     needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.lanes), lanesFlags]);
-  if (options.modes.some((m) => m === 'e2e' || m === 'e2e-unbatched' || m === 'hot' || m === 'low-rate')) {
+  if (
+    options.modes.some(
+      (m) => m === 'e2e' || m === 'e2e-payments' || m === 'e2e-unbatched' || m === 'hot' || m === 'low-rate',
+    )
+  ) {
     needs.push(['worker processes', options.workers * config.dbPoolMax, `--workers ${options.workers} × DB_POOL_MAX`]);
   }
   if (options.modes.includes('e2e-intake')) {
@@ -304,6 +358,12 @@ export async function runBench(
     e2eIntake100ToE2eRatio: null,
     intake1ExtraPostgresMsPerTransfer: null,
     intake100ExtraPostgresMsPerTransfer: null,
+    paymentsPerS: null,
+    machineMsPerPayment: null,
+    paymentCostToTransferRatio: null,
+    splitCostToTransferRatio: null,
+    paymentsToE2eRatio: null,
+    splitsToE2eRatio: null,
     summary: [],
     runs: [],
   };
@@ -322,21 +382,30 @@ export async function runBench(
     write(`bench ${runId}: ${cases.join(', ')} × ${options.runs} runs; worker logs in ${logRoot}`);
     const progress = new Progress(write);
     for (let run = 1; run <= options.runs; run++) {
-      for (const caseName of caseOrder(cases, run)) {
+      for (const group of caseOrder(caseGroupsOf(cases), run)) {
+        const caseName = group[0] as CaseName;
         const ctx: CaseContext = { options, config, caseName, run, runId, logRoot, progress, signal };
-        const result = await RUNNERS[caseName](ctx);
-        report.runs.push(result);
-        const t = result.throughputPerS;
-        progress.note(
-          `${t === null ? '' : `${Math.round(t)} transfers/s, `}verified: ${result.verification.ok ? 'yes' : result.verification.problems.join('; ')}`,
-        );
-        if (!result.verification.ok) throw new VerificationFailedError(result);
-        const unread = result.processes.filter((p) => p.peakRssMb === null);
-        if (unread.length > 0) {
-          throw new Error(
-            `${caseName} run ${run}: the memory of process ${unread.map((p) => p.index).join(', ')} could not be read`,
-          );
+        const measured = await RUNNERS[caseName](ctx);
+        // A group of several cases notes each of its parts itself, as it measures it.
+        const results = Array.isArray(measured) ? measured : [measured];
+        for (const result of results) {
+          report.runs.push(result);
+          const t = result.throughputPerS;
+          if (!Array.isArray(measured)) {
+            progress.note(
+              `${t === null ? '' : `${Math.round(t)} transfers/s, `}verified: ${result.verification.ok ? 'yes' : result.verification.problems.join('; ')}`,
+            );
+          }
+          if (!result.verification.ok) throw new VerificationFailedError(result);
+          const unread = result.processes.filter((p) => p.peakRssMb === null);
+          if (unread.length > 0) {
+            throw new Error(
+              `${result.case} run ${run}: the memory of process ${unread.map((p) => p.index).join(', ')} could not be read`,
+            );
+          }
         }
+        if (results.length !== group.length)
+          throw new Error(`${group.join(', ')} run ${run}: ${results.length} of ${group.length} parts measured`);
       }
     }
     report.ok = true;

@@ -25,13 +25,18 @@ const MEASURE_POOL_MAX = 2;
 /** Keys deleted per UNLINK when the case's Redis keys are removed. */
 const KEY_DELETE_BATCH = 1_000;
 
-const CASE_CODES: Readonly<Record<CaseName, string>> = {
+/** A case's code in its names; e2e-payments' parts share one database and queue, named by the mode. */
+const CASE_CODES: Readonly<Record<CaseName | 'e2e-payments', string>> = {
   'db-ceiling': 'dbc',
   'db-ceiling-first': 'dbcf',
   'db-ceiling-paired': 'dbcp',
   'seed-design': 'seed',
   'queue-ceiling': 'qc',
   e2e: 'e2e',
+  'e2e-payments': 'pay',
+  'e2e-payments-hold': 'payh',
+  'e2e-payments-capture': 'payc',
+  'e2e-payments-split': 'pays',
   'e2e-intake-1': 'ei1',
   'e2e-intake-100': 'ei100',
   'e2e-unbatched': 'e2eu',
@@ -52,7 +57,7 @@ export interface SandboxNames {
   readonly keyPrefix: string;
 }
 
-export function sandboxNames(runId: string, caseName: CaseName, run: number): SandboxNames {
+export function sandboxNames(runId: string, caseName: CaseName | 'e2e-payments', run: number): SandboxNames {
   const code = CASE_CODES[caseName];
   return {
     database: `bench_${runId}_${code}_r${run}`,

@@ -68,6 +68,21 @@ export interface Ratios {
    */
   readonly intake1ExtraPostgresMsPerTransfer: number | null;
   readonly intake100ExtraPostgresMsPerTransfer: number | null;
+  /** e2e-payments: payments (a hold and its capture) per second, median over the runs. */
+  readonly paymentsPerS: number | null;
+  /** e2e-payments: machine CPU ms of one payment (its hold's and its capture's), median over the runs. */
+  readonly machineMsPerPayment: number | null;
+  /**
+   * Machine CPU ms per payment over e2e's machine CPU ms per transfer of the same run; median
+   * over the runs. The payments' acceptance reads it (at most 2.2).
+   */
+  readonly paymentCostToTransferRatio: number | null;
+  /** Machine CPU ms per split (SPLIT_LEGS legs) over e2e's per transfer, the same way. */
+  readonly splitCostToTransferRatio: number | null;
+  /** Payments/s over e2e's transfers/s of the same run; median over the runs. */
+  readonly paymentsToE2eRatio: number | null;
+  /** Splits/s over e2e's transfers/s of the same run; median over the runs. */
+  readonly splitsToE2eRatio: number | null;
 }
 
 const round = (value: number, places: number) => Math.round(value * 10 ** places) / 10 ** places;
@@ -182,6 +197,51 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
     e2eIntake100ToE2eRatio: ratio('e2e-intake-100', 'e2e'),
     intake1ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-1'),
     intake100ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-100'),
+    ...paymentRatios(results),
+  };
+}
+
+type PaymentRatios = Pick<
+  Ratios,
+  | 'paymentsPerS'
+  | 'machineMsPerPayment'
+  | 'paymentCostToTransferRatio'
+  | 'splitCostToTransferRatio'
+  | 'paymentsToE2eRatio'
+  | 'splitsToE2eRatio'
+>;
+
+/**
+ * e2e-payments' figures: each run's payments against that run's e2e (same machine state), then
+ * the median over the runs that have both; null when either case did not run or gave no figure.
+ */
+export function paymentRatios(results: readonly CaseRunResult[]): PaymentRatios {
+  const of = (c: CaseName, run: number) => results.find((r) => r.case === c && r.run === run);
+  const note = (r: CaseRunResult | undefined, key: string) => {
+    const v = r?.notes[key];
+    return typeof v === 'number' ? v : null;
+  };
+  const runs = [...new Set(results.filter((r) => r.case.startsWith('e2e-payments-')).map((r) => r.run))];
+  const perRun = (f: (run: number) => number | null, places: number) => {
+    const m = medianOf(runs.map(f));
+    return m === null ? null : round(m, places);
+  };
+  const over = (x: number | null, y: number | null) => (x === null || y === null || y === 0 ? null : x / y);
+  const e2eMachine = (run: number) => of('e2e', run)?.cpu?.msPerTransfer.machine ?? null;
+  const e2eRate = (run: number) => of('e2e', run)?.throughputPerS ?? null;
+  return {
+    paymentsPerS: perRun((run) => note(of('e2e-payments-capture', run), 'paymentsPerS'), 1),
+    machineMsPerPayment: perRun((run) => note(of('e2e-payments-capture', run), 'machineMsPerPayment'), 3),
+    paymentCostToTransferRatio: perRun(
+      (run) => over(note(of('e2e-payments-capture', run), 'machineMsPerPayment'), e2eMachine(run)),
+      3,
+    ),
+    splitCostToTransferRatio: perRun(
+      (run) => over(of('e2e-payments-split', run)?.cpu?.msPerTransfer.machine ?? null, e2eMachine(run)),
+      3,
+    ),
+    paymentsToE2eRatio: perRun((run) => over(note(of('e2e-payments-capture', run), 'paymentsPerS'), e2eRate(run)), 3),
+    splitsToE2eRatio: perRun((run) => over(of('e2e-payments-split', run)?.throughputPerS ?? null, e2eRate(run)), 3),
   };
 }
 

@@ -1,12 +1,15 @@
 // Checks a case after it ran: every transfer ended applied (and nothing else was recorded),
 // the ledger invariants hold (src/ledger/reconciliation.ts), and the queue is drained with no job in
-// the failed set. A figure from a run that fails these is not a figure: the bench stops.
+// the failed set; for e2e-payments, also every hold, capture and split leg as sent and every wallet
+// at its expected balance. A figure from a run that fails these is not a figure: the bench stops.
 import type { Queue } from 'bullmq';
 import { OUTCOME_READ_LIMIT_MAX, readOutcomes } from '../../intake/outcome-feed.ts';
 import { reconcile } from '../../ledger/reconciliation.ts';
 import { sequenceWholeFeed } from '../chaos/intake-checks.ts';
+import { PAYMENT_PART_KINDS, type PaymentPart } from './bench-options.ts';
+import { type BenchPayments, paymentPrefixesOf } from './bench-workload.ts';
 import type { Verification } from './case-result.ts';
-import type { Sandbox } from './sandbox.ts';
+import { BENCH_WALLET_PREFIX, type Sandbox } from './sandbox.ts';
 
 export interface QueueState {
   readonly failedJobs: number;
@@ -49,6 +52,17 @@ export function verifyJobs(expected: number, state: QueueState): Verification {
   };
 }
 
+/** What is wrong with a queue after a case that sent `expected` jobs: failed, left or missing ones. */
+export function queueProblems(jobs: QueueState, expected: number): string[] {
+  const problems: string[] = [];
+  if (jobs.failedJobs > 0) problems.push(`${jobs.failedJobs} jobs failed`);
+  if (jobs.jobsLeft > 0) problems.push(`${jobs.jobsLeft} jobs still queued`);
+  if (jobs.completedJobs !== null && jobs.completedJobs !== expected) {
+    problems.push(`${jobs.completedJobs} jobs completed, expected ${expected}`);
+  }
+  return problems;
+}
+
 /**
  * Every operation with the prefix is recorded as applied, exactly `expected` of them, and the
  * invariants hold; plus, when given, the job queue's state (BullMQ or Graphile Worker).
@@ -80,13 +94,7 @@ export async function verifyLedger(
   for (const inv of report.invariants) {
     if (!inv.ok) problems.push(`invariant violated: ${inv.name} ${JSON.stringify(inv.counterexamples.slice(0, 3))}`);
   }
-  if (jobs !== null) {
-    if (jobs.failedJobs > 0) problems.push(`${jobs.failedJobs} jobs failed`);
-    if (jobs.jobsLeft > 0) problems.push(`${jobs.jobsLeft} jobs still queued`);
-    if (jobs.completedJobs !== null && jobs.completedJobs !== expected) {
-      problems.push(`${jobs.completedJobs} jobs completed, expected ${expected}`);
-    }
-  }
+  if (jobs !== null) problems.push(...queueProblems(jobs, expected));
   return {
     ok: problems.length === 0,
     expected,
@@ -148,4 +156,129 @@ export async function verifyIntake(
   if (twice > 0) problems.push(`${twice} operations with more than one feed event`);
   if (notApplied > 0) problems.push(`${notApplied} feed events not 'applied'`);
   return { problems, feedEvents: events };
+}
+
+/** The holding wallet of a payer (the payments migration's `$held:<wallet>`). */
+export function holdingWalletOf(wallet: string): string {
+  return `$held:${wallet}`;
+}
+
+/**
+ * Every wallet's balance once e2e-payments' parts up to `through` (in PAYMENT_PARTS order) have
+ * applied: `wallets` opened with `openingMinor`, every hold moved to its payer's holding wallet,
+ * every capture moved its whole hold to the payee, every split moved each leg to its wallet.
+ */
+export function expectedPaymentBalances(
+  payments: BenchPayments,
+  wallets: number,
+  openingMinor: bigint,
+  through: PaymentPart,
+): Map<string, bigint> {
+  const balances = new Map<string, bigint>();
+  for (let i = 1; i <= wallets; i++) balances.set(`${BENCH_WALLET_PREFIX}${i}`, openingMinor);
+  const move = (from: string, to: string, amount: bigint) => {
+    balances.set(from, (balances.get(from) ?? 0n) - amount);
+    balances.set(to, (balances.get(to) ?? 0n) + amount);
+  };
+  for (const h of payments.holds) move(h.from, holdingWalletOf(h.from), BigInt(h.amount));
+  if (through === 'e2e-payments-hold') return balances;
+  for (const h of payments.holds) move(holdingWalletOf(h.from), h.to, BigInt(h.amount));
+  if (through === 'e2e-payments-capture') return balances;
+  for (const s of payments.splits) for (const leg of s.legs) move(s.from, leg.to, BigInt(leg.amount));
+  return balances;
+}
+
+/** Sample of what went wrong, for a problem line: at most this many ids. */
+const EXAMPLES_MAX = 3;
+
+/**
+ * e2e-payments' own checks after one part, beside verifyLedger() over every operation sent so far:
+ * after the holds, every hold recorded as sent and active; after the captures, every hold captured
+ * whole by its own capture, and each capture recorded as moving the hold to its payee; after the
+ * splits, every leg recorded as sent. After each part, every wallet's balance (holding wallets
+ * included) is the one the operations sent so far give (expectedPaymentBalances).
+ */
+export async function verifyPaymentsPart(
+  sandbox: Sandbox,
+  part: PaymentPart,
+  payments: BenchPayments,
+  operationPrefix: string,
+  wallets: number,
+  openingMinor: bigint,
+): Promise<{ problems: string[]; applied: number }> {
+  const pool = sandbox.requirePool();
+  const prefixes = paymentPrefixesOf(operationPrefix);
+  const problems: string[] = [];
+  const n = payments.holds.length;
+  const holdIds = payments.holds.map((h) => h.operationId);
+  const count = async (sql: string, values: unknown[]): Promise<number> =>
+    Number((await pool.query<{ n: string }>(sql, values)).rows[0]?.n ?? 0);
+
+  if (part === 'e2e-payments-hold') {
+    const matching = await count(
+      `SELECT count(*) AS n
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS w(hold_id, from_wallet, to_wallet, amount)
+         JOIN holds h USING (hold_id)
+        WHERE h.from_wallet = w.from_wallet AND h.to_wallet = w.to_wallet AND h.amount = w.amount
+          AND h.state = 'active' AND h.captured = 0 AND h.released = 0 AND h.expires_at > now()`,
+      [
+        holdIds,
+        payments.holds.map((h) => h.from),
+        payments.holds.map((h) => h.to),
+        payments.holds.map((h) => h.amount),
+      ],
+    );
+    if (matching !== n) problems.push(`${n - matching} of ${n} holds not active as sent`);
+  }
+  if (part === 'e2e-payments-capture') {
+    const captured = await count(
+      `SELECT count(*) AS n
+         FROM unnest($1::text[], $2::text[]) AS w(hold_id, capture_id)
+         JOIN holds h USING (hold_id)
+         JOIN transfers t ON t.operation_id = w.capture_id
+        WHERE h.state = 'captured' AND h.captured = h.amount AND h.released = 0 AND h.ended_by = w.capture_id
+          AND t.kind = 'capture' AND t.status = 'applied' AND t.original_id = h.hold_id
+          AND t.from_wallet = h.from_wallet AND t.to_wallet = h.to_wallet AND t.amount = h.amount`,
+      [holdIds, payments.captures.map((c) => c.operationId)],
+    );
+    if (captured !== n) problems.push(`${n - captured} of ${n} holds not captured whole by their capture`);
+  }
+  if (part === 'e2e-payments-split') {
+    const legs = payments.splits.flatMap((s) => s.legs.map((leg, i) => ({ id: s.operationId, leg: i + 1, ...leg })));
+    const matching = await count(
+      `SELECT count(*) AS n
+         FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[]) AS w(operation_id, leg, to_wallet, amount)
+         JOIN split_legs l USING (operation_id, leg)
+         JOIN transfers t USING (operation_id)
+        WHERE l.to_wallet = w.to_wallet AND l.amount = w.amount AND t.kind = 'split' AND t.status = 'applied'`,
+      [legs.map((l) => l.id), legs.map((l) => l.leg), legs.map((l) => l.to), legs.map((l) => l.amount)],
+    );
+    const recorded = await count('SELECT count(*) AS n FROM split_legs WHERE starts_with(operation_id, $1)', [
+      prefixes.split,
+    ]);
+    if (matching !== legs.length || recorded !== legs.length) {
+      problems.push(`${recorded} split legs recorded, ${matching} as sent, expected ${legs.length}`);
+    }
+  }
+  // Every wallet, holding wallets included, at the balance the operations sent so far give.
+  const expected = expectedPaymentBalances(payments, wallets, openingMinor, part);
+  const { rows } = await pool.query<{ id: string; balance: string }>('SELECT id, balance::text FROM wallets');
+  const off: string[] = [];
+  const seen = new Set<string>();
+  for (const row of rows) {
+    seen.add(row.id);
+    const want = expected.get(row.id) ?? 0n;
+    if (BigInt(row.balance) !== want) off.push(`${row.id} ${row.balance} (expected ${want})`);
+  }
+  for (const [id, want] of expected) if (!seen.has(id) && want !== 0n) off.push(`${id} missing (expected ${want})`);
+  if (off.length > 0) {
+    problems.push(`${off.length} wallets off their expected balance: ${off.slice(0, EXAMPLES_MAX).join(', ')}`);
+  }
+  const partPrefix = prefixes[PAYMENT_PART_KINDS[part]];
+  const applied = await count(
+    "SELECT count(*) AS n FROM transfers WHERE starts_with(operation_id, $1) AND status = 'applied' AND kind = $2",
+    [partPrefix, PAYMENT_PART_KINDS[part]],
+  );
+  if (applied !== n) problems.push(`${applied} ${PAYMENT_PART_KINDS[part]}s applied, expected ${n}`);
+  return { problems, applied };
 }

@@ -6,6 +6,7 @@ import {
   BENCH_QUICK,
   casesOf,
   MODES,
+  PAYMENT_PARTS,
   parseBenchArgs,
 } from '../../../src/harness/bench/bench-options.ts';
 
@@ -36,6 +37,19 @@ describe('bench options', () => {
     const o = parseBenchArgs(['--modes', 'e2e-intake,e2e', '--relays', '2', '--relay-batch-max', '1000']);
     expect(casesOf(o.modes)).toEqual(['e2e', 'e2e-intake-1', 'e2e-intake-100']);
     expect(o).toMatchObject({ relays: 2, relayBatchMax: 1_000 });
+  });
+
+  it('e2e-payments is three cases, holds, captures and splits, in every run by default', () => {
+    expect(casesOf(parseBenchArgs([]).modes)).toEqual(expect.arrayContaining([...PAYMENT_PARTS]));
+    const o = parseBenchArgs(['--modes', 'e2e-payments,e2e']);
+    expect(casesOf(o.modes)).toEqual(['e2e', 'e2e-payments-hold', 'e2e-payments-capture', 'e2e-payments-split']);
+  });
+
+  it('refuses too few wallets for a split of four legs, only when e2e-payments runs', () => {
+    expect(() => parseBenchArgs(['--wallets', '4'])).toThrow(/--wallets must be at least 5/);
+    expect(() => parseBenchArgs(['--modes', 'e2e-payments', '--wallets', '4'])).toThrow(UsageError);
+    expect(parseBenchArgs(['--modes', 'e2e-payments', '--wallets', '5']).wallets).toBe(5);
+    expect(parseBenchArgs(['--modes', 'e2e', '--wallets', '2']).wallets).toBe(2);
   });
 
   it('--quick shrinks the sizes and runs once; explicit flags still win', () => {

@@ -1,7 +1,8 @@
 // `npm run bench -- --quick` as CI runs it: the real CLI as a child process, every mode once on
 // small sizes against the configured Redis and PostgreSQL. Checks that it works, that every
 // transfer of every case ended applied with the invariants holding, that the results file has
-// every field the issue names (the intake cases' too: every request decided, one feed event each), and that it left no database, queue or key behind. No speed is
+// every field the issue names (the intake cases' too: every request decided, one feed event each;
+// e2e-payments' three parts and their ratios to e2e), and that it left no database, queue or key behind. No speed is
 // asserted: the figures of a quick run on a shared machine mean nothing.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,12 +10,12 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, withDatabase } from '../../../src/config/config.ts';
-import { BENCH_DEFAULTS, CASES } from '../../../src/harness/bench/bench-options.ts';
+import { BENCH_DEFAULTS, CASES, PAYMENT_PARTS } from '../../../src/harness/bench/bench-options.ts';
 import type { BenchReport } from '../../../src/harness/bench/run-bench.ts';
 import { bullmqConnection } from '../../../src/queue/redis-connection.ts';
 import { describeRun, runCommand } from '../../support/cli-process.ts';
 
-/** About 60 s alone on the 2-core machine; more while other test files run beside it. */
+/** About 60 s alone on the 2-core machine before e2e-payments (three more worker fleets); more while other test files run beside it. */
 const BENCH_TIMEOUT_MS = 360_000;
 
 const RATIO_FIELDS = [
@@ -29,11 +30,15 @@ const RATIO_FIELDS = [
   'e2eIntake100ToE2eRatio',
   'intake1ExtraPostgresMsPerTransfer',
   'intake100ExtraPostgresMsPerTransfer',
+  'paymentsPerS',
+  'paymentsToE2eRatio',
+  'splitsToE2eRatio',
 ] as const;
 const INTAKE_CASES = ['e2e-intake-1', 'e2e-intake-100'];
 const PROCESS_CASES = [
   'queue-ceiling',
   'e2e',
+  ...PAYMENT_PARTS,
   'e2e-intake-1',
   'e2e-intake-100',
   'e2e-unbatched',
@@ -114,6 +119,20 @@ describe('npm run bench -- --quick', () => {
         expect(intake?.latencyMs.enqueueToCommit?.n, name).toBe(intake?.transfers);
       }
       expect(result.stdout).toContain('| intake case | producer phase CPU ms per request: postgres |');
+      // e2e-payments: each part as many operations as e2e has transfers, all applied (and verified
+      // as held, captured and split); a payment's rate and, where both have an account, its cost.
+      for (const name of PAYMENT_PARTS) {
+        const part = report.runs.find((r) => r.case === name);
+        expect(part?.transfers, name).toBe(report.parameters.transfers);
+        expect(part?.latencyMs.enqueueToCommit?.n, name).toBe(part?.transfers);
+      }
+      const capture = report.runs.find((r) => r.case === 'e2e-payments-capture');
+      expect(capture?.notes.paymentsPerS).toBe(report.paymentsPerS);
+      const e2eRun = report.runs.find((r) => r.case === 'e2e');
+      if (e2eRun?.cpu && capture?.cpu && report.runs.find((r) => r.case === 'e2e-payments-hold')?.cpu) {
+        expect(report.paymentCostToTransferRatio).toBeGreaterThan(0);
+      }
+      expect(result.stdout).toContain('| e2e-payments | operations/s | payments/s |');
       // The paired case ran both functions, each in at least one block, and gave their ratio.
       const paired = report.runs.find((r) => r.case === 'db-ceiling-paired');
       expect(paired?.notes.blocks).toBeGreaterThanOrEqual(2);

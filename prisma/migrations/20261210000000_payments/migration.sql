@@ -313,14 +313,17 @@ BEGIN
      WHERE t.operation_id = ANY (SELECT r FROM unnest(p_refs) r WHERE r IS NOT NULL);
     o_count := cardinality(o_id);
 
-    -- A wallet's first hold makes its holding wallet.
-    INSERT INTO wallets (id, currency, balance)
-    SELECT '$held:' || w.id, w.currency, 0
-      FROM wallets w
-     WHERE w.id IN (SELECT p_froms[i] FROM generate_subscripts(p_kinds, 1) i WHERE p_kinds[i] = 'hold')
-       AND NOT EXISTS (SELECT 1 FROM wallets h WHERE h.id = '$held:' || w.id)
-     ORDER BY w.id
-    ON CONFLICT (id) DO NOTHING;
+    -- A wallet's first hold makes its holding wallet. (Each statement below that only some kinds
+    -- need is skipped by batches without them: a batch pays for what it decides.)
+    IF 'hold' = ANY (p_kinds) THEN
+        INSERT INTO wallets (id, currency, balance)
+        SELECT '$held:' || w.id, w.currency, 0
+          FROM wallets w
+         WHERE w.id IN (SELECT p_froms[i] FROM generate_subscripts(p_kinds, 1) i WHERE p_kinds[i] = 'hold')
+           AND NOT EXISTS (SELECT 1 FROM wallets h WHERE h.id = '$held:' || w.id)
+         ORDER BY w.id
+        ON CONFLICT (id) DO NOTHING;
+    END IF;
 
     -- Every wallet the batch may touch: sources, their holding wallets, payees, the holds'
     -- payees, the originals' sources (a refund's payee) and the splits' legs.
@@ -355,16 +358,21 @@ BEGIN
 
     -- Legs of the splits named, and what was refunded of each original, per payer (serialised
     -- by the payer's row lock, taken above).
-    SELECT coalesce(array_agg(s.operation_id), '{}'), coalesce(array_agg(s.to_wallet), '{}'),
-           coalesce(array_agg(s.amount), '{}'), coalesce(array_agg(s.leg), '{}'), coalesce(array_agg(FALSE), '{}')
-      INTO s_op, s_to, s_amount, s_leg, s_new
-      FROM split_legs s WHERE s.operation_id = ANY (p_refs);
+    IF 'refund' = ANY (p_kinds) THEN
+        SELECT coalesce(array_agg(s.operation_id), '{}'), coalesce(array_agg(s.to_wallet), '{}'),
+               coalesce(array_agg(s.amount), '{}'), coalesce(array_agg(s.leg), '{}'), coalesce(array_agg(FALSE), '{}')
+          INTO s_op, s_to, s_amount, s_leg, s_new
+          FROM split_legs s WHERE s.operation_id = ANY (p_refs);
+        SELECT coalesce(array_agg(t.original_id || E'\n' || t.from_wallet), '{}'), coalesce(array_agg(t.total), '{}')
+          INTO f_key, f_sum
+          FROM (SELECT r.original_id, r.from_wallet, sum(r.amount)::BIGINT AS total FROM transfers r
+                 WHERE r.original_id = ANY (p_refs) AND r.kind = 'refund' AND r.status = 'applied'
+                 GROUP BY r.original_id, r.from_wallet) t;
+    ELSE
+        s_op := '{}'; s_to := '{}'; s_amount := '{}'; s_leg := '{}'; s_new := '{}';
+        f_key := '{}'; f_sum := '{}';
+    END IF;
     s_count := cardinality(s_op);
-    SELECT coalesce(array_agg(t.original_id || E'\n' || t.from_wallet), '{}'), coalesce(array_agg(t.total), '{}')
-      INTO f_key, f_sum
-      FROM (SELECT r.original_id, r.from_wallet, sum(r.amount)::BIGINT AS total FROM transfers r
-             WHERE r.original_id = ANY (p_refs) AND r.kind = 'refund' AND r.status = 'applied'
-             GROUP BY r.original_id, r.from_wallet) t;
     f_count := cardinality(f_key);
 
     IF p_check_idempotency THEN
@@ -707,22 +715,28 @@ BEGIN
                AS e(op, wallet, kind, amount, fence, lease, n)
          ORDER BY e.n;
     END IF;
-    INSERT INTO holds (hold_id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released,
-                       ended_by, ended_at)
-    SELECT h.id, h.from_wallet, h.to_wallet, h.amount, h.currency, h.expires_at, h.state, h.captured, h.released,
-           h.ended_by, CASE WHEN h.state <> 'active' THEN v_now END
-      FROM unnest(h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new)
-           AS h(id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released, ended_by, is_new)
-     WHERE h.is_new;
-    UPDATE holds h
-       SET state = u.state, captured = u.captured, released = u.released, ended_by = u.ended_by, ended_at = v_now
-      FROM unnest(h_id, h_state, h_captured, h_released, h_ended_by, h_new, h_ended)
-           AS u(id, state, captured, released, ended_by, is_new, ended)
-     WHERE h.hold_id = u.id AND u.ended AND NOT u.is_new;
-    INSERT INTO split_legs (operation_id, leg, to_wallet, amount)
-    SELECT s.op, s.leg, s.to_wallet, s.amount
-      FROM unnest(s_op, s_leg, s_to, s_amount, s_new) AS s(op, leg, to_wallet, amount, is_new)
-     WHERE s.is_new;
+    IF 'hold' = ANY (p_kinds) THEN
+        INSERT INTO holds (hold_id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released,
+                           ended_by, ended_at)
+        SELECT h.id, h.from_wallet, h.to_wallet, h.amount, h.currency, h.expires_at, h.state, h.captured, h.released,
+               h.ended_by, CASE WHEN h.state <> 'active' THEN v_now END
+          FROM unnest(h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new)
+               AS h(id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released, ended_by, is_new)
+         WHERE h.is_new;
+    END IF;
+    IF 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) THEN
+        UPDATE holds h
+           SET state = u.state, captured = u.captured, released = u.released, ended_by = u.ended_by, ended_at = v_now
+          FROM unnest(h_id, h_state, h_captured, h_released, h_ended_by, h_new, h_ended)
+               AS u(id, state, captured, released, ended_by, is_new, ended)
+         WHERE h.hold_id = u.id AND u.ended AND NOT u.is_new;
+    END IF;
+    IF 'split' = ANY (p_kinds) THEN
+        INSERT INTO split_legs (operation_id, leg, to_wallet, amount)
+        SELECT s.op, s.leg, s.to_wallet, s.amount
+          FROM unnest(s_op, s_leg, s_to, s_amount, s_new) AS s(op, leg, to_wallet, amount, is_new)
+         WHERE s.is_new;
+    END IF;
 
     -- The records, then what they decide: the intake's request closed and one event each; an
     -- expiry released here has its own event. Checked, a plain INSERT: under the advisory locks

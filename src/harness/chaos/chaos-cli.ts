@@ -5,7 +5,7 @@
 import { relative } from 'node:path';
 import { runCli } from '../../cli/run-cli.ts';
 import { CHAOS_USAGE, parseChaosArgs } from './chaos-options.ts';
-import type { RunFigures } from './report.ts';
+import { paymentSummary, type RunFigures } from './report.ts';
 import { runChaos } from './run-chaos.ts';
 
 function failoverLine(f: RunFigures): string {
@@ -86,6 +86,7 @@ await runCli(async () => {
       (failed.length > 0 ? `  failed checks: ${failed.join('; ')}\n` : '') +
       failoverLine(f) +
       intakeLine(f) +
+      (f.payments === undefined ? '' : `  payments: ${paymentSummary(f.payments)}\n`) +
       `  report: ${relative(process.cwd(), result.outDir) || '.'}/report.md\n`,
   );
   if (!result.pass) process.exitCode = 1;

@@ -3,8 +3,8 @@
 // acknowledge, and records each message sent under its job in the history.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CONFIG_DEFAULTS } from '../../config/config.ts';
-import type { TransferWire } from '../../ledger/transfer-request.ts';
-import { enqueueTransfers, type TransferQueues } from '../../queue/producer.ts';
+import type { OperationWire } from '../../ledger/transfer-request.ts';
+import { enqueueOperations, type TransferQueues } from '../../queue/producer.ts';
 import type { QueueProgress } from '../../queue/queue-drain.ts';
 import type { QueueShard } from '../../queue/queue-shards.ts';
 import type { ChaosMessage } from './chaos-workload.ts';
@@ -19,6 +19,7 @@ export const ENQUEUE_TICK_MS = 100;
 export const PRODUCER_RETRY_TIMEOUT_MS = 60_000;
 export const PRODUCER_RETRY_DELAY_MS = 250;
 const AMOUNT_MAX = BigInt(CONFIG_DEFAULTS.TRANSFER_AMOUNT_MAX);
+export const HOLD_EXPIRY_MAX_MS = Number(CONFIG_DEFAULTS.HOLD_EXPIRY_MAX_MS);
 
 /** What the progress line shows; the run's steps update it. */
 export interface Progress {
@@ -72,7 +73,8 @@ function record(to: SentRecord, message: ChaosMessage, jobId: string, triedAtMs:
   to.firstTryMs?.set(jobId, triedAtMs);
   if (message.kind !== 'invalid' && message.operationId !== null) to.acknowledged?.add(message.operationId);
   to.progress.enqueued = to.sent.size;
-  const wire = message.kind === 'invalid' ? null : (message.data as TransferWire);
+  const wire =
+    message.kind === 'invalid' ? null : (message.data as Partial<Record<'kind' | 'from' | 'to' | 'amount', string>>);
   to.history.write({
     type: 'enqueue',
     jobId,
@@ -80,7 +82,9 @@ function record(to: SentRecord, message: ChaosMessage, jobId: string, triedAtMs:
     kind: message.kind,
     operationId: message.operationId,
     ...(message.defect === null ? {} : { defect: message.defect }),
-    ...(wire === null ? {} : { effect: { from: wire.from, to: wire.to, amount: wire.amount } }),
+    ...(wire === null
+      ? {}
+      : { effect: { kind: wire.kind ?? 'transfer', from: wire.from, to: wire.to, amount: wire.amount } }),
   });
 }
 
@@ -117,10 +121,11 @@ export async function sendSlice(queues: TransferQueues, slice: readonly ChaosMes
     const triedAtMs = history.nowMs();
     const done = await producerRetry(
       () =>
-        enqueueTransfers(
+        enqueueOperations(
           queues,
-          batch.map((m) => m.data as TransferWire),
+          batch.map((m) => m.data as OperationWire),
           AMOUNT_MAX,
+          HOLD_EXPIRY_MAX_MS,
         ),
       progress,
     );

@@ -91,10 +91,14 @@ export class ChaosFleet {
         const pgProxy = await FaultProxy.start(`worker-${index}:postgres`, pgTarget.host, pgTarget.port);
         // The real worker logs in as the least-privilege role. The negative controls that need
         // the owner keep the owner's URL: the naive worker reads and writes the tables itself,
-        // and switching a database check off goes through apply_transfers_unsafe(), which the
+        // and switching a database check off goes through apply_transfers_unsafe() (apply_payments_unsafe()), which the
         // worker role may never call.
         const asOwner =
-          options.apply === 'naive' || options.unsafe === 'no-idempotency' || options.unsafe === 'no-fencing';
+          options.apply === 'naive' ||
+          options.unsafe === 'no-idempotency' ||
+          options.unsafe === 'no-fencing' ||
+          options.unsafe === 'double-capture' ||
+          options.unsafe === 'refund-unbounded';
         const databaseUrl = new URL(asOwner ? services.databaseUrl : services.workerDatabaseUrl);
         databaseUrl.hostname = '127.0.0.1';
         databaseUrl.port = String(pgProxy.port);

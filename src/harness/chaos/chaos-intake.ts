@@ -1,5 +1,5 @@
 // The producer of an intake chaos run (`--intake`): the workload's valid messages requested
-// through the intake (requestTransfers(), src/intake/intake.ts) in PostgreSQL transactions of the
+// through the intake (requestOperations(), src/intake/intake.ts) in PostgreSQL transactions of the
 // producer's own, one per tick, at the same steady pace as the BullMQ producer. A transfer is
 // acknowledged when its transaction commits. A conflicting reuse of an id goes in a transaction
 // of its own and must be refused at once (IntakeConflictError). Hostile messages never reach
@@ -11,14 +11,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { CONFIG_DEFAULTS } from '../../config/config.ts';
-import { IntakeConflictError, requestTransfers } from '../../intake/intake.ts';
+import { IntakeConflictError, requestOperations } from '../../intake/intake.ts';
 import { intakeBacklog, jobIdOf } from '../../intake/relay.ts';
-import type { TransferWire } from '../../ledger/transfer-request.ts';
+import type { OperationWire, TransferWire } from '../../ledger/transfer-request.ts';
 import type { TransferQueues } from '../../queue/producer.ts';
 import { seededRandom } from '../../workload/prng.ts';
 import { notYet, done as pollDone, pollUntil } from '../services/bounded-wait.ts';
 import {
   ENQUEUE_TICK_MS,
+  HOLD_EXPIRY_MAX_MS,
   jobRef,
   PRODUCER_RETRY_DELAY_MS,
   PRODUCER_RETRY_TIMEOUT_MS,
@@ -91,7 +92,7 @@ export interface IntakeSentRecord extends SentRecord {
 }
 
 /** The job reference (chaos-enqueue.ts jobRef) the relay's job of an operation has. */
-export function intakeJobRef(queues: TransferQueues, wire: TransferWire): string {
+export function intakeJobRef(queues: TransferQueues, wire: Pick<OperationWire, 'operationId' | 'from'>): string {
   const queue = queues.queueOf(wire.from);
   const entry = queues.shards.find((s) => s.queue === queue);
   if (entry === undefined) throw new Error(`no shard for wallet ${wire.from}`);
@@ -131,7 +132,7 @@ function acknowledge(
   to: IntakeSentRecord,
   queues: TransferQueues,
   message: ChaosMessage,
-  wire: TransferWire,
+  wire: OperationWire,
   triedAtMs: number,
 ): void {
   to.acknowledged.add(wire.operationId);
@@ -151,7 +152,12 @@ function acknowledge(
     seq: message.seq,
     kind: message.kind,
     operationId: wire.operationId,
-    effect: { from: wire.from, to: wire.to, amount: wire.amount },
+    effect: {
+      kind: 'kind' in wire ? wire.kind : 'transfer',
+      from: wire.from,
+      to: 'to' in wire ? wire.to : undefined,
+      amount: 'amount' in wire ? wire.amount : undefined,
+    },
   });
 }
 
@@ -167,11 +173,11 @@ async function requestAlone(
   holdMs = 0,
 ): Promise<'requested' | 'duplicate' | 'refused'> {
   const { history, intake } = to;
-  const wire = m.data as TransferWire;
+  const wire = m.data as OperationWire;
   const triedAtMs = history.nowMs();
   try {
     const [answer] = await inTransaction(pool, intake, async (client) => {
-      const answers = await requestTransfers(client, [wire], AMOUNT_MAX);
+      const answers = await requestOperations(client, [wire], AMOUNT_MAX, HOLD_EXPIRY_MAX_MS);
       if (holdMs > 0) await sleep(holdMs);
       return answers;
     });
@@ -252,10 +258,12 @@ async function requestSlice(
   bothDoors.catch(() => undefined);
   if (plain.length > 0) {
     const triedAtMs = history.nowMs();
-    const wires = plain.map((m) => m.data as TransferWire);
-    let answers: Awaited<ReturnType<typeof requestTransfers>> | null = null;
+    const wires = plain.map((m) => m.data as OperationWire);
+    let answers: Awaited<ReturnType<typeof requestOperations>> | null = null;
     try {
-      answers = await inTransaction(pool, intake, (client) => requestTransfers(client, wires, AMOUNT_MAX));
+      answers = await inTransaction(pool, intake, (client) =>
+        requestOperations(client, wires, AMOUNT_MAX, HOLD_EXPIRY_MAX_MS),
+      );
     } catch (err) {
       if (!(err instanceof IntakeConflictError)) throw err;
     }
@@ -265,7 +273,7 @@ async function requestSlice(
       answers.forEach((answer, i) => {
         if (answer === 'requested') intake.requested += 1;
         else intake.duplicate += 1;
-        acknowledge(to, queues, plain[i] as ChaosMessage, wires[i] as TransferWire, triedAtMs);
+        acknowledge(to, queues, plain[i] as ChaosMessage, wires[i] as OperationWire, triedAtMs);
       });
     }
   }

@@ -45,7 +45,16 @@ export function faultKindsOf(redis: RedisMode, relays = false): readonly FaultKi
  */
 export const DIRECT_ENQUEUE = 'direct-enqueue';
 export type ChaosUnsafeMode = UnsafeMode | typeof DIRECT_ENQUEUE;
-export const UNSAFE_CHOICES: readonly ChaosUnsafeMode[] = ['no-idempotency', 'no-fencing', 'no-lock', DIRECT_ENQUEUE];
+export const UNSAFE_CHOICES: readonly ChaosUnsafeMode[] = [
+  'no-idempotency',
+  'no-fencing',
+  'no-lock',
+  'double-capture',
+  'refund-unbounded',
+  DIRECT_ENQUEUE,
+];
+/** The worker modes that switch a rule of the payment decision off (they need payments in the workload). */
+export const PAYMENT_UNSAFE_MODES: readonly ChaosUnsafeMode[] = ['double-capture', 'refund-unbounded'];
 
 /** The worker's unsafe mode of a run (direct-enqueue changes the producer, never the worker). */
 export function workerUnsafeOf(unsafe: ChaosUnsafeMode | null): UnsafeMode | null {
@@ -140,6 +149,11 @@ export interface ChaosOptions {
    * (DATABASE_POOLER=pgbouncer; src/harness/services/local-pgbouncer.ts), behind their fault proxies.
    */
   readonly pgbouncer: boolean;
+  /**
+   * Mix the payment operations (holds, captures, voids, refunds, splits: chaos-payments.ts) with
+   * the transfers (`--payments on`, the default; never with the naive apply).
+   */
+  readonly payments: boolean;
   /** Print no progress line. */
   readonly quiet: boolean;
 }
@@ -147,7 +161,8 @@ export interface ChaosOptions {
 export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurrency N] [--wallets W] [--transfers T]
     [--duplicates R] [--conflicts K] [--invalid M] [--hot-wallet] [--hot-wallet-rate R] [--amount-max N]
     [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
-    [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock|direct-enqueue] [--apply sql|naive]
+    [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock|double-capture|refund-unbounded|direct-enqueue]
+    [--apply sql|naive] [--payments on|off]
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
     [--intake] [--relays N] [--resend-after-ms MS] [--relay-pool-max N] [--both-doors N]
     [--redis-url URL] [--database-url URL] [--pgbouncer] [--quiet]
@@ -275,6 +290,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
       'relay-pool-max': { type: 'string' },
       'both-doors': { type: 'string' },
       quiet: { type: 'boolean' },
+      payments: { type: 'string' },
     },
     CHAOS_USAGE,
   );
@@ -296,6 +312,18 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     throw new UsageError(
       '--apply naive runs under the lock by definition; combine it with --unsafe no-fencing or nothing',
     );
+  }
+
+  const paymentsRaw = values.payments ?? (apply === 'naive' ? 'off' : 'on');
+  if (paymentsRaw !== 'on' && paymentsRaw !== 'off')
+    throw new UsageError(`--payments must be on or off, got ${JSON.stringify(paymentsRaw)}`);
+  if (paymentsRaw === 'on' && apply === 'naive')
+    throw new UsageError('--apply naive decides transfers only: drop --payments on');
+  if (paymentsRaw === 'off' && PAYMENT_UNSAFE_MODES.includes(unsafeRaw as ChaosUnsafeMode)) {
+    throw new UsageError(`--unsafe ${unsafeRaw} breaks a payment rule: it needs --payments on`);
+  }
+  if (apply === 'naive' && PAYMENT_UNSAFE_MODES.includes(unsafeRaw as ChaosUnsafeMode)) {
+    throw new UsageError(`--unsafe ${unsafeRaw} is a mode of the SQL decision: drop --apply naive`);
   }
 
   const redis = values.redis ?? 'single';
@@ -386,6 +414,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
         ? defaultRelayPoolMax(seed)
         : integerFlag(values['relay-pool-max'], '--relay-pool-max', 1, RELAY_POOL_MAX_LIMIT),
     bothDoors: relaysRun ? wholeNumber(values['both-doors'], '--both-doors', 0, BOTH_DOORS_MAX, d.bothDoors) : 0,
+    payments: paymentsRaw === 'on',
     quiet: values.quiet === true,
   };
   return { options: Object.freeze(options), notices };
@@ -426,6 +455,7 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     resendAfterMs: d.resendAfterMs,
     relayPoolMax: relays > 0 ? defaultRelayPoolMax(seed) : null,
     bothDoors: relays > 0 ? d.bothDoors : 0,
+    payments: overrides.apply !== 'naive',
     quiet: false,
     ...overrides,
   });

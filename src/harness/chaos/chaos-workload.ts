@@ -5,21 +5,30 @@
 // with another amount at the straight door), and the opening balance that makes every valid
 // transfer apply, so the expected final balances are exact whatever the order of execution.
 
+import { CONFIG_DEFAULTS } from '../../config/config.ts';
 import { requestHash } from '../../ledger/request-hash.ts';
-import { type TransferWire, validateTransferRequest } from '../../ledger/transfer-request.ts';
+import {
+  type OperationKind,
+  type OperationWire,
+  operationKindOf,
+  type TransferWire,
+  validateOperationRequest,
+} from '../../ledger/transfer-request.ts';
 import { TRANSFER_JOB_NAME } from '../../queue/job-options.ts';
 import { randomInt, seededRandom } from '../../workload/prng.ts';
 import { randomWorkload } from '../../workload/random-transfers.ts';
 import type { ChaosOptions } from './chaos-options.ts';
+import { type PlacedPayment, planPayments, type RefundableTransfer, uncoverableSplits } from './chaos-payments.ts';
 
 export const WALLET_PREFIX = 'w';
 export const CURRENCY = 'EUR';
 /** Opening balances are this many times the largest total a wallet could send, so no transfer ever meets insufficient funds. */
 export const OPENING_HEADROOM = 3n;
 const INVALID_SEED_SALT = 0x0bad_f00d;
+const HOLD_EXPIRY_MAX_MS = Number(CONFIG_DEFAULTS.HOLD_EXPIRY_MAX_MS);
 const BOTH_DOORS_SEED_SALT = 0x2d00_7e57;
 
-export type MessageKind = 'original' | 'duplicate' | 'conflict' | 'invalid' | 'both-doors';
+export type MessageKind = 'original' | 'duplicate' | 'conflict' | 'invalid' | 'both-doors' | 'payment';
 /** Which door a both-doors message goes through. */
 export type Door = 'intake' | 'straight';
 
@@ -42,10 +51,15 @@ export interface ChaosMessage {
 
 export interface OperationModel {
   readonly operationId: string;
+  readonly kind: OperationKind;
+  /** The wallet it debits (and the worker locks). */
   readonly from: string;
+  /** A transfer's destination; '' for a payment (its wire says whom it credits). */
   readonly to: string;
-  /** Every request sent under this id: hash → amount. More than one means a conflict. */
+  /** Every request sent under this id: hash → amount (a payment: the most it may debit). More than one means a conflict. */
   readonly variants: ReadonlyMap<string, bigint>;
+  /** Every request sent under this id: hash → its wire body. */
+  readonly wires: ReadonlyMap<string, OperationWire>;
   /** Messages (jobs) sent for it. */
   readonly messages: number;
 }
@@ -71,6 +85,8 @@ type WorkloadOptions = Pick<
   | 'amountMaxMinor'
   | 'apply'
   | 'bothDoors'
+  | 'payments'
+  | 'durationS'
 >;
 
 /** Hostile messages, each with a name for the report. `op` is a fresh operation id. */
@@ -222,11 +238,19 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
   const amountMax = BigInt(Number.MAX_SAFE_INTEGER);
   const operations = new Map<
     string,
-    { operationId: string; from: string; to: string; variants: Map<string, bigint>; messages: number }
+    {
+      operationId: string;
+      kind: OperationKind;
+      from: string;
+      to: string;
+      variants: Map<string, bigint>;
+      wires: Map<string, OperationWire>;
+      messages: number;
+    }
   >();
-  const pushValid = (wire: TransferWire, kind: MessageKind, door?: Door) => {
-    const checked = validateTransferRequest(wire, amountMax);
-    if (!checked.ok) throw new Error(`generated transfer is invalid: ${checked.reason}`);
+  const pushValid = (wire: OperationWire, kind: MessageKind, door?: Door, outflow?: bigint) => {
+    const checked = validateOperationRequest(wire, amountMax, HOLD_EXPIRY_MAX_MS);
+    if (!checked.ok) throw new Error(`generated operation is invalid: ${checked.reason}`);
     const hash = requestHash(checked.request);
     messages.push({
       seq: messages.length,
@@ -240,10 +264,23 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
     });
     let op = operations.get(wire.operationId);
     if (op === undefined) {
-      op = { operationId: wire.operationId, from: wire.from, to: wire.to, variants: new Map(), messages: 0 };
+      op = {
+        operationId: wire.operationId,
+        kind: operationKindOf(checked.request),
+        from: wire.from,
+        to: 'kind' in wire && wire.kind !== 'transfer' ? '' : (wire as TransferWire).to,
+        variants: new Map(),
+        wires: new Map(),
+        messages: 0,
+      };
       operations.set(op.operationId, op);
     }
-    op.variants.set(hash, checked.request.amountMinor);
+    const request = checked.request;
+    op.variants.set(
+      hash,
+      outflow ?? ('amountMinor' in request && request.amountMinor !== null ? request.amountMinor : 0n),
+    );
+    op.wires.set(hash, wire);
     op.messages += 1;
   };
   let nextPair = 0;
@@ -254,26 +291,62 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
       pushValid(pair.straight, 'both-doors', 'straight');
     }
   };
+  // Payments (not with the naive apply, which decides transfers only): a stream of their own,
+  // placed among the valid transfers, so the transfers are those of a run without them.
+  const conflicted = new Set(valid.filter((m) => m.kind === 'conflict').map((m) => m.wire.operationId));
+  const refundable: RefundableTransfer[] = valid.flatMap((m, position) =>
+    m.kind === 'original' && !conflicted.has(m.wire.operationId) ? [{ position, wire: m.wire }] : [],
+  );
+  const plan = o.payments && o.apply !== 'naive' ? planPayments(o, valid.length, refundable) : null;
+  const paymentOutflow = new Map<string, bigint>();
+  for (const p of plan?.placed ?? [])
+    paymentOutflow.set(p.wire.from, (paymentOutflow.get(p.wire.from) ?? 0n) + p.outflow);
+  const transferOutflow = new Map<string, bigint>();
+  for (const m of valid) {
+    const op = m.wire.operationId;
+    const amount = BigInt(m.wire.amount);
+    const largest = transferOutflow.get(op);
+    if (largest === undefined || amount > largest) transferOutflow.set(op, amount);
+  }
+  for (const p of pairs) {
+    const amount = BigInt(p.straight.amount) > BigInt(p.intake.amount) ? p.straight.amount : p.intake.amount;
+    transferOutflow.set(p.intake.operationId, BigInt(amount));
+  }
+  const outflow = new Map<string, bigint>();
+  const fromOf = new Map(
+    [...valid.map((m) => m.wire), ...pairs.map((p) => p.intake)].map((w) => [w.operationId, w.from]),
+  );
+  for (const [op, amount] of transferOutflow) {
+    const from = fromOf.get(op) as string;
+    outflow.set(from, (outflow.get(from) ?? 0n) + amount);
+  }
+  for (const [from, amount] of paymentOutflow) outflow.set(from, (outflow.get(from) ?? 0n) + amount);
+  const maxOutflow = [...outflow.values()].reduce((a, b) => (a > b ? a : b), 0n);
+  const openingBalanceMinor = (maxOutflow + BigInt(o.amountMaxMinor)) * OPENING_HEADROOM;
+  const payments: PlacedPayment[] =
+    plan === null
+      ? []
+      : [...plan.placed, ...uncoverableSplits(plan, openingBalanceMinor * BigInt(o.wallets))].sort(
+          (a, b) => a.position - b.position,
+        );
+
+  let nextPayment = 0;
+  const pushPayments = (upTo: number) => {
+    while (nextPayment < payments.length && (payments[nextPayment]?.position ?? Infinity) <= upTo) {
+      const p = payments[nextPayment++] as PlacedPayment;
+      pushValid(p.wire, 'payment', undefined, p.outflow);
+    }
+  };
   valid.forEach((m, i) => {
     pushInvalid(i);
     pushPairs(i);
+    pushPayments(i);
     pushValid(m.wire, m.kind);
   });
   pushInvalid(Infinity);
   pushPairs(Infinity);
+  pushPayments(Infinity);
 
-  const outflow = new Map<string, bigint>();
-  for (const op of operations.values()) {
-    const largest = [...op.variants.values()].reduce((a, b) => (a > b ? a : b), 0n);
-    outflow.set(op.from, (outflow.get(op.from) ?? 0n) + largest);
-  }
-  const maxOutflow = [...outflow.values()].reduce((a, b) => (a > b ? a : b), 0n);
   const wallets = Array.from({ length: o.wallets }, (_, i) => walletId(i + 1));
-  return {
-    messages,
-    wallets,
-    openingBalanceMinor: (maxOutflow + BigInt(o.amountMaxMinor)) * OPENING_HEADROOM,
-    operations,
-    sinkWallets,
-  };
+  return { messages, wallets, openingBalanceMinor, operations, sinkWallets };
 }

@@ -13,7 +13,7 @@ export type HistoryEvent =
       operationId: string | null;
       defect?: string | null;
       /** Valid messages: the money movement the operation asks for (applied once, whichever of its messages wins). */
-      effect?: { from: string; to: string; amount: string };
+      effect?: { kind?: string; from?: string; to?: string; amount?: string };
     }
   | {
       /** Intake runs: a transfer requested through the intake, committed (jobId: the relay's job of it). */
@@ -22,7 +22,7 @@ export type HistoryEvent =
       seq: number;
       kind: string;
       operationId: string;
-      effect: { from: string; to: string; amount: string };
+      effect: { kind?: string; from?: string; to?: string; amount?: string };
     }
   | { type: 'request_refused'; seq: number; operationId: string; reason: string }
   | { type: 'job_active'; jobId: string; prev?: string }

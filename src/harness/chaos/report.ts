@@ -12,6 +12,7 @@ import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
 import type { FaultRecord } from './faults.ts';
 import type { FeedReaderFigures } from './feed-readers.ts';
 import type { IntakeFigures } from './intake-checks.ts';
+import type { PaymentFigures } from './payment-checks.ts';
 import { BLACKHOLE_POLL_MS, type BlackholeFigures } from './pg-blackhole.ts';
 
 export type Expectation = 'all-hold' | 'violation-detected' | 'money-holds';
@@ -94,6 +95,8 @@ export interface RunFigures {
   readonly proxies: Record<string, { connections: number; resets: number; refused: number }>;
   /** Intake runs only. */
   readonly intake?: RunIntakeFigures;
+  /** Payments runs: decided records per kind and outcome, holds expired and left active. */
+  readonly payments?: PaymentFigures;
 }
 
 export interface RunIntakeFigures extends IntakeFigures {
@@ -124,6 +127,20 @@ export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): 
     return {
       expectation: 'violation-detected',
       text: 'negative control: duplicates re-apply; the checker must detect an exactly-once or money violation',
+    };
+  }
+  if (options.unsafe === 'double-capture') {
+    return {
+      expectation: 'violation-detected',
+      text:
+        "negative control: the hold's state check is off, so captures and voids of ended holds apply; " +
+        'the checker must detect a hold ended twice (a money or exactly-once violation)',
+    };
+  }
+  if (options.unsafe === 'refund-unbounded') {
+    return {
+      expectation: 'violation-detected',
+      text: 'negative control: the refund bound is off; the checker must detect refunds above their original',
     };
   }
   if (options.apply === 'naive' && options.unsafe === 'no-fencing') {
@@ -189,6 +206,37 @@ export function judge(options: Pick<ChaosOptions, 'unsafe' | 'apply'>, checks: r
         ? `money and exactly-once hold; fence checks broke as allowed: ${names(fence)}`
         : 'every invariant holds',
   };
+}
+
+/** The payments' section: decided records per kind and outcome, and the holds' ends. */
+export function paymentLines(p: PaymentFigures): string[] {
+  const lines = ['## Payments', '', '| kind | outcome | operations |', '| --- | --- | ---: |'];
+  for (const [kind, outcomes] of Object.entries(p.byKind).sort(([a], [b]) => a.localeCompare(b))) {
+    for (const [outcome, n] of Object.entries(outcomes).sort(([a], [b]) => a.localeCompare(b)))
+      lines.push(`| ${kind} | ${outcome} | ${n} |`);
+  }
+  lines.push(
+    '',
+    `Holds expired (released by the sweep or by a late capture or void): ${p.holdsExpired}; ` +
+      `active at the check: ${p.holdsActive} (anchors: ${p.anchorsActive}).`,
+    '',
+  );
+  return lines;
+}
+
+/** One line of counts per kind, for the console: `hold 40/3r capture 20/15r ...`. */
+export function paymentSummary(p: PaymentFigures): string {
+  return (
+    Object.entries(p.byKind)
+      .map(([kind, o]) => {
+        const applied = o.applied ?? 0;
+        const rejected = Object.entries(o)
+          .filter(([k]) => k !== 'applied')
+          .reduce((t, [, n]) => t + n, 0);
+        return `${kind} ${applied}a/${rejected}r`;
+      })
+      .join(' ') + ` expired ${p.holdsExpired}`
+  );
 }
 
 /** Counts the structured events of interest in the workers' pino logs. */
@@ -471,6 +519,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
   ];
   for (const [k, val] of rows) lines.push(`| ${k} | ${typeof val === 'number' ? fmt(val) : val} |`);
   lines.push('');
+  if (f.payments !== undefined) lines.push(...paymentLines(f.payments));
 
   lines.push(
     '## Faults',

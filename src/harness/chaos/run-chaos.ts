@@ -65,6 +65,9 @@ export const PROGRESS_INTERVAL_MS = 1_000;
  */
 export const WARM_UP_MESSAGES = 40;
 export const WARM_UP_TIMEOUT_MS = 60_000;
+/** After the drain: how long the sweep may take to release every hold that expires within the run. */
+export const HOLDS_WAIT_MS = 60_000;
+const HOLDS_POLL_MS = 250;
 
 export interface RunResult {
   readonly figures: RunFigures;
@@ -548,10 +551,40 @@ async function drainQueues(plan: RunPlan, rig: Rig, owned: ChaosResources): Prom
     if (interrupted.aborted) throw err;
     drained = { ok: false, detail: err instanceof Error ? err.message : String(err) };
   }
+  // Holds left to expire are released by the workers' sweep: wait for it (bounded; one still
+  // active past its expiry then fails a check), while the workers still run.
+  if (options.payments) {
+    progress.phase = 'holds';
+    await waitForHoldsEnded(rig.services.databaseUrl, HOLDS_WAIT_MS, interrupted);
+  }
   const drainMs = performance.now() - tDrain;
   owned.stopTicker();
   if (process.stderr.isTTY === true && !options.quiet) process.stderr.write('\n');
   return { drained, drainMs };
+}
+
+/**
+ * Waits until no hold but the long ones (the anchors: chaos-payments.ts) is active: those
+ * expiring within HOLDS_WAIT_MS are waited for, then their release by a worker's sweep.
+ */
+async function waitForHoldsEnded(databaseUrl: string, timeoutMs: number, signal: AbortSignal): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl, application_name: 'chaos-harness' });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    const deadline = performance.now() + timeoutMs;
+    while (!signal.aborted && performance.now() < deadline) {
+      const { rows } = await client.query<{ open: string }>(
+        `SELECT count(*) AS open FROM holds
+          WHERE state = 'active' AND expires_at < clock_timestamp() + make_interval(secs => $1::double precision / 1000)`,
+        [timeoutMs],
+      );
+      if (Number(rows[0]?.open ?? 0) === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, HOLDS_POLL_MS));
+    }
+  } finally {
+    await client.end();
+  }
 }
 
 /** Stops the fleet, reads back the counters and every job, and runs the checks. */
@@ -612,7 +645,7 @@ async function check(
       await client.end();
     }
   }
-  const { totals } = ran;
+  const { totals, payments } = ran;
   attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
   await attachRecovery(
     injector.records,
@@ -623,7 +656,17 @@ async function check(
   );
   for (const c of checks)
     history.write({ type: 'check', name: c.name, ok: c.ok, counterexamples: [...c.counterexamples] });
-  return { proxies, metrics, jobs, checks, totals, checkMs: performance.now() - tCheck, intake, feedReaders };
+  return {
+    proxies,
+    metrics,
+    jobs,
+    checks,
+    totals,
+    payments,
+    checkMs: performance.now() - tCheck,
+    intake,
+    feedReaders,
+  };
 }
 
 function writeFinalJobs(history: History, jobs: readonly FinalJob[], sent: ReadonlyMap<string, ChaosMessage>): void {
@@ -679,6 +722,7 @@ async function report(
     messages: messageFigures(workload),
     jobs: jobFigures(jobs, new Set(sent.keys()), invalidIds),
     ledger: checked.totals,
+    ...(options.payments ? { payments: checked.payments } : {}),
     answers: answerCounts(jobs),
     metrics: checked.metrics,
     producerRetries: progress.producerRetries,

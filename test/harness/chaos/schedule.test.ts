@@ -121,11 +121,25 @@ describe('buildWorkload', () => {
     expect(a.messages.filter((m) => m.kind === 'duplicate')).toHaveLength(100);
     const outflow = new Map<string, bigint>();
     for (const op of a.operations.values()) {
+      if (op.kind !== 'transfer') continue;
       // biome-ignore lint/complexity/useMathMinMax: the amounts are bigints, which Math.max does not take
       const largest = [...op.variants.values()].reduce((x, y) => (y > x ? y : x));
       outflow.set(op.from, (outflow.get(op.from) ?? 0n) + largest);
     }
     for (const total of outflow.values()) expect(total).toBeLessThanOrEqual(a.openingBalanceMinor);
+  });
+
+  it('mixes every payment kind by default, and none with --payments off', () => {
+    const a = buildWorkload(chaosOptions({ transfers: 2_000 }));
+    const kinds = new Set([...a.operations.values()].map((op) => op.kind));
+    expect(kinds).toEqual(new Set(['transfer', 'hold', 'capture', 'void', 'refund', 'split']));
+    const off = buildWorkload(chaosOptions({ transfers: 2_000, payments: false }));
+    expect([...off.operations.values()].every((op) => op.kind === 'transfer')).toBe(true);
+    // The transfers are the same messages either way.
+    const transfers = (w: typeof a) =>
+      JSON.stringify(w.messages.filter((m) => m.kind !== 'payment').map((m) => m.data));
+    expect(transfers(a)).toBe(transfers(off));
+    expect(() => parseChaosArgs(['--payments', 'off', '--unsafe', 'double-capture'])).toThrow(/--payments on/);
   });
 
   it('keeps senders and receivers apart for the naive apply', () => {

@@ -110,46 +110,6 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   "every split's legs sum to its debit": 'money',
 };
 
-/**
- * Invariants of reconcile() written for transfers alone: a payment breaks them by design (a
- * split's many credits, a capture's release, an expiry's entries under `$expiry:<hold>`). Their
- * counterexamples are capped, so they are asked again here of what they were written for; the
- * payments' own checks (payment-checks.ts) judge the rest.
- */
-async function transferShaped(prisma: PrismaClient, name: string): Promise<Counterexample[] | null> {
-  type Row = Record<string, string | number | bigint | null>;
-  const plain = (rows: Row[]) =>
-    rows.map((r) =>
-      Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'bigint' ? v.toString() : v])),
-    ) as Counterexample[];
-  if (name === 'applied transfers have one debit and one credit; others none') {
-    return plain(
-      await prisma.$queryRaw<Row[]>`
-      SELECT t.operation_id, t.status, count(e.id) FILTER (WHERE e.kind = 'debit') AS debits,
-             count(e.id) FILTER (WHERE e.kind = 'credit') AS credits
-        FROM transfers t LEFT JOIN ledger_entries e ON e.operation_id = t.operation_id
-       WHERE t.kind = 'transfer' OR t.status = 'rejected'
-       GROUP BY t.operation_id, t.status
-      HAVING (t.status = 'applied' AND (count(e.id) FILTER (WHERE e.kind = 'debit') <> 1
-                                        OR count(e.id) FILTER (WHERE e.kind = 'credit') <> 1))
-          OR (t.status = 'rejected' AND count(e.id) > 0)
-       ORDER BY t.operation_id LIMIT ${COUNTEREXAMPLES_MAX}`,
-    );
-  }
-  if (name === 'every money movement has an operation record') {
-    return plain(
-      await prisma.$queryRaw<Row[]>`
-      SELECT e.operation_id, e.wallet_id, e.kind, e.amount FROM ledger_entries e
-       WHERE e.kind IN ('debit', 'credit')
-         AND NOT EXISTS (SELECT 1 FROM transfers t WHERE t.operation_id = e.operation_id)
-         AND NOT (e.operation_id LIKE '$expiry:%'
-                  AND EXISTS (SELECT 1 FROM holds h WHERE '$expiry:' || h.hold_id = e.operation_id))
-       ORDER BY e.id LIMIT ${COUNTEREXAMPLES_MAX}`,
-    );
-  }
-  return null;
-}
-
 function outcomeOf(
   value: unknown,
 ): { outcome: string; stored?: { status?: string }; reason?: string; fence?: string } | null {
@@ -177,7 +137,7 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
   // The ledger invariants, from the project's own reconcile().
   const ledger = await reconcile(prisma);
   for (const inv of ledger.invariants) {
-    const counterexamples = (inv.ok ? null : await transferShaped(prisma, inv.name)) ?? inv.counterexamples;
+    const counterexamples = inv.counterexamples;
     const ok = counterexamples.length === 0;
     results.push({
       name: inv.name,

@@ -66,12 +66,14 @@ export interface OutcomeEvent {
   readonly from: string;
   /**
    * The wallet credited: a transfer's or a hold's `to`, a capture's payee, a refund's original
-   * source; null for a split (see detail.legs) and a void.
+   * source; null for a split (see detail.legs), a void, a refused capture, and a refund refused
+   * before its original's source was known (original_not_found, original_not_refundable,
+   * wallet_mismatch).
    */
   readonly to: string | null;
   /**
    * What moved (or was held, captured, released, refunded, split in all); null for a refused
-   * capture or refund that asked for "all of it".
+   * void, and for a refused capture or refund that asked for "all of it".
    */
   readonly amountMinor: bigint | null;
   readonly currency: string | null;
@@ -82,7 +84,9 @@ export interface OutcomeEvent {
   readonly originalId: string | null;
   /**
    * What else the decision says, as JSON: a hold's `expiresAt`, a capture's `released`, a split's
-   * `legs`; for `given_up` and `conflict` of a payment, the request's body. Null for a transfer.
+   * `legs`; for `given_up` and `conflict` of a payment, the request's body. Null for a transfer,
+   * and for a `conflict` the transfer decision wrote (its operation says `transfer`, whatever the
+   * request's kind).
    */
   readonly detail: Record<string, unknown> | null;
 }

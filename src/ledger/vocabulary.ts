@@ -20,7 +20,8 @@ export type TerminalOutcome = (typeof TERMINAL_OUTCOMES)[number];
 
 export const TERMINAL_OUTCOME_DOCS: Readonly<Record<TerminalOutcome, Described>> = {
   applied: {
-    meaning: 'Decided: the money moved, one debit and one credit recorded under the operation and its fence.',
+    meaning:
+      'Decided: the money moved, one debit and its credits (one for a transfer) recorded under the operation and its fence.',
     action: 'Nothing.',
   },
   rejected: {
@@ -75,11 +76,12 @@ export const REASONS_ALLOWED_BY_CHECK_ONLY = ['invalid_request'] as const;
 
 export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>> = {
   insufficient_funds: {
-    meaning: "The source wallet's balance is below the amount.",
+    meaning:
+      "The debited wallet's balance is below the amount (a split's total); the balance is what is available, held money is not in it.",
     action: 'Fund the wallet if the transfer should happen, then send it again under a new operationId.',
   },
   unknown_wallet: {
-    meaning: 'The source or the destination wallet does not exist.',
+    meaning: 'A wallet the operation names does not exist: its source, its destination, a leg of a split.',
     action: 'Check the wallet ids the producer sends; create the wallet, then send again under a new operationId.',
   },
   currency_mismatch: {
@@ -89,11 +91,13 @@ export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>>
   same_wallet: {
     meaning:
       'Source and destination are the same wallet. The worker fails such a message as `invalid_request` first, so only a direct caller of the SQL functions gets this.',
-    action: 'Fix the caller of apply_transfer() / apply_transfers().',
+    action: 'Fix the caller of apply_transfer(), apply_transfers() or apply_payments().',
   },
   hold_not_found: {
-    meaning: 'A capture or a void names a hold that has no record, or whose record is not a hold.',
-    action: 'Fix the producer: `hold` is the operationId of the hold itself; send again under a new operationId.',
+    meaning:
+      'A capture or a void names a hold that has no record (none, or not decided yet), or whose record is not a hold.',
+    action:
+      'Fix the producer: `hold` is the operationId of the hold itself, sent once the hold is decided; send again under a new operationId.',
   },
   hold_rejected: {
     meaning:
@@ -122,9 +126,9 @@ export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>>
     action: 'Fix the producer: `expiresAt` within HOLD_EXPIRY_MAX_MS from now (or use `expiresInMs`); check its clock.',
   },
   original_not_found: {
-    meaning: 'A refund names an original that has no record.',
+    meaning: 'A refund names an original that has no record (none, or not decided yet).',
     action:
-      'Fix the producer: `original` is the operationId of the payment to refund; send again under a new operationId.',
+      'Fix the producer: `original` is the operationId of the payment to refund, sent once it is decided; send again under a new operationId.',
   },
   original_not_refundable: {
     meaning: 'A refund names a record that is rejected, or that is not a transfer, a captured hold or a split.',
@@ -234,7 +238,7 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
     permanent: false,
     source: 'worker',
     meaning:
-      'The message is outside the wire format, or the job is not a transfer; the detail names what is wrong. Nothing was written.',
+      "The message is outside the wire format, or the job's name is not `transfer`; the detail names what is wrong. Nothing was written.",
     action: 'Fix the producer. Retrying the job only fails it again; remove it once understood.',
   },
   stale_fence: {

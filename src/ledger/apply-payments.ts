@@ -149,9 +149,24 @@ export async function applyPayments(
 }
 
 /**
+ * The order a batch's payments are decided in: an operation that names another goes after the
+ * kinds it may name (a capture or void after holds, a refund after captures and splits). The
+ * operations of one batch came from different jobs at once, so their order among themselves is
+ * free, and a capture batched with its own hold finds it instead of being refused hold_not_found.
+ */
+const DECIDED_IN_ORDER: Readonly<Record<PaymentRequest['kind'], number>> = {
+  hold: 0,
+  split: 0,
+  capture: 1,
+  void: 1,
+  refund: 2,
+};
+
+/**
  * One batch of operations of any kinds: the transfers through apply_transfers() (the decision of
- * today, untouched), the payments through apply_payments(), both sent at once. Results in the
- * batch's order. A batch of transfers only costs exactly what it did.
+ * today, untouched), then the payments through apply_payments(), so a refund finds a transfer
+ * decided in the same batch. Results in the batch's order. A batch of transfers only costs
+ * exactly what it did; a mixed one costs one more round trip, on the same connection at a time.
  */
 export async function decideOperations(
   prisma: PrismaClient,
@@ -160,30 +175,33 @@ export async function decideOperations(
 ): Promise<ApplyResult[]> {
   const transfers: FencedTransfer[] = [];
   const transferAt: number[] = [];
-  const payments: FencedPayment[] = [];
-  const paymentAt: number[] = [];
+  const payments: { item: FencedPayment; at: number }[] = [];
   items.forEach((item, i) => {
     const { request } = item;
     if (isPaymentRequest(request)) {
-      payments.push({ request, fence: item.fence, leaseId: item.leaseId });
-      paymentAt.push(i);
+      payments.push({ item: { request, fence: item.fence, leaseId: item.leaseId }, at: i });
     } else {
       transfers.push({ request, fence: item.fence, leaseId: item.leaseId });
       transferAt.push(i);
     }
   });
   if (payments.length === 0) return applyTransfers(prisma, transfers, options);
-  if (transfers.length === 0) return applyPayments(prisma, payments, options);
-  const [decidedTransfers, decidedPayments] = await Promise.all([
-    applyTransfers(prisma, transfers, options),
-    applyPayments(prisma, payments, options),
-  ]);
+  // Stable: the batch's own order among operations of one rank.
+  payments.sort((a, b) => DECIDED_IN_ORDER[a.item.request.kind] - DECIDED_IN_ORDER[b.item.request.kind]);
   const results: ApplyResult[] = new Array(items.length);
-  transferAt.forEach((at, k) => {
-    results[at] = decidedTransfers[k] as ApplyResult;
-  });
-  paymentAt.forEach((at, k) => {
-    results[at] = decidedPayments[k] as ApplyResult;
+  if (transfers.length > 0) {
+    const decided = await applyTransfers(prisma, transfers, options);
+    transferAt.forEach((at, k) => {
+      results[at] = decided[k] as ApplyResult;
+    });
+  }
+  const decided = await applyPayments(
+    prisma,
+    payments.map((p) => p.item),
+    options,
+  );
+  payments.forEach((p, k) => {
+    results[p.at] = decided[k] as ApplyResult;
   });
   return results;
 }

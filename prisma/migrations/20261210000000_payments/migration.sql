@@ -800,6 +800,56 @@ $$;
 REVOKE EXECUTE ON FUNCTION "payments_decide_batch"(TEXT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], TEXT[],
     BIGINT[], TIMESTAMPTZ[], JSONB[], BIGINT[], UUID[], BIGINT, BOOLEAN, BOOLEAN, BOOLEAN, BOOLEAN, BOOLEAN) FROM PUBLIC;
 
+-- Holding wallets (`$held:<wallet>`) are wallets rows, so the decisions must not take them as a
+-- wallet a message names: a direct caller of apply_transfers() with the worker role's credential
+-- could otherwise move held money, leave a hold its money no longer covers, and stop the sweep at
+-- that hold. `$` is outside the wire format's alphabet, so no worker ever sends one; a call that
+-- does is refused before any decision. IMMUTABLE and free of the rows, so a wrapper evaluates it
+-- once, before the decision runs.
+CREATE FUNCTION "decision_wallet_ids_checked"(p_ids TEXT[], p_legs JSONB[] DEFAULT NULL) RETURNS BOOLEAN
+LANGUAGE plpgsql
+IMMUTABLE
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_ids) i WHERE i LIKE '$%')
+       OR EXISTS (SELECT 1 FROM unnest(p_legs) g, jsonb_array_elements(CASE WHEN jsonb_typeof(g) = 'array' THEN g ELSE '[]'::jsonb END) l
+                   WHERE l ->> 'to' LIKE '$%') THEN
+        RAISE EXCEPTION 'a wallet id starting with $ is the ledger''s own (a holding or funding account), never a message''s'
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN TRUE;
+END;
+$$;
+REVOKE EXECUTE ON FUNCTION "decision_wallet_ids_checked"(TEXT[], JSONB[]) FROM PUBLIC;
+
+-- The worker's decision of transfers, as in the lease-ids migration, refusing those ids.
+CREATE OR REPLACE FUNCTION "apply_transfers"(
+    p_operation_ids  TEXT[],
+    p_request_hashes TEXT[],
+    p_froms          TEXT[],
+    p_tos            TEXT[],
+    p_amounts        BIGINT[],
+    p_currencies     TEXT[],
+    p_fences         BIGINT[],
+    p_lease_ids      UUID[]
+) RETURNS TABLE (
+    ord          INTEGER,
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+AS $$
+    SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
+      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+                                  p_currencies, p_fences, p_lease_ids, TRUE, TRUE, TRUE) b
+     WHERE decision_wallet_ids_checked(p_froms || p_tos);
+$$;
+
 -- The worker's decision of payments: every check on, always (as apply_transfers()).
 CREATE FUNCTION "apply_payments"(
     p_kinds              TEXT[],
@@ -822,7 +872,8 @@ VOLATILE
 AS $$
     SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
         p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
-        TRUE, TRUE, TRUE, TRUE, TRUE);
+        TRUE, TRUE, TRUE, TRUE, TRUE)
+     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
 $$;
 REVOKE EXECUTE ON FUNCTION "apply_payments"(TEXT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], TEXT[],
     BIGINT[], TIMESTAMPTZ[], JSONB[], BIGINT[], UUID[], BIGINT) FROM PUBLIC;
@@ -855,7 +906,8 @@ VOLATILE
 AS $$
     SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
         p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
-        p_check_idempotency, p_check_fence, p_check_lease, p_check_hold_state, p_check_refund_bound);
+        p_check_idempotency, p_check_fence, p_check_lease, p_check_hold_state, p_check_refund_bound)
+     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
 $$;
 REVOKE EXECUTE ON FUNCTION "apply_payments_unsafe"(TEXT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], TEXT[],
     BIGINT[], TIMESTAMPTZ[], JSONB[], BIGINT[], UUID[], BIGINT, BOOLEAN, BOOLEAN, BOOLEAN, BOOLEAN, BOOLEAN) FROM PUBLIC;
@@ -1212,6 +1264,8 @@ DECLARE
 BEGIN
     EXECUTE format('ALTER FUNCTION %I.apply_payments(text[], text[], text[], text[], text[], bigint[], text[], text[], '
                    'bigint[], timestamptz[], jsonb[], bigint[], uuid[], bigint) '
+                   'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());
+    EXECUTE format('ALTER FUNCTION %I.apply_transfers(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[]) '
                    'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());
     EXECUTE format('ALTER FUNCTION %I.holds_expire(integer) '
                    'SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp', current_schema(), current_schema());

@@ -13,7 +13,7 @@ import type pg from 'pg';
 import { CONFIG_DEFAULTS } from '../../config/config.ts';
 import { IntakeConflictError, requestOperations } from '../../intake/intake.ts';
 import { intakeBacklog, jobIdOf } from '../../intake/relay.ts';
-import type { OperationWire, TransferWire } from '../../ledger/transfer-request.ts';
+import type { OperationWire } from '../../ledger/transfer-request.ts';
 import type { TransferQueues } from '../../queue/producer.ts';
 import { seededRandom } from '../../workload/prng.ts';
 import { notYet, done as pollDone, pollUntil } from '../services/bounded-wait.ts';

@@ -226,17 +226,15 @@ export function paymentLines(p: PaymentFigures): string[] {
 
 /** One line of counts per kind, for the console: `hold 40/3r capture 20/15r ...`. */
 export function paymentSummary(p: PaymentFigures): string {
-  return (
-    Object.entries(p.byKind)
-      .map(([kind, o]) => {
-        const applied = o.applied ?? 0;
-        const rejected = Object.entries(o)
-          .filter(([k]) => k !== 'applied')
-          .reduce((t, [, n]) => t + n, 0);
-        return `${kind} ${applied}a/${rejected}r`;
-      })
-      .join(' ') + ` expired ${p.holdsExpired}`
-  );
+  return `${Object.entries(p.byKind)
+    .map(([kind, o]) => {
+      const applied = o.applied ?? 0;
+      const rejected = Object.entries(o)
+        .filter(([k]) => k !== 'applied')
+        .reduce((t, [, n]) => t + n, 0);
+      return `${kind} ${applied}a/${rejected}r`;
+    })
+    .join(' ')} expired ${p.holdsExpired}`;
 }
 
 /** Counts the structured events of interest in the workers' pino logs. */

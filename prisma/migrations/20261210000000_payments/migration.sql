@@ -41,9 +41,9 @@ ALTER TABLE "transfers" ADD CONSTRAINT "transfers_reason_matches_status" CHECK (
          'exceeds_hold_amount', 'expiry_out_of_range', 'original_not_found', 'original_not_refundable',
          'refund_exceeds_original', 'wallet_mismatch'))
 );
--- Refunds of an original, summed under the payer's row lock. Partial: a transfer's record has
--- no original, and pays nothing for this index.
-CREATE INDEX "transfers_original_id_idx" ON "transfers" ("original_id") WHERE "original_id" IS NOT NULL;
+-- Refunds of an original, summed under the payer's row lock. Partial: only a refund's record is
+-- looked up by its original, so a transfer's, a capture's or a void's pays nothing for it.
+CREATE INDEX "transfers_original_id_idx" ON "transfers" ("original_id") WHERE "kind" = 'refund';
 
 -- One row per applied hold: what it reserves, until when, and how it ended. Ended exactly once:
 -- captured + released is the held amount from then on.
@@ -261,6 +261,8 @@ DECLARE
     v_detail    JSONB;
     v_rows      INTEGER;
     v_touched   INTEGER;
+    v_names_others BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
+    v_latest    TIMESTAMPTZ;
 BEGIN
     IF v_n < 1 OR v_n > c_batch_max THEN
         RAISE EXCEPTION 'apply_payments: between 1 and % operations per call, got %', c_batch_max, v_n
@@ -303,14 +305,19 @@ BEGIN
         END LOOP;
     END IF;
 
-    -- The originals named, read before any row lock: who they moved money between never
-    -- changes, and it says which wallets to lock. Their state (a hold's) is read locked below.
-    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.kind), '{}'),
-           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.from_wallet), '{}'),
-           coalesce(array_agg(t.to_wallet), '{}'), coalesce(array_agg(t.amount), '{}')
-      INTO o_id, o_kind, o_status, o_from, o_to, o_amount
-      FROM transfers t
-     WHERE t.operation_id = ANY (SELECT r FROM unnest(p_refs) r WHERE r IS NOT NULL);
+    -- The refunds' originals, read before any row lock: who they moved money between never
+    -- changes, and it says which wallets to lock. A captured hold's state is read below.
+    IF 'refund' = ANY (p_kinds) THEN
+        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.kind), '{}'),
+               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.from_wallet), '{}'),
+               coalesce(array_agg(t.to_wallet), '{}'), coalesce(array_agg(t.amount), '{}')
+          INTO o_id, o_kind, o_status, o_from, o_to, o_amount
+          FROM transfers t
+         WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
+                                            WHERE p_kinds[i] = 'refund'));
+    ELSE
+        o_id := '{}'; o_kind := '{}'; o_status := '{}'; o_from := '{}'; o_to := '{}'; o_amount := '{}';
+    END IF;
     o_count := cardinality(o_id);
 
     -- A wallet's first hold makes its holding wallet. (Each statement below that only some kinds
@@ -326,15 +333,16 @@ BEGIN
     END IF;
 
     -- Every wallet the batch may touch: sources, their holding wallets, payees, the holds'
-    -- payees, the originals' sources (a refund's payee) and the splits' legs.
-    SELECT coalesce(array_agg(DISTINCT x), '{}') INTO v_wallets FROM (
-        SELECT unnest(p_froms) AS x
-        UNION ALL SELECT '$held:' || f FROM unnest(p_froms) f
-        UNION ALL SELECT t FROM unnest(p_tos) t WHERE t IS NOT NULL
-        UNION ALL SELECT h.to_wallet FROM holds h WHERE h.hold_id = ANY (p_refs)
-        UNION ALL SELECT unnest(o_from)
-        UNION ALL SELECT l ->> 'to' FROM unnest(p_legs) g, jsonb_array_elements(CASE WHEN jsonb_typeof(g) = 'array' THEN g ELSE '[]'::jsonb END) l
-    ) s WHERE x IS NOT NULL;
+    -- payees, the originals' sources (a refund's payee) and the splits' legs (repeats and NULLs
+    -- are harmless to `= ANY`).
+    v_wallets := p_froms || ARRAY(SELECT '$held:' || f FROM unnest(p_froms) f) || p_tos || o_from;
+    IF 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds) THEN
+        v_wallets := v_wallets || ARRAY(SELECT h.to_wallet FROM holds h WHERE h.hold_id = ANY (p_refs));
+    END IF;
+    IF 'split' = ANY (p_kinds) THEN
+        v_wallets := v_wallets || ARRAY(SELECT l ->> 'to' FROM unnest(p_legs) g,
+            jsonb_array_elements(CASE WHEN jsonb_typeof(g) = 'array' THEN g ELSE '[]'::jsonb END) l);
+    END IF;
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
            coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
            coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
@@ -342,19 +350,39 @@ BEGIN
       FROM (SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease FROM wallets w
              WHERE w.id = ANY (v_wallets) ORDER BY w.id FOR UPDATE) l;
 
-    -- The holds named, locked after the wallets (the sweep's order too).
-    SELECT coalesce(array_agg(l.hold_id ORDER BY l.hold_id), '{}'), coalesce(array_agg(l.from_wallet ORDER BY l.hold_id), '{}'),
-           coalesce(array_agg(l.to_wallet ORDER BY l.hold_id), '{}'), coalesce(array_agg(l.amount ORDER BY l.hold_id), '{}'),
-           coalesce(array_agg(l.currency::TEXT ORDER BY l.hold_id), '{}'), coalesce(array_agg(l.expires_at ORDER BY l.hold_id), '{}'),
-           coalesce(array_agg(l.state ORDER BY l.hold_id), '{}'), coalesce(array_agg(l.captured ORDER BY l.hold_id), '{}'),
-           coalesce(array_agg(l.released ORDER BY l.hold_id), '{}'), coalesce(array_agg(l.ended_by ORDER BY l.hold_id), '{}'),
+    -- The holds named, read once the wallets are locked. No row lock of their own: whoever
+    -- changes a hold (its capture, its void, the decision or the sweep that releases it, and the
+    -- hold's own decision) holds its source wallet's row lock, which this batch now holds for
+    -- every hold it may change (a capture or void that names another source is refused
+    -- wallet_mismatch and changes nothing). So this statement, which starts after those locks,
+    -- sees every change committed before and none can come before this batch commits.
+    SELECT coalesce(array_agg(h.hold_id), '{}'), coalesce(array_agg(h.from_wallet), '{}'),
+           coalesce(array_agg(h.to_wallet), '{}'), coalesce(array_agg(h.amount), '{}'),
+           coalesce(array_agg(h.currency::TEXT), '{}'), coalesce(array_agg(h.expires_at), '{}'),
+           coalesce(array_agg(h.state), '{}'), coalesce(array_agg(h.captured), '{}'),
+           coalesce(array_agg(h.released), '{}'), coalesce(array_agg(h.ended_by), '{}'),
            coalesce(array_agg(FALSE), '{}'), coalesce(array_agg(FALSE), '{}')
       INTO h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new, h_ended
-      FROM (SELECT h.* FROM holds h WHERE h.hold_id = ANY (p_refs) ORDER BY h.hold_id FOR UPDATE) l;
+      FROM holds h WHERE h.hold_id = ANY (p_refs);
     h_count := cardinality(h_id);
+    -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
+    -- which (hold_rejected or hold_not_found); only batches with such an answer pay.
+    IF EXISTS (SELECT 1 FROM generate_subscripts(p_kinds, 1) i
+                WHERE p_kinds[i] IN ('capture', 'void') AND NOT (p_refs[i] = ANY (h_id))) THEN
+        SELECT o_id || coalesce(array_agg(t.operation_id), '{}'), o_kind || coalesce(array_agg(t.kind), '{}'),
+               o_status || coalesce(array_agg(t.status), '{}'), o_from || coalesce(array_agg(t.from_wallet), '{}'),
+               o_to || coalesce(array_agg(t.to_wallet), '{}'), o_amount || coalesce(array_agg(t.amount), '{}')
+          INTO o_id, o_kind, o_status, o_from, o_to, o_amount
+          FROM transfers t
+         WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
+                                            WHERE p_kinds[i] IN ('capture', 'void') AND NOT (p_refs[i] = ANY (h_id))))
+           AND NOT (t.operation_id = ANY (o_id));
+        o_count := cardinality(o_id);
+    END IF;
     -- The time every expiry is judged by, taken once every lock is held: a capture that waited
     -- for a lock past its hold's expiry is refused, as the sweep that ran meanwhile would have it.
     v_now := clock_timestamp();
+    v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
 
     -- Legs of the splits named, and what was refunded of each original, per payer (serialised
     -- by the payer's row lock, taken above).
@@ -446,7 +474,7 @@ BEGIN
                 v_reason := 'unknown_wallet';
             ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
                 v_reason := 'currency_mismatch';
-            ELSIF v_expires <= v_now OR v_expires > v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0) THEN
+            ELSIF v_expires <= v_now OR v_expires > v_latest THEN
                 v_reason := 'expiry_out_of_range';
             ELSIF w_balance[v_fi] < v_amount THEN
                 v_reason := 'insufficient_funds';
@@ -676,14 +704,17 @@ BEGIN
         t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
         t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
         t_detail[t_count] := v_detail;
-        -- Originals decided here can be named later in the batch (a refund of a split).
-        o_count := o_count + 1;
-        o_id[o_count] := v_op;
-        o_kind[o_count] := v_kind;
-        o_status[o_count] := r_status[r_count];
-        o_from[o_count] := v_from;
-        o_to[o_count] := t_to[t_count];
-        o_amount[o_count] := t_amount[t_count];
+        -- Originals decided here can be named later in the batch (a refund of a split, a capture
+        -- of a hold refused here): kept when the batch has such operations.
+        IF v_names_others THEN
+            o_count := o_count + 1;
+            o_id[o_count] := v_op;
+            o_kind[o_count] := v_kind;
+            o_status[o_count] := r_status[r_count];
+            o_from[o_count] := v_from;
+            o_to[o_count] := t_to[t_count];
+            o_amount[o_count] := t_amount[t_count];
+        END IF;
 
         outcome := r_status[r_count];
         status := outcome;

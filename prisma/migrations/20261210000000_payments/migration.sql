@@ -11,10 +11,11 @@
 -- touched at all: a transfer can never spend held money because held money is not in the wallet.
 --
 -- One decision per operation, in one batched function, payments_decide_batch(), with every rule
--- of item in SQL: the hold's state, the capture's bound, the refund's bound, the split's
--- all-or-nothing. Its locks are taken in the order every other decision takes them (operations'
--- advisory locks, then wallet rows by id, then hold rows by id), so it can wait for a transfer
--- batch or the expiry sweep but never deadlock with them.
+-- in SQL: the hold's state, the capture's bound, the refund's bound, the split's all-or-nothing.
+-- Its locks are taken in the order every other decision takes them (operations' advisory locks,
+-- then wallet rows by id; a hold is read under its source's row lock, which every change of a
+-- hold takes), so it can wait for a transfer batch or the expiry sweep but never deadlock with
+-- them.
 --
 -- Expiry: every worker calls holds_expire() every HOLD_SWEEP_INTERVAL_MS; a capture or void that
 -- finds its hold past expires_at refuses with hold_expired and releases it itself when no sweep

@@ -74,18 +74,35 @@ export async function requestTransfers(
   amountMax: bigint,
 ): Promise<IntakeAnswer[]> {
   const data = wires.map((w, i) => checked(w, amountMax, wires.length > 1 ? `transfer #${i + 1}: ` : ''));
+  return requestInSlices(client, 'request_transfer', data, (slice) => [
+    REQUEST_SQL,
+    [
+      slice.map((w) => w.operationId),
+      slice.map((w) => w.from),
+      slice.map((w) => w.to),
+      slice.map((w) => w.amount),
+      slice.map((w) => w.currency ?? null),
+    ],
+  ]);
+}
+
+/**
+ * Sends validated requests in one statement per INTAKE_BATCH_MAX (`statement` makes each one's
+ * SQL and values) and reads back one answer per request, in order: a conflict is
+ * IntakeConflictError, any other answer or count breaks the function's contract.
+ */
+async function requestInSlices<T>(
+  client: IntakeClient,
+  fn: string,
+  data: readonly T[],
+  statement: (slice: readonly T[]) => [sql: string, values: unknown[]],
+): Promise<IntakeAnswer[]> {
   const answers: IntakeAnswer[] = [];
   for (let start = 0; start < data.length; start += INTAKE_BATCH_MAX) {
     const slice = data.slice(start, start + INTAKE_BATCH_MAX);
     let rows: { answer: string }[];
     try {
-      rows = await query(client, REQUEST_SQL, [
-        slice.map((w) => w.operationId),
-        slice.map((w) => w.from),
-        slice.map((w) => w.to),
-        slice.map((w) => w.amount),
-        slice.map((w) => w.currency ?? null),
-      ]);
+      rows = await query(client, ...statement(slice));
     } catch (err) {
       const server = serverErrorOf(err);
       if (server?.sqlState === '23505' && server.message.startsWith('conflict:')) {
@@ -93,11 +110,10 @@ export async function requestTransfers(
       }
       throw err;
     }
-    if (rows.length !== slice.length)
-      throw new Error(`request_transfer answered ${rows.length} rows for ${slice.length}`);
+    if (rows.length !== slice.length) throw new Error(`${fn} answered ${rows.length} rows for ${slice.length}`);
     for (const row of rows) {
       if (row.answer !== 'requested' && row.answer !== 'duplicate') {
-        throw new Error(`request_transfer answered ${JSON.stringify(row.answer)}`);
+        throw new Error(`${fn} answered ${JSON.stringify(row.answer)}`);
       }
       answers.push(row.answer);
     }
@@ -134,29 +150,10 @@ export async function requestOperations(
       throw new InvalidTransferError(`${wires.length > 1 ? `operation #${i + 1}: ` : ''}${result.reason}`);
     return JSON.stringify(w);
   });
-  const answers: IntakeAnswer[] = [];
-  for (let start = 0; start < data.length; start += INTAKE_BATCH_MAX) {
-    const slice = data.slice(start, start + INTAKE_BATCH_MAX);
-    let rows: { answer: string }[];
-    try {
-      rows = await query(client, REQUEST_OPERATION_SQL, [slice, holdExpiryMaxMs]);
-    } catch (err) {
-      const server = serverErrorOf(err);
-      if (server?.sqlState === '23505' && server.message.startsWith('conflict:')) {
-        throw new IntakeConflictError(server.message);
-      }
-      throw err;
-    }
-    if (rows.length !== slice.length)
-      throw new Error(`request_operation answered ${rows.length} rows for ${slice.length}`);
-    for (const row of rows) {
-      if (row.answer !== 'requested' && row.answer !== 'duplicate') {
-        throw new Error(`request_operation answered ${JSON.stringify(row.answer)}`);
-      }
-      answers.push(row.answer);
-    }
-  }
-  return answers;
+  return requestInSlices(client, 'request_operation', data, (slice) => [
+    REQUEST_OPERATION_SQL,
+    [slice, holdExpiryMaxMs],
+  ]);
 }
 
 /** One operation of any kind; see requestOperations(). */

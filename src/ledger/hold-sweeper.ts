@@ -5,7 +5,8 @@
 // once and a hold is released once; a worker killed mid-sweep rolls its call back and the next
 // sweep (its own or another worker's) releases the same holds. A hold is so released within about
 // one interval of its expiry while any worker runs; a capture or void that comes first finds it
-// expired and releases it itself. A failure is logged at most once a minute and the timer goes on.
+// expired and releases it itself. The timer is PeriodicCall's (src/db/periodic-call.ts).
+import { PeriodicCall } from '../db/periodic-call.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 import type { Logger } from '../log/logger.ts';
 
@@ -13,7 +14,6 @@ import type { Logger } from '../log/logger.ts';
 export const HOLD_SWEEP_BATCH = 1_000;
 /** Calls per tick at most, so a backlog is worked through without holding the timer for ever. */
 export const HOLD_SWEEP_CALLS_MAX = 20;
-const FAILURE_LOG_INTERVAL_MS = 60_000;
 
 /** One call of the sweep: the number of holds it released. */
 export async function expireHolds(prisma: PrismaClient, limit = HOLD_SWEEP_BATCH): Promise<number> {
@@ -22,47 +22,37 @@ export async function expireHolds(prisma: PrismaClient, limit = HOLD_SWEEP_BATCH
 }
 
 export class HoldSweeper {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  private lastFailureLogMs = Number.NEGATIVE_INFINITY;
+  private readonly periodic: PeriodicCall;
 
   constructor(
     private readonly prisma: PrismaClient,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly logger: Logger,
     private readonly onReleased: (count: number) => void = () => undefined,
-  ) {}
+  ) {
+    this.periodic = new PeriodicCall({
+      intervalMs,
+      logger,
+      failure: { event: 'hold_sweep_failed', message: 'could not release expired holds; retrying' },
+      call: () => this.sweep(),
+    });
+  }
 
   start(): void {
-    if (this.timer !== null) return;
-    this.timer = setInterval(() => {
-      this.running ??= this.tick().finally(() => {
-        this.running = null;
-      });
-    }, this.intervalMs);
-    this.timer.unref();
+    this.periodic.start();
   }
 
   /** Stops the timer and waits for a sweep in flight. */
-  async stop(): Promise<void> {
-    if (this.timer !== null) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
-  private async tick(): Promise<void> {
-    try {
-      for (let call = 0; call < HOLD_SWEEP_CALLS_MAX; call += 1) {
-        const released = await expireHolds(this.prisma);
-        this.onReleased(released);
-        if (released > 0) this.logger.info({ event: 'holds_expired', released }, 'expired holds released');
-        if (released < HOLD_SWEEP_BATCH) return;
-      }
-    } catch (err) {
-      const nowMs = performance.now();
-      if (nowMs - this.lastFailureLogMs < FAILURE_LOG_INTERVAL_MS) return;
-      this.lastFailureLogMs = nowMs;
-      this.logger.warn({ event: 'hold_sweep_failed', err }, 'could not release expired holds; retrying');
+  private async sweep(): Promise<void> {
+    for (let call = 0; call < HOLD_SWEEP_CALLS_MAX; call += 1) {
+      const released = await expireHolds(this.prisma);
+      this.onReleased(released);
+      if (released > 0) this.logger.info({ event: 'holds_expired', released }, 'expired holds released');
+      if (released < HOLD_SWEEP_BATCH) return;
     }
   }
 }

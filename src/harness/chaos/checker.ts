@@ -8,7 +8,7 @@ import type { PrismaClient } from '../../db/prisma.ts';
 import { COUNTEREXAMPLES_MAX, type ReconcileReport, reconcile } from '../../ledger/reconciliation.ts';
 import { classifyFailure } from '../../ledger/vocabulary.ts';
 import type { ChaosMessage, ChaosWorkload } from './chaos-workload.ts';
-import { type PaymentFigures, paymentChecks } from './payment-checks.ts';
+import { type PaymentFigures, paymentChecks, type RecordRow } from './payment-checks.ts';
 
 /** Which property a check protects; negative controls are judged by group. */
 export type CheckGroup = 'money' | 'exactly-once' | 'queue' | 'input' | 'fence';
@@ -55,16 +55,8 @@ export interface CheckInput {
   readonly intakeRun?: boolean;
 }
 
-interface TransferRow {
-  operation_id: string;
-  request_hash: string;
-  kind: string;
-  original_id: string | null;
-  from_wallet: string;
-  to_wallet: string | null;
-  amount: bigint | null;
-  status: string;
-  reason: string | null;
+/** A record as the payment checks read it, with the fence it was decided under. */
+interface TransferRow extends RecordRow {
   fence: bigint;
 }
 

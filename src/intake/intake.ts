@@ -7,13 +7,8 @@
 // migration), which takes the wire format's JSON object and keeps it for the relay to send.
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
-import {
-  type OperationWire,
-  type TransferWire,
-  validateOperationRequest,
-  validateTransferRequest,
-} from '../ledger/transfer-request.ts';
-import { InvalidTransferError } from '../queue/producer.ts';
+import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
+import { checkedOperations, InvalidTransferError } from '../queue/producer.ts';
 
 /** The intake function a producer role may execute, as PostgreSQL prints it (`regprocedure`). */
 export const INTAKE_FUNCTION = 'request_transfer(text,text,text,bigint,text)';
@@ -144,12 +139,7 @@ export async function requestOperations(
   amountMax: bigint,
   holdExpiryMaxMs: number,
 ): Promise<IntakeAnswer[]> {
-  const data = wires.map((w, i) => {
-    const result = validateOperationRequest(w, amountMax, holdExpiryMaxMs);
-    if (!result.ok)
-      throw new InvalidTransferError(`${wires.length > 1 ? `operation #${i + 1}: ` : ''}${result.reason}`);
-    return JSON.stringify(w);
-  });
+  const data = checkedOperations(wires, amountMax, holdExpiryMaxMs).map((w) => JSON.stringify(w));
   return requestInSlices(client, 'request_operation', data, (slice) => [
     REQUEST_OPERATION_SQL,
     [slice, holdExpiryMaxMs],

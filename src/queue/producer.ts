@@ -139,13 +139,24 @@ export async function enqueueOperations(
   options: JobsOptions = {},
   onProgress?: (done: number) => void,
 ): Promise<EnqueuedTransfer[]> {
-  const data = wires.map((wire, i) => {
+  return addChecked(target, checkedOperations(wires, amountMax, holdExpiryMaxMs), options, onProgress);
+}
+
+/**
+ * The wires, each validated by the worker's rules (HOLD_EXPIRY_MAX_MS for a hold's expiry), or
+ * InvalidTransferError naming the first one refused: what both doors check before sending any.
+ */
+export function checkedOperations(
+  wires: readonly OperationWire[],
+  amountMax: bigint,
+  holdExpiryMaxMs: number,
+): readonly OperationWire[] {
+  return wires.map((wire, i) => {
     const result = validateOperationRequest(wire, amountMax, holdExpiryMaxMs);
     if (!result.ok)
       throw new InvalidTransferError(`${wires.length > 1 ? `operation #${i + 1}: ` : ''}${result.reason}`);
     return wire;
   });
-  return addChecked(target, data, options, onProgress);
 }
 
 async function addChecked(

@@ -173,6 +173,10 @@ export async function decideOperations(
   items: readonly FencedOperation[],
   options: PaymentOptions,
 ): Promise<ApplyResult[]> {
+  // The common batch, transfers only, goes as it came: no copy on the hot path.
+  if (!items.some((item) => isPaymentRequest(item.request))) {
+    return applyTransfers(prisma, items as readonly FencedTransfer[], options);
+  }
   const transfers: FencedTransfer[] = [];
   const transferAt: number[] = [];
   const payments: { item: FencedPayment; at: number }[] = [];
@@ -185,7 +189,6 @@ export async function decideOperations(
       transferAt.push(i);
     }
   });
-  if (payments.length === 0) return applyTransfers(prisma, transfers, options);
   // Stable: the batch's own order among operations of one rank.
   payments.sort((a, b) => DECIDED_IN_ORDER[a.item.request.kind] - DECIDED_IN_ORDER[b.item.request.kind]);
   const results: ApplyResult[] = new Array(items.length);

@@ -57,7 +57,8 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
       }[]
     >`
       SELECT (SELECT count(*) FROM wallets) AS wallets,
-             (SELECT sum(balance) FROM wallets)::bigint AS balance_sum,
+             -- Every account: each wallet's own (balance) and its holding account (held).
+             (SELECT sum(balance + held) FROM wallets)::bigint AS balance_sum,
              (SELECT sum(amount) FROM ledger_entries WHERE kind = 'opening')::bigint AS opening_sum,
              (SELECT count(*) FROM transfers WHERE status = 'applied') AS applied,
              (SELECT count(*) FROM transfers WHERE status = 'rejected') AS rejected,
@@ -96,13 +97,12 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
 async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResult[]> {
   const limit = COUNTEREXAMPLES_MAX;
   return [
-    // A wallet's balance is its available balance (held money sits in its holding wallet,
-    // `$held:<wallet>`), and the holding wallets are wallets too: both are checked here.
+    // A wallet's balance is its available balance; what its holds reserve is its `held` (the
+    // balance of its holding account, `$held:<wallet>`): neither may go below zero.
     await check(
       'no negative balance',
       tx.$queryRaw<Row[]>`
-        SELECT id AS wallet, balance, id LIKE '$held:%' AS holding FROM wallets WHERE balance < 0 ORDER BY id
-         LIMIT ${limit}`,
+        SELECT id AS wallet, balance, held FROM wallets WHERE balance < 0 OR held < 0 ORDER BY id LIMIT ${limit}`,
     ),
     await check(
       'at most one debit per operation',
@@ -116,13 +116,19 @@ async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResu
         SELECT operation_id, sum(amount) AS total FROM ledger_entries
          GROUP BY operation_id HAVING sum(amount) <> 0 ORDER BY operation_id LIMIT ${limit}`,
     ),
+    // Both of a wallet's accounts: its own (`balance`) and its holding account (`held`).
     await check(
       'every wallet balance equals the sum of its entries',
       tx.$queryRaw<Row[]>`
-        SELECT w.id AS wallet, w.balance, coalesce(e.total, 0) AS entries_sum
-          FROM wallets w LEFT JOIN (SELECT wallet_id, sum(amount) AS total FROM ledger_entries GROUP BY wallet_id) e
+        SELECT w.id AS wallet, w.balance, coalesce(e.total, 0) AS entries_sum, w.held,
+               coalesce(h.total, 0) AS held_entries_sum
+          FROM wallets w
+          LEFT JOIN (SELECT wallet_id, sum(amount) AS total FROM ledger_entries GROUP BY wallet_id) e
             ON e.wallet_id = w.id
-         WHERE w.balance <> coalesce(e.total, 0) ORDER BY w.id LIMIT ${limit}`,
+          LEFT JOIN (SELECT wallet_id, sum(amount) AS total FROM ledger_entries WHERE wallet_id LIKE '$held:%'
+                      GROUP BY wallet_id) h
+            ON h.wallet_id = '$held:' || w.id
+         WHERE w.balance <> coalesce(e.total, 0) OR w.held <> coalesce(h.total, 0) ORDER BY w.id LIMIT ${limit}`,
     ),
     await check('applied transfers have one debit and one credit; others none', entriesByKind(tx, limit)),
     // The sweep's releases have no record of their own: they are the expired hold's, named
@@ -171,8 +177,8 @@ async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResu
 
 /**
  * What each kind of applied operation moves, by count and by wallet: one debit always (of the
- * source, or of its holding wallet for a capture or a void) and the credits of its kind; a
- * transfer to its payee, a hold to the source's holding wallet, a capture to its payee and
+ * source, or of its holding account for a capture or a void) and the credits of its kind; a
+ * transfer to its payee, a hold to the source's holding account, a capture to its payee and
  * perhaps back to the source, a void back to the source, a refund to the original's source,
  * a split one credit per leg, each matching its leg. A rejected operation moves nothing.
  */
@@ -214,17 +220,17 @@ function entriesByKind(tx: Reader, limit: number): Promise<Row[]> {
 async function paymentInvariants(tx: Reader, check: Check): Promise<InvariantResult[]> {
   const limit = COUNTEREXAMPLES_MAX;
   return [
-    // A hold moves its amount into the holding wallet and its ending moves all of it out, so the
-    // holding wallet holds exactly the active holds (a hold past its expiry that no sweep has
+    // A hold moves its amount into its source's `held` and its ending moves all of it out, so a
+    // wallet's `held` is exactly its active holds (a hold past its expiry that no sweep has
     // released yet is still active, and still held).
     await check(
-      "each holding wallet's balance equals the sum of its wallet's active holds",
+      "each wallet's held equals the sum of its active holds",
       tx.$queryRaw<Row[]>`
-        SELECT coalesce(w.id, '$held:' || a.from_wallet) AS holding_wallet, w.balance, coalesce(a.held, 0) AS active_holds
-          FROM (SELECT id, balance FROM wallets WHERE id LIKE '$held:%') w
+        SELECT coalesce(w.id, a.from_wallet) AS wallet, w.held, coalesce(a.held, 0) AS active_holds
+          FROM wallets w
           FULL JOIN (SELECT from_wallet, sum(amount) AS held FROM holds WHERE state = 'active' GROUP BY from_wallet) a
-            ON w.id = '$held:' || a.from_wallet
-         WHERE w.id IS NULL OR w.balance <> coalesce(a.held, 0)
+            ON w.id = a.from_wallet
+         WHERE w.id IS NULL OR w.held <> coalesce(a.held, 0)
          ORDER BY 1 LIMIT ${limit}`,
     ),
     await check('every ended hold has captured + released = amount and ended once', holdsEndedOnce(tx, limit)),

@@ -1,7 +1,8 @@
-// Holding wallets (`$held:<wallet>`) are wallets rows that only the payment decision and the
-// expiry sweep may move. Connected as the worker role, a decision that names one, as a source,
-// a destination or a split's leg, is refused before anything is decided: held money stays
-// behind its holds, and the sweep is never stopped by a hold its money no longer covers.
+// Holding accounts (`$held:<wallet>`, whose balance is the wallet's `held`) are the ledger's own:
+// only the payment decision and the expiry sweep move them. Connected as the worker role, a
+// decision that names one, as a source, a destination or a split's leg, is refused before
+// anything is decided: held money stays behind its holds, and the sweep is never stopped by a
+// hold its money no longer covers.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
@@ -44,7 +45,7 @@ async function failure(work: Promise<unknown>): Promise<string> {
 
 const REFUSED = /^22023: a wallet id starting with \$ is the ledger's own/;
 
-describe('a decision that names a holding wallet', () => {
+describe('a decision that names a holding account', () => {
   it('apply_transfers() from or to one is refused, and nothing moves', async () => {
     for (const [from, to] of [
       ['$held:w1', 'w3'],

@@ -207,7 +207,7 @@ describe('(a) a capture and a void of one hold', () => {
     expect(await balancesOf(pool, ['w1', 'w2', '$held:w1'])).toEqual({ w1: 900n, w2: 1_100n, '$held:w1': 0n });
     const report = await reconcile(db.prisma);
     expect(report.invariants.filter((i) => !i.ok).map((i) => i.name)).toEqual([
-      "each holding wallet's balance equals the sum of its wallet's active holds",
+      "each wallet's held equals the sum of its active holds",
       'every ended hold has captured + released = amount and ended once',
       'no applied capture of a voided or expired hold, no applied void of a captured one',
     ]);
@@ -427,7 +427,7 @@ describe('(f) a capture and the expiry', () => {
     const report = await reconcile(db.prisma);
     expect(report.invariants.filter((i) => !i.ok).map((i) => i.name)).toEqual([
       'every money movement has an operation record',
-      "each holding wallet's balance equals the sum of its wallet's active holds",
+      "each wallet's held equals the sum of its active holds",
       'every ended hold has captured + released = amount and ended once',
     ]);
   });
@@ -502,8 +502,7 @@ describe('(h) a transfer and held money', () => {
     expect(balances).toEqual(
       held === 'applied'
         ? { small1: 20n, '$held:small1': 80n, w3: 1_000n }
-        : // The refused hold still made the holding wallet, empty.
-          { small1: 50n, '$held:small1': 0n, w3: 1_050n },
+        : { small1: 50n, '$held:small1': 0n, w3: 1_050n },
     );
     expect((await reconcile(db.prisma)).ok).toBe(true);
   });

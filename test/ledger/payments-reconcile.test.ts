@@ -14,7 +14,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 const NEGATIVE = 'no negative balance';
 const SHAPE = 'applied transfers have one debit and one credit; others none';
 const RECORDED = 'every money movement has an operation record';
-const HOLDING = "each holding wallet's balance equals the sum of its wallet's active holds";
+const HOLDING = "each wallet's held equals the sum of its active holds";
 const ENDED_ONCE = 'every ended hold has captured + released = amount and ended once';
 const HOLD_STATE = 'no applied capture of a voided or expired hold, no applied void of a captured one';
 const REFUND_BOUND = "no refund total above its original's refundable amount";
@@ -163,19 +163,17 @@ describe('reconcile() on honest payments', () => {
     const report = await reconcile(db.prisma);
     expect(failing(report)).toEqual([]);
     expect(report.invariants.map((i) => i.name)).toEqual(expect.arrayContaining(PAYMENT_INVARIANTS));
-    const held = await db.pg.query("SELECT id, balance::int FROM wallets WHERE id LIKE '$held:%' ORDER BY id");
-    expect(held.rows).toEqual([
-      { id: '$held:w1', balance: 50 },
-      { id: '$held:w2', balance: 0 },
-      { id: '$held:w3', balance: 0 },
-    ]);
+    const held = await db.pg.query('SELECT id, held::int FROM wallets WHERE held <> 0 ORDER BY id');
+    expect(held.rows).toEqual([{ id: 'w1', held: 50 }]);
+    // No wallets row stands for a holding account.
+    expect((await db.pg.query("SELECT id FROM wallets WHERE id LIKE '$%'")).rows).toEqual([]);
   });
 });
 
 describe('reconcile() on payments broken on purpose', () => {
-  it('a double capture (hold state check off) breaks the holding wallet and the hold ended once', async () => {
-    // A second active hold keeps the holding wallet covering the second capture, so the
-    // CHECK (balance >= 0) does not stop it and only the reconciler can see it.
+  it("a double capture (hold state check off) breaks the wallet's held and the hold ended once", async () => {
+    // A second active hold keeps the wallet's held covering the second capture, so the
+    // CHECK (held >= 0) does not stop it and only the reconciler can see it.
     expect(await decide(hold('h1', 'w1', 'w2', 100n), hold('h2', 'w1', 'w3', 100n))).toEqual(['applied', 'applied']);
     expect(await decide(capture('c1', 'w1', 'h1'))).toEqual(['applied']);
     expect(
@@ -184,9 +182,7 @@ describe('reconcile() on payments broken on purpose', () => {
 
     const report = await reconcile(db.prisma);
     expect(failing(report)).toEqual([HOLDING, ENDED_ONCE]);
-    expect(named(report, HOLDING).counterexamples).toEqual([
-      { holding_wallet: '$held:w1', balance: '0', active_holds: '100' },
-    ]);
+    expect(named(report, HOLDING).counterexamples).toEqual([{ wallet: 'w1', held: '0', active_holds: '100' }]);
     expect(named(report, ENDED_ONCE).counterexamples).toEqual([
       expect.objectContaining({ hold_id: 'h1', state: 'captured', applied_endings: '2', expiry_releases: '0' }),
     ]);
@@ -254,7 +250,7 @@ describe('reconcile() on payments broken on purpose', () => {
     ]);
   });
 
-  it('a hold whose amount no longer matches its holding wallet is found', async () => {
+  it("a hold whose amount no longer matches its wallet's held is found", async () => {
     await decide(hold('h1', 'w1', 'w2', 100n));
     await db.pg.query("UPDATE holds SET amount = 101 WHERE hold_id = 'h1'");
     const report = await reconcile(db.prisma);
@@ -298,13 +294,13 @@ describe('reconcile() on payments broken on purpose', () => {
     });
   });
 
-  it('a holding wallet below zero is a negative balance, behind its CHECK', async () => {
+  it('a held amount below zero is a negative balance, behind its CHECK', async () => {
     await decide(hold('h1', 'w1', 'w2', 100n));
-    await withoutConstraint('wallets', 'wallets_balance_non_negative', async () => {
-      await db.pg.query("UPDATE wallets SET balance = -1 WHERE id = '$held:w1'");
+    await withoutConstraint('wallets', 'wallets_held_non_negative', async () => {
+      await db.pg.query("UPDATE wallets SET held = -1 WHERE id = 'w1'");
       const report = await reconcile(db.prisma);
       expect(failing(report)).toContain(NEGATIVE);
-      expect(named(report, NEGATIVE).counterexamples).toEqual([{ wallet: '$held:w1', balance: '-1', holding: 'true' }]);
+      expect(named(report, NEGATIVE).counterexamples).toEqual([{ wallet: 'w1', balance: '900', held: '-1' }]);
     });
   });
 });

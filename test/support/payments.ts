@@ -113,14 +113,24 @@ export async function holdsExpire(sql: Sql, limit = 1000): Promise<number> {
   return rows[0]?.released ?? -1;
 }
 
-/** The balances of these wallets, -1 for one that does not exist. */
+/** The balance of a holding account `$held:<wallet>`: that wallet's `held`. */
+const HELD = '$held:';
+
+/**
+ * The balances of these accounts, -1 for one that does not exist: a wallet's own, or for
+ * `$held:<wallet>` the wallet's `held`.
+ */
 export async function balancesOf(sql: Sql, ids: readonly string[]): Promise<Record<string, bigint>> {
-  const { rows } = await sql.query<{ id: string; balance: string }>(
-    'SELECT id, balance::text AS balance FROM wallets WHERE id = ANY ($1::text[])',
-    [ids],
+  const walletOf = (id: string) => (id.startsWith(HELD) ? id.slice(HELD.length) : id);
+  const { rows } = await sql.query<{ id: string; balance: string; held: string }>(
+    'SELECT id, balance::text AS balance, held::text AS held FROM wallets WHERE id = ANY ($1::text[])',
+    [ids.map(walletOf)],
   );
   const out: Record<string, bigint> = {};
-  for (const id of ids) out[id] = BigInt(rows.find((r) => r.id === id)?.balance ?? '-1');
+  for (const id of ids) {
+    const row = rows.find((r) => r.id === walletOf(id));
+    out[id] = BigInt((id.startsWith(HELD) ? row?.held : row?.balance) ?? '-1');
+  }
   return out;
 }
 

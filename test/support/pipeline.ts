@@ -189,9 +189,18 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       }
     },
     async balances() {
-      const rows = (await db.pg.query<{ id: string; balance: string }>('SELECT id, balance FROM wallets ORDER BY id'))
-        .rows;
-      return Object.fromEntries(rows.map((r) => [r.id, BigInt(r.balance)]));
+      const rows = (
+        await db.pg.query<{ id: string; balance: string; held: string }>(
+          'SELECT id, balance, held FROM wallets ORDER BY id',
+        )
+      ).rows;
+      // Each wallet's own account, and its holding account `$held:<wallet>` (its held) when not empty.
+      return Object.fromEntries(
+        rows.flatMap((r) => [
+          [r.id, BigInt(r.balance)] as const,
+          ...(BigInt(r.held) === 0n ? [] : [[`$held:${r.id}`, BigInt(r.held)] as const]),
+        ]),
+      );
     },
     async debitsOf(operationId) {
       const r = await db.pg.query<{ n: string }>(

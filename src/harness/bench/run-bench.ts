@@ -120,8 +120,8 @@ export const DEFINITIONS = Object.freeze({
     `e2e-payments-split (a split of ${SPLIT_LEGS} legs from each of e2e's payers). A payment is a hold and its ` +
     'capture: notes.paymentsPerS = payments / (hold span + capture span), notes.machineMsPerPayment = hold + ' +
     'capture machine CPU ms per operation. Verified: every operation applied, every hold active after its part ' +
-    'and captured whole after the captures, every split leg recorded, every wallet (holding wallets too) at the ' +
-    'balance the operations give, the invariants hold.',
+    'and captured whole after the captures, every split leg recorded, every wallet at the balance and the held ' +
+    'amount the operations give, the invariants hold.',
   ratios:
     'median transfers/s of one case over the median of the other (e2eToFasterCeilingRatio: e2e over the faster of ' +
     'db-ceiling and db-ceiling-first); lowRateBatchingAdded*: low-rate minus low-rate-unbatched enqueue→commit percentile (medians of the runs). ' +

@@ -158,14 +158,14 @@ export async function verifyIntake(
   return { problems, feedEvents: events };
 }
 
-/** The holding wallet of a payer (the payments migration's `$held:<wallet>`). */
+/** The holding account of a payer, `$held:<wallet>`: its balance is the payer's `held`. */
 export function holdingWalletOf(wallet: string): string {
   return `$held:${wallet}`;
 }
 
 /**
- * Every wallet's balance once e2e-payments' parts up to `through` (in PAYMENT_PARTS order) have
- * applied: `wallets` opened with `openingMinor`, every hold moved to its payer's holding wallet,
+ * Every account's balance once e2e-payments' parts up to `through` (in PAYMENT_PARTS order) have
+ * applied: `wallets` opened with `openingMinor`, every hold moved to its payer's holding account,
  * every capture moved its whole hold to the payee, every split moved each leg to its wallet.
  */
 export function expectedPaymentBalances(
@@ -195,8 +195,8 @@ const EXAMPLES_MAX = 3;
  * e2e-payments' own checks after one part, beside verifyLedger() over every operation sent so far:
  * after the holds, every hold recorded as sent and active; after the captures, every hold captured
  * whole by its own capture, and each capture recorded as moving the hold to its payee; after the
- * splits, every leg recorded as sent. After each part, every wallet's balance (holding wallets
- * included) is the one the operations sent so far give (expectedPaymentBalances).
+ * splits, every leg recorded as sent. After each part, every wallet's balance and held amount are
+ * the ones the operations sent so far give (expectedPaymentBalances).
  */
 export async function verifyPaymentsPart(
   sandbox: Sandbox,
@@ -260,15 +260,23 @@ export async function verifyPaymentsPart(
       problems.push(`${recorded} split legs recorded, ${matching} as sent, expected ${legs.length}`);
     }
   }
-  // Every wallet, holding wallets included, at the balance the operations sent so far give.
+  // Every wallet, and its holding account (its `held`), at what the operations sent so far give.
   const expected = expectedPaymentBalances(payments, wallets, openingMinor, part);
-  const { rows } = await pool.query<{ id: string; balance: string }>('SELECT id, balance::text FROM wallets');
+  const { rows } = await pool.query<{ id: string; balance: string; held: string }>(
+    'SELECT id, balance::text, held::text FROM wallets',
+  );
   const off: string[] = [];
   const seen = new Set<string>();
   for (const row of rows) {
-    seen.add(row.id);
-    const want = expected.get(row.id) ?? 0n;
-    if (BigInt(row.balance) !== want) off.push(`${row.id} ${row.balance} (expected ${want})`);
+    const accounts: [string, string][] = [
+      [row.id, row.balance],
+      [holdingWalletOf(row.id), row.held],
+    ];
+    for (const [id, actual] of accounts) {
+      seen.add(id);
+      const want = expected.get(id) ?? 0n;
+      if (BigInt(actual) !== want) off.push(`${id} ${actual} (expected ${want})`);
+    }
   }
   for (const [id, want] of expected) if (!seen.has(id) && want !== 0n) off.push(`${id} missing (expected ${want})`);
   if (off.length > 0) {

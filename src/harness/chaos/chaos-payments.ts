@@ -10,9 +10,9 @@
 //
 // Every wallet that holds also gets one long hold placed first, its anchor, which stays active
 // through the run: a capture or void of an ended hold that a broken decision lets through
-// (--unsafe double-capture) takes its money from the holding wallet, and the anchor is what is
-// there to take, so the broken decision commits (and is caught) instead of failing
-// CHECK (balance >= 0).
+// (--unsafe double-capture) takes its money from the wallet's held amount, and the anchor is
+// what is there to take, so the broken decision commits (and is caught) instead of failing
+// CHECK (held >= 0).
 import type {
   CaptureWire,
   HoldWire,
@@ -238,7 +238,7 @@ export function planPayments(
     }
   }
 
-  // The anchors: one long hold per holding wallet, of what its other holds could drain, first.
+  // The anchors: one long hold per wallet that holds, of what its other holds could drain, first.
   const anchors: PlacedPayment[] = [...drain.entries()]
     .sort(([a], [b]) => Number(a.slice(1)) - Number(b.slice(1)))
     .map(([from, total]) => {

@@ -95,7 +95,7 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   'every money movement has an operation record': 'exactly-once',
   'per wallet, debit fences never decrease in commit order': 'fence',
   'per wallet, no token was used by two leases': 'fence',
-  "each holding wallet's balance equals the sum of its wallet's active holds": 'money',
+  "each wallet's held equals the sum of its active holds": 'money',
   'every ended hold has captured + released = amount and ended once': 'exactly-once',
   'no applied capture of a voided or expired hold, no applied void of a captured one': 'exactly-once',
   "no refund total above its original's refundable amount": 'money',
@@ -145,8 +145,8 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     SELECT operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount, status, reason, fence
       FROM transfers`;
   const records = new Map(transfers.map((t) => [t.operation_id, t]));
-  const wallets = await prisma.$queryRaw<{ id: string; balance: bigint; last_fence: bigint }[]>`
-    SELECT id, balance, last_fence FROM wallets`;
+  const wallets = await prisma.$queryRaw<{ id: string; balance: bigint; held: bigint; last_fence: bigint }[]>`
+    SELECT id, balance, held, last_fence FROM wallets`;
   const debits = await prisma.$queryRaw<
     { operation_id: string; wallet_id: string; amount: bigint; fence: bigint | null }[]
   >`
@@ -343,8 +343,7 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
   const seen = new Set<string>();
   for (const w of wallets) {
     seen.add(w.id);
-    // A holding wallet the model never credited holds nothing.
-    const want = expected.get(w.id) ?? (w.id.startsWith('$held:') ? 0n : undefined);
+    const want = expected.get(w.id);
     if (want === undefined) balances.fail({ wallet: w.id, actual: w.balance.toString(), expected: null });
     else if (want !== w.balance) {
       balances.fail({
@@ -352,6 +351,16 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
         expected: want.toString(),
         actual: w.balance.toString(),
         difference: (w.balance - want).toString(),
+      });
+    }
+    // Its holding account, `$held:<wallet>`, is its `held`; one the model never credited holds nothing.
+    const wantHeld = expected.get(`$held:${w.id}`) ?? 0n;
+    if (wantHeld !== w.held) {
+      balances.fail({
+        wallet: `$held:${w.id}`,
+        expected: wantHeld.toString(),
+        actual: w.held.toString(),
+        difference: (w.held - wantHeld).toString(),
       });
     }
   }
@@ -365,19 +374,19 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
   for (const d of debits) {
     if (d.fence !== null && d.fence > (maxDebitFence.get(d.wallet_id) ?? 0n)) maxDebitFence.set(d.wallet_id, d.fence);
   }
-  // A holding wallet is debited under its source's token (the source is the wallet locked and
-  // fenced), so its debits are judged against the source's last_fence.
-  const lastFence = new Map(wallets.map((w) => [w.id, w.last_fence]));
+  // A holding account is debited under its wallet's token (the wallet is the one locked and
+  // fenced), so its debits are judged against that wallet's last_fence.
   for (const w of wallets) {
     const max = maxDebitFence.get(w.id) ?? 0n;
-    if (w.id.startsWith('$held:')) {
-      const sourceFence = lastFence.get(w.id.slice('$held:'.length)) ?? 0n;
-      if (sourceFence < max)
-        fenceHigh.fail({ wallet: w.id, sourceLastFence: sourceFence.toString(), highestDebitFence: max.toString() });
-      continue;
-    }
     if (w.last_fence < max)
       fenceHigh.fail({ wallet: w.id, lastFence: w.last_fence.toString(), highestDebitFence: max.toString() });
+    const heldMax = maxDebitFence.get(`$held:${w.id}`) ?? 0n;
+    if (w.last_fence < heldMax)
+      fenceHigh.fail({
+        wallet: `$held:${w.id}`,
+        sourceLastFence: w.last_fence.toString(),
+        highestDebitFence: heldMax.toString(),
+      });
   }
   results.push(fenceHigh.result());
   return { checks: results, totals: ledger.totals, payments: payments.figures };

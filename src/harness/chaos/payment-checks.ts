@@ -5,7 +5,7 @@
 // harness sent under the record's hash and from its own state (what a hold holds, what is left of
 // an original), never from the database's. It judges each applied record by the rules given its
 // state then, each refusal by what its reason claims (where that is decidable after the fact), and
-// ends with the balance of every wallet (holding wallets too) and the end of every hold, which
+// ends with the balance and the held amount of every wallet and the end of every hold, which
 // must be the database's.
 import type { PrismaClient } from '../../db/prisma.ts';
 import type { OperationKind, OperationWire } from '../../ledger/transfer-request.ts';
@@ -73,9 +73,9 @@ async function sqlChecks(prisma: PrismaClient): Promise<CheckResult[]> {
     out.push(c.result());
   };
   await run(
-    'available balance >= 0 on every wallet (holding wallets too)',
+    'available balance >= 0 and held >= 0 on every wallet',
     'money',
-    prisma.$queryRaw`SELECT id AS wallet, balance FROM wallets WHERE balance < 0 ORDER BY id`,
+    prisma.$queryRaw`SELECT id AS wallet, balance, held FROM wallets WHERE balance < 0 OR held < 0 ORDER BY id`,
   );
   await run(
     'every hold ended at most once, with captured + released = amount',
@@ -96,16 +96,14 @@ async function sqlChecks(prisma: PrismaClient): Promise<CheckResult[]> {
        ORDER BY h.hold_id`,
   );
   await run(
-    "each holding wallet's balance equals the sum of its wallet's active holds",
+    "each wallet's held equals the sum of its active holds",
     'money',
     prisma.$queryRaw`
-      SELECT w.id AS wallet, w.balance,
-             coalesce((SELECT sum(h.amount) FROM holds h
-                        WHERE h.state = 'active' AND '$held:' || h.from_wallet = w.id), 0)::bigint AS active_holds
+      SELECT w.id AS wallet, w.held, coalesce(a.held, 0)::bigint AS active_holds
         FROM wallets w
-       WHERE w.id LIKE '$held:%'
-         AND w.balance <> coalesce((SELECT sum(h.amount) FROM holds h
-                                     WHERE h.state = 'active' AND '$held:' || h.from_wallet = w.id), 0)
+        LEFT JOIN (SELECT from_wallet, sum(amount) AS held FROM holds WHERE state = 'active' GROUP BY from_wallet) a
+          ON a.from_wallet = w.id
+       WHERE w.held <> coalesce(a.held, 0)
        ORDER BY w.id`,
   );
   await run(

@@ -136,18 +136,18 @@ describe('bench verification of the payments case', () => {
     expect(await check('e2e-payments-split')).toEqual({ problems: [], applied: OPERATIONS });
   });
 
-  it('refuses a holding wallet off its expected balance', async () => {
-    const held = holdingWalletOf(payments.holds[0]?.from ?? '');
-    // Money into a holding wallet: the balances no longer match what was sent (both sides moved).
-    await pool().query('UPDATE wallets SET balance = balance + 1 WHERE id = $1', [held]);
-    await pool().query("UPDATE wallets SET balance = balance - 1 WHERE id = 'wallet-1'");
+  it("refuses a payer's held amount off its expected one", async () => {
+    const payer = payments.holds[0]?.from ?? '';
+    // Money into a payer's holding account: the accounts no longer match what was sent (both sides moved).
+    await pool().query('UPDATE wallets SET held = held + 1, balance = balance - 1 WHERE id = $1', [payer]);
     try {
       const v = await check('e2e-payments-split');
       expect(v.problems).toHaveLength(1);
-      expect(v.problems[0]).toMatch(/^2 wallets off their expected balance: .*\$held:wallet-\d+ 1 \(expected 0\)/);
+      expect(v.problems[0]).toMatch(
+        new RegExp(`^2 wallets off their expected balance: .*\\$held:${payer} 1 \\(expected 0\\)`),
+      );
     } finally {
-      await pool().query('UPDATE wallets SET balance = balance - 1 WHERE id = $1', [held]);
-      await pool().query("UPDATE wallets SET balance = balance + 1 WHERE id = 'wallet-1'");
+      await pool().query('UPDATE wallets SET held = held - 1, balance = balance + 1 WHERE id = $1', [payer]);
     }
   });
 });

@@ -38,24 +38,32 @@ function plain(row: Row): Record<string, string | number | null> {
   return out;
 }
 
-export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> {
-  return prisma.$transaction(async (tx) => {
-    await tx.$executeRaw`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`;
-    const check: Check = async (name, rows) => {
-      const found = await rows;
-      return { name, ok: found.length === 0, counterexamples: found.map(plain) };
-    };
+/**
+ * How long the one read-only transaction may run: every invariant reads the whole ledger, so it
+ * grows with the ledger (Prisma's default of 5 s is a few hundred thousand entries on a slow
+ * machine). It holds no lock that a decision waits for.
+ */
+export const RECONCILE_TIMEOUT_MS = 600_000;
 
-    const [totals] = await tx.$queryRaw<
-      {
-        wallets: bigint;
-        balance_sum: bigint | null;
-        opening_sum: bigint | null;
-        applied: bigint;
-        rejected: bigint;
-        entries: bigint;
-      }[]
-    >`
+export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> {
+  return prisma.$transaction(
+    async (tx) => {
+      await tx.$executeRaw`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`;
+      const check: Check = async (name, rows) => {
+        const found = await rows;
+        return { name, ok: found.length === 0, counterexamples: found.map(plain) };
+      };
+
+      const [totals] = await tx.$queryRaw<
+        {
+          wallets: bigint;
+          balance_sum: bigint | null;
+          opening_sum: bigint | null;
+          applied: bigint;
+          rejected: bigint;
+          entries: bigint;
+        }[]
+      >`
       SELECT (SELECT count(*) FROM wallets) AS wallets,
              -- Every account: each wallet's own (balance) and its holding account (held).
              (SELECT sum(balance + held) FROM wallets)::bigint AS balance_sum,
@@ -63,34 +71,36 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
              (SELECT count(*) FROM transfers WHERE status = 'applied') AS applied,
              (SELECT count(*) FROM transfers WHERE status = 'rejected') AS rejected,
              (SELECT count(*) FROM ledger_entries) AS entries`;
-    if (totals === undefined) throw new Error('totals query returned no row');
-    const balanceSum = totals.balance_sum ?? 0n;
-    const openingSum = totals.opening_sum ?? 0n;
+      if (totals === undefined) throw new Error('totals query returned no row');
+      const balanceSum = totals.balance_sum ?? 0n;
+      const openingSum = totals.opening_sum ?? 0n;
 
-    const invariants: InvariantResult[] = [
-      {
-        name: 'conservation: sum of balances equals sum of opening balances',
-        ok: balanceSum === openingSum,
-        counterexamples:
-          balanceSum === openingSum ? [] : [{ balanceSum: balanceSum.toString(), openingSum: openingSum.toString() }],
-      },
-      ...(await ledgerInvariants(tx, check)),
-      ...(await paymentInvariants(tx, check)),
-    ];
+      const invariants: InvariantResult[] = [
+        {
+          name: 'conservation: sum of balances equals sum of opening balances',
+          ok: balanceSum === openingSum,
+          counterexamples:
+            balanceSum === openingSum ? [] : [{ balanceSum: balanceSum.toString(), openingSum: openingSum.toString() }],
+        },
+        ...(await ledgerInvariants(tx, check)),
+        ...(await paymentInvariants(tx, check)),
+      ];
 
-    return {
-      ok: invariants.every((i) => i.ok),
-      totals: {
-        wallets: Number(totals.wallets),
-        balanceSum: balanceSum.toString(),
-        openingSum: openingSum.toString(),
-        transfersApplied: Number(totals.applied),
-        transfersRejected: Number(totals.rejected),
-        ledgerEntries: Number(totals.entries),
-      },
-      invariants,
-    };
-  });
+      return {
+        ok: invariants.every((i) => i.ok),
+        totals: {
+          wallets: Number(totals.wallets),
+          balanceSum: balanceSum.toString(),
+          openingSum: openingSum.toString(),
+          transfersApplied: Number(totals.applied),
+          transfersRejected: Number(totals.rejected),
+          ledgerEntries: Number(totals.entries),
+        },
+        invariants,
+      };
+    },
+    { timeout: RECONCILE_TIMEOUT_MS },
+  );
 }
 
 /** The invariants of every movement, whatever the operation that made it. */
@@ -120,14 +130,12 @@ async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResu
     await check(
       'every wallet balance equals the sum of its entries',
       tx.$queryRaw<Row[]>`
+        WITH sums AS MATERIALIZED (SELECT wallet_id, sum(amount) AS total FROM ledger_entries GROUP BY wallet_id)
         SELECT w.id AS wallet, w.balance, coalesce(e.total, 0) AS entries_sum, w.held,
                coalesce(h.total, 0) AS held_entries_sum
           FROM wallets w
-          LEFT JOIN (SELECT wallet_id, sum(amount) AS total FROM ledger_entries GROUP BY wallet_id) e
-            ON e.wallet_id = w.id
-          LEFT JOIN (SELECT wallet_id, sum(amount) AS total FROM ledger_entries WHERE wallet_id LIKE '$held:%'
-                      GROUP BY wallet_id) h
-            ON h.wallet_id = '$held:' || w.id
+          LEFT JOIN sums e ON e.wallet_id = w.id
+          LEFT JOIN sums h ON h.wallet_id = '$held:' || w.id
          WHERE w.balance <> coalesce(e.total, 0) OR w.held <> coalesce(h.total, 0) ORDER BY w.id LIMIT ${limit}`,
     ),
     await check('applied transfers have one debit and one credit; others none', entriesByKind(tx, limit)),

@@ -126,17 +126,19 @@ async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResu
         SELECT operation_id, sum(amount) AS total FROM ledger_entries
          GROUP BY operation_id HAVING sum(amount) <> 0 ORDER BY operation_id LIMIT ${limit}`,
     ),
-    // Both of a wallet's accounts: its own (`balance`) and its holding account (`held`).
+    // Both of a wallet's accounts, in one pass over the entries: its own (`balance`) and its
+    // holding account `$held:<wallet>` (`held`).
     await check(
       'every wallet balance equals the sum of its entries',
       tx.$queryRaw<Row[]>`
-        WITH sums AS MATERIALIZED (SELECT wallet_id, sum(amount) AS total FROM ledger_entries GROUP BY wallet_id)
-        SELECT w.id AS wallet, w.balance, coalesce(e.total, 0) AS entries_sum, w.held,
-               coalesce(h.total, 0) AS held_entries_sum
+        SELECT w.id AS wallet, w.balance, coalesce(e.own, 0) AS entries_sum, w.held, coalesce(e.held, 0) AS held_entries_sum
           FROM wallets w
-          LEFT JOIN sums e ON e.wallet_id = w.id
-          LEFT JOIN sums h ON h.wallet_id = '$held:' || w.id
-         WHERE w.balance <> coalesce(e.total, 0) OR w.held <> coalesce(h.total, 0) ORDER BY w.id LIMIT ${limit}`,
+          LEFT JOIN (SELECT CASE WHEN starts_with(wallet_id, '$held:') THEN substr(wallet_id, 7) ELSE wallet_id END AS wallet,
+                            sum(amount) FILTER (WHERE NOT starts_with(wallet_id, '$held:')) AS own,
+                            sum(amount) FILTER (WHERE starts_with(wallet_id, '$held:')) AS held
+                       FROM ledger_entries GROUP BY 1) e
+            ON e.wallet = w.id
+         WHERE w.balance <> coalesce(e.own, 0) OR w.held <> coalesce(e.held, 0) ORDER BY w.id LIMIT ${limit}`,
     ),
     await check('applied transfers have one debit and one credit; others none', entriesByKind(tx, limit)),
     // The sweep's releases have no record of their own: they are the expired hold's, named

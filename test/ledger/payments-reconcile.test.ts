@@ -301,6 +301,10 @@ describe('reconcile() on payments broken on purpose', () => {
       const report = await reconcile(db.prisma);
       expect(failing(report)).toContain(NEGATIVE);
       expect(named(report, NEGATIVE).counterexamples).toEqual([{ wallet: 'w1', balance: '900', held: '-1' }]);
+      // And the held amount is no longer what its holding account's entries sum to.
+      expect(named(report, 'every wallet balance equals the sum of its entries').counterexamples).toEqual([
+        { wallet: 'w1', balance: '900', entries_sum: '900', held: '-1', held_entries_sum: '100' },
+      ]);
     });
   });
 });

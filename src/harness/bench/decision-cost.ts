@@ -9,7 +9,7 @@
 // backend serving the connection) per operation, and its ratio to a transfer's: the figure the
 // e2e-payments case's PostgreSQL share is made of, without the queue, the lock or the workers.
 import { readFile } from 'node:fs/promises';
-import { parseFlags } from '../../cli/args.ts';
+import { parseFlags, UsageError } from '../../cli/args.ts';
 import { runCli } from '../../cli/run-cli.ts';
 import { loadConfig } from '../../config/config.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../db/prisma.ts';
@@ -23,7 +23,7 @@ import { median } from './measure.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 const WALLETS = 10_000;
-const USAGE = 'npm run bench:decision-cost -- [--batch N] [--batches B] [--rounds R]';
+const USAGE = 'npm run bench:decision-cost -- [--batch N] [--batches B] [--rounds R] [--kinds transfer,hold,capture]';
 const KINDS = ['transfer', 'hold', 'capture'] as const;
 type Kind = (typeof KINDS)[number];
 const HOLD_EXPIRES_IN_MS = 86_400_000;
@@ -46,9 +46,13 @@ function allApplied(kind: Kind, results: readonly ApplyResult[]): void {
 await runCli(async () => {
   const { values } = parseFlags(
     process.argv.slice(2),
-    { batch: { type: 'string' }, batches: { type: 'string' }, rounds: { type: 'string' } },
+    { batch: { type: 'string' }, batches: { type: 'string' }, rounds: { type: 'string' }, kinds: { type: 'string' } },
     USAGE,
   );
+  const kinds = (values.kinds ?? KINDS.join(',')).split(',') as Kind[];
+  if (kinds.some((k) => !KINDS.includes(k)) || (kinds.includes('capture') && !kinds.includes('hold'))) {
+    throw new UsageError(`--kinds: a list of ${KINDS.join(', ')} (capture needs hold)\nusage: ${USAGE}`);
+  }
   const batch = bounded(values.batch, '--batch', 1, 1000, 32);
   const batches = bounded(values.batches, '--batches', 10, 100_000, 400);
   const rounds = bounded(values.rounds, '--rounds', 1, 20, 5);
@@ -130,10 +134,10 @@ await runCli(async () => {
         return (await processCpuSeconds(pid)) - cpu0;
       };
       // Warm-up: every kind once, small.
-      for (const kind of KINDS) await runKind(kind, Math.max(10, Math.floor(batches / 10)));
-      const usPerOp = new Map<Kind, number[]>(KINDS.map((k) => [k, []]));
+      for (const kind of kinds) await runKind(kind, Math.max(10, Math.floor(batches / 10)));
+      const usPerOp = new Map<Kind, number[]>(kinds.map((k) => [k, []]));
       for (let round = 1; round <= rounds; round++) {
-        for (const kind of KINDS) {
+        for (const kind of kinds) {
           const seconds = await runKind(kind, batches);
           const us = (seconds * 1e6) / (batches * batch);
           usPerOp.get(kind)?.push(us);
@@ -145,7 +149,7 @@ await runCli(async () => {
         `# ${batches} batches of ${batch} per kind and round, one connection, medians of ${rounds} rounds\n\n`,
       );
       process.stdout.write('| kind | PostgreSQL CPU per operation (µs) | to a transfer |\n|---|---:|---:|\n');
-      for (const kind of KINDS) {
+      for (const kind of kinds) {
         const us = median(usPerOp.get(kind) ?? []) ?? NaN;
         process.stdout.write(`| ${kind} | ${us.toFixed(1)} | ${(us / transferUs).toFixed(3)} |\n`);
       }

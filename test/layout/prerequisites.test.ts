@@ -61,6 +61,7 @@ describe('.ci/prerequisites', () => {
       PREREQUISITES_CHROMIUM: '/bin/sh',
       PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
       PREREQUISITES_PGBOUNCER: '/bin/sh',
+      PREREQUISITES_PG_AUTOCTL: '/bin/sh',
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe('');
@@ -73,6 +74,7 @@ describe('.ci/prerequisites', () => {
         PREREQUISITES_CHROMIUM: join(scratch, 'no-chromium'),
         PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
         PREREQUISITES_PGBOUNCER: '/bin/sh',
+        PREREQUISITES_PG_AUTOCTL: '/bin/sh',
       });
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('run: sudo apt-get install -y chromium');
@@ -87,9 +89,25 @@ describe('.ci/prerequisites', () => {
         PREREQUISITES_CHROMIUM: '/bin/sh',
         PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
         PREREQUISITES_PGBOUNCER: join(scratch, 'no-pgbouncer'),
+        PREREQUISITES_PG_AUTOCTL: '/bin/sh',
       });
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('run: sudo apt-get install -y pgbouncer');
+      expect(run.elapsedMs).toBeLessThan(REFUSAL_TIME_MAX_MS);
+    },
+  );
+
+  it.skipIf(process.getuid?.() !== 0 && canSudo())(
+    'stops at once with the one command to run when pg_auto_failover is missing and cannot be installed',
+    async () => {
+      const run = await runUnprivileged(script, {
+        PREREQUISITES_CHROMIUM: '/bin/sh',
+        PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
+        PREREQUISITES_PGBOUNCER: '/bin/sh',
+        PREREQUISITES_PG_AUTOCTL: join(scratch, 'no-pg_autoctl'),
+      });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('run: sudo apt-get install -y postgresql-15-auto-failover');
       expect(run.elapsedMs).toBeLessThan(REFUSAL_TIME_MAX_MS);
     },
   );
@@ -99,6 +117,7 @@ describe('.ci/prerequisites', () => {
       PREREQUISITES_CHROMIUM: '/bin/sh',
       PREREQUISITES_DOCKER_COMPOSE: join(scratch, 'no-compose'),
       PREREQUISITES_PGBOUNCER: '/bin/sh',
+      PREREQUISITES_PG_AUTOCTL: '/bin/sh',
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain("warning: no docker-compose: the Compose file's own validation is skipped");

@@ -1,0 +1,569 @@
+// A private highly available PostgreSQL: a pg_auto_failover formation (Debian's
+// postgresql-15-auto-failover, `pg_autoctl`) of one monitor and three nodes on free loopback
+// ports, for `npm run chaos -- --postgres ha` and the tests that fail a primary over. The first
+// node starts as the primary, the other two follow it with `number-sync-standbys 1`: every commit
+// waits for one standby's flush (`synchronous_standby_names = ANY 1 (...)`), and a failover may
+// only promote a standby that has every acknowledged commit.
+//
+// Every keeper runs in the foreground (`pg_autoctl create ... --run`, then `pg_autoctl run` after a
+// kill) in a process group of its own, so a kill takes the keeper and its PostgreSQL at once, as
+// a crashed machine would. As root, every pg_autoctl process runs as the postgres user. The
+// keepers' configuration and state files live under the formation's folder (XDG_CONFIG_HOME,
+// XDG_DATA_HOME), not in the user's home.
+//
+// Detection is shortened for the harness (FORMATION_TIMEOUTS; pg_auto_failover's production
+// defaults beside each): a killed primary is replaced in about 10 s instead of about 50 s.
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { done, notYet, pollUntil } from './bounded-wait.ts';
+import { freePort } from './free-port.ts';
+import { postgresBinDir } from './local-postgres.ts';
+
+const run = promisify(execFile);
+
+export const PG_AUTOCTL = '/usr/bin/pg_autoctl';
+/** Nodes of the formation: a primary and two standbys. */
+export const FORMATION_NODES = 3;
+/** The database every node serves (created by the first node). */
+export const FORMATION_DATABASE = 'chaos';
+/** Bound on the monitor, a node, or the whole formation coming up (a standby's base backup included). */
+export const FORMATION_START_TIMEOUT_MS = 120_000;
+/** Bound on the formation getting back to one primary and all standbys secondary after a fault. */
+export const FORMATION_RECOVERY_TIMEOUT_MS = 120_000;
+/** How often a standby's base backup is hurried along (a CHECKPOINT on the primary). */
+const CHECKPOINT_NUDGE_MS = 1_000;
+
+/**
+ * The monitor's settings the harness shortens (pg_auto_failover's production default in the
+ * comment): how fast a dead primary is noticed and a standby promoted.
+ */
+export const FORMATION_TIMEOUTS = {
+  /** 5000 ms: between two health checks of a node. */
+  'pgautofailover.health_check_period': '1000',
+  /** 5000 ms: a health check's connection timeout. */
+  'pgautofailover.health_check_timeout': '1000',
+  /** 2000 ms. */
+  'pgautofailover.health_check_retry_delay': '500',
+  /** 2. */
+  'pgautofailover.health_check_max_retries': '1',
+  /** 20000 ms: a node silent this long (no keeper report) is unhealthy. */
+  'pgautofailover.node_considered_unhealthy_timeout': '2000',
+  /** 30000 ms: how long the monitor waits for an unreachable primary to demote itself before promoting. */
+  'pgautofailover.primary_demote_timeout': '5000',
+} as const;
+
+/**
+ * The keepers' own timeout: a primary that cannot reach the monitor nor a standby this long
+ * demotes itself (production default 20 s). It stays below primary_demote_timeout, so an isolated
+ * primary has stopped taking writes before a standby is promoted: no two primaries.
+ */
+export const KEEPER_NETWORK_PARTITION_TIMEOUT_S = 3;
+
+/** States in which a node is the formation's writable primary. */
+const PRIMARY_STATES = new Set(['single', 'wait_primary', 'primary', 'join_primary', 'apply_settings']);
+
+export interface FormationNode {
+  readonly name: string;
+  readonly port: number;
+  readonly dir: string;
+}
+
+/** One row of the monitor's view of a node. */
+export interface NodeState {
+  readonly name: string;
+  readonly port: number;
+  readonly goal: string;
+  readonly reported: string;
+  readonly lsn: string;
+  readonly health: number;
+}
+
+export interface LocalPgFormationOptions {
+  /** Folder of the formation: the monitor's and each node's data, logs and keeper files. */
+  readonly dir: string;
+  /** Server settings of every node (ALTER SYSTEM on the first, copied by each base backup). */
+  readonly settings?: Readonly<Record<string, string>>;
+}
+
+interface Keeper {
+  proc: ChildProcess;
+  exited: Promise<string>;
+}
+
+export class LocalPgFormation {
+  private readonly keepers = new Map<string, Keeper>();
+  private monitorKeeper: Keeper | null = null;
+
+  private constructor(
+    readonly dir: string,
+    readonly monitorPort: number,
+    readonly nodes: readonly FormationNode[],
+    private readonly binDir: string,
+  ) {}
+
+  get monitorUrl(): string {
+    return `postgresql://autoctl_node@127.0.0.1:${this.monitorPort}/pg_auto_failover?sslmode=disable`;
+  }
+
+  /** A node's own URL (the superuser), bypassing any endpoint in front of the formation. */
+  nodeUrl(node: FormationNode, database = FORMATION_DATABASE): string {
+    return `postgresql://postgres@127.0.0.1:${node.port}/${database}`;
+  }
+
+  node(name: string): FormationNode {
+    const node = this.nodes.find((n) => n.name === name);
+    if (node === undefined) throw new Error(`no node ${name} in the formation`);
+    return node;
+  }
+
+  /** Starts the monitor, then the nodes one by one, each awaited; the first becomes the primary. */
+  static async start(opts: LocalPgFormationOptions): Promise<LocalPgFormation> {
+    const binDir = postgresBinDir();
+    if (binDir === null) throw new Error('PostgreSQL binaries not found under /usr/lib/postgresql/*/bin');
+    if (!existsSync(PG_AUTOCTL))
+      throw new Error(
+        `${PG_AUTOCTL} is missing: --postgres ha needs pg_auto_failover (apt-get install postgresql-15-auto-failover; .ci/prerequisites installs it)`,
+      );
+    mkdirOwned(opts.dir);
+    const monitorPort = await freePort();
+    const nodes: FormationNode[] = [];
+    for (let i = 1; i <= FORMATION_NODES; i++) {
+      nodes.push({ name: `node${i}`, port: await freePort(), dir: join(opts.dir, `node${i}`) });
+    }
+    const f = new LocalPgFormation(opts.dir, monitorPort, nodes, binDir);
+    try {
+      await f.startMonitor();
+      const [first, ...rest] = nodes;
+      if (first === undefined) throw new Error('a formation needs nodes');
+      f.keepers.set(first.name, f.spawnKeeper(first.name, f.createArgs(first)));
+      await f.waitForState(first.name, ['single'], FORMATION_START_TIMEOUT_MS);
+      await f.configureFirst(first, opts.settings ?? {});
+      for (const node of rest) {
+        f.keepers.set(node.name, f.spawnKeeper(node.name, f.createArgs(node)));
+        await f.hurryBaseBackup(first, () => f.waitForState(node.name, ['secondary'], FORMATION_START_TIMEOUT_MS));
+      }
+      await f.setKeeperTimeouts();
+      await f.waitHealthy(FORMATION_START_TIMEOUT_MS);
+      return f;
+    } catch (err) {
+      await f.stop();
+      throw err;
+    }
+  }
+
+  private env(): NodeJS.ProcessEnv {
+    return {
+      PATH: `${this.binDir}:/usr/sbin:/usr/bin:/sbin:/bin`,
+      XDG_CONFIG_HOME: join(this.dir, 'config'),
+      XDG_DATA_HOME: join(this.dir, 'data'),
+      LANG: 'C',
+    };
+  }
+
+  /** pg_autoctl as the server's user, in the foreground, its own process group, its output in <dir>/<name>.log. */
+  private spawnKeeper(name: string, args: readonly string[]): Keeper {
+    const log = openSync(join(this.dir, `${name}.log`), 'a');
+    const env = this.env();
+    const [file, argv] =
+      userInfo().uid === 0
+        ? [
+            'runuser',
+            ['-u', 'postgres', '--', 'env', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), PG_AUTOCTL, ...args],
+          ]
+        : [PG_AUTOCTL, [...args]];
+    const proc = spawn(file, argv, { detached: true, stdio: ['ignore', log, log], env });
+    closeSync(log);
+    const exited = new Promise<string>((resolve) => {
+      proc.once('exit', (code, signal) => resolve(`pg_autoctl for ${name} exited (${signal ?? `code ${code}`})`));
+      proc.once('error', (err) => resolve(`pg_autoctl for ${name} did not start: ${err.message}`));
+    });
+    return { proc, exited };
+  }
+
+  /** A pg_autoctl command to its end (as the server's user). */
+  private async autoctl(args: readonly string[], timeoutMs: number): Promise<string> {
+    const env = this.env();
+    const [file, argv] =
+      userInfo().uid === 0
+        ? [
+            'runuser',
+            ['-u', 'postgres', '--', 'env', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), PG_AUTOCTL, ...args],
+          ]
+        : [PG_AUTOCTL, [...args]];
+    const { stdout } = await run(file, argv, { env, timeout: timeoutMs });
+    return stdout;
+  }
+
+  private createArgs(node: FormationNode): string[] {
+    return [
+      'create',
+      'postgres',
+      '--pgdata',
+      node.dir,
+      '--pgport',
+      String(node.port),
+      '--hostname',
+      '127.0.0.1',
+      '--name',
+      node.name,
+      '--auth',
+      'trust',
+      '--no-ssl',
+      '--dbname',
+      FORMATION_DATABASE,
+      '--monitor',
+      this.monitorUrl,
+      '--run',
+    ];
+  }
+
+  private async startMonitor(): Promise<void> {
+    const dir = join(this.dir, 'monitor');
+    this.monitorKeeper = this.spawnKeeper('monitor', [
+      'create',
+      'monitor',
+      '--pgdata',
+      dir,
+      '--pgport',
+      String(this.monitorPort),
+      '--hostname',
+      '127.0.0.1',
+      '--auth',
+      'trust',
+      '--no-ssl',
+      '--run',
+    ]);
+    await pollUntil(
+      async () => {
+        try {
+          await this.onMonitor((c) => c.query('SELECT 1 FROM pgautofailover.formation LIMIT 1'));
+          return done(true);
+        } catch (err) {
+          return notYet(err instanceof Error ? err.message : String(err));
+        }
+      },
+      {
+        what: `the pg_auto_failover monitor on 127.0.0.1:${this.monitorPort}`,
+        timeoutMs: FORMATION_START_TIMEOUT_MS,
+        intervalMs: 200,
+        stop: this.monitorKeeper.exited,
+      },
+    );
+    const sets = Object.entries(FORMATION_TIMEOUTS).map(([k, v]) => `ALTER SYSTEM SET ${k} = '${v}'`);
+    await this.onMonitor(async (c) => {
+      for (const s of sets) await c.query(s);
+      await c.query('SELECT pg_reload_conf()');
+    }, 'postgres');
+  }
+
+  /** The first node's settings, and a restart so those that need one take effect before any standby copies them. */
+  private async configureFirst(first: FormationNode, settings: Readonly<Record<string, string>>): Promise<void> {
+    const all = { max_connections: '200', ...settings };
+    await this.onNode(first, async (c) => {
+      for (const [k, v] of Object.entries(all)) await c.query(`ALTER SYSTEM SET ${k} = '${v.replace(/'/g, "''")}'`);
+    });
+    // The keeper starts PostgreSQL again when it stops: a fast stop is a restart.
+    await this.asOwner('pg_ctl', ['stop', '-D', first.dir, '-m', 'fast', '-w']);
+    await pollUntil(
+      async () => {
+        try {
+          const v = await this.onNode(first, (c) => c.query<{ max_connections: string }>('SHOW max_connections'));
+          return v.rows[0]?.max_connections === all.max_connections ? done(true) : notYet('old settings');
+        } catch (err) {
+          return notYet(err instanceof Error ? err.message : String(err));
+        }
+      },
+      { what: `${first.name} restarted with its settings`, timeoutMs: FORMATION_START_TIMEOUT_MS, intervalMs: 200 },
+    );
+  }
+
+  /** A base backup waits for a checkpoint, spread over minutes by default: ask for one now, again and again. */
+  private async hurryBaseBackup<T>(primary: FormationNode, wait: () => Promise<T>): Promise<T> {
+    let waiting = true;
+    const nudging = (async () => {
+      while (waiting) {
+        await this.onNode(primary, (c) => c.query('CHECKPOINT')).catch(() => undefined);
+        await sleep(CHECKPOINT_NUDGE_MS);
+      }
+    })();
+    try {
+      return await wait();
+    } finally {
+      waiting = false;
+      await nudging;
+    }
+  }
+
+  private async setKeeperTimeouts(): Promise<void> {
+    for (const node of this.nodes) {
+      await this.autoctl(
+        [
+          'config',
+          'set',
+          '--pgdata',
+          node.dir,
+          'timeout.network_partition_timeout',
+          String(KEEPER_NETWORK_PARTITION_TIMEOUT_S),
+        ],
+        10_000,
+      );
+      await this.autoctl(['reload', '--pgdata', node.dir], 10_000).catch(() => undefined);
+    }
+  }
+
+  private asOwner(cmd: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
+    const file = join(this.binDir, cmd);
+    if (userInfo().uid === 0) return run('runuser', ['-u', 'postgres', '--', file, ...args]);
+    return run(file, args);
+  }
+
+  async onMonitor<T>(fn: (c: pg.Client) => Promise<T>, user = 'autoctl_node'): Promise<T> {
+    const c = new pg.Client({
+      host: '127.0.0.1',
+      port: this.monitorPort,
+      user,
+      database: 'pg_auto_failover',
+      connectionTimeoutMillis: 2_000,
+      application_name: 'chaos-harness',
+    });
+    c.on('error', () => undefined);
+    await c.connect();
+    try {
+      return await fn(c);
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+  }
+
+  async onNode<T>(node: FormationNode, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+    const c = new pg.Client({
+      connectionString: this.nodeUrl(node),
+      connectionTimeoutMillis: 2_000,
+      application_name: 'chaos-harness',
+    });
+    c.on('error', () => undefined);
+    await c.connect();
+    try {
+      return await fn(c);
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+  }
+
+  /** The monitor's view of every node. */
+  async states(): Promise<NodeState[]> {
+    const r = await this.onMonitor((c) =>
+      c.query<{
+        nodename: string;
+        nodeport: number;
+        goalstate: string;
+        reportedstate: string;
+        lsn: string;
+        health: number;
+      }>(
+        `SELECT nodename, nodeport, goalstate::text, reportedstate::text, reportedlsn::text AS lsn, health
+           FROM pgautofailover.node ORDER BY nodeid`,
+      ),
+    );
+    return r.rows.map((row) => ({
+      name: row.nodename,
+      port: row.nodeport,
+      goal: row.goalstate,
+      reported: row.reportedstate,
+      lsn: row.lsn,
+      health: row.health,
+    }));
+  }
+
+  /**
+   * The node that takes writes now: the one the monitor holds a primary, by its goal and by what
+   * it reported, or null (none, or a change of primary under way).
+   */
+  static writable(states: readonly NodeState[]): NodeState | null {
+    const primaries = states.filter((s) => PRIMARY_STATES.has(s.goal) && PRIMARY_STATES.has(s.reported));
+    return primaries.length === 1 ? (primaries[0] ?? null) : null;
+  }
+
+  async primary(): Promise<FormationNode | null> {
+    const w = LocalPgFormation.writable(await this.states());
+    return w === null ? null : this.node(w.name);
+  }
+
+  private async waitForState(name: string, states: readonly string[], timeoutMs: number): Promise<void> {
+    const keeper = this.keepers.get(name);
+    await pollUntil(
+      async () => {
+        try {
+          const s = (await this.states()).find((n) => n.name === name);
+          if (s === undefined) return notYet('not registered');
+          return states.includes(s.reported) && s.goal === s.reported ? done(true) : notYet(`${s.goal}/${s.reported}`);
+        } catch (err) {
+          return notYet(err instanceof Error ? err.message : String(err));
+        }
+      },
+      {
+        what: `${name} ${states.join(' or ')} in the formation`,
+        timeoutMs,
+        intervalMs: 200,
+        ...(keeper === undefined ? {} : { stop: keeper.exited }),
+      },
+    );
+  }
+
+  /** One primary and every other node a secondary, each where the monitor wants it. */
+  async waitHealthy(timeoutMs: number = FORMATION_RECOVERY_TIMEOUT_MS): Promise<void> {
+    await pollUntil(
+      async () => {
+        try {
+          const s = await this.states();
+          const settled = s.every((n) => n.goal === n.reported && n.health === 1);
+          const primaries = s.filter((n) => n.reported === 'primary').length;
+          const secondaries = s.filter((n) => n.reported === 'secondary').length;
+          if (!(settled && primaries === 1 && secondaries === s.length - 1))
+            return notYet(s.map((n) => `${n.name} ${n.goal}/${n.reported} health ${n.health}`).join(', '));
+          // The monitor's view lags a kill by its health checks: every server must answer too.
+          for (const node of this.nodes) await this.onNode(node, (c) => c.query('SELECT 1'));
+          return done(true);
+        } catch (err) {
+          return notYet(err instanceof Error ? err.message : String(err));
+        }
+      },
+      { what: 'the formation healthy (one primary, the rest secondary)', timeoutMs, intervalMs: 200 },
+    );
+  }
+
+  /** SIGKILL of a node's keeper and its PostgreSQL at once (the process group, then the postmaster). */
+  async kill(name: string): Promise<void> {
+    const node = this.node(name);
+    const keeper = this.keepers.get(name);
+    this.keepers.delete(name);
+    if (keeper?.proc.pid !== undefined) {
+      try {
+        process.kill(-keeper.proc.pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+    const pid = postmasterPid(node.dir);
+    if (pid !== null) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+    if (keeper !== undefined) await keeper.exited;
+  }
+
+  /** Starts a killed node's keeper again: it rejoins as a standby of whoever is primary now. */
+  restart(name: string): void {
+    const node = this.node(name);
+    if (this.keepers.has(name)) throw new Error(`${name} is running`);
+    this.keepers.set(name, this.spawnKeeper(name, ['run', '--pgdata', node.dir]));
+  }
+
+  /** A planned switchover (`pg_autoctl perform switchover`), to its end. */
+  async switchover(timeoutMs: number = FORMATION_RECOVERY_TIMEOUT_MS): Promise<void> {
+    await this.autoctl(
+      ['perform', 'switchover', '--pgdata', join(this.dir, 'monitor'), '--wait', String(Math.ceil(timeoutMs / 1000))],
+      timeoutMs + 5_000,
+    );
+  }
+
+  /** The formation's number-sync-standbys (0: commits never wait for a standby). */
+  async setNumberSyncStandbys(n: number): Promise<void> {
+    await this.onMonitor((c) =>
+      c.query('SELECT pgautofailover.set_formation_number_sync_standbys($1, $2)', ['default', n]),
+    );
+  }
+
+  /** ALTER SYSTEM of one setting on every running node, and a reload. */
+  async setOnEveryNode(name: string, value: string): Promise<void> {
+    for (const node of this.nodes) {
+      await pollUntil(
+        async () => {
+          try {
+            await this.onNode(node, async (c) => {
+              await c.query(`ALTER SYSTEM SET ${name} = '${value.replace(/'/g, "''")}'`);
+              await c.query('SELECT pg_reload_conf()');
+            });
+            return done(true);
+          } catch (err) {
+            return notYet(err instanceof Error ? err.message : String(err));
+          }
+        },
+        { what: `${name} set on ${node.name}`, timeoutMs: FORMATION_RECOVERY_TIMEOUT_MS, intervalMs: 200 },
+      );
+    }
+  }
+
+  /**
+   * SIGSTOP of the primary's WAL senders: the standbys receive nothing more, and fall behind by
+   * whatever the primary commits meanwhile (an asynchronous standby's lag, made long on purpose).
+   * A kill of the primary then takes what they did not send with it. Returns the thaw (SIGCONT),
+   * for a primary that is not killed.
+   */
+  async freezeWalSenders(): Promise<{ pids: number[]; thaw: () => void }> {
+    const primary = await this.primary();
+    if (primary === null) throw new Error('no primary to hold the replication of');
+    const r = await this.onNode(primary, (c) => c.query<{ pid: number }>('SELECT pid FROM pg_stat_replication'));
+    const pids = r.rows.map((row) => row.pid);
+    for (const pid of pids) process.kill(pid, 'SIGSTOP');
+    return {
+      pids,
+      thaw: () => {
+        for (const pid of pids) {
+          try {
+            process.kill(pid, 'SIGCONT');
+          } catch {
+            // Gone already.
+          }
+        }
+      },
+    };
+  }
+
+  /** Every keeper and server killed (their processes, then any postmaster left). */
+  async stop(): Promise<void> {
+    for (const name of [...this.keepers.keys()]) await this.kill(name).catch(() => undefined);
+    if (this.monitorKeeper?.proc.pid !== undefined) {
+      try {
+        process.kill(-this.monitorKeeper.proc.pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+      await this.monitorKeeper.exited;
+    }
+    this.monitorKeeper = null;
+    for (const dir of [...this.nodes.map((n) => n.dir), join(this.dir, 'monitor')]) {
+      const pid = postmasterPid(dir);
+      if (pid === null) continue;
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+  }
+}
+
+function postmasterPid(dir: string): number | null {
+  const file = join(dir, 'postmaster.pid');
+  if (!existsSync(file)) return null;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+/** The formation's folder, owned by the server's user when the harness runs as root. */
+function mkdirOwned(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  if (userInfo().uid === 0) {
+    const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+    chownSync(dir, id('-u'), id('-g'));
+  }
+}

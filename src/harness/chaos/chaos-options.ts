@@ -24,8 +24,15 @@ export const CLUSTER_FAULT_KINDS = ['failover-lossy', 'kill-master'] as const;
 export const ALL_FAULT_KINDS = [...FAULT_KINDS, ...CLUSTER_FAULT_KINDS] as const;
 /** Faults only an intake run has (`--intake`): its relay processes. */
 export const INTAKE_FAULT_KINDS = ['kill-relay'] as const;
-export type FaultKind = (typeof ALL_FAULT_KINDS)[number] | (typeof INTAKE_FAULT_KINDS)[number];
+/** Faults only the HA PostgreSQL formation has (`--postgres ha`): its primary and standbys. */
+export const PG_HA_FAULT_KINDS = ['pg-failover', 'pg-switchover', 'pg-standby-kill'] as const;
+export type FaultKind =
+  | (typeof ALL_FAULT_KINDS)[number]
+  | (typeof INTAKE_FAULT_KINDS)[number]
+  | (typeof PG_HA_FAULT_KINDS)[number];
 export type RedisMode = 'single' | 'cluster';
+/** `ha`: a pg_auto_failover formation (a monitor, a primary, two standbys) behind one endpoint. */
+export type PostgresMode = 'single' | 'ha';
 
 /** Faults that stop or restart a service: refused when the harness does not own the service. */
 export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
@@ -34,9 +41,13 @@ export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
  * The kinds `all` means: the ten everywhere, plus the failovers on a cluster, plus kill-relay
  * when relays run (an intake run whose producer writes through the intake).
  */
-export function faultKindsOf(redis: RedisMode, relays = false): readonly FaultKind[] {
+export function faultKindsOf(
+  redis: RedisMode,
+  relays = false,
+  postgres: PostgresMode = 'single',
+): readonly FaultKind[] {
   const base: readonly FaultKind[] = redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
-  return relays ? [...base, ...INTAKE_FAULT_KINDS] : base;
+  return [...base, ...(relays ? INTAKE_FAULT_KINDS : []), ...(postgres === 'ha' ? PG_HA_FAULT_KINDS : [])];
 }
 
 /**
@@ -44,7 +55,13 @@ export function faultKindsOf(redis: RedisMode, relays = false): readonly FaultKi
  * before the intake, in an intake run (lossy failovers on the queue's masters). Not a worker mode.
  */
 export const DIRECT_ENQUEUE = 'direct-enqueue';
-export type ChaosUnsafeMode = UnsafeMode | typeof DIRECT_ENQUEUE;
+/**
+ * The harness's negative control of the HA formation: number-sync-standbys 0, synchronous_commit
+ * local, and the primary's WAL senders frozen before each pg-failover, so a failover loses the
+ * commits the standbys never received. Not a worker mode.
+ */
+export const ASYNC_STANDBY = 'async-standby';
+export type ChaosUnsafeMode = UnsafeMode | typeof DIRECT_ENQUEUE | typeof ASYNC_STANDBY;
 export const UNSAFE_CHOICES: readonly ChaosUnsafeMode[] = [
   'no-idempotency',
   'no-fencing',
@@ -52,13 +69,14 @@ export const UNSAFE_CHOICES: readonly ChaosUnsafeMode[] = [
   'double-capture',
   'refund-unbounded',
   DIRECT_ENQUEUE,
+  ASYNC_STANDBY,
 ];
 /** The worker modes that switch a rule of the payment decision off (they need payments in the workload). */
 export const PAYMENT_UNSAFE_MODES: readonly ChaosUnsafeMode[] = ['double-capture', 'refund-unbounded'];
 
 /** The worker's unsafe mode of a run (direct-enqueue changes the producer, never the worker). */
 export function workerUnsafeOf(unsafe: ChaosUnsafeMode | null): UnsafeMode | null {
-  return unsafe === DIRECT_ENQUEUE ? null : unsafe;
+  return unsafe === DIRECT_ENQUEUE || unsafe === ASYNC_STANDBY ? null : unsafe;
 }
 
 /** Relays of an intake run: at most this many. */
@@ -150,6 +168,13 @@ export interface ChaosOptions {
    */
   readonly pgbouncer: boolean;
   /**
+   * `ha`: the database is a private pg_auto_failover formation (a monitor, a primary and two
+   * standbys, number-sync-standbys 1: src/harness/services/local-pg-formation.ts) that every client
+   * reaches through one endpoint following its primary; the pg-failover, pg-switchover and
+   * pg-standby-kill faults act on it.
+   */
+  readonly postgres: PostgresMode;
+  /**
    * Mix the payment operations (holds, captures, voids, refunds, splits: chaos-payments.ts) with
    * the transfers (`--payments on`, the default; never with the naive apply).
    */
@@ -161,12 +186,13 @@ export interface ChaosOptions {
 export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurrency N] [--wallets W] [--transfers T]
     [--duplicates R] [--conflicts K] [--invalid M] [--hot-wallet] [--hot-wallet-rate R] [--amount-max N]
     [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
-    [--lock-ttl-ms MS] [--unsafe no-idempotency|no-fencing|no-lock|double-capture|refund-unbounded|direct-enqueue]
+    [--lock-ttl-ms MS]
+    [--unsafe no-idempotency|no-fencing|no-lock|double-capture|refund-unbounded|direct-enqueue|async-standby]
     [--apply sql|naive] [--payments on|off]
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
     [--intake] [--relays N] [--resend-after-ms MS] [--relay-pool-max N] [--both-doors N]
-    [--redis-url URL] [--database-url URL] [--pgbouncer] [--quiet]
-  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}`;
+    [--redis-url URL] [--database-url URL] [--pgbouncer] [--postgres single|ha] [--quiet]
+  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}; with --postgres ha also ${PG_HA_FAULT_KINDS.join(', ')}`;
 
 export const CHAOS_DEFAULTS = Object.freeze({
   seed: 1,
@@ -211,8 +237,13 @@ function rate(raw: string | undefined, flag: string, fallback: number): number {
   return value;
 }
 
-export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'single', relays = false): FaultKind[] {
-  const allowed = faultKindsOf(redis, relays);
+export function parseFaultKinds(
+  raw: string | undefined,
+  redis: RedisMode = 'single',
+  relays = false,
+  postgres: PostgresMode = 'single',
+): FaultKind[] {
+  const allowed = faultKindsOf(redis, relays, postgres);
   if (raw === undefined || raw === 'all') return [...allowed];
   if (raw === 'none' || raw === '') return [];
   const kinds = raw
@@ -222,6 +253,9 @@ export function parseFaultKinds(raw: string | undefined, redis: RedisMode = 'sin
   for (const kind of kinds) {
     if ((CLUSTER_FAULT_KINDS as readonly string[]).includes(kind) && redis !== 'cluster') {
       throw new UsageError(`fault kind ${kind} needs a cluster with replicas: add --redis cluster`);
+    }
+    if ((PG_HA_FAULT_KINDS as readonly string[]).includes(kind) && postgres !== 'ha') {
+      throw new UsageError(`fault kind ${kind} needs the HA formation: add --postgres ha`);
     }
     if ((INTAKE_FAULT_KINDS as readonly string[]).includes(kind) && !relays) {
       throw new UsageError(`fault kind ${kind} needs relays: add --intake (without --unsafe direct-enqueue)`);
@@ -284,6 +318,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
       redis: { type: 'string' },
       'queue-shards': { type: 'string' },
       pgbouncer: { type: 'boolean' },
+      postgres: { type: 'string' },
       intake: { type: 'boolean' },
       relays: { type: 'string' },
       'resend-after-ms': { type: 'string' },
@@ -336,6 +371,18 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     );
   }
   const databaseUrl = urlFlag(values['database-url'], '--database-url', ['postgresql:', 'postgres:']);
+  const postgres = values.postgres ?? 'single';
+  if (postgres !== 'single' && postgres !== 'ha')
+    throw new UsageError(`--postgres must be single or ha, got ${JSON.stringify(postgres)}`);
+  if (postgres === 'ha' && databaseUrl !== null)
+    throw new UsageError(
+      '--postgres ha starts a private formation (its failovers need servers the harness owns); drop --database-url',
+    );
+  if (postgres === 'ha' && values.pgbouncer === true)
+    throw new UsageError('--postgres ha and --pgbouncer: the formation is reached through its own endpoint; drop one');
+  if (unsafeRaw === ASYNC_STANDBY && postgres !== 'ha')
+    throw new UsageError('--unsafe async-standby is a setting of the HA formation: add --postgres ha');
+  const harnessUnsafe = unsafeRaw === DIRECT_ENQUEUE || unsafeRaw === ASYNC_STANDBY;
   const direct = unsafeRaw === DIRECT_ENQUEUE;
   const intake = values.intake === true || direct;
   if (direct && redis !== 'cluster') {
@@ -343,11 +390,13 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
       '--unsafe direct-enqueue loses adds in lossy failovers of the queue masters: add --redis cluster',
     );
   }
-  if (intake && (apply === 'naive' || (unsafeRaw !== undefined && !direct))) {
-    throw new UsageError('--intake runs the standard worker: drop --apply naive and --unsafe (but direct-enqueue)');
+  if (intake && (apply === 'naive' || (unsafeRaw !== undefined && !harnessUnsafe))) {
+    throw new UsageError(
+      '--intake runs the standard worker: drop --apply naive and --unsafe (but direct-enqueue and async-standby)',
+    );
   }
   if (intake && redisUrl !== null) throw new UsageError('--intake starts its own services: drop --redis-url');
-  let faults = parseFaultKinds(values.faults, redis, intake && !direct);
+  let faults = parseFaultKinds(values.faults, redis, intake && !direct, postgres);
   if (redisUrl !== null) {
     const refused = faults.filter((k) => SERVICE_FAULTS.includes(k));
     if (refused.length > 0) {
@@ -405,6 +454,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     redisUrl,
     databaseUrl,
     pgbouncer: values.pgbouncer === true,
+    postgres,
     intake,
     relays: relaysRun ? wholeNumber(values.relays, '--relays', 1, RELAYS_MAX, d.relays) : 0,
     resendAfterMs: wholeNumber(values['resend-after-ms'], '--resend-after-ms', 100, 600_000, d.resendAfterMs),
@@ -436,7 +486,9 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     invalid: d.invalid,
     hotWalletRate: d.hotWalletRate,
     amountMaxMinor: d.amountMaxMinor,
-    faults: [...faultKindsOf(overrides.redis ?? 'single', (overrides.relays ?? relays) > 0)],
+    faults: [
+      ...faultKindsOf(overrides.redis ?? 'single', (overrides.relays ?? relays) > 0, overrides.postgres ?? 'single'),
+    ],
     durationS: d.durationS,
     faultsMax: null,
     faultIntervalMs: d.faultIntervalMs,
@@ -450,6 +502,7 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     redisUrl: null,
     databaseUrl: null,
     pgbouncer: false,
+    postgres: 'single' as PostgresMode,
     intake: false,
     relays,
     resendAfterMs: d.resendAfterMs,

@@ -10,8 +10,12 @@
 // With --pgbouncer it starts a private PgBouncer in transaction mode in front of the database
 // server; the workers reach it through their fault proxies with DATABASE_POOLER=pgbouncer, and
 // their bounds are the roles' defaults in the run's database (src/db/session-bounds.ts).
+// With --postgres ha it starts a pg_auto_failover formation instead of the one server (a monitor,
+// a primary, two standbys: local-pg-formation.ts) and one endpoint in front of it that follows
+// its primary (primary-endpoint.ts): every client of the run, the harness's own included, reaches
+// the database through that endpoint, as production reaches its primary through one address.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -23,11 +27,13 @@ import { migrate } from '../../db/migrations.ts';
 import { type SessionBoundsConfig, setRoleSessionBounds } from '../../db/session-bounds.ts';
 import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../db/worker-role-grants.ts';
 import { bullmqConnection, type RedisClient, type RedisTarget } from '../../queue/redis-connection.ts';
+import { LocalPgFormation } from '../services/local-pg-formation.ts';
 import { LocalPgBouncer } from '../services/local-pgbouncer.ts';
 import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
 import { LocalRedisCluster } from '../services/local-redis-cluster.ts';
-import type { RedisMode } from './chaos-options.ts';
+import { PrimaryEndpoint } from '../services/primary-endpoint.ts';
+import type { PostgresMode, RedisMode } from './chaos-options.ts';
 import { FaultProxy } from './fault-proxy.ts';
 
 /** Private database name on the harness's own cluster. */
@@ -60,6 +66,8 @@ export interface ProcessRecord {
   postgresPid: number | null;
   /** --pgbouncer: the private PgBouncer. */
   pgbouncerPid: number | null;
+  /** --postgres ha: the formation's folder (its keepers run in process groups of their own). */
+  formationDir: string | null;
   workerPids: number[];
 }
 
@@ -72,6 +80,7 @@ export class ProcessRegistry {
     postgresDir: null,
     postgresPid: null,
     pgbouncerPid: null,
+    formationDir: null,
     workerPids: [],
   };
 
@@ -102,6 +111,8 @@ export class ChaosServices {
     readonly fronts: readonly FaultProxy[] = [],
     /** --pgbouncer: the PgBouncer the workers reach PostgreSQL through, and where its log is kept. */
     private readonly pgbouncer: { bouncer: LocalPgBouncer; keepLogAs: string } | null = null,
+    /** --postgres ha: the formation, the endpoint every client reaches it through, and where its logs are kept. */
+    readonly ha: { formation: LocalPgFormation; endpoint: PrimaryEndpoint; keepLogsIn: string } | null = null,
   ) {}
 
   /** The environment that tells a worker what stands before PostgreSQL. */
@@ -132,7 +143,7 @@ export class ChaosServices {
   }
 
   get ownsPostgres(): boolean {
-    return this.postgres !== null;
+    return this.postgres !== null || this.ha !== null;
   }
 
   get redisEndpoint(): Endpoint {
@@ -163,6 +174,9 @@ export class ChaosServices {
       seed: number;
       runDir: string;
       pgbouncer: boolean;
+      postgres?: PostgresMode;
+      /** --unsafe async-standby: the formation's commits wait for no standby. */
+      asyncStandby?: boolean;
     },
     registry: ProcessRegistry,
   ): Promise<ChaosServices> {
@@ -172,6 +186,8 @@ export class ChaosServices {
     const fronts: FaultProxy[] = [];
     let postgres: LocalPostgres | null = null;
     let bouncer: LocalPgBouncer | null = null;
+    let formation: LocalPgFormation | null = null;
+    let endpoint: PrimaryEndpoint | null = null;
     let dropBorrowed: (() => Promise<void>) | null = null;
     try {
       let redisUrl = options.redisUrl;
@@ -206,7 +222,18 @@ export class ChaosServices {
       }
       let databaseUrl: string;
       let createdDatabaseOn: string | null = null;
-      if (options.databaseUrl === null) {
+      if (options.postgres === 'ha') {
+        const dir = mkdtempSync(join(tmpdir(), 'chaos-pg-ha-'));
+        dirs.push(dir);
+        registry.update({ formationDir: dir });
+        formation = await LocalPgFormation.start({ dir, settings: { fsync: 'off' } });
+        if (options.asyncStandby === true) {
+          await formation.setNumberSyncStandbys(0);
+          await formation.setOnEveryNode('synchronous_commit', 'local');
+        }
+        endpoint = await PrimaryEndpoint.start(formation);
+        databaseUrl = endpoint.url;
+      } else if (options.databaseUrl === null) {
         // The cluster folder itself is made here and handed to the postgres user by LocalPostgres.
         const dir = mkdtempSync(join(tmpdir(), 'chaos-pg-'));
         dirs.push(dir);
@@ -262,9 +289,14 @@ export class ChaosServices {
         cluster,
         fronts,
         bouncer === null ? null : { bouncer, keepLogAs: join(options.runDir, 'pgbouncer.log') },
+        formation === null || endpoint === null
+          ? null
+          : { formation, endpoint, keepLogsIn: join(options.runDir, 'pg-ha') },
       );
     } catch (err) {
       await bouncer?.stop().catch(() => undefined);
+      await endpoint?.close().catch(() => undefined);
+      await formation?.stop().catch(() => undefined);
       await dropBorrowed?.();
       await redis?.stop().catch(() => undefined);
       await cluster?.stop().catch(() => undefined);
@@ -341,6 +373,16 @@ export class ChaosServices {
       }
     }
     await this.postgres?.stop('immediate').catch(() => undefined);
+    if (this.ha !== null) {
+      await this.ha.endpoint.close().catch(() => undefined);
+      await this.ha.formation.stop().catch(() => undefined);
+      // The run's folder keeps the keepers' logs (what the monitor decided, and when).
+      mkdirSync(this.ha.keepLogsIn, { recursive: true });
+      for (const name of ['monitor', ...this.ha.formation.nodes.map((n) => n.name)]) {
+        const log = join(this.ha.formation.dir, `${name}.log`);
+        if (existsSync(log)) copyFileSync(log, join(this.ha.keepLogsIn, `${name}.log`));
+      }
+    }
     if (this.createdDatabaseOn !== null) {
       // A failure here is reported by the caller's own checks; nothing else to do.
       await dropDatabase(withDatabase(this.createdDatabaseOn, this.databaseName)).catch(() => undefined);
@@ -349,7 +391,13 @@ export class ChaosServices {
       );
     }
     for (const dir of this.dirs) rmSync(dir, { recursive: true, force: true });
-    this.registry.update({ redisPid: null, redisClusterPids: [], postgresPid: null, pgbouncerPid: null });
+    this.registry.update({
+      redisPid: null,
+      redisClusterPids: [],
+      postgresPid: null,
+      pgbouncerPid: null,
+      formationDir: null,
+    });
   }
 }
 

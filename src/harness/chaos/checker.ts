@@ -60,6 +60,9 @@ interface TransferRow extends RecordRow {
   fence: bigint;
 }
 
+export const TERMINAL_OUTCOME_CHECK =
+  'every operation has exactly one terminal outcome, or all its messages are failed with a reason';
+
 export class Check {
   violations = 0;
   readonly counterexamples: Counterexample[] = [];
@@ -181,10 +184,7 @@ export async function runChecks(prisma: PrismaClient, input: CheckInput): Promis
     jobsByOp.set(message.operationId, [...(jobsByOp.get(message.operationId) ?? []), { job, message }]);
   }
 
-  const terminal = new Check(
-    'every operation has exactly one terminal outcome, or all its messages are failed with a reason',
-    'queue',
-  );
+  const terminal = new Check(TERMINAL_OUTCOME_CHECK, 'queue');
   const matches = new Check('every stored outcome is one of the requests sent under its id', 'exactly-once');
   const noRejection = new Check('no valid transfer was rejected (opening balances cover every sender)', 'money');
   for (const op of workload.operations.values()) {

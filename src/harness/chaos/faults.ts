@@ -6,13 +6,14 @@ import { isCluster, type RedisClient } from '../../queue/redis-connection.ts';
 import { dataNodesOf, deleteMatching, deleteMatchingOnNode } from '../../queue/redis-scan.ts';
 import type { SlotGroup } from '../services/local-redis-cluster.ts';
 import type { ChaosFleet } from './chaos-fleet.ts';
-import type { FaultKind } from './chaos-options.ts';
+import { type FaultKind, PG_HA_FAULT_KINDS } from './chaos-options.ts';
 import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import type { ClusterFaults, FailoverLoss, KillMasterResult } from './cluster-faults.ts';
 import type { FailoverRecovery } from './fault-load.ts';
 import type { History } from './history.ts';
 import { type BlackholeFigures, BlackholeWatch } from './pg-blackhole.ts';
+import type { PgFaultFigures, PgFaults } from './pg-faults.ts';
 import { describeFault, type FaultEvent } from './schedule.ts';
 
 /** kill-relay holds the relay's Redis link this long before SIGKILL (the producer requests every 100 ms). */
@@ -59,6 +60,8 @@ export interface FaultRecord {
   recovery?: FailoverRecovery;
   /** pg-blackhole only: how long the worker's wallets stayed held. */
   blackhole?: BlackholeFigures;
+  /** pg-failover and pg-switchover: what the endpoint saw, and (after the run) the write outage. */
+  pg?: PgFaultFigures;
 }
 
 /** The cluster a run's failovers act on, and which slot groups each kind may hit. */
@@ -101,6 +104,8 @@ export class FaultInjector {
     private readonly lockTtlMs: number = 1_000,
     /** An intake run's relay processes (kill-relay). */
     private readonly relays: ChaosRelays | null = null,
+    /** --postgres ha: the formation's faults. */
+    private readonly pg: PgFaults | null = null,
   ) {}
 
   get active(): number {
@@ -132,7 +137,10 @@ export class FaultInjector {
   }
 
   private async inject(event: FaultEvent): Promise<void> {
-    const topological = TOPOLOGY_FAULTS.includes(event.kind) && this.cluster !== null;
+    // The formation's faults never overlap each other nor a Redis failover: each outage is its own.
+    const topological =
+      (TOPOLOGY_FAULTS.includes(event.kind) && this.cluster !== null) ||
+      (PG_HA_FAULT_KINDS as readonly FaultKind[]).includes(event.kind);
     let waitedMs = 0;
     let endTopology = () => {};
     if (topological || (ALL_MASTERS_FAULTS.includes(event.kind) && this.cluster !== null)) {
@@ -226,6 +234,11 @@ export class FaultInjector {
     }
     this.onChange?.();
     return ended === null ? null : { ended };
+  }
+
+  private requirePg(kind: FaultKind): PgFaults {
+    if (this.pg === null) throw new Error(`${kind} needs --postgres ha`);
+    return this.pg;
   }
 
   private requireCluster(kind: FaultKind): ClusterTargets {
@@ -410,6 +423,28 @@ export class FaultInjector {
         const proxy = target().proxies[event.link ?? 'redis'];
         proxy.cut();
         return async () => proxy.uncut();
+      }
+      case 'pg-failover': {
+        const { detail, heal } = await this.requirePg(event.kind).failover((f) => {
+          record.pg = f;
+        });
+        record.detail += detail;
+        return async () => {
+          record.detail += await heal();
+        };
+      }
+      case 'pg-switchover': {
+        record.detail += await this.requirePg(event.kind).switchover((f) => {
+          record.pg = f;
+        });
+        return null;
+      }
+      case 'pg-standby-kill': {
+        const { detail, heal } = await this.requirePg(event.kind).standbyKill(event.target ?? 0);
+        record.detail += detail;
+        return async () => {
+          record.detail += await heal();
+        };
       }
     }
   }

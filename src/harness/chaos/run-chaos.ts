@@ -24,7 +24,7 @@ import {
   requestPaced,
   waitForIntakeDecided,
 } from './chaos-intake.ts';
-import { type ChaosOptions, DIRECT_ENQUEUE } from './chaos-options.ts';
+import { ASYNC_STANDBY, type ChaosOptions, DIRECT_ENQUEUE } from './chaos-options.ts';
 import { readFinalJobs, watchQueueEvents } from './chaos-queues.ts';
 import { ChaosRelays } from './chaos-relays.ts';
 import { ChaosResources } from './chaos-resources.ts';
@@ -45,6 +45,8 @@ import { type FeedReaderFigures, FeedReaders } from './feed-readers.ts';
 import { History } from './history.ts';
 import { type IntakeFigures, runIntakeChecks } from './intake-checks.ts';
 import { blackholeCheck } from './pg-blackhole.ts';
+import { PgFaults } from './pg-faults.ts';
+import { acknowledgedAnswersCheck, attachWriteOutages } from './pg-outage.ts';
 import {
   answerOf,
   countWorkerLogEvents,
@@ -246,6 +248,8 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       seed: options.seed,
       runDir: outDir,
       pgbouncer: options.pgbouncer,
+      postgres: options.postgres,
+      asyncStandby: options.unsafe === ASYNC_STANDBY,
     },
     registry,
   );
@@ -454,6 +458,9 @@ function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
     clusterTargets(services, queues, names.lockKeyPrefix, options.intake),
     options.lockTtlMs,
     rig.relays,
+    services.ha === null
+      ? null
+      : new PgFaults(services.ha.formation, services.ha.endpoint, options.unsafe === ASYNC_STANDBY),
   );
   return injector;
 }
@@ -645,6 +652,17 @@ async function check(
       await client.end();
     }
   }
+  if (rig.services.ha !== null) {
+    const client = new pg.Client({ connectionString: rig.services.databaseUrl, application_name: 'chaos-harness' });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      await attachWriteOutages(client, injector.records, history.origin.t0WallMs);
+      checks.push(await acknowledgedAnswersCheck(client, jobs, sent));
+    } finally {
+      await client.end();
+    }
+  }
   const { totals, payments } = ran;
   attachFaultLoads(injector.records, jobs, sent, history, firstTryMs);
   await attachRecovery(
@@ -709,6 +727,7 @@ async function report(
       redis: options.redis,
       queueShards: options.queueShards,
       pgbouncer: options.pgbouncer,
+      postgres: options.postgres,
     },
     options: { ...options },
     verdict,

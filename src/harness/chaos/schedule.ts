@@ -55,6 +55,12 @@ export const LOSSY_STALL_MS_MAX = 4_000;
 /** How long a killed master stays down; its replica is promoted after cluster-node-timeout meanwhile. */
 export const MASTER_DOWN_MS_MIN = 3_000;
 export const MASTER_DOWN_MS_MAX = 6_000;
+/** How long a killed primary stays down; a standby is promoted meanwhile (about 10 s: local-pg-formation.ts). */
+export const PG_PRIMARY_DOWN_MS_MIN = 12_000;
+export const PG_PRIMARY_DOWN_MS_MAX = 18_000;
+/** How long a killed standby stays down. */
+export const PG_STANDBY_DOWN_MS_MIN = 2_000;
+export const PG_STANDBY_DOWN_MS_MAX = 5_000;
 /** Slot groups the target index picks among (modulo the candidates at run time). */
 const TARGET_SPREAD = 1_000;
 
@@ -96,6 +102,13 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
   // An intake run always holds a lossy failover (the first is aimed at a queue shard below).
   if (o.intake === true && o.faults.includes('failover-lossy') && !kinds.slice(0, count).includes('failover-lossy')) {
     kinds[0] = 'failover-lossy';
+  }
+  // An HA run always holds a failover and a switchover of the formation.
+  for (const [slot, must] of [
+    [1, 'pg-failover'],
+    [2, 'pg-switchover'],
+  ] as const) {
+    if (o.faults.includes(must) && !kinds.slice(0, count).includes(must) && slot < count) kinds[slot] = must;
   }
   let queueFailoverPlaced = false;
   /** Until when each relay (index 0 = relay 1) is down. */
@@ -154,6 +167,12 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
           : randomInt(random, MASTER_DOWN_MS_MIN, MASTER_DOWN_MS_MAX);
       target = randomInt(random, 0, TARGET_SPREAD - 1);
     }
+    // Only the formation's kinds draw these numbers: the other schedules of a seed stay what they were.
+    if (kind === 'pg-failover') durationMs = randomInt(random, PG_PRIMARY_DOWN_MS_MIN, PG_PRIMARY_DOWN_MS_MAX);
+    if (kind === 'pg-standby-kill') {
+      durationMs = randomInt(random, PG_STANDBY_DOWN_MS_MIN, PG_STANDBY_DOWN_MS_MAX);
+      target = randomInt(random, 0, TARGET_SPREAD - 1);
+    }
     if (LINK_FAULTS.includes(kind)) {
       link = kind === 'pg-blackhole' ? 'postgres' : random() < 0.5 ? 'redis' : 'postgres';
       const candidates = Array.from({ length: o.workers }, (_, w) => w + 1).filter(
@@ -210,6 +229,9 @@ export function describeFault(e: FaultEvent): string {
   }
   if (e.kind === 'kill-relay') return `kill-relay ${e.relay ?? 1}: SIGKILL, restarted after ${e.durationMs} ms`;
   if (e.kind === 'kill-master') return `kill-master: down for ${e.durationMs} ms`;
+  if (e.kind === 'pg-failover') return `pg-failover: the primary killed, started again after ${e.durationMs} ms`;
+  if (e.kind === 'pg-switchover') return 'pg-switchover: pg_autoctl perform switchover';
+  if (e.kind === 'pg-standby-kill') return `pg-standby-kill: a standby killed, started again after ${e.durationMs} ms`;
   const lasting = e.durationMs > 0 ? ` for ${e.durationMs} ms` : '';
   return `${e.kind}${target}${extra}${lasting}`;
 }

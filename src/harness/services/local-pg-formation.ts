@@ -14,7 +14,17 @@
 // Detection is shortened for the harness (FORMATION_TIMEOUTS; pg_auto_failover's production
 // defaults beside each): a killed primary is replaced in about 10 s instead of about 50 s.
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+} from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -457,13 +467,29 @@ export class LocalPgFormation {
         // Gone already.
       }
     }
+    // Every server process of the node too (their working folder is the node's): a backend that
+    // outlived its postmaster, or a frozen WAL sender, would keep the shared memory and stop the
+    // node's next start.
+    for (const p of processesIn(node.dir)) {
+      try {
+        process.kill(p, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
     if (keeper !== undefined) await keeper.exited;
   }
 
-  /** Starts a killed node's keeper again: it rejoins as a standby of whoever is primary now. */
+  /**
+   * Starts a killed node's keeper again: it rejoins as a standby of whoever is primary now. The
+   * dead postmaster's pid file goes first: the keeper's crash recovery before a pg_rewind reads
+   * it and waits for ever on the dead pid (seen with pg_auto_failover 2.0).
+   */
   restart(name: string): void {
     const node = this.node(name);
     if (this.keepers.has(name)) throw new Error(`${name} is running`);
+    const pid = postmasterPid(node.dir);
+    if (pid !== null && !alive(pid)) rmSync(join(node.dir, 'postmaster.pid'), { force: true });
     this.keepers.set(name, this.spawnKeeper(name, ['run', '--pgdata', node.dir]));
   }
 
@@ -549,6 +575,29 @@ export class LocalPgFormation {
         // Gone already.
       }
     }
+  }
+}
+
+/** Pids of the processes whose working folder is `dir` (PostgreSQL's server processes run in their data folder). */
+function processesIn(dir: string): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/cwd`) === dir) out.push(Number(entry));
+    } catch {
+      // Gone, or not ours to read.
+    }
+  }
+  return out;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

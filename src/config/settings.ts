@@ -429,7 +429,7 @@ export const SETTINGS = {
     default: '',
     pattern: /^([A-Za-z0-9._-]{1,64})?$/,
     allowed: '1-64 characters of [A-Za-z0-9._-], or empty',
-    doc: 'BullMQ queue the relay publishes the outcome feed to (job id `outcome-<position>`); empty: `<QUEUE_NAME>-outcomes`. In cluster mode its prefix is its name in braces',
+    doc: 'BullMQ queue the relay publishes the outcome feed to (job id `outcome-<position>-<event digest>`: a position reused after lost commits is another job); empty: `<QUEUE_NAME>-outcomes`. In cluster mode its prefix is its name in braces',
   },
   DASHBOARD_HOST: {
     field: 'dashboardHost',

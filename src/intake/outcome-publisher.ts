@@ -1,11 +1,15 @@
 // Publishes the outcome feed (outcome-feed.ts) to a BullMQ queue, at least once: reads the events
-// after a cursor kept in outcome_cursors, adds each one with job id `outcome-<position>`, then
+// after a cursor kept in outcome_cursors, adds each one with job id `outcome-<position>-<event>`, then
 // advances the cursor and commits. The cursor's row is taken FOR UPDATE SKIP LOCKED for the whole
 // round, so of any number of relays one publishes at a time and the others skip the round. A
 // relay that dies after the adds and before the commit publishes those events again from the
 // old cursor: the same job ids, which BullMQ ignores while it still holds the jobs, and which a
-// consumer dedupes by otherwise. The round uses one connection from the pool for everything
+// consumer dedupes by otherwise. The id names the event as well as its position: should the
+// database ever go back in time (an asynchronous standby promoted, its last commits lost), a
+// position handed out again to another event gets another job id, and is published, not taken
+// for the earlier event's job (docs/operating/postgres-ha.md). The round uses one connection from the pool for everything
 // (sequencing, the cursor, the read), so it works with DB_POOL_MAX=1.
+import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from './outcome-feed.ts';
@@ -15,9 +19,21 @@ export const OUTCOMES_QUEUE_CURSOR = 'outcomes-queue';
 /** The BullMQ job name of an outcome event. */
 export const OUTCOME_JOB_NAME = 'outcome';
 
-/** The job id of the event at `position`: stable, so a second publish of it is a no-op or a visible duplicate. */
-export function outcomeJobIdOf(position: bigint): string {
-  return `outcome-${position}`;
+/** Hex digits of the event's digest in its job id. */
+const EVENT_DIGEST_HEX = 16;
+
+/**
+ * The job id of an event: `outcome-<position>-<digest of its operation and kind>`. Stable, so a
+ * second publish of the same event is a no-op or a visible duplicate; another event at the same
+ * position (a position reused after lost commits) is another job. The digest keeps the id free
+ * of the `:` an operation id may hold and BullMQ refuses in an id.
+ */
+export function outcomeJobIdOf(event: Pick<OutcomeEvent, 'position' | 'operationId' | 'kind'>): string {
+  const digest = createHash('sha256')
+    .update(`${event.operationId}\n${event.kind}`)
+    .digest('hex')
+    .slice(0, EVENT_DIGEST_HEX);
+  return `outcome-${event.position}-${digest}`;
 }
 
 /** An event as the job's data: JSON, the bigints as decimal strings, the time in ISO 8601. */
@@ -116,7 +132,7 @@ export async function publishOutcomes(
         events.map((event) => ({
           name: OUTCOME_JOB_NAME,
           data: outcomeJobDataOf(event),
-          opts: { jobId: outcomeJobIdOf(event.position) },
+          opts: { jobId: outcomeJobIdOf(event) },
         })),
       );
       await hooks.afterAdd?.();

@@ -62,13 +62,28 @@ async function giveUp(from: number, to: number): Promise<void> {
 
 async function jobIds(q: Queue): Promise<string[]> {
   const jobs = await q.getJobs(['waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized']);
-  return jobs.map((j) => j.id as string).sort((a, b) => Number(a.split('-')[1]) - Number(b.split('-')[1]));
+  // outcome-<position>-<event digest>: the position part, in order.
+  return jobs
+    .map((j) => (j.id as string).split('-').slice(0, 2).join('-'))
+    .sort((a, b) => Number(a.split('-')[1]) - Number(b.split('-')[1]));
 }
 
-const idsUpTo = (n: number) => Array.from({ length: n }, (_, i) => outcomeJobIdOf(BigInt(i + 1)));
+const idsUpTo = (n: number) => Array.from({ length: n }, (_, i) => `outcome-${i + 1}`);
+
+describe('outcomeJobIdOf', () => {
+  it('names the event as well as its position: the same event the same id, another event at that position another', () => {
+    const event = { position: 7n, operationId: 'op:with:colons', kind: 'applied' as const };
+    expect(outcomeJobIdOf(event)).toBe(outcomeJobIdOf({ ...event }));
+    expect(outcomeJobIdOf(event)).toMatch(/^outcome-7-[0-9a-f]{16}$/);
+    // A position handed out again after lost commits, to another operation or outcome.
+    expect(outcomeJobIdOf({ ...event, operationId: 'op-other' })).not.toBe(outcomeJobIdOf(event));
+    expect(outcomeJobIdOf({ ...event, kind: 'rejected' })).not.toBe(outcomeJobIdOf(event));
+    expect(outcomeJobIdOf(event), 'BullMQ refuses a : in an id').not.toContain(':');
+  });
+});
 
 describe('the outcome publisher', () => {
-  it('adds one job per event with id outcome-<position>, the event as JSON, and advances the cursor', async () => {
+  it('adds one job per event with id outcome-<position>-<event digest>, the event as JSON, and advances the cursor', async () => {
     await db.truncateAll();
     const q = newQueue();
     await giveUp(1, 5);
@@ -78,7 +93,7 @@ describe('the outcome publisher', () => {
     expect(await publishOutcomes(db.pg, q, 100)).toEqual({ published: 2, position: 5n });
     expect(await publishOutcomes(db.pg, q, 100)).toEqual({ published: 0, position: 5n });
     expect(await jobIds(q)).toEqual(idsUpTo(5));
-    const job = await q.getJob('outcome-2');
+    const job = await q.getJob(outcomeJobIdOf({ position: 2n, operationId: 'pub-2', kind: 'given_up' }));
     expect(job?.data).toEqual({
       position: '2',
       operationId: 'pub-2',

@@ -13,6 +13,7 @@ import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
 import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
 import { jobIdOf } from '../../src/intake/relay.ts';
+import { outcomeJobIdOf } from '../../src/intake/outcome-publisher.ts';
 import { RELAY_METRICS } from '../../src/intake/relay-metrics.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { settledRead } from '../support/feed.ts';
@@ -67,7 +68,8 @@ describe('npm run relay', () => {
       const after = await scrape(relay.url('/metrics'));
       expect(sampleValue(after, RELAY_METRICS.givenUp.name)).toBe(1);
       expect(sampleValue(after, RELAY_METRICS.cursor.name)).toBe(1);
-      expect((await outcomes.getJob('outcome-1'))?.data).toMatchObject({ operationId: 'proc-1', kind: 'given_up' });
+      const jobId = outcomeJobIdOf({ position: 1n, operationId: 'proc-1', kind: 'given_up' });
+      expect((await outcomes.getJob(jobId))?.data).toMatchObject({ operationId: 'proc-1', kind: 'given_up' });
 
       const exit = await relay.stop();
       expect(exit).toEqual({ code: 0, signal: null });

@@ -578,6 +578,28 @@ export class LocalPgFormation {
   }
 }
 
+/**
+ * Kills whatever a formation under `dir` left running when its harness died without stopping it:
+ * every process working in a folder under it or naming it on its command line (keepers, servers).
+ */
+export function killFormationLeftovers(dir: string): void {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      let cwd = '';
+      try {
+        cwd = readlinkSync(`/proc/${entry}/cwd`);
+      } catch {
+        // Not ours to read: the command line may still tell.
+      }
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cwd.startsWith(`${dir}/`) || cwd === dir || cmdline.includes(dir)) process.kill(Number(entry), 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  }
+}
+
 /** Pids of the processes whose working folder is `dir` (PostgreSQL's server processes run in their data folder). */
 function processesIn(dir: string): number[] {
   const out: number[] = [];

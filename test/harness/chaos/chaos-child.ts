@@ -12,6 +12,7 @@ import { expect } from 'vitest';
 import { PROJECT_ROOT } from '../../../src/config/paths.ts';
 import type { ProcessRecord } from '../../../src/harness/chaos/chaos-services.ts';
 import type { RunFigures } from '../../../src/harness/chaos/report.ts';
+import { killFormationLeftovers } from '../../../src/harness/services/local-pg-formation.ts';
 import { postgresBinDir } from '../../../src/harness/services/local-postgres.ts';
 
 const TSX_LOADER = createRequire(import.meta.url).resolve('tsx');
@@ -146,6 +147,7 @@ function killLeftovers(recordPath: string): void {
       if (record.postgresPid !== null && alive(record.postgresPid)) process.kill(record.postgresPid, 'SIGKILL');
     }
   }
-  for (const dir of [record.redisDir, record.postgresDir])
+  if (record.formationDir !== null && record.formationDir !== undefined) killFormationLeftovers(record.formationDir);
+  for (const dir of [record.redisDir, record.postgresDir, record.formationDir ?? null])
     if (dir !== null) rmSync(dir, { recursive: true, force: true });
 }

@@ -47,6 +47,12 @@ export const RELAY_METRICS = {
     help: 'Re-sends that found no job in the queue: adds the queue had lost, added again',
     labelNames: [],
   },
+  undone: {
+    name: `${p}relay_decisions_lost_total`,
+    type: 'counter',
+    help: 'Re-sends that found the job completed while its request is undecided: decisions the database lost (it went back in time), sent again',
+    labelNames: [],
+  },
   givenUpFound: {
     name: `${p}relay_given_up_found_total`,
     type: 'counter',
@@ -85,6 +91,7 @@ export class RelayMetrics {
   readonly resent: Counter;
   readonly lost: Counter;
   readonly givenUpFound: Counter;
+  readonly undone: Counter;
   readonly published: Counter;
   readonly errors: Counter;
   private source: RelayGaugeSource | null = null;
@@ -98,6 +105,7 @@ export class RelayMetrics {
     this.resent = counter(RELAY_METRICS.resent);
     this.lost = counter(RELAY_METRICS.lost);
     this.givenUpFound = counter(RELAY_METRICS.givenUpFound);
+    this.undone = counter(RELAY_METRICS.undone);
     this.published = counter(RELAY_METRICS.published);
     this.errors = counter(RELAY_METRICS.errors);
     const metrics = this;

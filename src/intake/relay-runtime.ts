@@ -145,6 +145,13 @@ export class Relay {
     this.metrics.resent.inc(batch.resent);
     this.metrics.lost.inc(batch.lost);
     this.metrics.givenUpFound.inc(batch.givenUp);
+    this.metrics.undone.inc(batch.undone);
+    if (batch.undone > 0) {
+      this.options.logger.error(
+        { event: 'relay_decisions_lost', undone: batch.undone },
+        're-sends found jobs completed whose decisions the database no longer holds (it went back in time): sent again',
+      );
+    }
     if (batch.lost > 0 || batch.givenUp > 0) {
       this.options.logger.warn(
         { event: 'relay_recovered', lost: batch.lost, givenUp: batch.givenUp, resent: batch.resent },

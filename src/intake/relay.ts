@@ -44,6 +44,13 @@ export interface RelayBatchResult {
   /** Re-sends that found no job: adds the queue had lost, now added again. */
   readonly lost: number;
   /**
+   * Re-sends that found the job completed although its request is undecided: the decision that
+   * job answered is not in the database any more (it went back in time: an asynchronous standby
+   * promoted, docs/operating/postgres-ha.md). The completed job is removed and the request added
+   * again, so it is decided again; counted and logged, for an operator to know.
+   */
+  readonly undone: number;
+  /**
    * Re-sends that found the job failed for good: not added, and recorded as given up unless the
    * request moved on since the claim (a redrive sent it again: its fresh job stands).
    */
@@ -147,10 +154,11 @@ export async function relayBatch(
   hooks: RelayBatchHooks = {},
 ): Promise<RelayBatchResult> {
   const rows = await claim(pool, options);
-  if (rows.length === 0) return { sent: 0, resent: 0, lost: 0, givenUp: 0 };
+  if (rows.length === 0) return { sent: 0, resent: 0, lost: 0, givenUp: 0, undone: 0 };
 
   const resends = rows.filter((r) => r.send_count > 1);
   const lost: string[] = [];
+  const undone: string[] = [];
   const failed = new Map<string, { row: ClaimedRow; reason: string }>();
   await Promise.all(
     resends.map(async (row) => {
@@ -158,8 +166,17 @@ export async function relayBatch(
       const job: Job | undefined = await queue.getJob(jobIdOf(row.operation_id));
       if (job === undefined || job === null) {
         lost.push(row.operation_id);
-      } else if ((await job.getState()) === 'failed') {
-        failed.set(row.operation_id, { row, reason: `job failed for good: ${job.failedReason ?? 'no reason kept'}` });
+      } else {
+        const state = await job.getState();
+        if (state === 'failed') {
+          failed.set(row.operation_id, { row, reason: `job failed for good: ${job.failedReason ?? 'no reason kept'}` });
+        } else if (state === 'completed') {
+          // A job completes only after its decision commits, which marks the request decided:
+          // completed and undecided means the database lost that commit. Kept, the completed
+          // job would swallow every add of this id; removed, the add below goes through.
+          await job.remove();
+          undone.push(row.operation_id);
+        }
       }
     }),
   );
@@ -206,6 +223,7 @@ export async function relayBatch(
     resent: resends.length - failed.size,
     lost: lost.length,
     givenUp: failed.size,
+    undone: undone.length,
   };
 }
 

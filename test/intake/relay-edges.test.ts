@@ -3,7 +3,7 @@
 // - re-sends are never starved: with more than RELAY_BATCH_MAX never-sent requests waiting, one
 //   batch still re-sends a due request whose job was lost (counted lost) and finds one whose job
 //   failed for good (given up). Shown to fail with the claim that took first sends first
-//   ({ sent: 8, resent: 0, lost: 0, givenUp: 0 }).
+//   ({ sent: 8, resent: 0, lost: 0, givenUp: 0, undone: 0 }).
 // - a relay that saw a job failed, then a redrive before it records the give-up: the record is
 //   refused (the send it claimed is not the request's any more), and the request stays open with
 //   its fresh job. Shown to fail with the relay's give-up passing no send_count (NULL): parked.
@@ -138,7 +138,13 @@ describe('the relay’s claim', () => {
       const lost = wire('lost', 0);
       const failed = wire('failed', 1);
       await requestTransfers(p.db.pg, [lost, failed], p.config.transferAmountMax);
-      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({ sent: 2, resent: 0, lost: 0, givenUp: 0 });
+      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({
+        sent: 2,
+        resent: 0,
+        lost: 0,
+        givenUp: 0,
+        undone: 0,
+      });
       await (await p.queue.getJob(jobIdOf(lost.operationId)))?.remove();
       expect(await failNextJobs(p, 1)).toEqual([failed.operationId]);
       await makeDue(p);
@@ -146,13 +152,57 @@ describe('the relay’s claim', () => {
       const firstSends = Array.from({ length: OPTIONS.batchMax + 2 }, (_, i) => wire('first', i));
       await requestTransfers(p.db.pg, firstSends, p.config.transferAmountMax);
       // Two due re-sends (the reserved share), six first sends.
-      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({ sent: 7, resent: 1, lost: 1, givenUp: 1 });
+      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({
+        sent: 7,
+        resent: 1,
+        lost: 1,
+        givenUp: 1,
+        undone: 0,
+      });
       expect(await requestRow(p, lost.operationId)).toMatchObject({ send_count: 2, lost_count: 1, given_up: false });
       expect(await jobState(p, lost.operationId)).toBe('waiting');
       expect(await requestRow(p, failed.operationId)).toMatchObject({ send_count: 2, given_up: true });
       expect(await feedOf(p, failed.operationId)).toEqual(['given_up']);
       const unsent = await p.db.pg.query('SELECT 1 FROM transfer_requests WHERE sent_at IS NULL');
       expect(unsent.rowCount).toBe(firstSends.length - 6);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  // The database gone back in time (an asynchronous standby promoted): the decision's commit is
+  // lost, its job is completed in the queue. Shown to fail without the removal: the add of the
+  // same id is swallowed by the completed job ('completed', not 'waiting'), for as long as
+  // BullMQ keeps it.
+  it('re-sends a request whose job completed but whose decision the database lost: the job goes, the add goes through', async () => {
+    const p = await newPipeline();
+    const relay = relayOf(p);
+    try {
+      const undone = wire('undone', 0);
+      await requestTransfers(p.db.pg, [undone], p.config.transferAmountMax);
+      expect((await relayBatch(relay.pool, relay.queues, OPTIONS)).sent).toBe(1);
+      // A worker answered it, and the commit behind that answer is gone: the request is undecided.
+      const connection = bullmqConnection(p.config);
+      const worker = new Worker(p.queue.name, null, { connection, autorun: false });
+      try {
+        const job: Job | undefined = await worker.getNextJob('relay-edges-test', { block: false });
+        await job?.moveToCompleted({ outcome: 'applied' }, 'relay-edges-test', false);
+      } finally {
+        await worker.close();
+        connection.disconnect();
+      }
+      expect(await jobState(p, undone.operationId)).toBe('completed');
+      expect(await requestRow(p, undone.operationId)).toMatchObject({ decided: false });
+      await makeDue(p);
+      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({
+        sent: 1,
+        resent: 1,
+        lost: 0,
+        givenUp: 0,
+        undone: 1,
+      });
+      expect(await jobState(p, undone.operationId)).toBe('waiting');
+      expect(await requestRow(p, undone.operationId)).toMatchObject({ send_count: 2, given_up: false });
     } finally {
       await relay.stop();
     }
@@ -170,7 +220,13 @@ describe('the relay’s claim', () => {
       for (const w of lost) expect(await p.queue.remove(jobIdOf(w.operationId))).toBe(1);
       await makeDue(p);
       await requestTransfers(p.db.pg, [wire('first', 0)], p.config.transferAmountMax);
-      expect(await relayBatch(relay.pool, relay.queues, options)).toEqual({ sent: 4, resent: 3, lost: 3, givenUp: 0 });
+      expect(await relayBatch(relay.pool, relay.queues, options)).toEqual({
+        sent: 4,
+        resent: 3,
+        lost: 3,
+        givenUp: 0,
+        undone: 0,
+      });
       for (const w of [...lost, wire('first', 0)]) expect(await jobState(p, w.operationId)).toBe('waiting');
     } finally {
       await relay.stop();
@@ -205,7 +261,7 @@ describe('a give-up against a redrive', () => {
         },
       });
       expect(redriven).toEqual([w.operationId]);
-      expect(batch).toEqual({ sent: 0, resent: 0, lost: 0, givenUp: 1 });
+      expect(batch).toEqual({ sent: 0, resent: 0, lost: 0, givenUp: 1, undone: 0 });
       expect(await requestRow(p, w.operationId)).toMatchObject({
         send_count: 3,
         given_up: false,
@@ -236,7 +292,13 @@ describe('a redrive that dies midway', () => {
       expect((await relayBatch(relay.pool, relay.queues, OPTIONS)).sent).toBe(4);
       await failNextJobs(p, 4);
       await makeDue(p);
-      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({ sent: 0, resent: 0, lost: 0, givenUp: 4 });
+      expect(await relayBatch(relay.pool, relay.queues, OPTIONS)).toEqual({
+        sent: 0,
+        resent: 0,
+        lost: 0,
+        givenUp: 4,
+        undone: 0,
+      });
       expect(await parked(p)).toEqual(ops);
 
       const states = async (list: string[]) => (await Promise.all(list.map((op) => jobState(p, op)))).sort();
@@ -254,7 +316,7 @@ describe('a redrive that dies midway', () => {
       const first = ops.filter((op) => !stillParked.includes(op));
       expect(await states(first)).toEqual(['waiting']);
       expect(await requestRow(p, first[0] as string)).toMatchObject({ send_count: 3, given_up: false });
-      expect(await round()).toEqual({ sent: 1, resent: 1, lost: 0, givenUp: 0 });
+      expect(await round()).toEqual({ sent: 1, resent: 1, lost: 0, givenUp: 0, undone: 0 });
       expect(await parked(p)).toEqual(stillParked);
 
       // Dies at its second add again, this time after the job was added: one more done, and one
@@ -263,14 +325,14 @@ describe('a redrive that dies midway', () => {
       stillParked = await parked(p);
       expect(stillParked).toHaveLength(2);
       expect(await states(stillParked)).toEqual(['failed', 'waiting']);
-      expect(await round()).toEqual({ sent: 2, resent: 2, lost: 0, givenUp: 0 });
+      expect(await round()).toEqual({ sent: 2, resent: 2, lost: 0, givenUp: 0, undone: 0 });
       expect(await parked(p)).toEqual(stillParked);
 
       // The next redrive finishes them; no relay round parks any of them again.
       expect((await redrive(relay.pool, relay.queues, 'all')).operationIds.sort()).toEqual(stillParked);
       expect(await parked(p)).toEqual([]);
       expect(await states(ops)).toEqual(['waiting', 'waiting', 'waiting', 'waiting']);
-      expect(await round()).toEqual({ sent: 4, resent: 4, lost: 0, givenUp: 0 });
+      expect(await round()).toEqual({ sent: 4, resent: 4, lost: 0, givenUp: 0, undone: 0 });
       expect(await parked(p)).toEqual([]);
       for (const op of ops) expect(await requestRow(p, op)).toMatchObject({ given_up: false, decided: false });
 

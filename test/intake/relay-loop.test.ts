@@ -66,7 +66,7 @@ describe('the relay', () => {
       const wires = Array.from({ length: 12 }, (_, i) => wire(i));
       await request(p, wires);
       const first = await relay.round();
-      expect(first.batch).toEqual({ sent: 12, resent: 0, lost: 0, givenUp: 0 });
+      expect(first.batch).toEqual({ sent: 12, resent: 0, lost: 0, givenUp: 0, undone: 0 });
       const shards = queueShardsOf(p.config);
       for (const w of wires) {
         const home = shardIndexOf(w.from, 3);
@@ -95,7 +95,7 @@ describe('the relay', () => {
       await (await p.queue.getJob(jobIdOf(w.operationId)))?.remove();
       expect((await relay.round()).batch.sent, 'not due yet').toBe(0);
       await sleep(RESEND_MS + 100);
-      expect((await relay.round()).batch).toEqual({ sent: 1, resent: 1, lost: 1, givenUp: 0 });
+      expect((await relay.round()).batch).toEqual({ sent: 1, resent: 1, lost: 1, givenUp: 0, undone: 0 });
       expect(await row(p, w.operationId)).toMatchObject({ send_count: 2, lost_count: 1 });
 
       await p.startWorker();
@@ -125,7 +125,7 @@ describe('the relay', () => {
       await p.startWorker();
       expect((await relay.round()).batch.sent).toBe(0);
       await sleep(RESEND_MS + 100);
-      expect((await relay.round()).batch).toEqual({ sent: 3, resent: 3, lost: 3, givenUp: 0 });
+      expect((await relay.round()).batch).toEqual({ sent: 3, resent: 3, lost: 3, givenUp: 0, undone: 0 });
       for (const w of wires) {
         await waitFor(`the decision of ${w.operationId}`, async () => (await row(p, w.operationId))?.decided === true);
         expect(await decisions(p, w.operationId)).toEqual({ transfers: 1, events: 1 });

@@ -2,8 +2,9 @@
 // themselves, and whether every answer someone could have acted on survived the failovers.
 //
 // The write outage of a fault is the longest gap between two consecutive decisions
-// (`transfers.created_at`, a decision's transaction start) that ends after the fault began and
-// begins before the formation was healthy again (OUTAGE_MARGIN_MS either side): the workload
+// (`transfers.created_at`, a decision's transaction start) that ends after the fault began
+// (less OUTAGE_MARGIN_MS) and begins before it ended and before the next fault of the
+// formation began: the workload
 // keeps deciding every few milliseconds, so that gap is when writes stopped and resumed. Throughput is back at the first whole second after the resumption holding at least
 // THROUGHPUT_BACK_SHARE of the median decisions per second of the BASELINE_S seconds before.
 //
@@ -31,7 +32,10 @@ export async function attachWriteOutages(
   for (const r of records) {
     if (r.pg === undefined || r.error !== null) continue;
     const startWall = t0WallMs + r.startMs;
-    const healthyWall = startWall + Math.max(r.pg.recoveredAfterMs ?? 0, r.endMs - r.startMs) + OUTAGE_MARGIN_MS;
+    // The outage begins before this fault ended, and before the next fault of the formation began.
+    const next = records.find((n) => n.pg !== undefined && n.startMs > r.startMs);
+    const endWall = t0WallMs + Math.max(r.endMs, r.startMs + (r.pg.recoveredAfterMs ?? 0));
+    const healthyWall = next === undefined ? endWall : Math.min(endWall, t0WallMs + next.startMs);
     const { rows } = await client.query<{ at: string }>(
       `SELECT (extract(epoch FROM created_at) * 1000)::float8 AS at FROM transfers
         WHERE created_at >= to_timestamp($1::float8 / 1000) AND created_at < to_timestamp($2::float8 / 1000)

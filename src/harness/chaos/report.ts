@@ -3,6 +3,7 @@
 // negative control — the violation it exists to provoke was detected.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SETTINGS } from '../../config/settings.ts';
 import type { IntakeProducerFigures } from './chaos-intake.ts';
 import type { ChaosOptions, FaultKind } from './chaos-options.ts';
 import { ASYNC_STANDBY, DIRECT_ENQUEUE, faultKindsOf } from './chaos-options.ts';
@@ -64,6 +65,8 @@ export interface RunFigures {
     retries: number;
     /** Starts that did not end an attempt: busy-lock deferrals and stalled jobs re-run. */
     deferralsAndStalls: number;
+    /** The most attempts one job made: against the product's JOB_ATTEMPTS_MAX (the harness gives its jobs more). */
+    attemptsMadeMax?: number;
   };
   /** From reconcile(): what the ledger holds at the end. */
   readonly ledger: {
@@ -297,14 +300,18 @@ export function quantile(sorted: readonly number[], q: number): number {
 }
 
 /** --postgres ha: each failover's and switchover's outage, as the endpoint and the decisions saw it. */
-function renderPgFaults(lines: string[], list: readonly FaultRecord[]): void {
+/** The product's default JOB_ATTEMPTS_MAX, which a failover must not exhaust. */
+const JOB_ATTEMPTS_DEFAULT = SETTINGS.JOB_ATTEMPTS_MAX.default;
+
+function renderPgFaults(lines: string[], list: readonly FaultRecord[], attemptsMadeMax: number | undefined): void {
   const pg = list.filter((r) => r.pg !== undefined);
   if (pg.length === 0) return;
   lines.push(
     '## PostgreSQL failovers',
     '',
     'The write outage is the longest gap between two decisions around the fault (`transfers.created_at`); ' +
-      'throughput is back at the first second after it with at least 80 % of the decisions per second before the fault.',
+      'throughput is back at the first second after it with at least 80 % of the decisions per second before the fault. ' +
+      `The most attempts one job made in the run: ${attemptsMadeMax ?? '?'} (the product's JOB_ATTEMPTS_MAX defaults to ${JOB_ATTEMPTS_DEFAULT}).`,
     '',
     '| # | kind | primary → new primary | endpoint without a primary (ms) | writes stopped (s) | resumed (s) | write outage (ms) | throughput back after (ms) | healthy after (ms) |',
     '| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -339,8 +346,10 @@ export function jobFigures(
     unrecorded = 0,
     deliveries = 0,
     retries = 0,
-    deferrals = 0;
+    deferrals = 0,
+    attemptsMadeMax = 0;
   for (const j of jobs) {
+    attemptsMadeMax = Math.max(attemptsMadeMax, j.attemptsMade);
     if (j.state === 'completed') completed += 1;
     else if (j.state === 'failed') {
       failed += 1;
@@ -351,7 +360,17 @@ export function jobFigures(
     retries += Math.max(0, j.attemptsMade - 1);
     deferrals += Math.max(0, j.attemptsStarted - j.attemptsMade);
   }
-  return { completed, failed, failedValid, otherState, unrecorded, deliveries, retries, deferralsAndStalls: deferrals };
+  return {
+    completed,
+    failed,
+    failedValid,
+    otherState,
+    unrecorded,
+    deliveries,
+    retries,
+    deferralsAndStalls: deferrals,
+    attemptsMadeMax,
+  };
 }
 
 export function messageFigures(workload: ChaosWorkload): RunFigures['messages'] {
@@ -624,7 +643,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     lines.push('');
   }
 
-  renderPgFaults(lines, f.faults.list);
+  renderPgFaults(lines, f.faults.list, f.jobs.attemptsMadeMax);
   renderBlackholes(lines, f.faults.list);
   if (f.intake !== undefined) renderIntake(lines, f.intake);
   lines.push('## Invariants', '', '| invariant | group | result | violations |', '| --- | --- | --- | ---: |');

@@ -108,17 +108,24 @@ async function inTransaction<T>(
   const deadline = performance.now() + PRODUCER_RETRY_TIMEOUT_MS;
   for (;;) {
     let client: pg.PoolClient | null = null;
+    // A session ended between two statements (a failover cuts every connection) makes a checked
+    // out client emit 'error', which with no listener ends the process: the next statement
+    // fails instead, and the transaction is tried again.
+    const ignore = () => undefined;
     try {
       client = await pool.connect();
+      client.on('error', ignore);
       await client.query('BEGIN');
       const out = await work(client);
       await client.query('COMMIT');
+      client.off('error', ignore);
       client.release();
       figures.transactions += 1;
       return out;
     } catch (err) {
       if (client !== null) {
         await client.query('ROLLBACK').catch(() => undefined);
+        client.off('error', ignore);
         client.release(true);
       }
       if (err instanceof IntakeConflictError || performance.now() > deadline) throw err;

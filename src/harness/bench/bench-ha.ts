@@ -8,7 +8,7 @@
 // are its own.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { integerFlag, UsageError } from '../../cli/args.ts';
 import { runCli } from '../../cli/run-cli.ts';
 import { loadConfig } from '../../config/config.ts';
@@ -91,7 +91,7 @@ await runCli(async () => {
           side,
           transfersPerS: Math.round(e2e.throughputPerS ?? 0),
           machineMsPerTransfer: e2e.cpu?.msPerTransfer.machine ?? null,
-          results: paths.json,
+          results: basename(paths.json),
         });
       }
     }

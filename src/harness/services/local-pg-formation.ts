@@ -580,9 +580,12 @@ export class LocalPgFormation {
 
 /**
  * Kills whatever a formation under `dir` left running when its harness died without stopping it:
- * every process working in a folder under it or naming it on its command line (keepers, servers).
+ * every pg_autoctl, runuser or postgres process naming the folder on its command line or working
+ * in it, and the whole process group of each (a keeper's services rename themselves, and a
+ * supervisor left alive starts its server again).
  */
 export function killFormationLeftovers(dir: string): void {
+  const groups = new Set<number>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
@@ -592,8 +595,22 @@ export function killFormationLeftovers(dir: string): void {
       } catch {
         // Not ours to read: the command line may still tell.
       }
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (cwd.startsWith(`${dir}/`) || cwd === dir || cmdline.includes(dir)) process.kill(Number(entry), 'SIGKILL');
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      const program = argv[0] ?? '';
+      const ours = /(^|\/)(pg_autoctl|runuser|postgres)$/.test(program) || program.startsWith('pg_autoctl');
+      const inDir = cwd === dir || cwd.startsWith(`${dir}/`) || argv.some((a) => a.includes(dir));
+      if (!ours || !inDir) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+      if (Number.isInteger(pgid) && pgid > 1 && pgid !== process.pid) groups.add(pgid);
+      process.kill(Number(entry), 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  }
+  for (const pgid of groups) {
+    try {
+      process.kill(-pgid, 'SIGKILL');
     } catch {
       // Gone already.
     }

@@ -42,24 +42,33 @@ async function makeDue(p: Pipeline): Promise<void> {
   await p.db.pg.query("UPDATE transfer_requests SET sent_at = sent_at - interval '1 hour' WHERE sent_at IS NOT NULL");
 }
 
-/** Takes the next `n` waiting jobs as a worker would and fails them (for good: one attempt). */
-async function failNextJobs(p: Pipeline, n: number): Promise<string[]> {
+/** Takes the next `n` waiting jobs as a worker would and ends each with `settle`; answers their operation ids. */
+async function settleNextJobs(
+  p: Pipeline,
+  n: number,
+  settle: (job: Job, token: string) => Promise<unknown>,
+): Promise<string[]> {
   const connection = bullmqConnection(p.config);
   const worker = new Worker(p.queue.name, null, { connection, autorun: false });
   const token = 'relay-edges-test';
-  const failed: string[] = [];
+  const settled: string[] = [];
   try {
     for (let i = 0; i < n; i++) {
       const job: Job | undefined = await worker.getNextJob(token, { block: false });
       if (job === undefined) throw new Error(`only ${i} waiting jobs, not ${n}`);
-      await job.moveToFailed(new Error('injected: the attempt fails'), token);
-      failed.push((job.data as TransferWire).operationId);
+      await settle(job, token);
+      settled.push((job.data as TransferWire).operationId);
     }
   } finally {
     await worker.close();
     connection.disconnect();
   }
-  return failed;
+  return settled;
+}
+
+/** Takes the next `n` waiting jobs as a worker would and fails them (for good: one attempt). */
+function failNextJobs(p: Pipeline, n: number): Promise<string[]> {
+  return settleNextJobs(p, n, (job, token) => job.moveToFailed(new Error('injected: the attempt fails'), token));
 }
 
 async function requestRow(p: Pipeline, op: string) {
@@ -182,15 +191,9 @@ describe('the relay’s claim', () => {
       await requestTransfers(p.db.pg, [undone], p.config.transferAmountMax);
       expect((await relayBatch(relay.pool, relay.queues, OPTIONS)).sent).toBe(1);
       // A worker answered it, and the commit behind that answer is gone: the request is undecided.
-      const connection = bullmqConnection(p.config);
-      const worker = new Worker(p.queue.name, null, { connection, autorun: false });
-      try {
-        const job: Job | undefined = await worker.getNextJob('relay-edges-test', { block: false });
-        await job?.moveToCompleted({ outcome: 'applied' }, 'relay-edges-test', false);
-      } finally {
-        await worker.close();
-        connection.disconnect();
-      }
+      expect(
+        await settleNextJobs(p, 1, (job, token) => job.moveToCompleted({ outcome: 'applied' }, token, false)),
+      ).toEqual([undone.operationId]);
       expect(await jobState(p, undone.operationId)).toBe('completed');
       expect(await requestRow(p, undone.operationId)).toMatchObject({ decided: false });
       await makeDue(p);

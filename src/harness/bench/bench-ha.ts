@@ -15,6 +15,7 @@ import { loadConfig } from '../../config/config.ts';
 import { LocalPgFormation } from '../services/local-pg-formation.ts';
 import { PrimaryEndpoint } from '../services/primary-endpoint.ts';
 import { parseBenchArgs } from './bench-options.ts';
+import { median } from './measure.ts';
 import { writeResults } from './results-file.ts';
 import { preflight, runBench } from './run-bench.ts';
 
@@ -30,13 +31,6 @@ interface SideRun {
   readonly transfersPerS: number;
   readonly machineMsPerTransfer: number | null;
   readonly results: string;
-}
-
-function median(values: readonly number[]): number | null {
-  if (values.length === 0) return null;
-  const s = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 }
 
 await runCli(async () => {

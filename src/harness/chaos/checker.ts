@@ -105,7 +105,8 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   "every split's legs sum to its debit": 'money',
 };
 
-function outcomeOf(
+/** The answer a completed job returned (its outcome, the stored record of a duplicate, a rejection's reason), or null. */
+export function outcomeOf(
   value: unknown,
 ): { outcome: string; stored?: { status?: string }; reason?: string; fence?: string } | null {
   if (typeof value !== 'object' || value === null) return null;

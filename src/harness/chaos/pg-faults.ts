@@ -12,7 +12,7 @@
 // secondary): they never overlap one another, so each one's outage is its own.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LocalPgFormation } from '../services/local-pg-formation.ts';
-import type { PrimaryEndpoint } from '../services/primary-endpoint.ts';
+import { FOLLOW_INTERVAL_MS, type PrimaryEndpoint } from '../services/primary-endpoint.ts';
 
 /** --unsafe async-standby: how long the WAL senders are frozen before the primary is killed. */
 export const ASYNC_HOLD_MS = 1_500;
@@ -104,7 +104,7 @@ export class PgFaults {
     await this.formation.switchover();
     await this.formation.waitHealthy();
     // The endpoint follows the monitor at its own pace: let it see the new primary.
-    await sleep(2 * 100);
+    await sleep(2 * FOLLOW_INTERVAL_MS);
     const figures: PgFaultFigures = {
       primaryBefore: before,
       primaryAfter: null,

@@ -14,7 +14,7 @@
 // acknowledged requests and the feed's positions read have their own checks (intake-checks.ts).
 import type pg from 'pg';
 import type { ChaosMessage } from './chaos-workload.ts';
-import { Check, type CheckResult, type FinalJob } from './checker.ts';
+import { Check, type CheckResult, type FinalJob, outcomeOf } from './checker.ts';
 import type { FaultRecord } from './faults.ts';
 
 export const OUTAGE_MARGIN_MS = 1_000;
@@ -105,10 +105,10 @@ export async function acknowledgedAnswersCheck(
     if (job.state !== 'completed') continue;
     const message = sent.get(job.jobId);
     if (message === undefined || message.operationId === null || message.kind === 'invalid') continue;
-    const v = job.returnvalue as { outcome?: unknown; stored?: { status?: unknown }; reason?: unknown } | null;
-    const outcome = typeof v === 'object' && v !== null && typeof v.outcome === 'string' ? v.outcome : null;
+    const answer = outcomeOf(job.returnvalue);
+    const outcome = answer?.outcome;
     if (outcome !== 'applied' && outcome !== 'rejected' && outcome !== 'duplicate') continue;
-    const status = outcome === 'duplicate' ? (typeof v?.stored?.status === 'string' ? v.stored.status : null) : outcome;
+    const status = outcome === 'duplicate' ? (answer?.stored?.status ?? null) : outcome;
     answered.push({ jobId: job.jobId, operationId: message.operationId, outcome, status });
   }
   const ids = [...new Set(answered.map((a) => a.operationId))];

@@ -631,34 +631,32 @@ async function check(
   if (plan.options.intake) {
     await rig.feedReaders?.stop();
     feedReaders = rig.feedReaders?.figures() ?? null;
-    const client = new pg.Client({ connectionString: rig.services.databaseUrl, application_name: 'chaos-harness' });
-    client.on('error', () => undefined);
-    await client.connect();
-    try {
-      const out = await runIntakeChecks(
-        client,
-        {
-          direct: plan.options.unsafe === DIRECT_ENQUEUE,
-          acknowledged: plan.acknowledged,
-          requested: plan.requested,
-          refused: plan.refused,
-          observations: rig.feedReaders?.observations() ?? [],
-        },
-        injector.records,
-      );
-      checks.push(...out.checks);
-      intake = out.figures;
-    } finally {
-      await client.end();
-    }
   }
-  if (rig.services.ha !== null) {
+  if (plan.options.intake || rig.services.ha !== null) {
+    // One harness session for the intake run's checks and the HA run's.
     const client = new pg.Client({ connectionString: rig.services.databaseUrl, application_name: 'chaos-harness' });
     client.on('error', () => undefined);
     await client.connect();
     try {
-      await attachWriteOutages(client, injector.records, history.origin.t0WallMs);
-      checks.push(await acknowledgedAnswersCheck(client, jobs, sent));
+      if (plan.options.intake) {
+        const out = await runIntakeChecks(
+          client,
+          {
+            direct: plan.options.unsafe === DIRECT_ENQUEUE,
+            acknowledged: plan.acknowledged,
+            requested: plan.requested,
+            refused: plan.refused,
+            observations: rig.feedReaders?.observations() ?? [],
+          },
+          injector.records,
+        );
+        checks.push(...out.checks);
+        intake = out.figures;
+      }
+      if (rig.services.ha !== null) {
+        await attachWriteOutages(client, injector.records, history.origin.t0WallMs);
+        checks.push(await acknowledgedAnswersCheck(client, jobs, sent));
+      }
     } finally {
       await client.end();
     }

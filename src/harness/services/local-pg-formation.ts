@@ -13,18 +13,8 @@
 //
 // Detection is shortened for the harness (FORMATION_TIMEOUTS; pg_auto_failover's production
 // defaults beside each): a killed primary is replaced in about 10 s instead of about 50 s.
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import {
-  chownSync,
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  rmSync,
-} from 'node:fs';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -32,7 +22,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { done, notYet, pollUntil } from './bounded-wait.ts';
 import { freePort } from './free-port.ts';
-import { postgresBinDir } from './local-postgres.ts';
+import { ownByServerUser, postgresBinDir, postmasterPidIn, runAsServerUser } from './local-postgres.ts';
 
 const run = promisify(execFile);
 
@@ -175,17 +165,18 @@ export class LocalPgFormation {
     };
   }
 
+  /** pg_autoctl with `args` as the server's user (through runuser, its environment kept, when we are root). */
+  private autoctlCommand(args: readonly string[]): { file: string; argv: string[]; env: NodeJS.ProcessEnv } {
+    const env = this.env();
+    if (userInfo().uid !== 0) return { file: PG_AUTOCTL, argv: [...args], env };
+    const assignments = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+    return { file: 'runuser', argv: ['-u', 'postgres', '--', 'env', ...assignments, PG_AUTOCTL, ...args], env };
+  }
+
   /** pg_autoctl as the server's user, in the foreground, its own process group, its output in <dir>/<name>.log. */
   private spawnKeeper(name: string, args: readonly string[]): Keeper {
     const log = openSync(join(this.dir, `${name}.log`), 'a');
-    const env = this.env();
-    const [file, argv] =
-      userInfo().uid === 0
-        ? [
-            'runuser',
-            ['-u', 'postgres', '--', 'env', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), PG_AUTOCTL, ...args],
-          ]
-        : [PG_AUTOCTL, [...args]];
+    const { file, argv, env } = this.autoctlCommand(args);
     const proc = spawn(file, argv, { detached: true, stdio: ['ignore', log, log], env });
     closeSync(log);
     const exited = new Promise<string>((resolve) => {
@@ -197,14 +188,7 @@ export class LocalPgFormation {
 
   /** A pg_autoctl command to its end (as the server's user). */
   private async autoctl(args: readonly string[], timeoutMs: number): Promise<string> {
-    const env = this.env();
-    const [file, argv] =
-      userInfo().uid === 0
-        ? [
-            'runuser',
-            ['-u', 'postgres', '--', 'env', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), PG_AUTOCTL, ...args],
-          ]
-        : [PG_AUTOCTL, [...args]];
+    const { file, argv, env } = this.autoctlCommand(args);
     const { stdout } = await run(file, argv, { env, timeout: timeoutMs });
     return stdout;
   }
@@ -327,42 +311,15 @@ export class LocalPgFormation {
   }
 
   private asOwner(cmd: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
-    const file = join(this.binDir, cmd);
-    if (userInfo().uid === 0) return run('runuser', ['-u', 'postgres', '--', file, ...args]);
-    return run(file, args);
+    return runAsServerUser(join(this.binDir, cmd), args);
   }
 
   async onMonitor<T>(fn: (c: pg.Client) => Promise<T>, user = 'autoctl_node'): Promise<T> {
-    const c = new pg.Client({
-      host: '127.0.0.1',
-      port: this.monitorPort,
-      user,
-      database: 'pg_auto_failover',
-      connectionTimeoutMillis: 2_000,
-      application_name: 'chaos-harness',
-    });
-    c.on('error', () => undefined);
-    await c.connect();
-    try {
-      return await fn(c);
-    } finally {
-      await c.end().catch(() => undefined);
-    }
+    return withClient({ host: '127.0.0.1', port: this.monitorPort, user, database: 'pg_auto_failover' }, fn);
   }
 
   async onNode<T>(node: FormationNode, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-    const c = new pg.Client({
-      connectionString: this.nodeUrl(node),
-      connectionTimeoutMillis: 2_000,
-      application_name: 'chaos-harness',
-    });
-    c.on('error', () => undefined);
-    await c.connect();
-    try {
-      return await fn(c);
-    } finally {
-      await c.end().catch(() => undefined);
-    }
+    return withClient({ connectionString: this.nodeUrl(node) }, fn);
   }
 
   /** The monitor's view of every node. */
@@ -436,14 +393,26 @@ export class LocalPgFormation {
           const secondaries = s.filter((n) => n.reported === 'secondary').length;
           if (!(settled && primaries === 1 && secondaries === s.length - 1))
             return notYet(s.map((n) => `${n.name} ${n.goal}/${n.reported} health ${n.health}`).join(', '));
-          // The monitor's view lags a kill by its health checks: every server must answer too.
+          // The monitor's view lags a kill by its health checks: every server must answer too,
+          // and the primary must be streaming to every standby (a restarted one reconnects after).
           for (const node of this.nodes) await this.onNode(node, (c) => c.query('SELECT 1'));
-          return done(true);
+          const primary = s.find((n) => n.reported === 'primary');
+          const streaming =
+            primary === undefined
+              ? 0
+              : Number(
+                  (
+                    await this.onNode(this.node(primary.name), (c) =>
+                      c.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_replication WHERE state = 'streaming'"),
+                    )
+                  ).rows[0]?.n ?? 0,
+                );
+          return streaming === s.length - 1 ? done(true) : notYet(`${streaming} standbys streaming`);
         } catch (err) {
           return notYet(err instanceof Error ? err.message : String(err));
         }
       },
-      { what: 'the formation healthy (one primary, the rest secondary)', timeoutMs, intervalMs: 200 },
+      { what: 'the formation healthy (one primary streaming to the rest, secondary)', timeoutMs, intervalMs: 200 },
     );
   }
 
@@ -453,29 +422,17 @@ export class LocalPgFormation {
     const keeper = this.keepers.get(name);
     this.keepers.delete(name);
     if (keeper?.proc.pid !== undefined) {
-      try {
-        process.kill(-keeper.proc.pid, 'SIGKILL');
-      } catch {
-        // Gone already.
-      }
+      signalIfAlive(-keeper.proc.pid, 'SIGKILL');
     }
-    const pid = postmasterPid(node.dir);
+    const pid = postmasterPidIn(node.dir);
     if (pid !== null) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // Gone already.
-      }
+      signalIfAlive(pid, 'SIGKILL');
     }
     // Every server process of the node too (their working folder is the node's): a backend that
     // outlived its postmaster, or a frozen WAL sender, would keep the shared memory and stop the
     // node's next start.
     for (const p of processesIn(node.dir)) {
-      try {
-        process.kill(p, 'SIGKILL');
-      } catch {
-        // Gone already.
-      }
+      signalIfAlive(p, 'SIGKILL');
     }
     if (keeper !== undefined) await keeper.exited;
   }
@@ -488,7 +445,7 @@ export class LocalPgFormation {
   restart(name: string): void {
     const node = this.node(name);
     if (this.keepers.has(name)) throw new Error(`${name} is running`);
-    const pid = postmasterPid(node.dir);
+    const pid = postmasterPidIn(node.dir);
     if (pid !== null && !alive(pid)) rmSync(join(node.dir, 'postmaster.pid'), { force: true });
     this.keepers.set(name, this.spawnKeeper(name, ['run', '--pgdata', node.dir]));
   }
@@ -544,11 +501,7 @@ export class LocalPgFormation {
       pids,
       thaw: () => {
         for (const pid of pids) {
-          try {
-            process.kill(pid, 'SIGCONT');
-          } catch {
-            // Gone already.
-          }
+          signalIfAlive(pid, 'SIGCONT');
         }
       },
     };
@@ -558,22 +511,14 @@ export class LocalPgFormation {
   async stop(): Promise<void> {
     for (const name of [...this.keepers.keys()]) await this.kill(name).catch(() => undefined);
     if (this.monitorKeeper?.proc.pid !== undefined) {
-      try {
-        process.kill(-this.monitorKeeper.proc.pid, 'SIGKILL');
-      } catch {
-        // Gone already.
-      }
+      signalIfAlive(-this.monitorKeeper.proc.pid, 'SIGKILL');
       await this.monitorKeeper.exited;
     }
     this.monitorKeeper = null;
     for (const dir of [...this.nodes.map((n) => n.dir), join(this.dir, 'monitor')]) {
-      const pid = postmasterPid(dir);
+      const pid = postmasterPidIn(dir);
       if (pid === null) continue;
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // Gone already.
-      }
+      signalIfAlive(pid, 'SIGKILL');
     }
   }
 }
@@ -609,11 +554,7 @@ export function killFormationLeftovers(dir: string): void {
     }
   }
   for (const pgid of groups) {
-    try {
-      process.kill(-pgid, 'SIGKILL');
-    } catch {
-      // Gone already.
-    }
+    signalIfAlive(-pgid, 'SIGKILL');
   }
 }
 
@@ -631,6 +572,15 @@ function processesIn(dir: string): number[] {
   return out;
 }
 
+/** Sends `signal` to a pid (negative: a process group) that may be gone already. */
+function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Gone already.
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -640,18 +590,20 @@ function alive(pid: number): boolean {
   }
 }
 
-function postmasterPid(dir: string): number | null {
-  const file = join(dir, 'postmaster.pid');
-  if (!existsSync(file)) return null;
-  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
-  return Number.isInteger(pid) && pid > 0 ? pid : null;
-}
-
 /** The formation's folder, owned by the server's user when the harness runs as root. */
 function mkdirOwned(dir: string): void {
   mkdirSync(dir, { recursive: true });
-  if (userInfo().uid === 0) {
-    const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
-    chownSync(dir, id('-u'), id('-g'));
+  if (userInfo().uid === 0) ownByServerUser(dir);
+}
+
+/** One short-lived harness session: connected, used, ended (an error event after a failure is not a crash). */
+async function withClient<T>(config: pg.ClientConfig, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ ...config, connectionTimeoutMillis: 2_000, application_name: 'chaos-harness' });
+  c.on('error', () => undefined);
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end().catch(() => undefined);
   }
 }

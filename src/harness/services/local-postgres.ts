@@ -87,15 +87,13 @@ export class LocalPostgres {
   }
 
   private asOwner(cmd: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
-    const file = join(this.binDir, cmd);
-    if (userInfo().uid === 0) return run('runuser', ['-u', 'postgres', '--', file, ...args]);
-    return run(file, args);
+    return runAsServerUser(join(this.binDir, cmd), args);
   }
 
   private async init(): Promise<void> {
     mkdirSync(this.opts.dir, { recursive: true });
     if (userInfo().uid === 0) {
-      chownSync(this.opts.dir, uidOf('postgres'), gidOf('postgres'));
+      ownByServerUser(this.opts.dir);
       chmodSync(this.opts.dir, CLUSTER_DIR_MODE);
       await this.assertOwnerReaches(this.opts.dir);
     }
@@ -190,10 +188,7 @@ export class LocalPostgres {
 
   /** The postmaster's pid, from postmaster.pid. */
   postmasterPid(): number | null {
-    const file = join(this.opts.dir, 'postmaster.pid');
-    if (!existsSync(file)) return null;
-    const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
+    return postmasterPidIn(this.opts.dir);
   }
 
   /** Immediate shutdown: like a crash, every backend dies at once; recovery replays WAL. */
@@ -208,10 +203,29 @@ export class LocalPostgres {
   }
 }
 
+/** Runs a PostgreSQL binary as the server's user: through runuser as the postgres user when we are root. */
+export function runAsServerUser(file: string, args: readonly string[]): Promise<{ stdout: string; stderr: string }> {
+  if (userInfo().uid === 0) return run('runuser', ['-u', 'postgres', '--', file, ...args]);
+  return run(file, [...args]);
+}
+
+/** The postmaster's pid, from `<dir>/postmaster.pid` (null when there is none). */
+export function postmasterPidIn(dir: string): number | null {
+  const file = join(dir, 'postmaster.pid');
+  if (!existsSync(file)) return null;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+/** Hands a file or folder to the postgres user (as root, where the server runs as that user). */
+export function ownByServerUser(path: string): void {
+  chownSync(path, uidOf('postgres'), gidOf('postgres'));
+}
+
 /** A file readable by the server's user only (as root, the postgres user owns it). */
 function writeOwned(path: string, content: string | Buffer): string {
   writeFileSync(path, content, { mode: 0o600 });
-  if (userInfo().uid === 0) chownSync(path, uidOf('postgres'), gidOf('postgres'));
+  if (userInfo().uid === 0) ownByServerUser(path);
   return path;
 }
 

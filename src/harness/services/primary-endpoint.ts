@@ -9,7 +9,7 @@
 // that is no longer the primary, it reconnects and reaches the new one.
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { freePort } from './free-port.ts';
-import { LocalPgFormation, type NodeState } from './local-pg-formation.ts';
+import { FORMATION_DATABASE, LocalPgFormation, type NodeState } from './local-pg-formation.ts';
 
 /** How often the endpoint asks the monitor who the primary is. */
 export const FOLLOW_INTERVAL_MS = 100;
@@ -37,7 +37,7 @@ export class PrimaryEndpoint {
   ) {}
 
   get url(): string {
-    return `postgresql://postgres@127.0.0.1:${this.port}/chaos`;
+    return `postgresql://postgres@127.0.0.1:${this.port}/${FORMATION_DATABASE}`;
   }
 
   /** The node the endpoint leads to now (null: none). */

@@ -76,6 +76,11 @@ function startWriter(url: string, from: number) {
     get longestGapMs() {
       return longestGapMs;
     },
+    /** Resolves once a commit more than `before` is acknowledged, or after `timeoutMs`. */
+    async moreThan(before: number, timeoutMs: number) {
+      const deadline = Date.now() + timeoutMs;
+      while (acknowledged.length <= before && Date.now() < deadline) await sleep(200);
+    },
     async stop() {
       stopping = true;
       await done;
@@ -108,8 +113,7 @@ describe('LocalPgFormation behind its PrimaryEndpoint', () => {
       await f.kill(old?.name ?? 'node1');
       // Writes resume through the same address once a standby is promoted.
       const before = writer.acknowledged.length;
-      const deadline = Date.now() + 60_000;
-      while (writer.acknowledged.length === before && Date.now() < deadline) await sleep(200);
+      await writer.moreThan(before, 60_000);
       await sleep(1_000);
       await writer.stop();
       const now = await f.primary();
@@ -162,9 +166,7 @@ describe('LocalPgFormation behind its PrimaryEndpoint', () => {
       await sleep(1_500);
       const old = await f.primary();
       await f.kill(old?.name ?? 'node1');
-      const before = writer.acknowledged.length;
-      const deadline = Date.now() + 90_000;
-      while (writer.acknowledged.length === before && Date.now() < deadline) await sleep(200);
+      await writer.moreThan(writer.acknowledged.length, 90_000);
       await writer.stop();
       expect((await f.primary())?.name).not.toBe(old?.name);
       const missing = await missingOf(e.url, writer.acknowledged);

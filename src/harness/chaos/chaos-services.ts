@@ -230,6 +230,7 @@ export class ChaosServices {
         if (options.asyncStandby === true) {
           await formation.setNumberSyncStandbys(0);
           await formation.setOnEveryNode('synchronous_commit', 'local');
+          await formation.waitHealthy();
         }
         endpoint = await PrimaryEndpoint.start(formation);
         databaseUrl = endpoint.url;

@@ -356,6 +356,22 @@ export class LocalPgFormation {
     return primaries.length === 1 ? (primaries[0] ?? null) : null;
   }
 
+  /**
+   * The monitor's last `limit` events, oldest first, one line each: what it decided and why. For
+   * the message of a failover that did not happen in time.
+   */
+  async recentEvents(limit = 30): Promise<string[]> {
+    const r = await this.onMonitor((c) =>
+      c.query<{ at: string; nodename: string; reported: string; goal: string; description: string }>(
+        `SELECT to_char(eventtime, 'HH24:MI:SS.MS') AS at, nodename, reportedstate::text AS reported,
+                goalstate::text AS goal, description
+           FROM (SELECT * FROM pgautofailover.event ORDER BY eventid DESC LIMIT $1) e ORDER BY eventid`,
+        [limit],
+      ),
+    );
+    return r.rows.map((e) => `${e.at} ${e.nodename} ${e.goal}/${e.reported}: ${e.description}`);
+  }
+
   async primary(): Promise<FormationNode | null> {
     const w = LocalPgFormation.writable(await this.states());
     return w === null ? null : this.node(w.name);

@@ -35,9 +35,15 @@ afterAll(async () => {
   if (process.env.KEEP_FORMATION === undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-/** Commits numbered rows through the endpoint, one at a time, until stopped; keeps those whose COMMIT returned. */
+/**
+ * Commits numbered rows through the endpoint, one at a time, until stopped; keeps those whose
+ * COMMIT returned, and when the last of them was sent.
+ */
 function startWriter(url: string, from: number) {
   const acknowledged: number[] = [];
+  // Sent before this and answered after: a reply already on its way when the primary died is
+  // read after the kill returns, and is no sign that writes resumed.
+  let lastAckSentAtMs = 0;
   let failures = 0;
   let stopping = false;
   let lastOkMs = Date.now();
@@ -52,8 +58,10 @@ function startWriter(url: string, from: number) {
           client.on('error', () => undefined);
           await client.connect();
         }
+        const sentAtMs = Date.now();
         await client.query('INSERT INTO acknowledged VALUES ($1)', [n]);
         acknowledged.push(n);
+        lastAckSentAtMs = sentAtMs;
         const now = Date.now();
         longestGapMs = Math.max(longestGapMs, now - lastOkMs);
         lastOkMs = now;
@@ -76,10 +84,11 @@ function startWriter(url: string, from: number) {
     get longestGapMs() {
       return longestGapMs;
     },
-    /** Resolves once a commit more than `before` is acknowledged, or after `timeoutMs`. */
-    async moreThan(before: number, timeoutMs: number) {
+    /** Resolves once a commit sent after `sinceMs` is acknowledged (true), or after `timeoutMs` (false). */
+    async resumedAfter(sinceMs: number, timeoutMs: number): Promise<boolean> {
       const deadline = Date.now() + timeoutMs;
-      while (acknowledged.length <= before && Date.now() < deadline) await sleep(200);
+      while (lastAckSentAtMs <= sinceMs && Date.now() < deadline) await sleep(200);
+      return lastAckSentAtMs > sinceMs;
     },
     async stop() {
       stopping = true;
@@ -111,14 +120,14 @@ describe('LocalPgFormation behind its PrimaryEndpoint', () => {
       const writer = startWriter(e.url, 1);
       await sleep(1_500);
       await f.kill(old?.name ?? 'node1');
+      const killedAtMs = Date.now();
       // Writes resume through the same address once a standby is promoted.
-      const before = writer.acknowledged.length;
-      await writer.moreThan(before, 60_000);
+      const resumed = await writer.resumedAfter(killedAtMs, 60_000);
       await sleep(1_000);
       await writer.stop();
       const now = await f.primary();
-      expect(now?.name, 'a standby took over').not.toBe(old?.name);
-      expect(writer.acknowledged.length, 'writes resumed after the failover').toBeGreaterThan(before);
+      expect(now?.name, `a standby took over\n${(await f.recentEvents()).join('\n')}`).not.toBe(old?.name);
+      expect(resumed, 'writes resumed after the failover').toBe(true);
       expect(await missingOf(e.url, writer.acknowledged), 'acknowledged commits missing').toEqual([]);
       expect(writer.longestGapMs, 'the write outage').toBeGreaterThan(1_000);
       f.restart(old?.name ?? 'node1');
@@ -159,6 +168,8 @@ describe('LocalPgFormation behind its PrimaryEndpoint', () => {
       const e = endpoint as PrimaryEndpoint;
       await f.setNumberSyncStandbys(0);
       await f.setOnEveryNode('synchronous_commit', 'local');
+      // The primary applies the new setting in a state of its own: kill it only once it is back.
+      await f.waitHealthy();
       const writer = startWriter(e.url, 2_000_000);
       await sleep(500);
       const frozen = await f.freezeWalSenders();
@@ -166,9 +177,12 @@ describe('LocalPgFormation behind its PrimaryEndpoint', () => {
       await sleep(1_500);
       const old = await f.primary();
       await f.kill(old?.name ?? 'node1');
-      await writer.moreThan(writer.acknowledged.length, 90_000);
+      const killedAtMs = Date.now();
+      const resumed = await writer.resumedAfter(killedAtMs, 90_000);
       await writer.stop();
-      expect((await f.primary())?.name).not.toBe(old?.name);
+      const now = await f.primary();
+      expect(now?.name, `a standby took over\n${(await f.recentEvents()).join('\n')}`).not.toBe(old?.name);
+      expect(resumed, 'writes resumed after the failover').toBe(true);
       const missing = await missingOf(e.url, writer.acknowledged);
       expect(missing.length, 'acknowledged commits the failover lost').toBeGreaterThan(0);
     },

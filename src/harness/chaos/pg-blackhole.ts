@@ -79,6 +79,17 @@ export class BlackholeWatch {
     );
   }
 
+  /** The same watch over every worker's leases (a formation fault stops the database for all of them). */
+  static startForEveryWorker(redis: RedisClient, lockKeyPrefix: string, lockTtlMs: number): BlackholeWatch {
+    return new BlackholeWatch(
+      redis,
+      `${lockKeyPrefix}{wallet:*}:lock`,
+      '',
+      walletHoldBoundMs(lockTtlMs),
+      performance.now(),
+    );
+  }
+
   async stop(): Promise<BlackholeFigures> {
     this.running = false;
     await this.loop;

@@ -13,6 +13,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LocalPgFormation } from '../services/local-pg-formation.ts';
 import { FOLLOW_INTERVAL_MS, type PrimaryEndpoint } from '../services/primary-endpoint.ts';
+import type { PgFleetFigures, PgFleetWatch } from './pg-fleet-watch.ts';
 
 /** --unsafe async-standby: how long the WAL senders are frozen before the primary is killed. */
 export const ASYNC_HOLD_MS = 1_500;
@@ -33,6 +34,8 @@ export interface PgFaultFigures {
   writesResumedAtMs?: number | null;
   /** After writes resumed, until a second held a decision rate of at least THROUGHPUT_BACK_SHARE of the one before the fault. */
   throughputBackAfterMs?: number | null;
+  /** The workers' /readyz and wallet leases through the fault (pg-failover, pg-switchover). */
+  fleet?: PgFleetFigures;
 }
 
 export class PgFaults {
@@ -40,6 +43,8 @@ export class PgFaults {
     private readonly formation: LocalPgFormation,
     private readonly endpoint: PrimaryEndpoint,
     private readonly asyncControl: boolean,
+    /** Starts watching the fleet's readiness and leases for one fault. */
+    private readonly watchFleet: () => PgFleetWatch,
   ) {}
 
   /** The endpoint's changes since `fromWallMs`: how long it had no primary, and who it leads to now. */
@@ -65,6 +70,7 @@ export class PgFaults {
     const refusedBefore = this.endpoint.refused;
     const primary = await this.formation.primary();
     if (primary === null) throw new Error('no primary to fail over');
+    const watch = this.watchFleet();
     let held = '';
     if (this.asyncControl) {
       const frozen = await this.formation.freezeWalSenders();
@@ -88,10 +94,11 @@ export class PgFaults {
         figures.recoveredAfterMs = Date.now() - t0;
         this.measure(figures, t0);
         figures.refused = this.endpoint.refused - refusedBefore;
+        figures.fleet = await watch.stop();
         return (
           `: ${figures.primaryAfter ?? 'nobody'} primary, the endpoint without a primary for ${figures.noPrimaryMs} ms ` +
           `(${figures.refused} connections refused); ${primary.name} back as a standby, ` +
-          `healthy ${figures.recoveredAfterMs} ms after the kill`
+          `healthy ${figures.recoveredAfterMs} ms after the kill; ${describeFleet(figures.fleet)}`
         );
       },
     };
@@ -101,6 +108,7 @@ export class PgFaults {
     const t0 = Date.now();
     const refusedBefore = this.endpoint.refused;
     const before = (await this.formation.primary())?.name ?? null;
+    const watch = this.watchFleet();
     await this.formation.switchover();
     await this.formation.waitHealthy();
     // The endpoint follows the monitor at its own pace: let it see the new primary.
@@ -113,10 +121,12 @@ export class PgFaults {
       recoveredAfterMs: Date.now() - t0,
     };
     this.measure(figures, t0);
+    figures.fleet = await watch.stop();
     fig(figures);
     return (
       `: ${before ?? 'nobody'} → ${figures.primaryAfter ?? 'nobody'}, the endpoint without a primary for ` +
-      `${figures.noPrimaryMs} ms (${figures.refused} connections refused), healthy after ${figures.recoveredAfterMs} ms`
+      `${figures.noPrimaryMs} ms (${figures.refused} connections refused), healthy after ${figures.recoveredAfterMs} ms; ` +
+      describeFleet(figures.fleet)
     );
   }
 
@@ -137,4 +147,14 @@ export class PgFaults {
       },
     };
   }
+}
+
+function describeFleet(f: PgFleetFigures): string {
+  return (
+    `${f.workersNotReady} of ${f.workersAnswering} workers said not ready (longest ${f.notReadyMsMax} ms), ` +
+    (f.readyAgainAfterMs === null
+      ? 'not all ready again'
+      : `all ready again ${f.readyAgainAfterMs} ms after the start`) +
+    `; longest wallet lease ${f.leases.longestHoldMs} ms (bound ${f.leases.boundMs} ms)`
+  );
 }

@@ -311,10 +311,12 @@ function renderPgFaults(lines: string[], list: readonly FaultRecord[], attemptsM
     '',
     'The write outage is the longest gap between two decisions around the fault (`transfers.created_at`); ' +
       'throughput is back at the first second after it with at least 80 % of the decisions per second before the fault. ' +
-      `The most attempts one job made in the run: ${attemptsMadeMax ?? '?'} (the product's JOB_ATTEMPTS_MAX defaults to ${JOB_ATTEMPTS_DEFAULT}).`,
+      `The most attempts one job made in the run: ${attemptsMadeMax ?? '?'} (the product's JOB_ATTEMPTS_MAX defaults to ${JOB_ATTEMPTS_DEFAULT}). ` +
+      'Not ready: the workers whose `/readyz` said 503 during the fault, of those that answered, and the longest run of 503s; ' +
+      "ready again: from the fault's start until every answering worker said 200; longest lease: the longest any wallet lock was seen held during the fault.",
     '',
-    '| # | kind | primary → new primary | endpoint without a primary (ms) | writes stopped (s) | resumed (s) | write outage (ms) | throughput back after (ms) | healthy after (ms) |',
-    '| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| # | kind | primary → new primary | endpoint without a primary (ms) | writes stopped (s) | resumed (s) | write outage (ms) | throughput back after (ms) | healthy after (ms) | not ready (workers, longest ms) | ready again after (ms) | longest lease (ms, bound) |',
+    '| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |',
   );
   const s = (ms: number | null | undefined) => (ms === null || ms === undefined ? '' : (ms / 1000).toFixed(2));
   for (const r of pg) {
@@ -322,7 +324,11 @@ function renderPgFaults(lines: string[], list: readonly FaultRecord[], attemptsM
     if (p === undefined) continue;
     lines.push(
       `| ${r.id} | ${r.kind} | ${p.primaryBefore ?? '?'} → ${p.primaryAfter ?? '?'} | ${p.noPrimaryMs} | ${s(p.writesStoppedAtMs)} | ` +
-        `${s(p.writesResumedAtMs)} | ${p.writeOutageMs ?? ''} | ${p.throughputBackAfterMs ?? ''} | ${p.recoveredAfterMs ?? ''} |`,
+        `${s(p.writesResumedAtMs)} | ${p.writeOutageMs ?? ''} | ${p.throughputBackAfterMs ?? ''} | ${p.recoveredAfterMs ?? ''} | ` +
+        (p.fleet === undefined
+          ? ' | | |'
+          : `${p.fleet.workersNotReady} of ${p.fleet.workersAnswering}, ${p.fleet.notReadyMsMax} | ${p.fleet.readyAgainAfterMs ?? 'never'} | ` +
+            `${p.fleet.leases.longestHoldMs} (${p.fleet.leases.boundMs}) |`),
     );
   }
   lines.push('');

@@ -46,6 +46,7 @@ import { History } from './history.ts';
 import { type IntakeFigures, runIntakeChecks } from './intake-checks.ts';
 import { blackholeCheck } from './pg-blackhole.ts';
 import { PgFaults } from './pg-faults.ts';
+import { PgFleetWatch, pgFleetCheck } from './pg-fleet-watch.ts';
 import { acknowledgedAnswersCheck, attachWriteOutages } from './pg-outage.ts';
 import {
   answerOf,
@@ -460,7 +461,14 @@ function faultInjector(plan: RunPlan, rig: Rig): FaultInjector {
     rig.relays,
     services.ha === null
       ? null
-      : new PgFaults(services.ha.formation, services.ha.endpoint, options.unsafe === ASYNC_STANDBY),
+      : new PgFaults(services.ha.formation, services.ha.endpoint, options.unsafe === ASYNC_STANDBY, () =>
+          PgFleetWatch.start(
+            fleet.workers.map((w) => ({ index: w.index, readyStatus: () => w.process.readyStatus() })),
+            directRedis,
+            names.lockKeyPrefix,
+            options.lockTtlMs,
+          ),
+        ),
   );
   return injector;
 }
@@ -655,7 +663,7 @@ async function check(
       }
       if (rig.services.ha !== null) {
         await attachWriteOutages(client, injector.records, history.origin.t0WallMs);
-        checks.push(await acknowledgedAnswersCheck(client, jobs, sent));
+        checks.push(await acknowledgedAnswersCheck(client, jobs, sent), pgFleetCheck(injector.records));
       }
     } finally {
       await client.end();

@@ -50,7 +50,14 @@ describe('chaos run on the HA PostgreSQL formation (short)', () => {
         expect(r.pg?.primaryAfter, r.detail).not.toBe(r.pg?.primaryBefore);
         // Writes did stop, and resumed: the outage was measured from the decisions.
         expect(r.pg?.writeOutageMs ?? 0, r.detail).toBeGreaterThan(0);
+        // The workers were seen through it from outside: ready again after, no lease past the bound.
+        expect(r.pg?.fleet?.readyAgainAfterMs, r.detail).not.toBeNull();
+        expect(r.pg?.fleet?.leases.ok, r.detail).toBe(true);
       }
+      // Without a primary for seconds, every worker that answered said not ready.
+      const failover = pg.find((r) => r.kind === 'pg-failover');
+      expect(failover?.pg?.fleet?.workersNotReady, failover?.detail).toBe(failover?.pg?.fleet?.workersAnswering);
+      expect(failover?.pg?.fleet?.workersAnswering ?? 0, failover?.detail).toBeGreaterThan(0);
       // No transfer was given up because the database was away.
       expect(report.jobs.failedValid, context).toBe(0);
       expect(report.faults.errors, context).toBe(0);

@@ -89,7 +89,7 @@ export class PgFaults {
     return {
       detail: ` (SIGKILL of primary ${primary.name}, its keeper and server${held})`,
       heal: async () => {
-        this.formation.restart(primary.name);
+        await this.formation.restart(primary.name);
         await this.formation.waitHealthy();
         figures.recoveredAfterMs = Date.now() - t0;
         this.measure(figures, t0);
@@ -141,7 +141,7 @@ export class PgFaults {
     return {
       detail: ` (SIGKILL of standby ${victim.name})`,
       heal: async () => {
-        this.formation.restart(victim.name);
+        await this.formation.restart(victim.name);
         await this.formation.waitHealthy();
         return `: ${victim.name} back as a standby, healthy ${Date.now() - t0} ms after the kill`;
       },

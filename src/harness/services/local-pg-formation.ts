@@ -35,6 +35,8 @@ export const FORMATION_DATABASE = 'chaos';
 export const FORMATION_START_TIMEOUT_MS = 120_000;
 /** Bound on the formation getting back to one primary and all standbys secondary after a fault. */
 export const FORMATION_RECOVERY_TIMEOUT_MS = 120_000;
+/** Bound on a killed keeper's process being gone before its node is started again. */
+const KEEPER_GONE_TIMEOUT_MS = 10_000;
 /** How often a standby's base backup is hurried along (a CHECKPOINT on the primary). */
 const CHECKPOINT_NUDGE_MS = 1_000;
 
@@ -456,14 +458,51 @@ export class LocalPgFormation {
   /**
    * Starts a killed node's keeper again: it rejoins as a standby of whoever is primary now. The
    * dead postmaster's pid file goes first: the keeper's crash recovery before a pg_rewind reads
-   * it and waits for ever on the dead pid (seen with pg_auto_failover 2.0).
+   * it and waits for ever on the dead pid (seen with pg_auto_failover 2.0). So does the killed
+   * keeper's own pid file, once its pid is gone: a new keeper refuses to start while that pid
+   * answers a signal, which a killed process not yet reaped (a zombie) still does (seen in a
+   * chaos run: "An instance of pg_autoctl is already running", and the standby never came back).
    */
-  restart(name: string): void {
+  async restart(name: string): Promise<void> {
     const node = this.node(name);
     if (this.keepers.has(name)) throw new Error(`${name} is running`);
     const pid = postmasterPidIn(node.dir);
     if (pid !== null && !alive(pid)) rmSync(join(node.dir, 'postmaster.pid'), { force: true });
+    await this.clearKilledKeeperPid(node);
     this.keepers.set(name, this.spawnKeeper(name, ['run', '--pgdata', node.dir]));
+  }
+
+  /** Waits (bounded) until the pid in a stopped node's keeper pid file is dead or a zombie, then removes the file. */
+  private async clearKilledKeeperPid(node: FormationNode): Promise<void> {
+    const file = await this.keeperPidFile(node);
+    if (file === null || !existsSync(file)) return;
+    const pid = Number.parseInt(readFileSync(file, 'utf8').split('\n')[0] ?? '', 10);
+    if (!Number.isInteger(pid) || pid <= 0) return;
+    await pollUntil(
+      async () => {
+        if (!running(pid)) return done(true);
+        // Still there: a keeper of this node that the kill missed is killed now (the file is this node's).
+        if (commandLineOf(pid).includes('pg_autoctl')) signalIfAlive(pid, 'SIGKILL');
+        return notYet(`pid ${pid} still running`);
+      },
+      { what: `the killed keeper of ${node.name} gone`, timeoutMs: KEEPER_GONE_TIMEOUT_MS, intervalMs: 50 },
+    );
+    rmSync(file, { force: true });
+  }
+
+  /** Where a node's keeper keeps its pid file, as pg_autoctl itself names it; null if it cannot say. */
+  private async keeperPidFile(node: FormationNode): Promise<string | null> {
+    let stdout: string;
+    try {
+      stdout = await this.autoctl(['show', 'file', '--pid', '--pgdata', node.dir], 10_000);
+    } catch (err) {
+      stdout = String((err as { stdout?: unknown }).stdout ?? '');
+    }
+    const line = stdout
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l.endsWith('.pid'));
+    return line ?? null;
   }
 
   /** A planned switchover (`pg_autoctl perform switchover`), to its end. */
@@ -594,6 +633,26 @@ function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
     process.kill(pid, signal);
   } catch {
     // Gone already.
+  }
+}
+
+function commandLineOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return '';
+  }
+}
+
+/** Alive and not a zombie: a killed process its parent has not reaped yet still answers kill(pid, 0). */
+function running(pid: number): boolean {
+  if (!alive(pid)) return false;
+  try {
+    // /proc/<pid>/stat: "pid (comm) state ...", the command name may hold spaces and parentheses.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
   }
 }
 

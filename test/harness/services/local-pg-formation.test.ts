@@ -130,7 +130,7 @@ describe('LocalPgFormation behind its PrimaryEndpoint', () => {
       expect(resumed, 'writes resumed after the failover').toBe(true);
       expect(await missingOf(e.url, writer.acknowledged), 'acknowledged commits missing').toEqual([]);
       expect(writer.longestGapMs, 'the write outage').toBeGreaterThan(1_000);
-      f.restart(old?.name ?? 'node1');
+      await f.restart(old?.name ?? 'node1');
       await f.waitHealthy();
     },
     TEST_TIMEOUT_MS,
@@ -151,7 +151,7 @@ describe('LocalPgFormation behind its PrimaryEndpoint', () => {
       const standby = f.nodes.find((n) => n.name !== after?.name);
       await f.kill(standby?.name ?? 'node1');
       await sleep(3_000);
-      f.restart(standby?.name ?? 'node1');
+      await f.restart(standby?.name ?? 'node1');
       await f.waitHealthy();
       await writer.stop();
       expect(writer.acknowledged.length).toBeGreaterThan(0);

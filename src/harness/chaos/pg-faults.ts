@@ -5,7 +5,8 @@
 //   promotes a standby. The killed node is started again when the fault's window ends and
 //   rejoins as a standby. With --unsafe async-standby the primary's WAL senders are frozen first
 //   (ASYNC_HOLD_MS), so that the standbys lack its last commits when it dies.
-// - pg-switchover: `pg_autoctl perform switchover`, to its end.
+// - pg-switchover: a planned switchover (the monitor's `perform_failover()`, what `pg_autoctl
+//   perform switchover` calls), to its end.
 // - pg-standby-kill: SIGKILL of one standby, started again when the window ends; the other keeps
 //   the formation synchronous.
 // Each waits, before it ends, for the formation to be healthy again (one primary, the rest

@@ -230,7 +230,7 @@ export function describeFault(e: FaultEvent): string {
   if (e.kind === 'kill-relay') return `kill-relay ${e.relay ?? 1}: SIGKILL, restarted after ${e.durationMs} ms`;
   if (e.kind === 'kill-master') return `kill-master: down for ${e.durationMs} ms`;
   if (e.kind === 'pg-failover') return `pg-failover: the primary killed, started again after ${e.durationMs} ms`;
-  if (e.kind === 'pg-switchover') return 'pg-switchover: pg_autoctl perform switchover';
+  if (e.kind === 'pg-switchover') return "pg-switchover: a planned switchover (the monitor's perform_failover)";
   if (e.kind === 'pg-standby-kill') return `pg-standby-kill: a standby killed, started again after ${e.durationMs} ms`;
   const lasting = e.durationMs > 0 ? ` for ${e.durationMs} ms` : '';
   return `${e.kind}${target}${extra}${lasting}`;

@@ -505,11 +505,26 @@ export class LocalPgFormation {
     return line ?? null;
   }
 
-  /** A planned switchover (`pg_autoctl perform switchover`), to its end. */
+  /**
+   * A planned switchover, to its end: the monitor's `perform_failover()` (what `pg_autoctl perform
+   * switchover` calls), then until another node is the writable primary. The CLI's own wait is not
+   * used: it failed in a chaos run while the switchover itself went through ("invalid input syntax
+   * for type integer" listing the nodes, then no notification for its whole wait).
+   */
   async switchover(timeoutMs: number = FORMATION_RECOVERY_TIMEOUT_MS): Promise<void> {
-    await this.autoctl(
-      ['perform', 'switchover', '--pgdata', join(this.dir, 'monitor'), '--wait', String(Math.ceil(timeoutMs / 1000))],
-      timeoutMs + 5_000,
+    const before = await this.primary();
+    if (before === null) throw new Error('no primary to switch over from');
+    await this.onMonitor((c) => c.query("SELECT pgautofailover.perform_failover('default', 0)"), 'postgres');
+    await pollUntil(
+      async () => {
+        try {
+          const now = await this.primary();
+          return now !== null && now.name !== before.name ? done(true) : notYet(`primary ${now?.name ?? 'none'}`);
+        } catch (err) {
+          return notYet(err instanceof Error ? err.message : String(err));
+        }
+      },
+      { what: `another primary than ${before.name} after the switchover`, timeoutMs, intervalMs: 200 },
     );
   }
 

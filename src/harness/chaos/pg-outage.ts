@@ -131,3 +131,22 @@ export async function acknowledgedAnswersCheck(
   }
   return check.result();
 }
+
+/**
+ * The formation's faults ran to their end: none failed (a switchover that never finished, a node
+ * that never came back), and each of pg-failover and pg-switchover that the run scheduled happened
+ * at least once. Without it a run whose only failover could not be made would still pass.
+ */
+export function formationFaultsCheck(records: readonly FaultRecord[]): CheckResult {
+  const kinds = ['pg-failover', 'pg-switchover', 'pg-standby-kill'] as const;
+  const ours = records.filter((r) => (kinds as readonly string[]).includes(r.kind));
+  const count = (kind: string) => ours.filter((r) => r.kind === kind && r.error === null).length;
+  const check = new Check(
+    `the formation's faults ran to their end (${count('pg-failover')} failovers, ${count('pg-switchover')} switchovers, ${count('pg-standby-kill')} standbys killed)`,
+    'queue',
+  );
+  for (const r of ours) if (r.error !== null) check.fail({ fault: r.id, kind: r.kind, error: r.error.slice(0, 300) });
+  for (const kind of ['pg-failover', 'pg-switchover'])
+    if (ours.some((r) => r.kind === kind) && count(kind) === 0) check.fail({ kind, problem: 'scheduled, never done' });
+  return check.result();
+}

@@ -47,7 +47,7 @@ import { type IntakeFigures, runIntakeChecks } from './intake-checks.ts';
 import { blackholeCheck } from './pg-blackhole.ts';
 import { PgFaults } from './pg-faults.ts';
 import { PgFleetWatch, pgFleetCheck } from './pg-fleet-watch.ts';
-import { acknowledgedAnswersCheck, attachWriteOutages } from './pg-outage.ts';
+import { acknowledgedAnswersCheck, attachWriteOutages, formationFaultsCheck } from './pg-outage.ts';
 import {
   answerOf,
   countWorkerLogEvents,
@@ -663,7 +663,11 @@ async function check(
       }
       if (rig.services.ha !== null) {
         await attachWriteOutages(client, injector.records, history.origin.t0WallMs);
-        checks.push(await acknowledgedAnswersCheck(client, jobs, sent), pgFleetCheck(injector.records));
+        checks.push(
+          await acknowledgedAnswersCheck(client, jobs, sent),
+          pgFleetCheck(injector.records),
+          formationFaultsCheck(injector.records),
+        );
       }
     } finally {
       await client.end();

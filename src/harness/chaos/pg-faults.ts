@@ -73,12 +73,17 @@ export class PgFaults {
     if (primary === null) throw new Error('no primary to fail over');
     const watch = this.watchFleet();
     let held = '';
-    if (this.asyncControl) {
-      const frozen = await this.formation.freezeWalSenders();
-      await sleep(ASYNC_HOLD_MS);
-      held = `, after its ${frozen.pids.length} WAL senders were frozen for ${ASYNC_HOLD_MS} ms`;
+    try {
+      if (this.asyncControl) {
+        const frozen = await this.formation.freezeWalSenders();
+        await sleep(ASYNC_HOLD_MS);
+        held = `, after its ${frozen.pids.length} WAL senders were frozen for ${ASYNC_HOLD_MS} ms`;
+      }
+      await this.formation.kill(primary.name);
+    } catch (err) {
+      await watch.abandon();
+      throw err;
     }
-    await this.formation.kill(primary.name);
     const figures: PgFaultFigures = {
       primaryBefore: primary.name,
       primaryAfter: null,
@@ -90,8 +95,13 @@ export class PgFaults {
     return {
       detail: ` (SIGKILL of primary ${primary.name}, its keeper and server${held})`,
       heal: async () => {
-        await this.formation.restart(primary.name);
-        await this.formation.waitHealthy();
+        try {
+          await this.formation.restart(primary.name);
+          await this.formation.waitHealthy();
+        } catch (err) {
+          await watch.abandon();
+          throw err;
+        }
         figures.recoveredAfterMs = Date.now() - t0;
         this.measure(figures, t0);
         figures.refused = this.endpoint.refused - refusedBefore;
@@ -110,8 +120,13 @@ export class PgFaults {
     const refusedBefore = this.endpoint.refused;
     const before = (await this.formation.primary())?.name ?? null;
     const watch = this.watchFleet();
-    await this.formation.switchover();
-    await this.formation.waitHealthy();
+    try {
+      await this.formation.switchover();
+      await this.formation.waitHealthy();
+    } catch (err) {
+      await watch.abandon();
+      throw err;
+    }
     // The endpoint follows the monitor at its own pace: let it see the new primary.
     await sleep(2 * FOLLOW_INTERVAL_MS);
     const figures: PgFaultFigures = {

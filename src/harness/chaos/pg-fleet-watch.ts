@@ -95,6 +95,13 @@ export class PgFleetWatch {
     };
   }
 
+  /** Stops watching at once, with no figures: the fault failed and will not be judged on them. */
+  async abandon(): Promise<void> {
+    this.running = false;
+    await this.loop;
+    await this.leases.stop();
+  }
+
   private async run(): Promise<void> {
     while (this.running) {
       const statuses = await Promise.all(this.probes.map(async (p) => [p.index, await p.readyStatus()] as const));

@@ -18,6 +18,20 @@ export function notYet<T = never>(seen: string): Poll<T> {
   return { done: false, seen };
 }
 
+/**
+ * The probe, with an error it throws read as "not yet" (its message is what was seen): a server
+ * that does not answer yet is a reading, not a failure of the wait.
+ */
+export function errorsAsNotYet<T>(probe: () => Promise<Poll<T>>): () => Promise<Poll<T>> {
+  return async () => {
+    try {
+      return await probe();
+    } catch (err) {
+      return notYet(err instanceof Error ? err.message : String(err));
+    }
+  };
+}
+
 export interface PollOptions {
   /** What is awaited, for the error: "redis-server on 127.0.0.1:6380 ready". */
   readonly what: string;

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { done, notYet, pollUntil } from './bounded-wait.ts';
+import { done, errorsAsNotYet, notYet, pollUntil } from './bounded-wait.ts';
 import { freePort } from './free-port.ts';
 import { ownByServerUser, postgresBinDir, postmasterPidIn, runAsServerUser } from './local-postgres.ts';
 
@@ -235,14 +235,10 @@ export class LocalPgFormation {
       '--run',
     ]);
     await pollUntil(
-      async () => {
-        try {
-          await this.onMonitor((c) => c.query('SELECT 1 FROM pgautofailover.formation LIMIT 1'));
-          return done(true);
-        } catch (err) {
-          return notYet(err instanceof Error ? err.message : String(err));
-        }
-      },
+      errorsAsNotYet(async () => {
+        await this.onMonitor((c) => c.query('SELECT 1 FROM pgautofailover.formation LIMIT 1'));
+        return done(true);
+      }),
       {
         what: `the pg_auto_failover monitor on 127.0.0.1:${this.monitorPort}`,
         timeoutMs: FORMATION_START_TIMEOUT_MS,
@@ -266,14 +262,10 @@ export class LocalPgFormation {
     // The keeper starts PostgreSQL again when it stops: a fast stop is a restart.
     await this.asOwner('pg_ctl', ['stop', '-D', first.dir, '-m', 'fast', '-w']);
     await pollUntil(
-      async () => {
-        try {
-          const v = await this.onNode(first, (c) => c.query<{ max_connections: string }>('SHOW max_connections'));
-          return v.rows[0]?.max_connections === all.max_connections ? done(true) : notYet('old settings');
-        } catch (err) {
-          return notYet(err instanceof Error ? err.message : String(err));
-        }
-      },
+      errorsAsNotYet(async () => {
+        const v = await this.onNode(first, (c) => c.query<{ max_connections: string }>('SHOW max_connections'));
+        return v.rows[0]?.max_connections === all.max_connections ? done(true) : notYet('old settings');
+      }),
       { what: `${first.name} restarted with its settings`, timeoutMs: FORMATION_START_TIMEOUT_MS, intervalMs: 200 },
     );
   }
@@ -382,15 +374,11 @@ export class LocalPgFormation {
   private async waitForState(name: string, states: readonly string[], timeoutMs: number): Promise<void> {
     const keeper = this.keepers.get(name);
     await pollUntil(
-      async () => {
-        try {
-          const s = (await this.states()).find((n) => n.name === name);
-          if (s === undefined) return notYet('not registered');
-          return states.includes(s.reported) && s.goal === s.reported ? done(true) : notYet(`${s.goal}/${s.reported}`);
-        } catch (err) {
-          return notYet(err instanceof Error ? err.message : String(err));
-        }
-      },
+      errorsAsNotYet(async () => {
+        const s = (await this.states()).find((n) => n.name === name);
+        if (s === undefined) return notYet('not registered');
+        return states.includes(s.reported) && s.goal === s.reported ? done(true) : notYet(`${s.goal}/${s.reported}`);
+      }),
       {
         what: `${name} ${states.join(' or ')} in the formation`,
         timeoutMs,
@@ -403,33 +391,29 @@ export class LocalPgFormation {
   /** One primary and every other node a secondary, each where the monitor wants it. */
   async waitHealthy(timeoutMs: number = FORMATION_RECOVERY_TIMEOUT_MS): Promise<void> {
     await pollUntil(
-      async () => {
-        try {
-          const s = await this.states();
-          const settled = s.every((n) => n.goal === n.reported && n.health === 1);
-          const primaries = s.filter((n) => n.reported === 'primary').length;
-          const secondaries = s.filter((n) => n.reported === 'secondary').length;
-          if (!(settled && primaries === 1 && secondaries === s.length - 1))
-            return notYet(s.map((n) => `${n.name} ${n.goal}/${n.reported} health ${n.health}`).join(', '));
-          // The monitor's view lags a kill by its health checks: every server must answer too,
-          // and the primary must be streaming to every standby (a restarted one reconnects after).
-          for (const node of this.nodes) await this.onNode(node, (c) => c.query('SELECT 1'));
-          const primary = s.find((n) => n.reported === 'primary');
-          const streaming =
-            primary === undefined
-              ? 0
-              : Number(
-                  (
-                    await this.onNode(this.node(primary.name), (c) =>
-                      c.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_replication WHERE state = 'streaming'"),
-                    )
-                  ).rows[0]?.n ?? 0,
-                );
-          return streaming === s.length - 1 ? done(true) : notYet(`${streaming} standbys streaming`);
-        } catch (err) {
-          return notYet(err instanceof Error ? err.message : String(err));
-        }
-      },
+      errorsAsNotYet(async () => {
+        const s = await this.states();
+        const settled = s.every((n) => n.goal === n.reported && n.health === 1);
+        const primaries = s.filter((n) => n.reported === 'primary').length;
+        const secondaries = s.filter((n) => n.reported === 'secondary').length;
+        if (!(settled && primaries === 1 && secondaries === s.length - 1))
+          return notYet(s.map((n) => `${n.name} ${n.goal}/${n.reported} health ${n.health}`).join(', '));
+        // The monitor's view lags a kill by its health checks: every server must answer too,
+        // and the primary must be streaming to every standby (a restarted one reconnects after).
+        for (const node of this.nodes) await this.onNode(node, (c) => c.query('SELECT 1'));
+        const primary = s.find((n) => n.reported === 'primary');
+        const streaming =
+          primary === undefined
+            ? 0
+            : Number(
+                (
+                  await this.onNode(this.node(primary.name), (c) =>
+                    c.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_replication WHERE state = 'streaming'"),
+                  )
+                ).rows[0]?.n ?? 0,
+              );
+        return streaming === s.length - 1 ? done(true) : notYet(`${streaming} standbys streaming`);
+      }),
       { what: 'the formation healthy (one primary streaming to the rest, secondary)', timeoutMs, intervalMs: 200 },
     );
   }
@@ -516,14 +500,10 @@ export class LocalPgFormation {
     if (before === null) throw new Error('no primary to switch over from');
     await this.onMonitor((c) => c.query("SELECT pgautofailover.perform_failover('default', 0)"), 'postgres');
     await pollUntil(
-      async () => {
-        try {
-          const now = await this.primary();
-          return now !== null && now.name !== before.name ? done(true) : notYet(`primary ${now?.name ?? 'none'}`);
-        } catch (err) {
-          return notYet(err instanceof Error ? err.message : String(err));
-        }
-      },
+      errorsAsNotYet(async () => {
+        const now = await this.primary();
+        return now !== null && now.name !== before.name ? done(true) : notYet(`primary ${now?.name ?? 'none'}`);
+      }),
       { what: `another primary than ${before.name} after the switchover`, timeoutMs, intervalMs: 200 },
     );
   }
@@ -539,17 +519,13 @@ export class LocalPgFormation {
   async setOnEveryNode(name: string, value: string): Promise<void> {
     for (const node of this.nodes) {
       await pollUntil(
-        async () => {
-          try {
-            await this.onNode(node, async (c) => {
-              await c.query(`ALTER SYSTEM SET ${name} = '${value.replace(/'/g, "''")}'`);
-              await c.query('SELECT pg_reload_conf()');
-            });
-            return done(true);
-          } catch (err) {
-            return notYet(err instanceof Error ? err.message : String(err));
-          }
-        },
+        errorsAsNotYet(async () => {
+          await this.onNode(node, async (c) => {
+            await c.query(`ALTER SYSTEM SET ${name} = '${value.replace(/'/g, "''")}'`);
+            await c.query('SELECT pg_reload_conf()');
+          });
+          return done(true);
+        }),
         { what: `${name} set on ${node.name}`, timeoutMs: FORMATION_RECOVERY_TIMEOUT_MS, intervalMs: 200 },
       );
     }

@@ -73,17 +73,14 @@ export class PgFaults {
     if (primary === null) throw new Error('no primary to fail over');
     const watch = this.watchFleet();
     let held = '';
-    try {
+    await watch.orAbandon(async () => {
       if (this.asyncControl) {
         const frozen = await this.formation.freezeWalSenders();
         await sleep(ASYNC_HOLD_MS);
         held = `, after its ${frozen.pids.length} WAL senders were frozen for ${ASYNC_HOLD_MS} ms`;
       }
       await this.formation.kill(primary.name);
-    } catch (err) {
-      await watch.abandon();
-      throw err;
-    }
+    });
     const figures: PgFaultFigures = {
       primaryBefore: primary.name,
       primaryAfter: null,
@@ -95,13 +92,10 @@ export class PgFaults {
     return {
       detail: ` (SIGKILL of primary ${primary.name}, its keeper and server${held})`,
       heal: async () => {
-        try {
+        await watch.orAbandon(async () => {
           await this.formation.restart(primary.name);
           await this.formation.waitHealthy();
-        } catch (err) {
-          await watch.abandon();
-          throw err;
-        }
+        });
         figures.recoveredAfterMs = Date.now() - t0;
         this.measure(figures, t0);
         figures.refused = this.endpoint.refused - refusedBefore;
@@ -120,13 +114,10 @@ export class PgFaults {
     const refusedBefore = this.endpoint.refused;
     const before = (await this.formation.primary())?.name ?? null;
     const watch = this.watchFleet();
-    try {
+    await watch.orAbandon(async () => {
       await this.formation.switchover();
       await this.formation.waitHealthy();
-    } catch (err) {
-      await watch.abandon();
-      throw err;
-    }
+    });
     // The endpoint follows the monitor at its own pace: let it see the new primary.
     await sleep(2 * FOLLOW_INTERVAL_MS);
     const figures: PgFaultFigures = {

@@ -5,7 +5,7 @@
 // answer: walletHoldBoundMs, the same bound a pg-blackhole is judged by).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '../../queue/redis-connection.ts';
-import type { CheckResult, Counterexample } from './checker.ts';
+import { Check, type CheckResult } from './checker.ts';
 import { type BlackholeFigures, BlackholeWatch } from './pg-blackhole.ts';
 
 /** How often each worker's /readyz is read during a formation fault. */
@@ -95,11 +95,19 @@ export class PgFleetWatch {
     };
   }
 
-  /** Stops watching at once, with no figures: the fault failed and will not be judged on them. */
-  async abandon(): Promise<void> {
-    this.running = false;
-    await this.loop;
-    await this.leases.stop();
+  /**
+   * Runs one step of the fault; if it throws, stops watching at once (no figures: the failed fault
+   * is judged by the faults check, not on them) and throws on.
+   */
+  async orAbandon<T>(step: () => Promise<T>): Promise<T> {
+    try {
+      return await step();
+    } catch (err) {
+      this.running = false;
+      await this.loop;
+      await this.leases.stop();
+      throw err;
+    }
   }
 
   private async run(): Promise<void> {
@@ -137,12 +145,14 @@ export class PgFleetWatch {
 export function pgFleetCheck(
   records: readonly { id: number; kind: string; pg?: { noPrimaryMs: number; fleet?: PgFleetFigures } }[],
 ): CheckResult {
-  const counterexamples: Counterexample[] = [];
-  let judged = 0;
-  for (const r of records) {
+  const judged = records.filter((r) => r.pg?.fleet !== undefined);
+  const check = new Check(
+    `the workers said not ready without a primary, ready again after, and held no wallet past the bound (${judged.length} failovers and switchovers)`,
+    'queue',
+  );
+  for (const r of judged) {
     const f = r.pg?.fleet;
     if (f === undefined) continue;
-    judged += 1;
     const problems: string[] = [];
     if (
       r.kind === 'pg-failover' &&
@@ -155,14 +165,7 @@ export function pgFleetCheck(
       problems.push(
         `wallet ${f.leases.longestHoldWallet} held ${f.leases.longestHoldMs} ms (bound ${f.leases.boundMs} ms)`,
       );
-    if (problems.length > 0) counterexamples.push({ fault: r.id, kind: r.kind, problem: problems.join('; ') });
+    if (problems.length > 0) check.fail({ fault: r.id, kind: r.kind, problem: problems.join('; ') });
   }
-  return {
-    name: `the workers said not ready without a primary, ready again after, and held no wallet past the bound (${judged} failovers and switchovers)`,
-    group: 'queue',
-    ok: counterexamples.length === 0,
-    violations: counterexamples.length,
-    capped: false,
-    counterexamples,
-  };
+  return check.result();
 }

@@ -2,6 +2,6 @@
 // code path as `npm run services`.
 export default async function setup(): Promise<void> {
   const { loadConfig } = await import('../src/config/config.ts');
-  const { ensureServices } = await import('../src/harness/services/ensure-services.ts');
+  const { ensureServices } = await import('../harness/services/ensure-services.ts');
   await ensureServices(loadConfig());
 }

@@ -92,7 +92,7 @@ export interface Config {
   /**
    * Null when METRICS_PORT=off; 0 for any free port (the port bound is in the worker's log, and
    * reported to a parent process that started it with an IPC channel:
-   * src/harness/fleet/worker-processes.ts).
+   * harness/fleet/worker-processes.ts).
    */
   readonly metricsPort: number | null;
   readonly metricsHost: string;

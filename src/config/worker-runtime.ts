@@ -1,5 +1,5 @@
 // The node flags every worker process runs with, whoever starts it: `npm run worker`, the
-// image's CMD, the Compose service, the Kubernetes Deployment and the fleet in src/harness/fleet (demo,
+// image's CMD, the Compose service, the Kubernetes Deployment and the fleet in harness/fleet (demo,
 // chaos harness, bench, scaling, tests). They keep a worker's resident memory under load at
 // about half of node's defaults, with no hard heap limit a busy worker could die on.
 // test/deploy/worker-runtime.test.ts holds every launcher to this list.

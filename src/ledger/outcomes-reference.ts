@@ -1,6 +1,6 @@
 // Renders docs/reference/outcomes.md from the vocabulary's tables (vocabulary.ts): every outcome,
 // rejection reason, non-terminal answer, failure kind and failure cause with its meaning and
-// what an operator does about it. `npm run docs` writes it (src/harness/docs/reference-docs.ts).
+// what an operator does about it. `npm run docs` writes it (harness/docs/reference-docs.ts).
 import {
   type Described,
   FAILURE_CAUSE_DOCS,

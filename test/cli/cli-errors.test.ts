@@ -10,12 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../harness/services/free-port.ts';
+import { LocalPostgres } from '../../harness/services/local-postgres.ts';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrations.ts';
-import { freePort } from '../../src/harness/services/free-port.ts';
-import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
 import { type CliResult, describeRun, runTsx } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
 
@@ -114,14 +114,14 @@ const COMMANDS: Command[] = [
   // These start local servers when none answers (by design), so only a server that refuses is a trip.
   {
     name: 'services',
-    file: 'src/harness/services/services-cli.ts',
+    file: 'harness/services/services-cli.ts',
     args: [],
     trips: ['wrong-password', 'missing-role'],
   },
-  { name: 'demo', file: 'src/harness/demo/demo-cli.ts', args: [], trips: ['wrong-password', 'missing-role'] },
+  { name: 'demo', file: 'harness/demo/demo-cli.ts', args: [], trips: ['wrong-password', 'missing-role'] },
   {
     name: 'bench',
-    file: 'src/harness/bench/bench-cli.ts',
+    file: 'harness/bench/bench-cli.ts',
     args: ['--quick'],
     trips: ['wrong-password', 'missing-role'],
   },

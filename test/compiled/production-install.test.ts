@@ -70,7 +70,7 @@ describe("the image's production install", () => {
     );
     expect(files).toContain(join('cli', 'worker.js'));
     expect(files.filter((f) => f.startsWith(`harness${sep}`))).toEqual([]);
-    // Every compiled file has its source in the product (src/ outside src/harness/).
+    // Every compiled file has its source in the product (src/).
     for (const file of files.filter((f) => !f.startsWith(`generated${sep}`))) {
       expect(existsSync(join(PROJECT_ROOT, 'src', file.replace(/\.js$/, '.ts'))), file).toBe(true);
     }

@@ -4,12 +4,12 @@
 // refuses what the strictest of the parsers it replaced refused: signs, points, exponents,
 // spaces, hex and (now everywhere) leading zeros.
 import { describe, expect, it } from 'vitest';
+import { parseBenchArgs } from '../../harness/bench/bench-options.ts';
+import { CHAOS_QUEUE_SHARDS_MAX, parseChaosArgs } from '../../harness/chaos/chaos-options.ts';
+import { LocalRedisCluster } from '../../harness/services/local-redis-cluster.ts';
 import { integerFlag, UsageError } from '../../src/cli/args.ts';
 import { parseWholeNumber, type WholeNumberFault, wholeNumberIn } from '../../src/config/bounds.ts';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { parseBenchArgs } from '../../src/harness/bench/bench-options.ts';
-import { CHAOS_QUEUE_SHARDS_MAX, parseChaosArgs } from '../../src/harness/chaos/chaos-options.ts';
-import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluster.ts';
 
 /** Texts that are not a whole number written the one way, whatever the range. */
 const NOT_WHOLE = [

@@ -3,9 +3,9 @@
 // timeout instead of waiting for ever, its connection is destroyed rather than handed out again,
 // and once the path answers again the next statement runs on a fresh connection.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FaultProxy } from '../../harness/chaos/fault-proxy.ts';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { closePrisma, createPool, createPrisma, dbQueryTimeoutMs } from '../../src/db/prisma.ts';
-import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
 
 const STATEMENT_TIMEOUT_MS = 300;
 const base = loadConfig();

@@ -6,9 +6,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
-import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 
 const MIB = 1024 * 1024;
 

@@ -33,11 +33,11 @@ function projectFiles(...patterns: string[]): string[] {
 
 function projectInput() {
   const docs = projectFiles('docs');
-  const harnessReadmes = projectFiles('src/harness').filter((file) => file.endsWith('/README.md'));
+  const harnessReadmes = projectFiles('harness').filter((file) => file.endsWith('/README.md'));
   return {
     root: PROJECT_ROOT,
     markdownFiles: projectFiles('*.md'),
-    sourceFiles: projectFiles('src', 'test', 'examples').filter((file) => /\.(ts|cjs|mjs|js)$/.test(file)),
+    sourceFiles: projectFiles('src', 'harness', 'test', 'examples').filter((file) => /\.(ts|cjs|mjs|js)$/.test(file)),
     mustBeReachable: [
       ...docs,
       ...harnessReadmes,

@@ -9,7 +9,7 @@
 // control's path) a second delivery still moves the money again and keeps the first record.
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { applyTransferOfMigration, functionOfMigration } from '../../src/harness/bench/first-decision.ts';
+import { applyTransferOfMigration, functionOfMigration } from '../../harness/bench/first-decision.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';

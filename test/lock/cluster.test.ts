@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluster.ts';
+import { LocalRedisCluster } from '../../harness/services/local-redis-cluster.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { keySlot } from '../../src/lock/key-slot.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';

@@ -3,7 +3,7 @@
 import { readFileSync, rmSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalRedis } from '../../src/harness/services/local-redis.ts';
+import { LocalRedis } from '../../harness/services/local-redis.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { connectPrivate, makeTempDir } from './lock-fixtures.ts';
 

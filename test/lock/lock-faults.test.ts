@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { LocalRedis } from '../../src/harness/services/local-redis.ts';
+import { LocalRedis } from '../../harness/services/local-redis.ts';
 import { FencedLock, type LockLease } from '../../src/lock/fenced-lock.ts';
 import { LockLostError } from '../../src/lock/lock-errors.ts';
 import { Watchdog } from '../../src/lock/watchdog.ts';

@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
+import type { LocalRedis } from '../../harness/services/local-redis.ts';
 import { loadConfig } from '../../src/config/config.ts';
-import type { LocalRedis } from '../../src/harness/services/local-redis.ts';
 import type { Logger } from '../../src/log/logger.ts';
 
 /** Keys deleted per DEL while cleaning up. */

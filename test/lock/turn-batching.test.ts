@@ -5,7 +5,7 @@
 import { rmSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalRedis } from '../../src/harness/services/local-redis.ts';
+import { LocalRedis } from '../../harness/services/local-redis.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { LOCK_CALL_WALLETS_MAX } from '../../src/lock/lock-scripts.ts';
 import { lockConnection } from '../../src/queue/redis-connection.ts';

@@ -12,7 +12,7 @@
 // only once worker 1 has logged what it had in hand. A worker that looked busy on a scrape can
 // otherwise have finished everything by the time the signal lands (seen once: jobsInHand 0).
 import { afterEach, describe, expect, it } from 'vitest';
-import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import type { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { waitForDrain } from '../../src/queue/queue-drain.ts';

@@ -5,8 +5,8 @@
 // the failure. With the grant back the worker is ready again by itself and the transfer ends
 // applied exactly once, in the one attempt BullMQ counts.
 import { afterEach, expect, it } from 'vitest';
+import type { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
 import { DECISION_FUNCTIONS } from '../../src/db/worker-role-grants.ts';
-import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import type { JobProgress } from '../../src/queue/transfer-worker.ts';
 import { pipelinePerTest } from '../support/pipeline.ts';
 import { httpStatus, logEvents, waitFor } from '../support/worker-ops.ts';

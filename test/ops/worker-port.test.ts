@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WorkerProcess, waitForWorkersConnected } from '../../src/harness/fleet/worker-processes.ts';
+import { WorkerProcess, waitForWorkersConnected } from '../../harness/fleet/worker-processes.ts';
 import { createPipeline } from '../support/pipeline.ts';
 import { logEvents } from '../support/worker-ops.ts';
 import { spawnWorkerProcess } from '../support/worker-process.ts';

@@ -7,8 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalRedisCluster } from '../../harness/services/local-redis-cluster.ts';
 import { loadConfig } from '../../src/config/config.ts';
-import { LocalRedisCluster } from '../../src/harness/services/local-redis-cluster.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import { coalesceWrites } from '../../src/queue/coalesced-writes.ts';
 import { lockConnection } from '../../src/queue/redis-connection.ts';

@@ -5,9 +5,9 @@
 // stated bound; and once the path answers again, every transfer ends applied exactly once.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FaultProxy } from '../../harness/chaos/fault-proxy.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { dbCallDeadlineMs } from '../../src/db/prisma.ts';
-import { FaultProxy } from '../../src/harness/chaos/fault-proxy.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';

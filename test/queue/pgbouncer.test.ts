@@ -1,5 +1,5 @@
 // The pipeline behind a real PgBouncer (Debian's, started privately in transaction mode in front
-// of the configured PostgreSQL: src/harness/services/local-pgbouncer.ts). Worker processes log in
+// of the configured PostgreSQL: harness/services/local-pgbouncer.ts). Worker processes log in
 // as the worker role through it with DATABASE_POOLER=pgbouncer and apply every transfer exactly
 // once; the bounds are really in force there (a statement past DB_STATEMENT_TIMEOUT_MS is
 // cancelled); the CLI commands work through it once the owner has its bounds. Controls: a worker
@@ -11,15 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
+import { LocalPgBouncer } from '../../harness/services/local-pgbouncer.ts';
+import { LocalPostgres } from '../../harness/services/local-postgres.ts';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR, PROJECT_ROOT } from '../../src/config/paths.ts';
 import { migrate } from '../../src/db/migrations.ts';
 import { closePrisma, createPool, createPrisma } from '../../src/db/prisma.ts';
 import { readSessionSettings } from '../../src/db/session-bounds.ts';
 import { ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
-import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
-import { LocalPgBouncer } from '../../src/harness/services/local-pgbouncer.ts';
-import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
 import { applyTransfers, postgresErrorCode } from '../../src/ledger/apply-transfer.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';

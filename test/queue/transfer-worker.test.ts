@@ -1,7 +1,7 @@
 // The pipeline end to end against the real Redis and PostgreSQL: duplicates, stale holders,
 // lost fence counters, opposite transfers, overdrafts and conflicts, through real BullMQ workers.
 import { describe, expect, it } from 'vitest';
-import type { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
+import type { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';

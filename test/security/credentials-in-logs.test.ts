@@ -10,12 +10,12 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
+import { freePort } from '../../harness/services/free-port.ts';
+import { LocalPostgres } from '../../harness/services/local-postgres.ts';
+import { LocalRedis } from '../../harness/services/local-redis.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { roleUrl } from '../../src/db/worker-role-grants.ts';
-import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
-import { freePort } from '../../src/harness/services/free-port.ts';
-import { LocalPostgres } from '../../src/harness/services/local-postgres.ts';
-import { LocalRedis } from '../../src/harness/services/local-redis.ts';
 import { type CliResult, describeRun, runTsx } from '../support/cli-process.ts';
 
 const WAIT_MS = 40_000;

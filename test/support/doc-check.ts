@@ -9,11 +9,11 @@ import { join, posix } from 'node:path';
 // Top-level folders and files whose mention is checked. Generated and run-time folders
 // (dist/, .runs/, .data/, bench/results/, node_modules/) are left out on purpose: they are
 // absent from a fresh checkout.
-const CHECKED_ROOTS = ['src', 'test', 'docs', 'lua', 'prisma', 'deploy', '.ci'];
+const CHECKED_ROOTS = ['src', 'harness', 'test', 'docs', 'lua', 'prisma', 'deploy', '.ci'];
 const CHECKED_ROOT_FILES = ['DESIGN.md', 'README.md'];
 
 // A token that contains one of these is a pattern or a placeholder (`prisma/migrations/*_x/`,
-// `src/harness/{chaos,bench}/`, `deploy/<name>.yaml`, `src/…`), not the name of one file.
+// `harness/{chaos,bench}/`, `deploy/<name>.yaml`, `src/…`), not the name of one file.
 const PATTERN_MARKS = ['*', '<', '{', '…', '...'];
 
 export interface BrokenLink {

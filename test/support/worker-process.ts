@@ -4,8 +4,8 @@
 // dist/cli/worker.js in the `compiled` project.
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
+import { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import { WorkerProcess } from '../../src/harness/fleet/worker-processes.ts';
 import type { Pipeline } from './pipeline.ts';
 
 export const WORKER_READY_TIMEOUT_MS = 60_000;

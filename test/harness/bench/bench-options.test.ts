@@ -1,6 +1,5 @@
 // The bench's flags: defaults, --quick sizes, the modes list, and clear errors for bad values.
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../../src/cli/args.ts';
 import {
   BENCH_DEFAULTS,
   BENCH_QUICK,
@@ -8,7 +7,8 @@ import {
   MODES,
   PAYMENT_PARTS,
   parseBenchArgs,
-} from '../../../src/harness/bench/bench-options.ts';
+} from '../../../harness/bench/bench-options.ts';
+import { UsageError } from '../../../src/cli/args.ts';
 
 describe('bench options', () => {
   it('defaults to every mode at the issue sizes, batching left to the worker', () => {

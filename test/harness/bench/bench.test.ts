@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { BENCH_DEFAULTS, CASES, PAYMENT_PARTS } from '../../../harness/bench/bench-options.ts';
+import type { BenchReport } from '../../../harness/bench/run-bench.ts';
 import { loadConfig, withDatabase } from '../../../src/config/config.ts';
-import { BENCH_DEFAULTS, CASES, PAYMENT_PARTS } from '../../../src/harness/bench/bench-options.ts';
-import type { BenchReport } from '../../../src/harness/bench/run-bench.ts';
 import { bullmqConnection } from '../../../src/queue/redis-connection.ts';
 import { describeRun, runCommand } from '../../support/cli-process.ts';
 

@@ -1,9 +1,9 @@
-// The bench alternates the order of its cases between runs (src/harness/bench/run-bench.ts), so
+// The bench alternates the order of its cases between runs (harness/bench/run-bench.ts), so
 // no case always runs first or always follows the same one; e2e-payments' parts move as one
 // group, holds before their captures, in every run.
 import { describe, expect, it } from 'vitest';
-import { type CaseName, caseGroupsOf, casesOf, PAYMENT_PARTS } from '../../../src/harness/bench/bench-options.ts';
-import { caseOrder } from '../../../src/harness/bench/run-bench.ts';
+import { type CaseName, caseGroupsOf, casesOf, PAYMENT_PARTS } from '../../../harness/bench/bench-options.ts';
+import { caseOrder } from '../../../harness/bench/run-bench.ts';
 
 describe('caseOrder', () => {
   const cases = ['db-ceiling', 'db-ceiling-first', 'e2e', 'low-rate', 'low-rate-unbatched'];

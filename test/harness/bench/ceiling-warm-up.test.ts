@@ -3,10 +3,10 @@
 // case) WARM_UP_CALLS times, and nothing of it stays in the tables. Real PostgreSQL, both real
 // functions.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { giveWalletsTheBenchLease, WARM_UP_CALLS, warmUpDecisions } from '../../../src/harness/bench/db-ceiling.ts';
-import { decide, type SqlRunner } from '../../../src/harness/bench/decision-call.ts';
-import { decideFirst, firstDecisionSql } from '../../../src/harness/bench/first-decision.ts';
-import { BENCH_CURRENCY, BENCH_WALLET_PREFIX } from '../../../src/harness/bench/sandbox.ts';
+import { giveWalletsTheBenchLease, WARM_UP_CALLS, warmUpDecisions } from '../../../harness/bench/db-ceiling.ts';
+import { decide, type SqlRunner } from '../../../harness/bench/decision-call.ts';
+import { decideFirst, firstDecisionSql } from '../../../harness/bench/first-decision.ts';
+import { BENCH_CURRENCY, BENCH_WALLET_PREFIX } from '../../../harness/bench/sandbox.ts';
 import { seedWallets } from '../../../src/ledger/seed-wallets.ts';
 import { createTestDatabase, type TestDatabase } from '../../support/test-db.ts';
 

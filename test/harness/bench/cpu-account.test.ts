@@ -1,4 +1,4 @@
-// The bench's CPU account (src/harness/bench/cpu-account.ts): the /proc and INFO parsers, the window
+// The bench's CPU account (harness/bench/cpu-account.ts): the /proc and INFO parsers, the window
 // arithmetic on made-up samples, and a sampler against the real machine, PostgreSQL and Redis,
 // where a child process that burns a known amount of CPU must show up in the `processes` part
 // and one that sleeps must not.
@@ -7,7 +7,6 @@ import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, withDatabase } from '../../../src/config/config.ts';
 import {
   type CpuSample,
   cpuAccount,
@@ -17,7 +16,8 @@ import {
   parseSchedstatRunNs,
   phaseAccount,
   startCpuSampler,
-} from '../../../src/harness/bench/cpu-account.ts';
+} from '../../../harness/bench/cpu-account.ts';
+import { loadConfig, withDatabase } from '../../../src/config/config.ts';
 
 describe('parsers', () => {
   it('reads utime, stime, cutime, cstime and ppid past a command name with spaces and parentheses', () => {

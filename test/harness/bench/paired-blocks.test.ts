@@ -6,7 +6,7 @@ import {
   pairedBlockSize,
   pairedDecisionOfBlock,
   pairedRates,
-} from '../../../src/harness/bench/db-ceiling.ts';
+} from '../../../harness/bench/db-ceiling.ts';
 
 describe('db-ceiling-paired blocks', () => {
   it('alternates the functions block by block, today, first, first, today (ABBA)', () => {

@@ -1,12 +1,11 @@
-// e2e-payments' operations and its own checks (src/harness/bench/bench-workload.ts, verify.ts):
+// e2e-payments' operations and its own checks (harness/bench/bench-workload.ts, verify.ts):
 // the holds are e2e's transfers of the run, each capture follows its hold, each split has four
 // distinct payees, and every wire is one the worker accepts. Then, against a real sandbox on the
 // configured PostgreSQL (the operations decided with apply_payments() as the worker calls it),
 // each part passes its checks once its operations applied, and is refused when a hold is
 // missing or left active, a leg is missing, or a wallet is off its expected balance.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../src/config/config.ts';
-import { SPLIT_LEGS } from '../../../src/harness/bench/bench-options.ts';
+import { SPLIT_LEGS } from '../../../harness/bench/bench-options.ts';
 import {
   BENCH_HOLD_EXPIRES_IN_MS,
   benchBalanceMinor,
@@ -14,10 +13,11 @@ import {
   benchWorkload,
   paymentsFunded,
   SPLIT_LEG_AMOUNT_MAX_MINOR,
-} from '../../../src/harness/bench/bench-workload.ts';
-import { UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from '../../../src/harness/bench/decision-call.ts';
-import { benchRunId, Sandbox, sandboxNames } from '../../../src/harness/bench/sandbox.ts';
-import { expectedPaymentBalances, holdingWalletOf, verifyPaymentsPart } from '../../../src/harness/bench/verify.ts';
+} from '../../../harness/bench/bench-workload.ts';
+import { UNLOCKED_FENCE, UNLOCKED_LEASE_ID } from '../../../harness/bench/decision-call.ts';
+import { benchRunId, Sandbox, sandboxNames } from '../../../harness/bench/sandbox.ts';
+import { expectedPaymentBalances, holdingWalletOf, verifyPaymentsPart } from '../../../harness/bench/verify.ts';
+import { loadConfig } from '../../../src/config/config.ts';
 import { applyPayments } from '../../../src/ledger/apply-payments.ts';
 import {
   type OperationWire,

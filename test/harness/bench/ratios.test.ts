@@ -1,12 +1,12 @@
-// The bench's ratios from case medians (src/harness/bench/summary.ts): e2eToFasterCeilingRatio
+// The bench's ratios from case medians (harness/bench/summary.ts): e2eToFasterCeilingRatio
 // holds the pipeline to the faster of the two single-decision ceilings, so a slow run of
 // today's function cannot flatter it, and it stays null unless all three cases ran. The
 // payments' ratios pair each run with the same run's e2e before taking the median.
 import { describe, expect, it } from 'vitest';
-import type { CaseName } from '../../../src/harness/bench/bench-options.ts';
-import type { CaseRunResult } from '../../../src/harness/bench/case-result.ts';
-import { paymentMachineMs, paymentsPerS } from '../../../src/harness/bench/payments-case.ts';
-import { type CaseSummary, paymentRatios, ratios } from '../../../src/harness/bench/summary.ts';
+import type { CaseName } from '../../../harness/bench/bench-options.ts';
+import type { CaseRunResult } from '../../../harness/bench/case-result.ts';
+import { paymentMachineMs, paymentsPerS } from '../../../harness/bench/payments-case.ts';
+import { type CaseSummary, paymentRatios, ratios } from '../../../harness/bench/summary.ts';
 
 function summary(name: CaseName, perS: number): CaseSummary {
   return { case: name, throughputPerS: { median: perS, min: perS, max: perS } } as unknown as CaseSummary;

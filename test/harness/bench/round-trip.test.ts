@@ -1,11 +1,11 @@
-// The bench's round-trip probe (src/harness/bench/machine.ts) against the real Redis: it times
+// The bench's round-trip probe (harness/bench/machine.ts) against the real Redis: it times
 // each PING from send to answer, one at a time, and reports the median in microseconds. A
 // probe that timed nothing, or the whole loop, would fail here: the median of PINGs sent one
 // after another must be above zero and within twice the loop's time per PING.
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redisRoundTripUs } from '../../../harness/bench/machine.ts';
 import { loadConfig } from '../../../src/config/config.ts';
-import { redisRoundTripUs } from '../../../src/harness/bench/machine.ts';
 
 let redis: Redis;
 

@@ -4,11 +4,11 @@
 // Against a real sandbox on the configured PostgreSQL and Redis; the transfers are applied
 // with the same decision call the db-ceiling case uses.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { benchBalanceMinor, benchWorkload } from '../../../harness/bench/bench-workload.ts';
+import { decide } from '../../../harness/bench/decision-call.ts';
+import { benchRunId, Sandbox, sandboxNames } from '../../../harness/bench/sandbox.ts';
+import { verifyIntake, verifyJobs, verifyLedger } from '../../../harness/bench/verify.ts';
 import { loadConfig } from '../../../src/config/config.ts';
-import { benchBalanceMinor, benchWorkload } from '../../../src/harness/bench/bench-workload.ts';
-import { decide } from '../../../src/harness/bench/decision-call.ts';
-import { benchRunId, Sandbox, sandboxNames } from '../../../src/harness/bench/sandbox.ts';
-import { verifyIntake, verifyJobs, verifyLedger } from '../../../src/harness/bench/verify.ts';
 import { requestTransfers } from '../../../src/intake/intake.ts';
 import { validateTransferRequest } from '../../../src/ledger/transfer-request.ts';
 

@@ -1,4 +1,4 @@
-// Runs `src/harness/chaos/chaos-cli.ts` as a child process in its own process group, with its output folder
+// Runs `harness/chaos/chaos-cli.ts` as a child process in its own process group, with its output folder
 // in a temporary directory, and reads back its report. cleanup() ends the run if it is still
 // going (SIGTERM, which makes the harness stop everything it started; SIGKILL after a grace),
 // then ends whatever the harness listed in processes.json and removes the folder, so that a
@@ -9,14 +9,14 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
+import type { ProcessRecord } from '../../../harness/chaos/chaos-services.ts';
+import type { RunFigures } from '../../../harness/chaos/report.ts';
+import { killFormationLeftovers } from '../../../harness/services/local-pg-formation.ts';
+import { postgresBinDir } from '../../../harness/services/local-postgres.ts';
 import { PROJECT_ROOT } from '../../../src/config/paths.ts';
-import type { ProcessRecord } from '../../../src/harness/chaos/chaos-services.ts';
-import type { RunFigures } from '../../../src/harness/chaos/report.ts';
-import { killFormationLeftovers } from '../../../src/harness/services/local-pg-formation.ts';
-import { postgresBinDir } from '../../../src/harness/services/local-postgres.ts';
 
 const TSX_LOADER = createRequire(import.meta.url).resolve('tsx');
-const CLI = join(PROJECT_ROOT, 'src', 'harness', 'chaos', 'chaos-cli.ts');
+const CLI = join(PROJECT_ROOT, 'harness', 'chaos', 'chaos-cli.ts');
 const STOP_GRACE_MS = 30_000;
 
 export interface ChaosCliResult {

@@ -1,7 +1,7 @@
 // A short chaos run as CI runs it on every submission: private Redis and PostgreSQL, four real
 // worker processes behind fault proxies, every fault kind once, and every invariant must hold.
 import { afterAll, describe, expect, it } from 'vitest';
-import { FAULT_KINDS } from '../../../src/harness/chaos/chaos-options.ts';
+import { FAULT_KINDS } from '../../../harness/chaos/chaos-options.ts';
 import { ChaosCliRun, expectVerdictAsExpected } from './chaos-child.ts';
 
 /** Set-up ~10 s + 30 s of faults + drain (a killed worker's jobs wait out BullMQ's 30 s job lock) + checks. */

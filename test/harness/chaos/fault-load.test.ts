@@ -1,11 +1,11 @@
 // The load a fault met, from the jobs' submit and answer times: a pure function, checked on
 // hand-made jobs (the chaos runs check that no fault met an idle system).
 import { describe, expect, it } from 'vitest';
-import type { ChaosMessage } from '../../../src/harness/chaos/chaos-workload.ts';
-import type { FinalJob } from '../../../src/harness/chaos/checker.ts';
-import { compareSnapshots } from '../../../src/harness/chaos/cluster-faults.ts';
-import { attachFaultLoads } from '../../../src/harness/chaos/fault-load.ts';
-import type { FaultRecord } from '../../../src/harness/chaos/faults.ts';
+import type { ChaosMessage } from '../../../harness/chaos/chaos-workload.ts';
+import type { FinalJob } from '../../../harness/chaos/checker.ts';
+import { compareSnapshots } from '../../../harness/chaos/cluster-faults.ts';
+import { attachFaultLoads } from '../../../harness/chaos/fault-load.ts';
+import type { FaultRecord } from '../../../harness/chaos/faults.ts';
 
 const T0 = 1_000_000;
 

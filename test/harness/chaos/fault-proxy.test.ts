@@ -3,7 +3,7 @@
 // replies held alone, then lost in a cut, while the requests ran.
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultProxy } from '../../../src/harness/chaos/fault-proxy.ts';
+import { FaultProxy } from '../../../harness/chaos/fault-proxy.ts';
 
 let echo: Server;
 let proxy: FaultProxy;

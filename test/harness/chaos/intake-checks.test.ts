@@ -1,4 +1,4 @@
-// The intake run's checker rules (src/harness/chaos/intake-checks.ts) on synthetic data in a
+// The intake run's checker rules (harness/chaos/intake-checks.ts) on synthetic data in a
 // private database: requests through the real intake, decisions through the real decision
 // (which marks the request decided and appends its event), the feed sequenced and read back from
 // position 0. Each rule passes on the whole data and fails, naming what broke, when its property
@@ -8,8 +8,8 @@
 // request's, and a feed position a reader saw with another event than the final feed holds.
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { RefusedRequest } from '../../../src/harness/chaos/chaos-intake.ts';
-import { type FeedObservation, FeedReaders } from '../../../src/harness/chaos/feed-readers.ts';
+import type { RefusedRequest } from '../../../harness/chaos/chaos-intake.ts';
+import { type FeedObservation, FeedReaders } from '../../../harness/chaos/feed-readers.ts';
 import {
   conflictEventsCheck,
   decisionEventsCheck,
@@ -23,7 +23,7 @@ import {
   readWholeFeed,
   runIntakeChecks,
   sequenceWholeFeed,
-} from '../../../src/harness/chaos/intake-checks.ts';
+} from '../../../harness/chaos/intake-checks.ts';
 import { IntakeConflictError, requestTransfers } from '../../../src/intake/intake.ts';
 import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from '../../../src/intake/outcome-feed.ts';
 import { applyTransfers } from '../../../src/ledger/apply-transfer.ts';

@@ -4,13 +4,13 @@
 // failover, on workers not ready again, and on a lease held past the bound.
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { walletHoldBoundMs } from '../../../src/harness/chaos/pg-blackhole.ts';
+import { walletHoldBoundMs } from '../../../harness/chaos/pg-blackhole.ts';
 import {
   NOT_READY_REQUIRED_AFTER_MS,
   type PgFleetFigures,
   PgFleetWatch,
   pgFleetCheck,
-} from '../../../src/harness/chaos/pg-fleet-watch.ts';
+} from '../../../harness/chaos/pg-fleet-watch.ts';
 import { connectShared, deleteKeysWithPrefix, uniqueKeyPrefix } from '../../lock/lock-fixtures.ts';
 
 let redis: Redis;

@@ -2,8 +2,8 @@
 // their end (a failed one, or a scheduled kind that never happened, fails the run), and the write
 // outage is the longest gap between two decisions around the fault.
 import { describe, expect, it } from 'vitest';
-import type { FaultRecord } from '../../../src/harness/chaos/faults.ts';
-import { formationFaultsCheck, longestGap } from '../../../src/harness/chaos/pg-outage.ts';
+import type { FaultRecord } from '../../../harness/chaos/faults.ts';
+import { formationFaultsCheck, longestGap } from '../../../harness/chaos/pg-outage.ts';
 
 function fault(id: number, kind: FaultRecord['kind'], error: string | null = null): FaultRecord {
   return { id, kind, startMs: id * 1000, endMs: id * 1000 + 500, worker: null, link: null, detail: kind, error };

@@ -1,14 +1,14 @@
 // The fault schedule is a pure function of the seed and the options: the same seed gives the
 // same faults at the same offsets against the same targets; another seed gives another one.
 import { describe, expect, it } from 'vitest';
-import { chaosOptions, FAULT_KINDS, parseChaosArgs } from '../../../src/harness/chaos/chaos-options.ts';
-import { buildWorkload } from '../../../src/harness/chaos/chaos-workload.ts';
+import { chaosOptions, FAULT_KINDS, parseChaosArgs } from '../../../harness/chaos/chaos-options.ts';
+import { buildWorkload } from '../../../harness/chaos/chaos-workload.ts';
 import {
   BLACKHOLE_PAST_BOUND_MS_MAX,
   BLACKHOLE_PAST_BOUND_MS_MIN,
   walletHoldBoundMs,
-} from '../../../src/harness/chaos/pg-blackhole.ts';
-import { buildSchedule, scheduledFaultCount } from '../../../src/harness/chaos/schedule.ts';
+} from '../../../harness/chaos/pg-blackhole.ts';
+import { buildSchedule, scheduledFaultCount } from '../../../harness/chaos/schedule.ts';
 
 describe('buildSchedule', () => {
   it('gives the same schedule for the same seed', () => {

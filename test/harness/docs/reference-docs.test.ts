@@ -3,16 +3,16 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../../../src/config/paths.ts';
-import { SETTINGS, type Setting } from '../../../src/config/settings.ts';
-import { renderConfigurationDoc } from '../../../src/harness/docs/configuration-doc.ts';
-import { renderMetricsDoc } from '../../../src/harness/docs/metrics-doc.ts';
+import { renderConfigurationDoc } from '../../../harness/docs/configuration-doc.ts';
+import { renderMetricsDoc } from '../../../harness/docs/metrics-doc.ts';
 import {
   GENERATED_NOTICE,
   generatedDoc,
   REFERENCE_DOCS,
   staleReferenceDocs,
-} from '../../../src/harness/docs/reference-docs.ts';
+} from '../../../harness/docs/reference-docs.ts';
+import { PROJECT_ROOT } from '../../../src/config/paths.ts';
+import { SETTINGS, type Setting } from '../../../src/config/settings.ts';
 import { type MetricDefinition, WORKER_METRICS } from '../../../src/metrics/worker-metrics.ts';
 
 const CONFIGURATION_DOC = 'docs/reference/configuration.md';

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { WorkerProcess, waitForWorkersConnected } from '../../../src/harness/fleet/worker-processes.ts';
+import { WorkerProcess, waitForWorkersConnected } from '../../../harness/fleet/worker-processes.ts';
 
 const WAIT_MS = 500;
 /** Far above WAIT_MS and a poll interval, far below the long wait of the exit case. */

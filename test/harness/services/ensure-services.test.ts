@@ -7,9 +7,9 @@ import { once } from 'node:events';
 import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ensureServices, SERVICE_PROBE_TIMEOUT_MS } from '../../../harness/services/ensure-services.ts';
+import { redisDataDir } from '../../../harness/services/service-data-dir.ts';
 import { loadConfig } from '../../../src/config/config.ts';
-import { ensureServices, SERVICE_PROBE_TIMEOUT_MS } from '../../../src/harness/services/ensure-services.ts';
-import { redisDataDir } from '../../../src/harness/services/service-data-dir.ts';
 
 /**
  * The probe saying "no answer" (its connection, its ready check and its PING each wait up to

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalPgFormation } from '../../../src/harness/services/local-pg-formation.ts';
-import { PrimaryEndpoint } from '../../../src/harness/services/primary-endpoint.ts';
+import { LocalPgFormation } from '../../../harness/services/local-pg-formation.ts';
+import { PrimaryEndpoint } from '../../../harness/services/primary-endpoint.ts';
 
 /** A formation's start (three base backups) and a failover, on a loaded machine. */
 const TEST_TIMEOUT_MS = 240_000;

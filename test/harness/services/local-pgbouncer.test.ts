@@ -6,9 +6,9 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../../harness/services/free-port.ts';
+import { LocalPgBouncer } from '../../../harness/services/local-pgbouncer.ts';
 import { loadConfig } from '../../../src/config/config.ts';
-import { freePort } from '../../../src/harness/services/free-port.ts';
-import { LocalPgBouncer } from '../../../src/harness/services/local-pgbouncer.ts';
 
 const QUERY_TIMEOUT_MS = 5_000;
 

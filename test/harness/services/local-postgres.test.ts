@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../../src/harness/services/free-port.ts';
-import { LocalPostgres } from '../../../src/harness/services/local-postgres.ts';
+import { freePort } from '../../../harness/services/free-port.ts';
+import { LocalPostgres } from '../../../harness/services/local-postgres.ts';
 
 /** initdb, a failed start and a second one, on a loaded machine. */
 const TEST_TIMEOUT_MS = 90_000;

@@ -17,7 +17,7 @@ import {
   CLUSTER_BUS_PORT_OFFSET,
   CLUSTER_NODE_START_ATTEMPTS_MAX,
   LocalRedisCluster,
-} from '../../../src/harness/services/local-redis-cluster.ts';
+} from '../../../harness/services/local-redis-cluster.ts';
 
 /** Far above an exit at start or a poll interval, far below any of the cluster's own bounds. */
 const NOTICED_WITHIN_MS = 5_000;

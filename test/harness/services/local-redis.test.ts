@@ -9,8 +9,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../../src/harness/services/free-port.ts';
-import { LocalRedis, REDIS_START_ATTEMPTS_MAX } from '../../../src/harness/services/local-redis.ts';
+import { freePort } from '../../../harness/services/free-port.ts';
+import { LocalRedis, REDIS_START_ATTEMPTS_MAX } from '../../../harness/services/local-redis.ts';
 
 /** Far above an exit at start (milliseconds), far below REDIS_START_TIMEOUT_MS. */
 const NOTICED_WITHIN_MS = 5_000;

@@ -12,15 +12,15 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATA_DIR, PROJECT_ROOT } from '../../../src/config/paths.ts';
-import { freePort } from '../../../src/harness/services/free-port.ts';
-import { LocalPostgres, postgresBinDir } from '../../../src/harness/services/local-postgres.ts';
+import { freePort } from '../../../harness/services/free-port.ts';
+import { LocalPostgres, postgresBinDir } from '../../../harness/services/local-postgres.ts';
 import {
   postgresDataDir,
   projectId,
   ROOT_POSTGRES_BASE_DIR,
   redisDataDir,
-} from '../../../src/harness/services/service-data-dir.ts';
+} from '../../../harness/services/service-data-dir.ts';
+import { DATA_DIR, PROJECT_ROOT } from '../../../src/config/paths.ts';
 import { describeRun, lastJsonLine, runCommand } from '../../support/cli-process.ts';
 
 const run = promisify(execFile);
@@ -99,7 +99,7 @@ async function stopPostgres(): Promise<void> {
   if (binDir === null) throw new Error('PostgreSQL binaries not found');
   const args = ['stop', '-D', postgresDir, '-m', 'fast', '-w'];
   const pgCtl = join(binDir, 'pg_ctl');
-  // As root the cluster belongs to the postgres user, like src/harness/services/local-postgres.ts does it.
+  // As root the cluster belongs to the postgres user, like harness/services/local-postgres.ts does it.
   if (userInfo().uid === 0) await run('runuser', ['-u', 'postgres', '--', pgCtl, ...args]);
   else await run(pgCtl, args);
   await waitFor('PostgreSQL still answers', async () => !(await postgresAnswers()));

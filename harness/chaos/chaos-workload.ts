@@ -1,0 +1,352 @@
+// The messages one chaos run sends: the seeded random transfers of src/workload (originals,
+// re-deliveries under new job ids, conflicting reuses of an id), hostile messages that must
+// never reach the ledger, in an intake run the operations sent through both doors at once (a
+// pair of messages of one id: one to BullMQ straight, one through the intake; every second pair
+// with another amount at the straight door), and the opening balance that makes every valid
+// transfer apply, so the expected final balances are exact whatever the order of execution.
+
+import { CONFIG_DEFAULTS } from '../../src/config/config.ts';
+import { requestHash } from '../../src/ledger/request-hash.ts';
+import {
+  type OperationKind,
+  type OperationWire,
+  operationKindOf,
+  type TransferWire,
+  validateOperationRequest,
+} from '../../src/ledger/transfer-request.ts';
+import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
+import { randomInt, seededRandom } from '../../src/workload/prng.ts';
+import { randomWorkload } from '../../src/workload/random-transfers.ts';
+import type { ChaosOptions } from './chaos-options.ts';
+import { type PlacedPayment, planPayments, type RefundableTransfer, uncoverableSplits } from './chaos-payments.ts';
+
+export const WALLET_PREFIX = 'w';
+export const CURRENCY = 'EUR';
+/** Opening balances are this many times the largest total a wallet could send, so no transfer ever meets insufficient funds. */
+export const OPENING_HEADROOM = 3n;
+const INVALID_SEED_SALT = 0x0bad_f00d;
+const HOLD_EXPIRY_MAX_MS = Number(CONFIG_DEFAULTS.HOLD_EXPIRY_MAX_MS);
+const BOTH_DOORS_SEED_SALT = 0x2d00_7e57;
+
+export type MessageKind = 'original' | 'duplicate' | 'conflict' | 'invalid' | 'both-doors' | 'payment';
+/** Which door a both-doors message goes through. */
+export type Door = 'intake' | 'straight';
+
+export interface ChaosMessage {
+  /** Position in the send order (0-based). */
+  readonly seq: number;
+  readonly kind: MessageKind;
+  readonly jobName: string;
+  /** What goes on the queue, as is (for invalid messages, anything). */
+  readonly data: unknown;
+  /** The operation a valid message carries; for an invalid one, the id it names (if any), which must move nothing. */
+  readonly operationId: string | null;
+  /** Valid messages: the request hash the idempotency record compares. */
+  readonly hash: string | null;
+  /** Invalid messages: what is wrong with it. */
+  readonly defect: string | null;
+  /** Both-doors messages: which door; the pair (intake first, then straight) is adjacent in the send order. */
+  readonly door?: Door;
+}
+
+export interface OperationModel {
+  readonly operationId: string;
+  readonly kind: OperationKind;
+  /** The wallet it debits (and the worker locks). */
+  readonly from: string;
+  /** A transfer's destination; '' for a payment (its wire says whom it credits). */
+  readonly to: string;
+  /** Every request sent under this id: hash → amount (a payment: the most it may debit). More than one means a conflict. */
+  readonly variants: ReadonlyMap<string, bigint>;
+  /** Every request sent under this id: hash → its wire body. */
+  readonly wires: ReadonlyMap<string, OperationWire>;
+  /** Messages (jobs) sent for it. */
+  readonly messages: number;
+}
+
+export interface ChaosWorkload {
+  readonly messages: readonly ChaosMessage[];
+  readonly wallets: readonly string[];
+  readonly openingBalanceMinor: bigint;
+  readonly operations: ReadonlyMap<string, OperationModel>;
+  /** Wallets that never send (naive mode: sinks; otherwise empty). */
+  readonly sinkWallets: ReadonlySet<string>;
+}
+
+type WorkloadOptions = Pick<
+  ChaosOptions,
+  | 'seed'
+  | 'wallets'
+  | 'transfers'
+  | 'duplicateRate'
+  | 'conflicts'
+  | 'invalid'
+  | 'hotWalletRate'
+  | 'amountMaxMinor'
+  | 'apply'
+  | 'bothDoors'
+  | 'payments'
+  | 'durationS'
+>;
+
+/** Hostile messages, each with a name for the report. `op` is a fresh operation id. */
+const INVALID_MAKERS: readonly {
+  defect: string;
+  make: (op: string, w: (i: number) => string) => { name?: string; data: unknown };
+}[] = [
+  { defect: 'float amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: 12.5 } }) },
+  { defect: 'negative amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '-500' } }) },
+  { defect: 'zero amount', make: (op, w) => ({ data: { operationId: op, from: w(2), to: w(1), amount: '0' } }) },
+  { defect: 'exponent amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(3), amount: '1e3' } }) },
+  { defect: 'decimal amount', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(3), amount: '10.50' } }) },
+  {
+    defect: 'amount above maximum',
+    make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '99999999999999999999' } }),
+  },
+  { defect: 'numeric amount', make: (op, w) => ({ data: { operationId: op, from: w(2), to: w(3), amount: 100 } }) },
+  {
+    defect: '5000-character operation id',
+    make: (op, w) => ({ data: { operationId: `${op}-${'x'.repeat(5000)}`, from: w(1), to: w(2), amount: '1' } }),
+  },
+  {
+    defect: '5000-character wallet id',
+    make: (op) => ({ data: { operationId: op, from: 'w'.repeat(5000), to: 'w1', amount: '1' } }),
+  },
+  { defect: 'null message', make: () => ({ data: null }) },
+  { defect: 'array message', make: (op, w) => ({ data: [op, w(1), w(2), '10'] }) },
+  { defect: 'string message', make: (op) => ({ data: `transfer ${op}` }) },
+  { defect: 'same wallet', make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(1), amount: '10' } }) },
+  {
+    defect: 'lowercase currency',
+    make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', currency: 'eur' } }),
+  },
+  {
+    defect: 'unknown field',
+    make: (op, w) => ({ data: { operationId: op, from: w(1), to: w(2), amount: '10', admin: true } }),
+  },
+  { defect: 'missing destination', make: (op, w) => ({ data: { operationId: op, from: w(1), amount: '10' } }) },
+  {
+    defect: 'null operation id',
+    make: (_op, w) => ({ data: { operationId: null, from: w(1), to: w(2), amount: '10' } }),
+  },
+  {
+    defect: 'injection in id',
+    make: (op, w) => ({ data: { operationId: `${op}'; DROP TABLE wallets; --`, from: w(1), to: w(2), amount: '10' } }),
+  },
+  {
+    defect: 'object as wallet',
+    make: (op, w) => ({ data: { operationId: op, from: { id: w(1) }, to: w(2), amount: '10' } }),
+  },
+  {
+    defect: 'unknown job name',
+    make: (op, w) => ({ name: 'transfer-v2', data: { operationId: op, from: w(1), to: w(2), amount: '10' } }),
+  },
+];
+
+/**
+ * `end`, or one more when the message before it is the intake half of a both-doors pair: a
+ * slice of the send order never splits a pair, whose two halves are sent at once.
+ */
+export function pairSafeEnd(messages: readonly ChaosMessage[], end: number): number {
+  const last = messages[end - 1];
+  return last?.kind === 'both-doors' && last.door === 'intake' && end < messages.length ? end + 1 : end;
+}
+
+export function walletId(i: number): string {
+  return `${WALLET_PREFIX}${i}`;
+}
+
+export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
+  const opPrefix = `op-${o.seed}-`;
+  const generated = randomWorkload({
+    transfers: o.transfers,
+    wallets: o.wallets,
+    walletPrefix: WALLET_PREFIX,
+    duplicateRate: o.duplicateRate,
+    conflicts: o.conflicts,
+    amountMaxMinor: o.amountMaxMinor,
+    seed: o.seed,
+    operationPrefix: opPrefix,
+    hotWalletRate: o.hotWalletRate,
+  });
+
+  // The naive read-modify-write is only meaningful when a source wallet is written by its lock
+  // holder alone: sources send, sinks receive (a credit to a source would race the absolute write).
+  const sources = o.apply === 'naive' ? Math.max(1, Math.floor(o.wallets / 2)) : o.wallets;
+  const remap = (wallet: string, role: 'from' | 'to'): string => {
+    if (o.apply !== 'naive') return wallet;
+    const i = Number(wallet.slice(WALLET_PREFIX.length));
+    return role === 'from'
+      ? walletId(1 + ((i - 1) % sources))
+      : walletId(sources + 1 + ((i - 1) % (o.wallets - sources)));
+  };
+  const sinkWallets = new Set<string>();
+  if (o.apply === 'naive') for (let i = sources + 1; i <= o.wallets; i++) sinkWallets.add(walletId(i));
+
+  const valid = generated.map((m) => ({
+    kind: m.kind as MessageKind,
+    wire: { ...m.wire, from: remap(m.wire.from, 'from'), to: remap(m.wire.to, 'to') } satisfies TransferWire,
+  }));
+
+  // Hostile messages at seeded positions among the valid ones.
+  const random = seededRandom((o.seed ^ INVALID_SEED_SALT) >>> 0);
+  const invalid = Array.from({ length: o.invalid }, (_, i) => {
+    const maker = INVALID_MAKERS[i % INVALID_MAKERS.length] as (typeof INVALID_MAKERS)[number];
+    const op = `bad-${o.seed}-${i + 1}`;
+    const made = maker.make(op, walletId);
+    return { position: Math.floor(random() * (valid.length + 1)), defect: maker.defect, op, ...made };
+  }).sort((a, b) => a.position - b.position);
+
+  // Both-doors pairs at seeded positions among the valid ones (a stream of their own: the rest
+  // of the workload is what it was without them). Odd pairs carry one body at both doors, even
+  // pairs one more minor unit at the straight door.
+  const bothRandom = seededRandom((o.seed ^ BOTH_DOORS_SEED_SALT) >>> 0);
+  const pairs = Array.from({ length: o.bothDoors }, (_, i) => {
+    const from = randomInt(bothRandom, 1, o.wallets);
+    let to = randomInt(bothRandom, 1, o.wallets - 1);
+    if (to >= from) to += 1;
+    const amount = randomInt(bothRandom, 1, o.amountMaxMinor);
+    const intake: TransferWire = {
+      operationId: `both-${o.seed}-${i + 1}`,
+      from: walletId(from),
+      to: walletId(to),
+      amount: String(amount),
+    };
+    const straight: TransferWire = { ...intake, amount: String(i % 2 === 1 ? amount + 1 : amount) };
+    return { position: Math.floor(bothRandom() * (valid.length + 1)), intake, straight };
+  }).sort((a, b) => a.position - b.position);
+
+  const messages: ChaosMessage[] = [];
+  let next = 0;
+  const pushInvalid = (upTo: number) => {
+    while (next < invalid.length && (invalid[next]?.position ?? Infinity) <= upTo) {
+      const bad = invalid[next++] as (typeof invalid)[number];
+      const data = bad.data as { operationId?: unknown } | null;
+      const named =
+        typeof data === 'object' && data !== null && typeof data.operationId === 'string' ? data.operationId : null;
+      messages.push({
+        seq: messages.length,
+        kind: 'invalid',
+        jobName: bad.name ?? TRANSFER_JOB_NAME,
+        data: bad.data,
+        operationId: named,
+        hash: null,
+        defect: bad.defect,
+      });
+    }
+  };
+  const amountMax = BigInt(Number.MAX_SAFE_INTEGER);
+  const operations = new Map<
+    string,
+    {
+      operationId: string;
+      kind: OperationKind;
+      from: string;
+      to: string;
+      variants: Map<string, bigint>;
+      wires: Map<string, OperationWire>;
+      messages: number;
+    }
+  >();
+  const pushValid = (wire: OperationWire, kind: MessageKind, door?: Door, outflow?: bigint) => {
+    const checked = validateOperationRequest(wire, amountMax, HOLD_EXPIRY_MAX_MS);
+    if (!checked.ok) throw new Error(`generated operation is invalid: ${checked.reason}`);
+    const hash = requestHash(checked.request);
+    messages.push({
+      seq: messages.length,
+      kind,
+      jobName: TRANSFER_JOB_NAME,
+      data: wire,
+      operationId: wire.operationId,
+      hash,
+      defect: null,
+      ...(door === undefined ? {} : { door }),
+    });
+    let op = operations.get(wire.operationId);
+    if (op === undefined) {
+      op = {
+        operationId: wire.operationId,
+        kind: operationKindOf(checked.request),
+        from: wire.from,
+        to: 'kind' in wire && wire.kind !== 'transfer' ? '' : (wire as TransferWire).to,
+        variants: new Map(),
+        wires: new Map(),
+        messages: 0,
+      };
+      operations.set(op.operationId, op);
+    }
+    const request = checked.request;
+    op.variants.set(
+      hash,
+      outflow ?? ('amountMinor' in request && request.amountMinor !== null ? request.amountMinor : 0n),
+    );
+    op.wires.set(hash, wire);
+    op.messages += 1;
+  };
+  let nextPair = 0;
+  const pushPairs = (upTo: number) => {
+    while (nextPair < pairs.length && (pairs[nextPair]?.position ?? Infinity) <= upTo) {
+      const pair = pairs[nextPair++] as (typeof pairs)[number];
+      pushValid(pair.intake, 'both-doors', 'intake');
+      pushValid(pair.straight, 'both-doors', 'straight');
+    }
+  };
+  // Payments (not with the naive apply, which decides transfers only): a stream of their own,
+  // placed among the valid transfers, so the transfers are those of a run without them.
+  const conflicted = new Set(valid.filter((m) => m.kind === 'conflict').map((m) => m.wire.operationId));
+  const refundable: RefundableTransfer[] = valid.flatMap((m, position) =>
+    m.kind === 'original' && !conflicted.has(m.wire.operationId) ? [{ position, wire: m.wire }] : [],
+  );
+  const plan = o.payments && o.apply !== 'naive' ? planPayments(o, valid.length, refundable) : null;
+  const paymentOutflow = new Map<string, bigint>();
+  for (const p of plan?.placed ?? [])
+    paymentOutflow.set(p.wire.from, (paymentOutflow.get(p.wire.from) ?? 0n) + p.outflow);
+  const transferOutflow = new Map<string, bigint>();
+  for (const m of valid) {
+    const op = m.wire.operationId;
+    const amount = BigInt(m.wire.amount);
+    const largest = transferOutflow.get(op);
+    if (largest === undefined || amount > largest) transferOutflow.set(op, amount);
+  }
+  for (const p of pairs) {
+    const amount = BigInt(p.straight.amount) > BigInt(p.intake.amount) ? p.straight.amount : p.intake.amount;
+    transferOutflow.set(p.intake.operationId, BigInt(amount));
+  }
+  const outflow = new Map<string, bigint>();
+  const fromOf = new Map(
+    [...valid.map((m) => m.wire), ...pairs.map((p) => p.intake)].map((w) => [w.operationId, w.from]),
+  );
+  for (const [op, amount] of transferOutflow) {
+    const from = fromOf.get(op) as string;
+    outflow.set(from, (outflow.get(from) ?? 0n) + amount);
+  }
+  for (const [from, amount] of paymentOutflow) outflow.set(from, (outflow.get(from) ?? 0n) + amount);
+  const maxOutflow = [...outflow.values()].reduce((a, b) => (a > b ? a : b), 0n);
+  const openingBalanceMinor = (maxOutflow + BigInt(o.amountMaxMinor)) * OPENING_HEADROOM;
+  const payments: PlacedPayment[] =
+    plan === null
+      ? []
+      : [...plan.placed, ...uncoverableSplits(plan, openingBalanceMinor * BigInt(o.wallets))].sort(
+          (a, b) => a.position - b.position,
+        );
+
+  let nextPayment = 0;
+  const pushPayments = (upTo: number) => {
+    while (nextPayment < payments.length && (payments[nextPayment]?.position ?? Infinity) <= upTo) {
+      const p = payments[nextPayment++] as PlacedPayment;
+      pushValid(p.wire, 'payment', undefined, p.outflow);
+    }
+  };
+  valid.forEach((m, i) => {
+    pushInvalid(i);
+    pushPairs(i);
+    pushPayments(i);
+    pushValid(m.wire, m.kind);
+  });
+  pushInvalid(Infinity);
+  pushPairs(Infinity);
+  pushPayments(Infinity);
+
+  const wallets = Array.from({ length: o.wallets }, (_, i) => walletId(i + 1));
+  return { messages, wallets, openingBalanceMinor, operations, sinkWallets };
+}

@@ -3,7 +3,8 @@
 // that the adds a lossy failover loses are sent again within the run. Each reaches Redis through
 // a fault proxy of its own (kill-relay holds it to catch the relay mid-batch), never stalled by a
 // failover: on a queue shard's lossy failover the relays stay on the old master's side with the
-// producers, so what they add there meanwhile is lost. PostgreSQL they reach straight.
+// producers, so what they add there meanwhile is lost. PostgreSQL they reach straight, logged in
+// as the relay role (chaos-services.ts), which may execute the relay's functions and nothing else.
 import { join } from 'node:path';
 import { redisTargetEnv } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
@@ -50,7 +51,7 @@ export class ChaosRelays {
 
   private static env(options: ChaosOptions, services: ChaosServices, names: FleetNames): Record<string, string> {
     return {
-      DATABASE_URL: services.databaseUrl,
+      DATABASE_URL: services.relayDatabaseUrl,
       ...redisTargetEnv(services.redisTarget),
       QUEUE_NAME: names.queueName,
       QUEUE_SHARDS: String(options.queueShards),

@@ -10,6 +10,8 @@
 // With --pgbouncer it starts a private PgBouncer in transaction mode in front of the database
 // server; the workers reach it through their fault proxies with DATABASE_POOLER=pgbouncer, and
 // their bounds are the roles' defaults in the run's database (src/db/session-bounds.ts).
+// The relays log in as the relay role (`npm run db:relay-role`'s ensureRelayRole(), as a user
+// makes it), the workers as the worker role, each created in the run's database by the owner.
 // With --postgres ha it starts a pg_auto_failover formation instead of the one server (a monitor,
 // a primary, two standbys: local-pg-formation.ts) and one endpoint in front of it that follows
 // its primary (primary-endpoint.ts): every client of the run, the harness's own included, reaches
@@ -24,6 +26,7 @@ import { databaseName, loadConfig, withDatabase } from '../../src/config/config.
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrations.ts';
+import { ensureRelayRole } from '../../src/db/relay-role-grants.ts';
 import { type SessionBoundsConfig, setRoleSessionBounds } from '../../src/db/session-bounds.ts';
 import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { bullmqConnection, type RedisClient, type RedisTarget } from '../../src/queue/redis-connection.ts';
@@ -40,6 +43,8 @@ import { FaultProxy } from './fault-proxy.ts';
 export const PRIVATE_DATABASE = 'chaos';
 /** The workers' least-privilege login role on the harness's own cluster (unique on a borrowed one). */
 export const PRIVATE_WORKER_ROLE = 'chaos_worker';
+/** The relays' login role on the harness's own cluster (unique on a borrowed one). */
+export const PRIVATE_RELAY_ROLE = 'chaos_relay';
 const WORKER_PASSWORD_BYTES = 24;
 export const CHAOS_CLUSTER_MASTERS = 3;
 export const CHAOS_CLUSTER_REPLICAS_PER_MASTER = 1;
@@ -100,6 +105,9 @@ export class ChaosServices {
     /** The real workers' URL: the least-privilege role (EXECUTE on the decision functions only). */
     readonly workerDatabaseUrl: string,
     private readonly workerRole: string,
+    /** The relays' URL: the relay role (EXECUTE on the relay's functions only). */
+    readonly relayDatabaseUrl: string,
+    private readonly relayRole: string,
     private readonly redis: LocalRedis | null,
     private readonly postgres: LocalPostgres | null,
     private readonly dirs: string[],
@@ -252,11 +260,16 @@ export class ChaosServices {
         createdDatabaseOn === null
           ? PRIVATE_WORKER_ROLE
           : `chaos_worker_${options.seed}_${randomBytes(4).toString('hex')}`;
+      const relayRole =
+        createdDatabaseOn === null
+          ? PRIVATE_RELAY_ROLE
+          : `chaos_relay_${options.seed}_${randomBytes(4).toString('hex')}`;
       if (createdDatabaseOn !== null) {
         const url = databaseUrl;
         dropBorrowed = async () => {
           await dropDatabase(url).catch(() => undefined);
           await dropWorkerRole(url, workerRole).catch(() => undefined);
+          await dropWorkerRole(url, relayRole).catch(() => undefined);
         };
       }
       await migrate(databaseUrl, MIGRATIONS_DIR);
@@ -267,6 +280,9 @@ export class ChaosServices {
         DATABASE_POOLER: options.pgbouncer ? 'pgbouncer' : 'none',
       });
       await ensureWorkerRole(databaseUrl, workerRole, workerPassword, session);
+      // The relays reach PostgreSQL straight, never through PgBouncer: their bounds are start-up parameters.
+      const relayPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
+      await ensureRelayRole(databaseUrl, relayRole, relayPassword, session);
       if (options.pgbouncer) {
         await setOwnerSessionBounds(databaseUrl, session);
         const server = new URL(databaseUrl);
@@ -282,6 +298,8 @@ export class ChaosServices {
         databaseUrl,
         roleUrl(databaseUrl, workerRole, workerPassword),
         workerRole,
+        roleUrl(databaseUrl, relayRole, relayPassword),
+        relayRole,
         redis,
         postgres,
         dirs,
@@ -387,9 +405,9 @@ export class ChaosServices {
     if (this.createdDatabaseOn !== null) {
       // A failure here is reported by the caller's own checks; nothing else to do.
       await dropDatabase(withDatabase(this.createdDatabaseOn, this.databaseName)).catch(() => undefined);
-      await dropWorkerRole(withDatabase(this.createdDatabaseOn, this.databaseName), this.workerRole).catch(
-        () => undefined,
-      );
+      for (const role of [this.workerRole, this.relayRole]) {
+        await dropWorkerRole(withDatabase(this.createdDatabaseOn, this.databaseName), role).catch(() => undefined);
+      }
     }
     for (const dir of this.dirs) rmSync(dir, { recursive: true, force: true });
     this.registry.update({

@@ -10,6 +10,7 @@ import { OUTCOMES_REFERENCE_PATH, renderOutcomesReference } from '../../src/ledg
 import { WORKER_METRICS } from '../../src/metrics/worker-metrics.ts';
 import { renderConfigurationDoc } from './configuration-doc.ts';
 import { renderMetricsDoc, renderRelayMetricsDoc } from './metrics-doc.ts';
+import { ROLES_DOC_PATH, renderRolesDocFromCatalogs } from './roles-doc.ts';
 
 export interface ReferenceDoc {
   /** Path from the project root, e.g. `docs/reference/configuration.md`. */
@@ -47,4 +48,33 @@ export function staleReferenceDocs(docs: readonly ReferenceDoc[] = REFERENCE_DOC
       return committed !== doc.render();
     })
     .map((doc) => doc.path);
+}
+
+/** A generated document read from a database (a scratch one its renderer makes and drops). */
+export interface DatabaseReferenceDoc {
+  readonly path: string;
+  render(): Promise<string>;
+}
+
+/** Every generated document that needs the configured PostgreSQL server. */
+export const DATABASE_REFERENCE_DOCS: readonly DatabaseReferenceDoc[] = [
+  { path: ROLES_DOC_PATH, render: async () => `${GENERATED_NOTICE}\n\n${await renderRolesDocFromCatalogs()}` },
+];
+
+/** staleReferenceDocs() for documents read from a database; each rendered once, with its text. */
+export async function staleDatabaseDocs(
+  docs: readonly DatabaseReferenceDoc[] = DATABASE_REFERENCE_DOCS,
+): Promise<{ path: string; text: string; stale: boolean }[]> {
+  const out: { path: string; text: string; stale: boolean }[] = [];
+  for (const doc of docs) {
+    const text = await doc.render();
+    let committed: string | null = null;
+    try {
+      committed = readFileSync(join(PROJECT_ROOT, doc.path), 'utf8');
+    } catch {
+      committed = null;
+    }
+    out.push({ path: doc.path, text, stale: committed !== text });
+  }
+  return out;
 }

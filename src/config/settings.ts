@@ -497,6 +497,13 @@ export const SETTINGS = {
     allowed: '16-256 printable ASCII characters without spaces',
     doc: "read by `npm run db:read-role` only: the read role's password (the outcome feed); kept out of the configuration object and never printed",
   },
+  RELAY_DB_PASSWORD: {
+    field: null,
+    kind: 'special',
+    default: null,
+    allowed: '16-256 printable ASCII characters without spaces',
+    doc: "read by `npm run db:relay-role` only: the relay role's password; kept out of the configuration object and never printed",
+  },
 } as const satisfies Readonly<Record<string, Setting>>;
 
 export type SettingName = keyof typeof SETTINGS;

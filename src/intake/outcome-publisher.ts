@@ -8,7 +8,9 @@
 // database ever go back in time (an asynchronous standby promoted, its last commits lost), a
 // position handed out again to another event gets another job id, and is published, not taken
 // for the earlier event's job (docs/operating/postgres-ha.md). The round uses one connection from the pool for everything
-// (sequencing, the cursor, the read), so it works with DB_POOL_MAX=1.
+// (sequencing, the cursor, the read), so it works with DB_POOL_MAX=1. The cursor is reached only
+// through the outcome_cursor_* functions (the relay-role migration), so the relay's role may move
+// it, forward only, without any right on the table.
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
@@ -18,6 +20,14 @@ import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from './outcome-
 export const OUTCOMES_QUEUE_CURSOR = 'outcomes-queue';
 /** The BullMQ job name of an outcome event. */
 export const OUTCOME_JOB_NAME = 'outcome';
+
+/** The cursor's functions (`regprocedure`), granted to the relay's role (src/db/relay-role-grants.ts). */
+export const OUTCOME_CURSOR_FUNCTIONS: readonly string[] = Object.freeze([
+  'outcome_cursor_open(text)',
+  'outcome_cursor_take(text)',
+  'outcome_cursor_move(text,bigint)',
+  'outcome_cursor_position(text)',
+]);
 
 /** Hex digits of the event's digest in its job id. */
 const EVENT_DIGEST_HEX = 16;
@@ -78,10 +88,9 @@ export interface PublishResult {
 
 /** The publisher's cursor: the last position published (0 before the first). */
 export async function outcomesCursor(pool: pg.Pool | pg.ClientBase, name = OUTCOMES_QUEUE_CURSOR): Promise<bigint> {
-  const { rows } = await pool.query<{ position: string }>(
-    'SELECT position::text AS position FROM outcome_cursors WHERE name = $1',
-    [name],
-  );
+  const { rows } = await pool.query<{ position: string }>('SELECT outcome_cursor_position($1)::text AS position', [
+    name,
+  ]);
   return BigInt(rows[0]?.position ?? '0');
 }
 
@@ -107,18 +116,19 @@ export async function publishOutcomes(
   };
   client.on('error', onError);
   try {
-    await client.query('INSERT INTO outcome_cursors (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [name]);
+    await client.query('SELECT outcome_cursor_open($1)', [name]);
     // In a statement of its own, before the round's transaction: the positions commit at once
     // and the sequencer's lock is not held while the jobs are added.
     await sequenceOutcomeFeed(client);
     await client.query('BEGIN');
     try {
-      const { rows } = await client.query<{ position: string }>(
-        'SELECT position::text AS position FROM outcome_cursors WHERE name = $1 FOR UPDATE SKIP LOCKED',
+      // Locks the cursor's row until COMMIT; NULL when another publisher holds it.
+      const { rows } = await client.query<{ position: string | null }>(
+        'SELECT outcome_cursor_take($1)::text AS position',
         [name],
       );
       const row = rows[0];
-      if (row === undefined) {
+      if (row === undefined || row.position === null) {
         await client.query('COMMIT');
         return { published: 0, position: null };
       }
@@ -137,10 +147,7 @@ export async function publishOutcomes(
       );
       await hooks.afterAdd?.();
       const last = (events[events.length - 1] as OutcomeEvent).position;
-      await client.query('UPDATE outcome_cursors SET position = $2::bigint, updated_at = now() WHERE name = $1', [
-        name,
-        last.toString(),
-      ]);
+      await client.query('SELECT outcome_cursor_move($1, $2::bigint)', [name, last.toString()]);
       await client.query('COMMIT');
       return { published: events.length, position: last };
     } catch (err) {

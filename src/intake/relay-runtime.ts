@@ -12,7 +12,9 @@
 // PostgreSQL are probed until they answer or STARTUP_TIMEOUT_MS is up (then one error line, exit
 // 1), the loop runs; the first SIGTERM/SIGINT finishes the round in hand, closes everything and
 // exits 0; a second one, or SHUTDOWN_TIMEOUT_MS passing, exits 1 at once (the rows it claimed are
-// sent again after INTAKE_RESEND_AFTER_MS).
+// sent again after INTAKE_RESEND_AFTER_MS). Once ready it asks the catalogs whether the role it
+// logs in as owns tables (or is a superuser), and warns if so: a relay needs only the relay role
+// (`npm run db:relay-role`), which may execute its functions and touch no table.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
@@ -23,6 +25,7 @@ import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
+import { RELAY_FUNCTIONS } from '../db/relay-role-grants.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
 import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
@@ -212,6 +215,50 @@ export class Relay {
   }
 }
 
+/** What the catalogs say of the role a relay logs in as, when it is stronger than a relay needs. */
+export interface RelayRoleStrength {
+  readonly role: string;
+  /** Tables (plain and partitioned) it owns in this database. */
+  readonly tablesOwned: number;
+  readonly superuser: boolean;
+}
+
+/** The logged-in role's ownership of tables and superuser flag; null when it has neither. */
+export async function relayRoleStrength(pool: pg.Pool | pg.ClientBase): Promise<RelayRoleStrength | null> {
+  const { rows } = await pool.query<{ role: string; tables: number; superuser: boolean }>(`
+    SELECT r.rolname AS role, r.rolsuper AS superuser,
+           (SELECT count(*)::integer FROM pg_class c
+             WHERE c.relowner = r.oid AND c.relkind IN ('r', 'p')
+               AND c.relnamespace NOT IN (SELECT oid FROM pg_namespace
+                                           WHERE nspname IN ('pg_catalog', 'information_schema') OR nspname LIKE 'pg_toast%')) AS tables
+      FROM pg_roles r WHERE r.rolname = current_user`);
+  const row = rows[0];
+  if (row === undefined || (row.tables === 0 && !row.superuser)) return null;
+  return { role: row.role, tablesOwned: row.tables, superuser: row.superuser };
+}
+
+/**
+ * Logs one warning (event `relay_role_too_strong`) when the relay logs in as a role that owns
+ * tables or is a superuser: it could rewrite any row, where the relay role may only execute the
+ * relay's functions. A failed check is logged and the relay goes on.
+ */
+export async function warnWhenRelayRoleTooStrong(pool: pg.Pool | pg.ClientBase, logger: Logger): Promise<void> {
+  try {
+    const strength = await relayRoleStrength(pool);
+    if (strength === null) return;
+    logger.warn(
+      {
+        event: 'relay_role_too_strong',
+        ...strength,
+        fix: 'create the relay role with RELAY_DB_PASSWORD=... npm run db:relay-role -- --role NAME (as the owner) and log the relay in as it in DATABASE_URL (docs/operating/security.md)',
+      },
+      'the relay logs in as a role that owns tables or is a superuser; it needs only the relay role',
+    );
+  } catch (err) {
+    logger.warn({ event: 'relay_role_check_failed', err }, "could not read the relay's role from the catalogs");
+  }
+}
+
 /** A repeated signal this soon after the first is the same request (npm forwards Ctrl-C twice). */
 const SIGNAL_REPEAT_WINDOW_MS = 1_000;
 
@@ -253,8 +300,14 @@ export async function runRelayProcess(name = 'relay'): Promise<number> {
   redis.on('ready', () => {
     redisError = null;
   });
-  // The migrations of this build must be in; the relay logs in as the owner, so no grant is checked.
-  const pgProbe = new PostgresProbe(config.databaseUrl, readMigrations(MIGRATIONS_DIR), config, []);
+  // The migrations of this build must be in, and the role it logs in as must execute the relay's functions.
+  const pgProbe = new PostgresProbe(
+    config.databaseUrl,
+    readMigrations(MIGRATIONS_DIR),
+    config,
+    RELAY_FUNCTIONS,
+    'db:relay-role',
+  );
   let relay: Relay | null = null;
   let phase: 'starting' | 'running' | 'stopping' = 'starting';
   const monitor = new HealthMonitor({
@@ -317,6 +370,7 @@ export async function runRelayProcess(name = 'relay'): Promise<number> {
     );
   }
   relay = new Relay({ config, logger, metrics });
+  await warnWhenRelayRoleTooStrong(relay.pool, logger);
   relay.start();
   monitor.start();
   phase = 'running';

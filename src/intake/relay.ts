@@ -67,6 +67,8 @@ interface ClaimedRow {
   send_count: number;
   kind: string;
   body: Record<string, unknown> | null;
+  /** The producer's W3C trace context (`traceparent`, `tracestate`), or null when it traced nothing. */
+  trace_context: Record<string, unknown> | null;
 }
 
 /**
@@ -83,21 +85,18 @@ export function resendsReserved(batchMax: number): number {
 
 // Two claims, each an index range scan on transfer_requests_open_idx (sent_at below the
 // threshold, or sent_at IS NULL), so a claim never walks the requests that were sent recently and
-// are still waiting for their decision.
-const claimSql = (due: string) => `
-  WITH picked AS (
-    SELECT operation_id FROM transfer_requests
-     WHERE decided_at IS NULL AND given_up_at IS NULL AND ${due}
-     ORDER BY sent_at NULLS FIRST
-     LIMIT $1
-     FOR UPDATE SKIP LOCKED
-  )
-  UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
-    FROM picked p WHERE q.operation_id = p.operation_id
-  RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count,
-            q.kind, q.body`;
-const CLAIM_FIRST_SENDS_SQL = claimSql('sent_at IS NULL');
-const CLAIM_DUE_SQL = claimSql('sent_at < now() - make_interval(secs => $2::double precision / 1000)');
+// are still waiting for their decision. Each is a function of the relay-role migration (SECURITY
+// DEFINER), so the relay's role may claim and mark rows without any right on the table.
+const CLAIMED_COLUMNS =
+  'operation_id, request_hash, from_wallet, to_wallet, amount::text AS amount, currency, send_count, kind, body, trace_context';
+const CLAIM_FIRST_SENDS_SQL = `SELECT ${CLAIMED_COLUMNS} FROM relay_claim_first_sends($1::integer)`;
+const CLAIM_DUE_SQL = `SELECT ${CLAIMED_COLUMNS} FROM relay_claim_resends($1::integer, $2::double precision)`;
+
+/** The relay-role migration's functions for the intake (`regprocedure`); src/db/relay-role-grants.ts grants them. */
+export const RELAY_CLAIM_FIRST_SENDS_FUNCTION = 'relay_claim_first_sends(integer)';
+export const RELAY_CLAIM_RESENDS_FUNCTION = 'relay_claim_resends(integer,double precision)';
+export const RELAY_COUNT_LOST_FUNCTION = 'relay_count_lost(text[])';
+export const RELAY_BACKLOG_FUNCTION = 'relay_intake_backlog()';
 
 /**
  * Due re-sends up to their reserved share, then first sends up to the batch, then due re-sends
@@ -183,9 +182,7 @@ export async function relayBatch(
 
   // Counted when found, before the add: an add that fails in its turn is still a lost one.
   if (lost.length > 0) {
-    await pool.query('UPDATE transfer_requests SET lost_count = lost_count + 1 WHERE operation_id = ANY($1::text[])', [
-      lost,
-    ]);
+    await pool.query('SELECT relay_count_lost($1::text[])', [lost]);
   }
 
   const byQueue = new Map<ReturnType<TransferQueues['queueOf']>, ClaimedRow[]>();
@@ -238,13 +235,11 @@ export interface IntakeBacklog {
   readonly lagSeconds: number;
 }
 
+/** The backlog, through relay_intake_backlog() (the relay's role may read no table). */
 export async function intakeBacklog(pool: pg.Pool | pg.ClientBase): Promise<IntakeBacklog> {
-  const { rows } = await pool.query<{ open: string; unsent: string; given_up: string; lag: number | null }>(`
-    SELECT count(*)::text AS open,
-           count(*) FILTER (WHERE sent_at IS NULL)::text AS unsent,
-           count(*) FILTER (WHERE given_up_at IS NOT NULL)::text AS given_up,
-           extract(epoch FROM clock_timestamp() - min(requested_at) FILTER (WHERE sent_at IS NULL))::float8 AS lag
-      FROM transfer_requests WHERE decided_at IS NULL`);
+  const { rows } = await pool.query<{ open: string; unsent: string; given_up: string; lag: number | null }>(
+    'SELECT "open"::text AS open, unsent::text AS unsent, given_up::text AS given_up, lag_seconds AS lag FROM relay_intake_backlog()',
+  );
   const row = rows[0];
   return {
     open: Number(row?.open ?? 0),
@@ -259,9 +254,11 @@ export interface RedriveResult {
   readonly operationIds: string[];
 }
 
+// The redrive is an operator's command (`npm run redrive`), run as the owner: the relay's role
+// may not read or change a request but through its functions, and has no redrive among them.
 const GIVEN_UP_SQL = `
   SELECT q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count,
-         q.kind, q.body
+         q.kind, q.body, q.trace_context
     FROM transfer_requests q
    WHERE q.decided_at IS NULL AND q.given_up_at IS NOT NULL AND ($1::text[] IS NULL OR q.operation_id = ANY($1::text[]))
    ORDER BY q.given_up_at, q.operation_id`;

@@ -105,20 +105,26 @@ interface PrivilegeRow {
   role: string;
 }
 
+/** The command that grants a process's role its functions: the worker's, or the relay's. */
+export type RoleCommand = 'db:worker-role' | 'db:relay-role';
+
 /**
  * What keeps the connected role from calling the decision functions (`signatures`, as
  * DECISION_FUNCTIONS spells them: the one place a new signature is written), with the fix; null
  * when it may call every one.
  */
-export function decisionPrivilegeProblem(rows: readonly PrivilegeRow[]): string | null {
+export function decisionPrivilegeProblem(
+  rows: readonly PrivilegeRow[],
+  roleCommand: RoleCommand = 'db:worker-role',
+): string | null {
   const problems = rows.flatMap((r) => {
     if (!r.present)
       return [
-        `${r.signature} does not exist in the role's search_path (run npm run db:migrate, and npm run db:worker-role -- --role ${r.role} as the database owner)`,
+        `${r.signature} does not exist in the role's search_path (run npm run db:migrate, and npm run ${roleCommand} -- --role ${r.role} as the database owner)`,
       ];
     if (r.executable !== true)
       return [
-        `the role ${r.role} may not execute ${r.signature}; run npm run db:worker-role -- --role ${r.role} as the database owner`,
+        `the role ${r.role} may not execute ${r.signature}; run npm run ${roleCommand} -- --role ${r.role} as the database owner`,
       ];
     return [];
   });
@@ -141,6 +147,7 @@ export class PostgresProbe {
     private readonly expectedMigrations: readonly Pick<MigrationFile, 'name' | 'checksum'>[],
     private readonly session: SessionBoundsConfig,
     private readonly decisionFunctions: readonly string[] = DECISION_FUNCTIONS,
+    private readonly roleCommand: RoleCommand = 'db:worker-role',
   ) {}
 
   async probe(timeoutMs: number): Promise<ProbeResult> {
@@ -203,7 +210,7 @@ export class PostgresProbe {
         [this.decisionFunctions],
       )
     ).rows;
-    return decisionPrivilegeProblem(rows);
+    return decisionPrivilegeProblem(rows, this.roleCommand);
   }
 
   private async compareMigrations(): Promise<string | null> {

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPrisma } from '../../src/db/prisma.ts';
+import { RELAY_FUNCTIONS } from '../../src/db/relay-role-grants.ts';
 import { readSessionSettings } from '../../src/db/session-bounds.ts';
 import {
   DECISION_FUNCTIONS,
@@ -208,7 +209,7 @@ describe('connected as the worker role', () => {
 });
 
 describe('the decision functions', () => {
-  it("run as their owner with a fixed search_path, PUBLIC may not execute them, and they are exactly the worker's and the intake's", async () => {
+  it("run as their owner with a fixed search_path, PUBLIC may not execute them, and they are exactly the worker's, the intake's and the relay's", async () => {
     const { rows } = await db.pg.query<{ signature: string; config: string[] | null; public_execute: boolean }>(`
       SELECT p.proname || '(' || replace(oidvectortypes(p.proargtypes), ', ', ',') || ')' AS signature,
              p.proconfig AS config,
@@ -216,7 +217,15 @@ describe('the decision functions', () => {
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
        WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1`);
     expect(rows.map((r) => r.signature)).toEqual(
-      [...DECISION_FUNCTIONS, INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION, OUTCOME_FEED_FUNCTION].sort(),
+      [
+        ...new Set([
+          ...DECISION_FUNCTIONS,
+          INTAKE_FUNCTION,
+          INTAKE_OPERATION_FUNCTION,
+          OUTCOME_FEED_FUNCTION,
+          ...RELAY_FUNCTIONS,
+        ]),
+      ].sort(),
     );
     for (const r of rows) {
       expect(r.config, r.signature).toEqual(['search_path=pg_catalog, public, pg_temp']);

@@ -93,6 +93,18 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it('migrate creates the relay role as the owner; the relay logs in as that role, never as the owner', () => {
+    const migrate = service('migrate');
+    const command = migrate.command?.join(' ') ?? '';
+    const role = /relay-role\.js --role (\w+)/.exec(command)?.[1];
+    expect(role).toBeDefined();
+    expect(command).toMatch(/node dist\/cli\/migrate\.js && .*node dist\/cli\/relay-role\.js --role \w+/);
+    expect(migrate.environment?.RELAY_DB_PASSWORD).toBeDefined();
+    const relay = service('relay');
+    expect(loginOf(relay.environment?.DATABASE_URL)).toBe(role);
+    expect(relay.environment?.DATABASE_URL).toContain('${RELAY_DB_PASSWORD');
+  });
+
   it('the relay runs the compiled relay after migrate, and stops more slowly than its own shutdown timeout', () => {
     const relay = service('relay');
     expect(relay.command).toEqual(['node', 'dist/cli/relay-cli.js']);

@@ -337,6 +337,18 @@ describe('relay Deployment', () => {
     );
   });
 
+  it("logs in as the relay role the migration Job creates: its DATABASE_URL is not the owner's", () => {
+    const job = podSpec(one('Job')).containers[0] as Container;
+    expect(job.command?.join(' ')).toMatch(
+      /node dist\/cli\/migrate\.js && .*node dist\/cli\/relay-role\.js --role \w+/,
+    );
+    const relayPassword = secretRef(job, 'RELAY_DB_PASSWORD');
+    expect(relayPassword).toBeDefined();
+    const relayDb = secretRef(container, 'DATABASE_URL');
+    expect(relayDb?.name).toBe(relayPassword?.name);
+    expect(relayDb?.name).not.toBe(secretRef(job, 'DATABASE_URL')?.name);
+  });
+
   it('both URLs come from secrets, with verified TLS to Redis', () => {
     expect(secretRef(container, 'DATABASE_URL')).toBeDefined();
     expect(secretRef(container, 'REDIS_URL')).toBeDefined();

@@ -3,7 +3,10 @@
 // sends, outcomes published and the publisher's cursor), the graceful stop on SIGTERM (exit 0,
 // `relay_stopped` logged), and a relay killed with SIGKILL between claiming a batch and adding its
 // jobs, recovered by another relay's re-sends. Control: with RESEND_AFTER_MS at its maximum
-// (86400000) the killed relay's batch is never decided and that test times out.
+// (86400000) the killed relay's batch is never decided and that test times out. Logged in as the
+// owner it warns at start (relay_role_too_strong, with the role and the fix); logged in as the
+// relay role (`npm run db:relay-role`) it does not, and still sends, re-sends and publishes: the
+// requests are decided end to end and their outcomes reach the outcomes queue.
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
@@ -11,6 +14,8 @@ import { describe, expect, it } from 'vitest';
 import { FaultProxy } from '../../harness/chaos/fault-proxy.ts';
 import { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { ensureRelayRole } from '../../src/db/relay-role-grants.ts';
+import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
 import { outcomeJobIdOf } from '../../src/intake/outcome-publisher.ts';
 import { jobIdOf } from '../../src/intake/relay.ts';
@@ -19,6 +24,7 @@ import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { settledRead } from '../support/feed.ts';
 import { pipelinePerTest } from '../support/pipeline.ts';
 import { sampleValue } from '../support/prometheus-text.ts';
+import { uniqueName } from '../support/test-db.ts';
 import { httpStatus, logEvents, scrape, waitFor } from '../support/worker-ops.ts';
 import { TEST_WORKER_LOG_ROOT } from '../support/worker-process.ts';
 
@@ -75,10 +81,72 @@ describe('npm run relay', () => {
       expect(exit).toEqual({ code: 0, signal: null });
       const events = logEvents(relay.logFile).map((e) => e.event);
       expect(events).toEqual(expect.arrayContaining(['relay_started', 'relay_stopping', 'relay_stopped']));
+      const owner = (await p.db.pg.query<{ me: string }>('SELECT current_user AS me')).rows[0]?.me;
+      const warned = logEvents(relay.logFile).filter((e) => e.event === 'relay_role_too_strong');
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).toMatchObject({
+        level: 40,
+        role: owner,
+        fix: expect.stringContaining('npm run db:relay-role'),
+      });
+      expect(warned[0]?.tablesOwned).toBeGreaterThan(0);
     } finally {
       await relay.stop();
       await outcomes.obliterate({ force: true }).catch(() => undefined);
       await outcomes.close();
+    }
+  });
+
+  it('runs as the relay role: no warning, and requests are sent, re-sent after a lost add, decided and published', async () => {
+    const p = await newPipeline();
+    await p.seed(4, 1_000n);
+    const role = uniqueName('ft_rl');
+    const password = 'relay-process-password-42';
+    await ensureRelayRole(p.db.url, role, password, p.config);
+    const env = {
+      ...p.workerEnv,
+      DATABASE_URL: roleUrl(p.db.url, role, password),
+      RELAY_IDLE_MS: '20',
+      INTAKE_RESEND_AFTER_MS: RESEND_AFTER_MS,
+    };
+    const wires = [1, 2, 3].map((i) => ({ operationId: `role-${i}`, from: 'w1', to: 'w2', amount: '1' }));
+    const relay = relayProcess(env);
+    const outcomes = new Queue(`${p.config.queueName}-outcomes`, { connection: bullmqConnection(p.config) });
+    relay.start();
+    try {
+      await relay.waitUntilReady(60_000);
+      await requestTransfers(p.db.pg, wires, p.config.transferAmountMax);
+      const metric = (m: { name: string }) => async () => sampleValue(await scrape(relay.url('/metrics')), m.name);
+      await waitFor('all sent', 20_000, async () => ((await metric(RELAY_METRICS.sent)()) === 3 ? true : undefined));
+      // An add the queue lost: sent again, counted lost, through the relay role's functions.
+      await (await p.queue.getJob(jobIdOf('role-1')))?.remove();
+      await waitFor('the lost add found', 20_000, async () =>
+        (await metric(RELAY_METRICS.lost)()) === 1 ? true : undefined,
+      );
+      await p.startWorker();
+      await waitFor('all published', 30_000, async () =>
+        (await metric(RELAY_METRICS.published)()) === 3 ? true : undefined,
+      );
+      const published = await outcomes.getJobs(['waiting', 'active', 'completed']);
+      expect(published.map((j) => [j.data.operationId, j.data.kind]).sort()).toEqual(
+        wires.map((w) => [w.operationId, 'applied']),
+      );
+      expect(sampleValue(await scrape(relay.url('/metrics')), RELAY_METRICS.cursor.name)).toBe(3);
+      const { rows } = await p.db.pg.query<{ decided: string; lost: string }>(
+        "SELECT count(*) FILTER (WHERE decided_at IS NOT NULL)::text AS decided, sum(lost_count)::text AS lost FROM transfer_requests WHERE operation_id LIKE 'role-%'",
+      );
+      expect(rows[0]).toEqual({ decided: '3', lost: '1' });
+      expect(await relay.stop()).toEqual({ code: 0, signal: null });
+      const logged = logEvents(relay.logFile);
+      expect(logged.map((e) => e.event)).toContain('relay_started');
+      expect(
+        logged.filter((e) => e.event === 'relay_role_too_strong' || e.event === 'relay_role_check_failed'),
+      ).toEqual([]);
+    } finally {
+      await relay.stop();
+      await outcomes.obliterate({ force: true }).catch(() => undefined);
+      await outcomes.close();
+      await dropWorkerRole(p.db.url, role);
     }
   });
 

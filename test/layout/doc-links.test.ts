@@ -169,6 +169,15 @@ describe('the project docs', () => {
     expect(report.oversizePages).toEqual([]);
   });
 
+  it('name every npm script in README.md (a script added without a word there fails)', () => {
+    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
+    const scripts = Object.keys(JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts);
+    const unnamed = (names: string[]) => names.filter((name) => !readme.includes(`\`${name}\``));
+    expect(unnamed(['bench:not-a-script'])).toEqual(['bench:not-a-script']);
+    expect(scripts.length).toBeGreaterThan(30);
+    expect(unnamed(scripts)).toEqual([]);
+  });
+
   it(`keep README.md within ${README_CHARACTERS_MAX} characters`, () => {
     const characters = [...readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8')].length;
     expect(characters).toBeLessThanOrEqual(README_CHARACTERS_MAX);

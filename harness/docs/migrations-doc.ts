@@ -25,9 +25,10 @@ export interface DescribedMigration {
 
 /**
  * The first paragraph of the comment that opens `sql`: its `--` lines up to the first empty
- * comment line or the first line that is not a comment, joined into one line (a word broken at a
- * hyphen, `plain-` then `insert`, joined again). A migration that
- * opens with no comment is an error, so every new folder says what it does.
+ * comment line or the first line that is not a comment, joined into one line (a compound broken
+ * after its hyphen, `plain-` then `insert`, joined again), without its sentences that only point
+ * elsewhere (`See …`). A migration that opens with no comment is an error, so every new folder
+ * says what it does.
  */
 export function leadingParagraph(name: string, sql: string): string {
   const lines: string[] = [];
@@ -42,7 +43,13 @@ export function leadingParagraph(name: string, sql: string): string {
     lines.push(text);
   }
   if (lines.length === 0) throw new Error(`${name}/migration.sql opens with no comment saying what it does`);
-  return lines.reduce((joined, line) => (/\p{L}-$/u.test(joined) ? joined + line : `${joined} ${line}`));
+  const paragraph = lines.reduce((joined, line) => (/\p{L}-$/u.test(joined) ? joined + line : `${joined} ${line}`));
+  // A sentence that only points elsewhere ("See README, ...") is left out: the table says what a
+  // migration does, and a pointer frozen in an applied migration can outlive its target.
+  return paragraph
+    .split(/(?<=\.)\s+(?=[A-Z])/)
+    .filter((sentence) => !sentence.startsWith('See '))
+    .join(' ');
 }
 
 /** The generated part: the markers and, between them, the table. */

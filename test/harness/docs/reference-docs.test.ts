@@ -9,6 +9,7 @@ import { renderMetricsDoc } from '../../../harness/docs/metrics-doc.ts';
 import {
   DATABASE_DOC,
   type DescribedMigration,
+  leadingParagraph,
   MIGRATIONS_BEGIN,
   MIGRATIONS_END,
   migrationsReferenceDoc,
@@ -121,6 +122,12 @@ describe('the migrations table of the database reference', () => {
     expect(staleReferenceDocs([migrationsReferenceDoc(added)])).toEqual([DATABASE_DOC]);
     const reworded = () => real().map((m, i) => (i === 0 ? { ...m, sql: `-- Something else.\n${m.sql}` } : m));
     expect(staleReferenceDocs([migrationsReferenceDoc(reworded)])).toEqual([DATABASE_DOC]);
+  });
+
+  it('takes the first paragraph of the leading comment, a hyphenated word joined, pointers left out', () => {
+    const sql =
+      '-- Adds a plain-\n-- insert path. See README, "Gone".\n-- Then says why.\n--\n-- Not this.\nSELECT 1;\n';
+    expect(leadingParagraph('x', sql)).toBe('Adds a plain-insert path. Then says why.');
   });
 
   it('refuses a migration that opens with no comment, and a page without the markers', () => {

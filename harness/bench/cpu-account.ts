@@ -26,9 +26,9 @@ import { spanOf } from './measure.ts';
 export const PROC_TICKS_PER_S = 100;
 export const SAMPLE_INTERVAL_MS = 250;
 /**
- * `--quick` cases last a fraction of a second, db-ceiling's 300 transfers as little as 60-80 ms
- * when PostgreSQL commits fast: sampled this often, they still get an account (at 50 ms they
- * did not). A sample still in progress makes the next tick skip, so this cannot pile up.
+ * `--quick` cases can last well under the normal interval when PostgreSQL commits fast: sampled
+ * this often, they still get an account. A sample still in progress makes the next tick skip, so
+ * this cannot pile up.
  */
 export const QUICK_SAMPLE_INTERVAL_MS = 10;
 /** Samples kept per case (at 250 ms, an hour); older ones are thinned out, never grown without bound. */
@@ -146,9 +146,8 @@ export function parseSchedstatRunNs(schedstat: string): number | null {
  * CPU of one live process, all its threads, ms; null when it cannot be read. From the scheduler's
  * own run time (/proc/<pid>/task/<tid>/schedstat, nanoseconds) where the kernel keeps it: utime and
  * stime of /proc/<pid>/stat are sampled at clock ticks, and a process that runs in bursts shorter
- * than a tick (a PostgreSQL backend answering short statements) is charged late or not at all. Seen
- * here: 16 backends busy for 300 ms gained 0 ticks while schedstat counted 89 ms; the bench's
- * seed-design case then read 0 ms of PostgreSQL CPU per transfer. Without schedstat, the ticks.
+ * than a tick (a PostgreSQL backend answering short statements) is charged late or not at all: a
+ * short case could read no PostgreSQL CPU at all. Without schedstat, the ticks.
  */
 function liveProcessCpuMs(pid: number): number | null {
   let runNs = 0;

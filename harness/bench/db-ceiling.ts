@@ -11,10 +11,9 @@
 // Before the clock starts, in all three cases, every connection calls each function the case
 // runs a few times in transactions it rolls back (warmUpDecisions): a server connection's first
 // calls load the tables' catalog entries, compile the function and plan its statements. In the
-// paired case, whichever function ran the first block paid that for both: without the warm-up it
-// reported 0.837-0.908 when today's function ran the first block and 0.961-1.084 when the first
-// migration's did (docs/verification/performance.md). The two single cases measure the steady
-// state the same way.
+// paired case, whichever function ran the first block paid that for both: without the warm-up the
+// ratio depended on which function ran first (docs/verification/results/performance-history.md).
+// The two single cases measure the steady state the same way.
 import type pg from 'pg';
 import { endPool } from '../../src/db/pool-close.ts';
 import { createPool } from '../../src/db/prisma.ts';

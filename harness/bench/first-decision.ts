@@ -49,8 +49,8 @@ export function firstDecisionSql(migrationsDir: string = MIGRATIONS_DIR): string
 // The five columns the function returns, read as the first migration's worker read them
 // (`SELECT outcome, status, reason, fence, wallet_fence FROM apply_transfer(...)` in
 // src/ledger/apply-transfer.ts of commit ff5a4b0) and as db-ceiling reads today's: selecting only
-// `outcome`, as this call did until the paired case showed it, made each call about 2 % cheaper
-// for the anchor alone.
+// `outcome`, as this call did until the paired case showed it, made each call cheaper for the
+// anchor alone.
 const FIRST_DECISION_CALL =
   `SELECT outcome, status, reason, fence, wallet_fence FROM ${FIRST_DECISION_FUNCTION}(` +
   '$1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::bigint, TRUE, TRUE)';

@@ -2,8 +2,8 @@
 // kernel's high-water mark of VmRSS. The bench samples VmRSS while a case runs and reads VmHWM
 // just before stopping the process. VmHWM is not a strict peak: the kernel folds the current
 // RSS into its mark only at some events (unmapping, exit), and RSS counters are approximate, so a
-// sample taken earlier can exceed it (seen here: VmHWM 114.9 MiB after a 115.1 MiB sample). The
-// reported peak is therefore the larger of the two, and the JSON says when the sample won.
+// sample taken earlier can exceed it. The reported peak is therefore the larger of the two, and
+// the JSON says when the sample won.
 import { readFileSync } from 'node:fs';
 
 export interface MemoryReading {

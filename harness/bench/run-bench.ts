@@ -295,7 +295,7 @@ export interface BenchRunOutcome {
  * The order of the cases in run `run` (from 1): as listed in odd runs, reversed in even ones,
  * so that no case always runs first, or always after the same case. (It was suspected of the
  * gap between db-ceiling and db-ceiling-first; it explained at most part of it:
- * docs/verification/performance.md.)
+ * docs/verification/results/performance-history.md.)
  */
 export function caseOrder<T>(cases: readonly T[], run: number): T[] {
   if (!Number.isInteger(run) || run < 1) throw new RangeError(`run must be a positive integer, got ${run}`);

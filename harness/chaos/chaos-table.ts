@@ -1,6 +1,6 @@
-// `npx tsx harness/chaos/chaos-table.ts DIR/report.json ...`: one Markdown table row per chaos run, for
-// docs/verification/chaos.md (faults by kind, applied, duplicates, stale fences, lock losses, retries,
-// duration, verdict); runs on a Redis Cluster get a table of their own with the failovers, and
+// `npx tsx harness/chaos/chaos-table.ts DIR/report.json ...`: one Markdown table row per chaos
+// run, for docs/verification/results/chaos-history.md (faults by kind, applied, duplicates, stale
+// fences, lock losses, retries, duration, verdict); runs on a Redis Cluster get a table of their own with the failovers, and
 // intake runs (--intake, --unsafe direct-enqueue) one with the adds lost and how they came back.
 import { readFileSync } from 'node:fs';
 import { UsageError } from '../../src/cli/args.ts';

@@ -1,6 +1,7 @@
 // The reference documents that are generated from the code's own tables (settings, metrics,
-// outcomes), so that a document cannot drift from what the code declares. `npm run docs`
-// rewrites them; a test fails when a committed file differs from what its renderer gives.
+// outcomes) and from the migrations (database.md's migrations table), so that a document cannot
+// drift from what the code declares. `npm run docs` rewrites them; a test fails when a committed
+// file differs from what its renderer gives.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
@@ -10,6 +11,7 @@ import { OUTCOMES_REFERENCE_PATH, renderOutcomesReference } from '../../src/ledg
 import { WORKER_METRICS } from '../../src/metrics/worker-metrics.ts';
 import { renderConfigurationDoc } from './configuration-doc.ts';
 import { renderMetricsDoc, renderRelayMetricsDoc } from './metrics-doc.ts';
+import { migrationsReferenceDoc } from './migrations-doc.ts';
 import { ROLES_DOC_PATH, renderRolesDocFromCatalogs } from './roles-doc.ts';
 
 export interface ReferenceDoc {
@@ -25,6 +27,7 @@ export const REFERENCE_DOCS: readonly ReferenceDoc[] = [
   generatedDoc('docs/reference/metrics.md', () => renderMetricsDoc(WORKER_METRICS)),
   generatedDoc('docs/reference/relay-metrics.md', () => renderRelayMetricsDoc(RELAY_METRICS)),
   { path: OUTCOMES_REFERENCE_PATH, render: () => renderOutcomesReference(GENERATED_NOTICE) },
+  migrationsReferenceDoc(),
 ];
 
 /** The first line of every generated document, so a reader knows not to edit it by hand. */

@@ -211,7 +211,8 @@ export const SETTINGS = {
     field: 'workerConcurrency',
     kind: 'integer',
     // 64: a process's slots go round as one convoy, so more slots overlap more of the round
-    // (docs/verification/performance.md, "Sixty-four slots"); 128 cost more CPU per transfer.
+    // (docs/verification/results/performance-history.md, "Sixty-four slots per worker"); more
+    // slots than a batch holds cost more CPU per transfer.
     default: '64',
     min: 1,
     max: 256,

@@ -1,9 +1,9 @@
 // The worker's BullMQ connection sends the commands issued in one turn of the event loop in one
 // socket write. A batch of decisions settles many jobs at once, and each settled job sends its
-// own moveToFinished script call: one write system call each, which took 10-11 % of the
-// worker's busy CPU in a profile of the bench's e2e case (docs/verification/performance.md).
-// Coalesced, the same bytes took 7-8 %: on loopback most of a write's cost is the kernel's work
-// on the bytes, not the call. The bytes, their order on the connection and the commands are
+// own moveToFinished script call: one write system call each, a visible share of the worker's
+// busy CPU in a profile of the bench's e2e case (docs/verification/results/performance-history.md).
+// Coalescing saves the calls, not the bytes: on loopback most of a write's cost is the kernel's
+// work on the bytes. The bytes, their order on the connection and the commands are
 // unchanged; only how many writes carry them. This is not ioredis's enableAutoPipelining, which
 // defers some commands to a pipeline sent at setImmediate while others (MULTI, CLIENT, SCRIPT,
 // ...) go out at once, so it can reorder them; BullMQ's commands keep their order. The worker's

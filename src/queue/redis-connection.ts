@@ -98,8 +98,8 @@ const LOCK_OPTIONS: RedisOptions = {
 };
 // On a single server the lock scripts already gather a turn's acquisitions into one call and its
 // releases into another (src/lock/lock-scripts.ts), so ioredis's auto-pipelining only wrapped
-// each call in a pipeline object of its own; without it the e2e workers spent 8 % less CPU per
-// transfer (docs/verification/performance.md). The worker coalesces the connection's writes
+// each call in a pipeline object of its own, and the e2e workers spent less CPU per transfer
+// without it (measured: docs/verification/results/performance-history.md). The worker coalesces the connection's writes
 // instead (coalesced-writes.ts, applied in run-worker.ts): a turn's calls still leave in one
 // write. In a cluster every lock call holds one wallet, so a turn has many: there ioredis's
 // auto-pipelining sends those of one node together.

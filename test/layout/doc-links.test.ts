@@ -1,6 +1,7 @@
 // The docs hold together: every relative link in a Markdown file resolves (file, folder and
-// #anchor), every doc is reachable from README.md, README.md fits a few screens, and no
-// Markdown file or source comment names a file the repository lacks. The checker
+// #anchor), every doc is reachable from README.md, README.md fits a few screens, the
+// verification pages keep within their limits, no Markdown file or source comment names a file
+// the repository lacks, and no page cites a result file that is not committed. The checker
 // (test/support/doc-check.ts) is run on a scratch tree first, to show it reports each fault.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,9 +9,16 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import { checkDocs, headingAnchors, pathTokens } from '../support/doc-check.ts';
+import { checkDocs, headingAnchors, pathTokens, RESULTS_DIR } from '../support/doc-check.ts';
 
 const README_CHARACTERS_MAX = 12_000;
+
+/** The pages a newcomer reads to run and trust the system; their diaries live beside the results. */
+const PAGE_LIMITS: Readonly<Record<string, number>> = {
+  'docs/verification/performance.md': 15_000,
+  'docs/verification/chaos.md': 25_000,
+  'docs/verification/bench.md': 25_000,
+};
 
 /** Tracked files and new untracked ones (not ignored) matching `patterns`. */
 function projectFiles(...patterns: string[]): string[] {
@@ -45,6 +53,7 @@ function projectInput() {
       'DESIGN.md',
     ],
     start: 'README.md',
+    pageLimits: PAGE_LIMITS,
   };
 }
 
@@ -97,6 +106,30 @@ describe('the docs checker', () => {
     ]);
   });
 
+  it('reports a cited result file that is not committed, and a page over its limit (negative control)', () => {
+    writeTree(scratch, {
+      'README.md': '# Top\n\nSee [results](docs/results.md).\n',
+      'docs/results.md':
+        '# Results\n\nRun `20261202T122527Z` ([json](verification/results/20261202T122527Z.json)), ' +
+        'run 20261201T182209Z, `20261202T132515Z-ha.json` and 20261130T121238Z.svg.\n',
+      [`${RESULTS_DIR}/20261202T122527Z.json`]: '{}\n',
+      [`${RESULTS_DIR}/20261202T132515Z-ha.json`]: '{}\n',
+    });
+    const report = checkDocs({
+      root: scratch,
+      markdownFiles: ['docs/results.md'],
+      sourceFiles: [],
+      mustBeReachable: [],
+      start: 'README.md',
+      pageLimits: { 'README.md': 20, 'docs/results.md': 10_000 },
+    });
+    expect(report.missingResults).toEqual([
+      { file: 'docs/results.md', token: '20261201T182209Z' },
+      { file: 'docs/results.md', token: '20261130T121238Z.svg' },
+    ]);
+    expect(report.oversizePages).toEqual([{ file: 'README.md', characters: 39, limit: 20 }]);
+  });
+
   it('reports an anchor that names no heading of its target', () => {
     writeTree(scratch, { 'README.md': '# Top\n\n[here](docs/guide.md#tearing-down) [self](#top) [x](#nope)\n' });
     const report = checkDocs({
@@ -126,6 +159,23 @@ describe('the project docs', () => {
 
   it('name no file the repository lacks, in Markdown or in source comments', () => {
     expect(report.missingReferences).toEqual([]);
+  });
+
+  it('cite only result files that are committed', () => {
+    expect(report.missingResults).toEqual([]);
+  });
+
+  it('keep the verification pages within their limits', () => {
+    expect(report.oversizePages).toEqual([]);
+  });
+
+  it('name every npm script in README.md (a script added without a word there fails)', () => {
+    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
+    const scripts = Object.keys(JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts);
+    const unnamed = (names: string[]) => names.filter((name) => !readme.includes(`\`${name}\``));
+    expect(unnamed(['bench:not-a-script'])).toEqual(['bench:not-a-script']);
+    expect(scripts.length).toBeGreaterThan(30);
+    expect(unnamed(scripts)).toEqual([]);
   });
 
   it(`keep README.md within ${README_CHARACTERS_MAX} characters`, () => {

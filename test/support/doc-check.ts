@@ -1,9 +1,11 @@
 // The docs checker behind test/layout/doc-links.test.ts, kept apart so that it can run on the
 // project and on a scratch tree alike: given a root and the files to look at, it reports
 // relative links that do not resolve (file, folder or #anchor), docs that README.md does not
-// reach by links, and path-like tokens (in Markdown and in source comments) naming a file the
-// tree lacks. It reads files under `root` and nothing else: no git, no globals.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+// reach by links, path-like tokens (in Markdown and in source comments) naming a file the tree
+// lacks, result files a Markdown page cites (a run's stamp, `20261202T122527Z`) that the committed
+// results folder lacks, and pages longer than their limit. It reads files under `root` and
+// nothing else: no git, no globals.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, posix } from 'node:path';
 
 // Top-level folders and files whose mention is checked. Generated and run-time folders
@@ -15,6 +17,12 @@ const CHECKED_ROOT_FILES = ['DESIGN.md', 'README.md'];
 // A token that contains one of these is a pattern or a placeholder (`prisma/migrations/*_x/`,
 // `harness/{chaos,bench}/`, `deploy/<name>.yaml`, `src/…`), not the name of one file.
 const PATTERN_MARKS = ['*', '<', '{', '…', '...'];
+
+/** Where a result file that a page cites is committed (bench/results/ is scratch, git-ignored). */
+export const RESULTS_DIR = 'docs/verification/results';
+
+/** A run's stamp as the bench names its files (harness/bench/results-file.ts), with what follows. */
+const RESULT_STAMP = /(?<![\w])(\d{8}T\d{6}Z)([\w-]*(?:\.(?:json|svg))?)/g;
 
 export interface BrokenLink {
   file: string;
@@ -37,19 +45,32 @@ export interface DocCheckInput {
   /** Files that must be reachable from `start` by relative links. */
   mustBeReachable: string[];
   start: string;
+  /** Most characters a page may hold, by path. */
+  pageLimits?: Readonly<Record<string, number>>;
+}
+
+export interface OversizePage {
+  file: string;
+  characters: number;
+  limit: number;
 }
 
 export interface DocCheckReport {
   brokenLinks: BrokenLink[];
   unreachable: string[];
   missingReferences: MissingReference[];
+  /** Result files cited in Markdown and absent from RESULTS_DIR. */
+  missingResults: MissingReference[];
+  oversizePages: OversizePage[];
 }
 
 export function checkDocs(input: DocCheckInput): DocCheckReport {
   const brokenLinks: BrokenLink[] = [];
   const missingReferences: MissingReference[] = [];
+  const missingResults: MissingReference[] = [];
   for (const file of input.markdownFiles) {
     const text = readFileSync(join(input.root, file), 'utf8');
+    for (const token of missingResultFiles(input.root, text)) missingResults.push({ file, token });
     for (const target of markdownLinks(text)) {
       const why = linkProblem(input.root, file, target);
       if (why !== null) brokenLinks.push({ file, target, why });
@@ -67,7 +88,28 @@ export function checkDocs(input: DocCheckInput): DocCheckReport {
   }
   const reached = reachableFrom(input.root, input.start);
   const unreachable = input.mustBeReachable.filter((file) => !reached.has(file));
-  return { brokenLinks, unreachable, missingReferences };
+  const oversizePages: OversizePage[] = [];
+  for (const [file, limit] of Object.entries(input.pageLimits ?? {})) {
+    const characters = [...readFileSync(join(input.root, file), 'utf8')].length;
+    if (characters > limit) oversizePages.push({ file, characters, limit });
+  }
+  return { brokenLinks, unreachable, missingReferences, missingResults, oversizePages };
+}
+
+/**
+ * The result files `text` cites, by their run's stamp, that RESULTS_DIR lacks: `X.json` or `X.svg`
+ * must be there as named; a bare stamp `X` (or `X-ha`) needs some file of that run (`X.json`, `X-ha.json`).
+ */
+export function missingResultFiles(root: string, text: string): string[] {
+  const dir = join(root, RESULTS_DIR);
+  const kept = existsSync(dir) ? readdirSync(dir) : [];
+  const missing = new Set<string>();
+  for (const match of text.matchAll(RESULT_STAMP)) {
+    const token = match[0];
+    const found = /\.(json|svg)$/.test(token) ? kept.includes(token) : kept.some((name) => name.startsWith(token));
+    if (!found) missing.add(token);
+  }
+  return [...missing];
 }
 
 /** Targets of inline links and images, `[text](target)` or `[text](target "title")`, outside code. */

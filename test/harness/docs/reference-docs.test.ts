@@ -1,18 +1,29 @@
 // The generated reference documents match the code that declares their tables: a setting, a
-// metric or an outcome added, removed or reworded in the code without `npm run docs` fails here.
+// metric or an outcome added, removed or reworded in the code without `npm run docs` fails here,
+// and so does a migration added or its leading comment reworded.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renderConfigurationDoc } from '../../../harness/docs/configuration-doc.ts';
 import { renderMetricsDoc } from '../../../harness/docs/metrics-doc.ts';
 import {
+  DATABASE_DOC,
+  type DescribedMigration,
+  leadingParagraph,
+  MIGRATIONS_BEGIN,
+  MIGRATIONS_END,
+  migrationsReferenceDoc,
+  withMigrationsTable,
+} from '../../../harness/docs/migrations-doc.ts';
+import {
   GENERATED_NOTICE,
   generatedDoc,
   REFERENCE_DOCS,
   staleReferenceDocs,
 } from '../../../harness/docs/reference-docs.ts';
-import { PROJECT_ROOT } from '../../../src/config/paths.ts';
+import { MIGRATIONS_DIR, PROJECT_ROOT } from '../../../src/config/paths.ts';
 import { SETTINGS, type Setting } from '../../../src/config/settings.ts';
+import { readMigrations } from '../../../src/db/migrations.ts';
 import { type MetricDefinition, WORKER_METRICS } from '../../../src/metrics/worker-metrics.ts';
 
 const CONFIGURATION_DOC = 'docs/reference/configuration.md';
@@ -23,8 +34,12 @@ describe('generated reference documents', () => {
     expect(staleReferenceDocs()).toEqual([]);
   });
 
-  it('each say that they are generated', () => {
-    for (const doc of REFERENCE_DOCS) expect(doc.render().split('\n')[0], doc.path).toBe(GENERATED_NOTICE);
+  it('each say that they are generated (a whole page on its first line, a generated part at its start)', () => {
+    for (const doc of REFERENCE_DOCS) {
+      const text = doc.render();
+      if (doc.path === DATABASE_DOC) expect(text, doc.path).toContain(`${MIGRATIONS_BEGIN}\n`);
+      else expect(text.split('\n')[0], doc.path).toBe(GENERATED_NOTICE);
+    }
   });
 
   it('are caught when one drifts', () => {
@@ -82,5 +97,43 @@ describe('the metrics reference', () => {
     expect(staleReferenceDocs([metricsDoc(added)])).toEqual([METRICS_DOC]);
     const reworded = { ...WORKER_METRICS, ready: { ...WORKER_METRICS.ready, help: 'Something else' } };
     expect(staleReferenceDocs([metricsDoc(reworded)])).toEqual([METRICS_DOC]);
+  });
+});
+
+describe('the migrations table of the database reference', () => {
+  const committed = () => readFileSync(join(PROJECT_ROOT, DATABASE_DOC), 'utf8');
+  const real = (): DescribedMigration[] => readMigrations(MIGRATIONS_DIR);
+
+  it('is registered, and has a row for every folder of prisma/migrations, with its leading comment', () => {
+    expect(REFERENCE_DOCS.map((d) => d.path)).toContain(DATABASE_DOC);
+    const text = committed();
+    const folders = real().map((m) => m.name);
+    expect(folders.length).toBeGreaterThanOrEqual(13);
+    for (const name of folders) expect(text).toContain(`| \`${name}\` | `);
+    expect(text).toContain(
+      "| `20261209000000_front_door_edges` | The front door's edges (issue 31): what a review of the intake, the feed and the give-ups found. |",
+    );
+  });
+
+  it('is caught when a migration is added, or its leading comment changes, and the page is not regenerated', () => {
+    expect(staleReferenceDocs([migrationsReferenceDoc(real)])).toEqual([]);
+    const added = () => [...real(), { name: '20991231000000_extra', sql: '-- One more column.\nSELECT 1;\n' }];
+    expect(migrationsReferenceDoc(added).render()).toContain('| `20991231000000_extra` | One more column. |');
+    expect(staleReferenceDocs([migrationsReferenceDoc(added)])).toEqual([DATABASE_DOC]);
+    const reworded = () => real().map((m, i) => (i === 0 ? { ...m, sql: `-- Something else.\n${m.sql}` } : m));
+    expect(staleReferenceDocs([migrationsReferenceDoc(reworded)])).toEqual([DATABASE_DOC]);
+  });
+
+  it('takes the first paragraph of the leading comment, a hyphenated word joined, pointers left out', () => {
+    const sql =
+      '-- Adds a plain-\n-- insert path. See README, "Gone".\n-- Then says why.\n--\n-- Not this.\nSELECT 1;\n';
+    expect(leadingParagraph('x', sql)).toBe('Adds a plain-insert path. Then says why.');
+  });
+
+  it('refuses a migration that opens with no comment, and a page without the markers', () => {
+    const bare = () => [...real(), { name: '20991231000000_bare', sql: 'SELECT 1;\n' }];
+    expect(() => migrationsReferenceDoc(bare).render()).toThrow(/20991231000000_bare.*no comment/);
+    expect(() => withMigrationsTable('# Database\n', 'table')).toThrow(/markers/);
+    expect(withMigrationsTable(`a\n${MIGRATIONS_BEGIN}\nold\n${MIGRATIONS_END}\nb\n`, 'new')).toBe('a\nnew\nb\n');
   });
 });

@@ -119,6 +119,29 @@ describe('deploy/grafana: the dashboard', () => {
     expect(unknownMetrics(names, reference)).toEqual([]);
   });
 
+  it('every panel query is PromQL Prometheus parses (promtool check rules, as recording rules)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ft-dashboard-queries-'));
+    try {
+      // Grafana's interval variables become a fixed range; everything else is the query as written.
+      const rules = dashboardQueries(dashboard).map((q, i) => ({
+        record: `dashboard:query_${i}`,
+        expr: q.replace(/\$__(?:rate_)?interval/g, '5m'),
+      }));
+      const file = join(dir, 'queries.yml');
+      writeFileSync(file, JSON.stringify({ groups: [{ name: 'dashboard', rules }] }));
+      const run = promtool(['check', 'rules', file]);
+      expect(run.code, run.output).toBe(0);
+      expect(run.output).toContain(`SUCCESS: ${rules.length} rules found`);
+      writeFileSync(
+        file,
+        JSON.stringify({ groups: [{ name: 'dashboard', rules: [{ record: 'x:y', expr: 'sum(rate(a[5m])' }] }] }),
+      );
+      expect(promtool(['check', 'rules', file]).code).toBe(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("has a panel for the metric of each alert's expression", () => {
     const shown = new Set(dashboardQueries(dashboard).flatMap((q) => promqlMetricNames(q)));
     for (const rule of alertRules(rules)) {

@@ -84,6 +84,12 @@ export function createPrisma(config: DbConfig, onError?: (err: Error) => void): 
   return prisma;
 }
 
+/** The connections of a client's pool and the queries waiting for one (pg.Pool's counts); null for a client not made here. */
+export function poolUseOf(prisma: PrismaClient): { total: number; idle: number; waiting: number } | null {
+  const pool = poolOf.get(prisma);
+  return pool === undefined ? null : { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+}
+
 /**
  * $disconnect(), then wait until the server has closed every connection: use it before the
  * database is dropped (see pool-close.ts). Returns the connections still open after the wait.

@@ -45,6 +45,15 @@ export interface QueueDepth {
 /** Read at scrape time; throws (or rejects) when the queue cannot be read. */
 export type QueueDepthSource = () => Promise<readonly QueueDepth[]>;
 
+/** A PostgreSQL pool's connections (`total`, of which `idle`) and the queries waiting for one, as pg.Pool counts them. */
+export interface PoolUse {
+  readonly total: number;
+  readonly idle: number;
+  readonly waiting: number;
+}
+/** Read at scrape time (pg.Pool keeps the counts in memory); null when there is no pool to read. */
+export type PoolUseSource = () => PoolUse | null;
+
 export const DECISION_DURATION_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 export const LOCK_WAIT_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 export const JOB_DURATION_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -182,6 +191,18 @@ export const WORKER_METRICS = {
     help: 'Jobs in the queue by state, read from Redis at scrape time',
     labelNames: ['queue', 'state'],
   },
+  dbPoolConnections: {
+    name: `${p}db_pool_connections`,
+    type: 'gauge',
+    help: "Connections of this process's PostgreSQL pool (at most DB_POOL_MAX) by state: busy (lent to a query or a transaction) or idle, read at scrape time",
+    labelNames: ['state'],
+  },
+  dbPoolWaiting: {
+    name: `${p}db_pool_waiting`,
+    type: 'gauge',
+    help: 'Queries of this process waiting for a connection of its PostgreSQL pool (every one of DB_POOL_MAX busy), read at scrape time',
+    labelNames: [],
+  },
 } as const satisfies Readonly<Record<string, MetricDefinition>>;
 
 type WorkerMetricKey = keyof typeof WORKER_METRICS;
@@ -250,11 +271,13 @@ export class WorkerMetrics {
   private readonly ready: WorkerMetricSet['ready'];
   private readonly counters: readonly Counter<string>[];
   private queueDepthSource: QueueDepthSource | null = null;
+  private poolUseSource: PoolUseSource | null = null;
   private jobsInHand = 0;
 
   constructor(options: WorkerMetricsOptions) {
     this.instanceId = options.instanceId;
     const source = () => this.queueDepthSource;
+    const poolUse = () => this.poolUseSource?.() ?? null;
     const m = registerWorkerMetrics(this.registry, {
       async queueJobs() {
         this.reset();
@@ -265,6 +288,16 @@ export class WorkerMetrics {
         } catch {
           // Redis did not answer: the gauge stays empty and the rest of the scrape still works.
         }
+      },
+      async dbPoolConnections() {
+        this.reset();
+        const use = poolUse();
+        if (use === null) return;
+        this.set({ state: 'busy' }, use.total - use.idle);
+        this.set({ state: 'idle' }, use.idle);
+      },
+      async dbPoolWaiting() {
+        this.set(poolUse()?.waiting ?? 0);
       },
     });
     this.outcomes = m.outcomes;
@@ -390,6 +423,10 @@ export class WorkerMetrics {
 
   setQueueDepthSource(source: QueueDepthSource): void {
     this.queueDepthSource = source;
+  }
+
+  setPoolUseSource(source: PoolUseSource): void {
+    this.poolUseSource = source;
   }
 
   /** Every counter series of ours with its current value (zeros included). */

@@ -19,7 +19,7 @@ import type { Redis } from 'ioredis';
 import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
-import { createPrisma, type PrismaClient } from '../db/prisma.ts';
+import { createPrisma, type PrismaClient, poolUseOf } from '../db/prisma.ts';
 import { FeedSequencer } from '../intake/feed-sequencer.ts';
 import { HoldSweeper } from '../ledger/hold-sweeper.ts';
 import type { PermanentKind } from '../ledger/vocabulary.ts';
@@ -301,6 +301,7 @@ class WorkerRuntime {
       return queue;
     });
     metrics.setQueueDepthSource(queueDepthSource(depthQueues));
+    metrics.setPoolUseSource(() => poolUseOf(prisma));
     const publisher = new CounterAggregatePublisher({
       redis,
       keys: aggregateKeys(config.lockKeyPrefix, config.queueName),

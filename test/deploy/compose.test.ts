@@ -1,7 +1,8 @@
-// docker-compose.yml: the services and the roles they log in as, then the Compose client's
-// own validation (`docker compose config` or Debian's `docker-compose config`) where one exists.
+// docker-compose.yml: the services and the roles they log in as, the opt-in monitoring and tracing
+// profiles and what they mount, then the Compose client's own validation (`docker compose config`
+// or Debian's `docker-compose config`) where one exists.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -19,7 +20,17 @@ interface Service {
   healthcheck?: unknown;
   deploy?: { replicas?: number | string };
   stop_grace_period?: string;
+  volumes?: string[];
 }
+
+/** The profile of each optional service; every other service runs without one. */
+const OPTIONAL_SERVICES: Readonly<Record<string, string>> = {
+  seed: 'producer',
+  producer: 'producer',
+  prometheus: 'monitoring',
+  grafana: 'monitoring',
+  jaeger: 'tracing',
+};
 
 const COMPOSE_FILE = join(PROJECT_ROOT, 'docker-compose.yml');
 const compose = parse(readFileSync(COMPOSE_FILE, 'utf8'), { merge: true }) as { services: Record<string, Service> };
@@ -65,8 +76,71 @@ describe('docker-compose.yml', () => {
     expect(String(service('worker').deploy?.replicas)).toMatch(/^(\$\{WORKER_REPLICAS:-[2-9]\}|[2-9])$/);
     expect(service('producer').profiles).toEqual(['producer']);
     for (const [name, s] of Object.entries(services)) {
-      if (s.profiles === undefined) continue;
-      expect(['seed', 'producer'], `${name} is optional`).toContain(name);
+      const profile = OPTIONAL_SERVICES[name];
+      expect(s.profiles, `${name}'s profiles`).toEqual(profile === undefined ? undefined : [profile]);
+    }
+  });
+
+  it('monitoring: Prometheus scrapes the worker and relay services on their metrics ports and loads the alert rules', () => {
+    const prometheus = service('prometheus');
+    const mount = (prometheus.volumes ?? []).find((v) => v.endsWith(':/etc/prometheus:ro'));
+    expect(mount).toBe('./deploy/prometheus:/etc/prometheus:ro');
+    const dir = join(PROJECT_ROOT, 'deploy', 'prometheus');
+    const config = parse(readFileSync(join(dir, 'prometheus.yml'), 'utf8')) as {
+      rule_files: string[];
+      scrape_configs: { job_name: string; dns_sd_configs: { names: string[]; port: number }[] }[];
+    };
+    expect(prometheus.command).toContain('--config.file=/etc/prometheus/prometheus.yml');
+    for (const file of config.rule_files) expect(existsSync(join(dir, file)), file).toBe(true);
+    const scraped = Object.fromEntries(
+      config.scrape_configs.flatMap((c) => c.dns_sd_configs.flatMap((d) => d.names.map((n) => [n, d.port]))),
+    );
+    expect(scraped).toEqual({
+      worker: Number(service('worker').environment?.METRICS_PORT),
+      relay: Number(service('relay').environment?.RELAY_METRICS_PORT),
+    });
+  });
+
+  it('monitoring: Grafana is provisioned with that Prometheus and the dashboard, whose panels name its uid', () => {
+    const grafana = service('grafana');
+    for (const volume of grafana.volumes ?? []) {
+      const host = volume.split(':')[0] as string;
+      expect(existsSync(join(PROJECT_ROOT, host)), volume).toBe(true);
+    }
+    expect(grafana.volumes).toEqual([
+      './deploy/grafana/provisioning:/etc/grafana/provisioning:ro',
+      './deploy/grafana/dashboards:/var/lib/grafana/dashboards:ro',
+    ]);
+    const sources = parse(
+      readFileSync(join(PROJECT_ROOT, 'deploy/grafana/provisioning/datasources/prometheus.yml'), 'utf8'),
+    ) as { datasources: { uid: string; url: string }[] };
+    const prometheusPort = /:(\d+):9090$/.exec(service('prometheus').ports?.[0] ?? '')?.[1];
+    expect(prometheusPort).toBe('9090');
+    expect(sources.datasources.map((d) => d.url)).toEqual(['http://prometheus:9090']);
+    const dashboard = JSON.parse(
+      readFileSync(join(PROJECT_ROOT, 'deploy/grafana/dashboards/fenced-transfers.json'), 'utf8'),
+    ) as { panels: { datasource: { uid: string } }[] };
+    const uids = new Set(dashboard.panels.map((p) => p.datasource.uid));
+    expect([...uids]).toEqual([sources.datasources[0]?.uid]);
+    const provider = parse(
+      readFileSync(join(PROJECT_ROOT, 'deploy/grafana/provisioning/dashboards/fenced-transfers.yml'), 'utf8'),
+    ) as { providers: { options: { path: string } }[] };
+    expect(provider.providers[0]?.options.path).toBe('/var/lib/grafana/dashboards');
+  });
+
+  it('tracing: Jaeger takes OTLP/HTTP on 4318; workers and relays get the endpoint (empty: off) and their names', () => {
+    expect(service('jaeger').ports).toEqual(['127.0.0.1:16686:16686', '127.0.0.1:4318:4318']);
+    for (const name of ['worker', 'relay']) {
+      const env = service(name).environment;
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: Compose's interpolation, not a JavaScript template
+      expect(env?.OTEL_EXPORTER_OTLP_ENDPOINT, name).toBe('${OTEL_EXPORTER_OTLP_ENDPOINT:-}');
+      expect(env?.OTEL_SERVICE_NAME, name).toBe(name);
+    }
+  });
+
+  it('every published port, of every profile, is on loopback', () => {
+    for (const [name, s] of Object.entries(services)) {
+      for (const port of s.ports ?? []) expect(port, name).toMatch(/^127\.0\.0\.1:/);
     }
   });
 
@@ -115,26 +189,46 @@ describe('docker-compose.yml', () => {
   });
 
   const client = composeClient();
+  it.skipIf(client === null)("passes the Compose client's own validation (config -q), every profile included", () => {
+    if (client === null) return;
+    for (const profile of [[], ...['producer', 'monitoring', 'tracing'].map((p) => ['--profile', p])]) {
+      execFileSync(client.cmd, [...client.args, '-f', COMPOSE_FILE, ...profile, 'config', '-q'], {
+        cwd: PROJECT_ROOT,
+        timeout: 60_000,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    }
+    const profiles = ['producer', 'monitoring', 'tracing'].flatMap((p) => ['--profile', p]);
+    const listed = execFileSync(client.cmd, [...client.args, '-f', COMPOSE_FILE, ...profiles, 'config', '--services'], {
+      cwd: PROJECT_ROOT,
+      timeout: 60_000,
+      encoding: 'utf8',
+    })
+      .split('\n')
+      .filter((l) => l !== '')
+      .sort();
+    expect(listed).toEqual(Object.keys(services).sort());
+  });
+
   it.skipIf(client === null)(
-    "passes the Compose client's own validation (config -q), the producer profile included",
+    'OTEL_EXPORTER_OTLP_ENDPOINT from the environment reaches the workers and relays; unset, it is empty',
     () => {
       if (client === null) return;
-      for (const profile of [[], ['--profile', 'producer']]) {
-        execFileSync(client.cmd, [...client.args, '-f', COMPOSE_FILE, ...profile, 'config', '-q'], {
+      const resolved = (endpoint: string | undefined) => {
+        const env: NodeJS.ProcessEnv = { ...process.env };
+        delete env.OTEL_EXPORTER_OTLP_ENDPOINT;
+        if (endpoint !== undefined) env.OTEL_EXPORTER_OTLP_ENDPOINT = endpoint;
+        const out = execFileSync(client.cmd, [...client.args, '-f', COMPOSE_FILE, '--profile', 'tracing', 'config'], {
           cwd: PROJECT_ROOT,
+          env,
           timeout: 60_000,
-          stdio: ['ignore', 'pipe', 'pipe'],
+          encoding: 'utf8',
         });
-      }
-      const listed = execFileSync(
-        client.cmd,
-        [...client.args, '-f', COMPOSE_FILE, '--profile', 'producer', 'config', '--services'],
-        { cwd: PROJECT_ROOT, timeout: 60_000, encoding: 'utf8' },
-      )
-        .split('\n')
-        .filter((l) => l !== '')
-        .sort();
-      expect(listed).toEqual(Object.keys(services).sort());
+        const config = parse(out) as { services: Record<string, Service> };
+        return ['worker', 'relay'].map((name) => config.services[name]?.environment?.OTEL_EXPORTER_OTLP_ENDPOINT);
+      };
+      expect(resolved('http://jaeger:4318')).toEqual(['http://jaeger:4318', 'http://jaeger:4318']);
+      expect(resolved(undefined)).toEqual(['', '']);
     },
   );
 });

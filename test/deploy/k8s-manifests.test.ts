@@ -218,6 +218,18 @@ describe('worker Deployment', () => {
     const servicePorts = (service.spec as { ports: { name: string }[] }).ports.map((p) => p.name);
     expect(servicePorts).toContain(monitor.spec.endpoints[0]?.port);
   });
+
+  it("relays: scrape annotations on the pods, and a PodMonitor on the relay pods' metrics port", () => {
+    const relay = deployment('fenced-transfers-relay');
+    const template = (relay.spec as { template: { metadata: { labels: Record<string, string> } } }).template;
+    const relayContainer = podSpec(relay).containers.find((c) => c.name === 'relay') as Container;
+    const monitor = one('PodMonitor') as unknown as {
+      spec: { selector: { matchLabels: Record<string, string> }; podMetricsEndpoints: { port: string }[] };
+    };
+    expect(template.metadata.labels).toMatchObject(monitor.spec.selector.matchLabels);
+    const port = relayContainer.ports?.find((p) => p.name === monitor.spec.podMetricsEndpoints[0]?.port);
+    expect(port?.containerPort).toBe(Number(envValue(relayContainer, 'RELAY_METRICS_PORT')));
+  });
 });
 
 describe('migration Job', () => {

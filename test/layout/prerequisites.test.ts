@@ -62,6 +62,7 @@ describe('.ci/prerequisites', () => {
       PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
       PREREQUISITES_PGBOUNCER: '/bin/sh',
       PREREQUISITES_PG_AUTOCTL: '/bin/sh',
+      PREREQUISITES_PROMTOOL: '/bin/sh',
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe('');
@@ -75,6 +76,7 @@ describe('.ci/prerequisites', () => {
         PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
         PREREQUISITES_PGBOUNCER: '/bin/sh',
         PREREQUISITES_PG_AUTOCTL: '/bin/sh',
+        PREREQUISITES_PROMTOOL: '/bin/sh',
       });
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('run: sudo apt-get install -y chromium');
@@ -90,6 +92,7 @@ describe('.ci/prerequisites', () => {
         PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
         PREREQUISITES_PGBOUNCER: join(scratch, 'no-pgbouncer'),
         PREREQUISITES_PG_AUTOCTL: '/bin/sh',
+        PREREQUISITES_PROMTOOL: '/bin/sh',
       });
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('run: sudo apt-get install -y pgbouncer');
@@ -105,9 +108,26 @@ describe('.ci/prerequisites', () => {
         PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
         PREREQUISITES_PGBOUNCER: '/bin/sh',
         PREREQUISITES_PG_AUTOCTL: join(scratch, 'no-pg_autoctl'),
+        PREREQUISITES_PROMTOOL: '/bin/sh',
       });
       expect(run.code).toBe(1);
       expect(run.stderr).toContain('run: sudo apt-get install -y postgresql-15-auto-failover');
+      expect(run.elapsedMs).toBeLessThan(REFUSAL_TIME_MAX_MS);
+    },
+  );
+
+  it.skipIf(process.getuid?.() !== 0 && canSudo())(
+    'stops at once with the one command to run when promtool is missing and cannot be installed',
+    async () => {
+      const run = await runUnprivileged(script, {
+        PREREQUISITES_CHROMIUM: '/bin/sh',
+        PREREQUISITES_DOCKER_COMPOSE: '/bin/sh',
+        PREREQUISITES_PGBOUNCER: '/bin/sh',
+        PREREQUISITES_PG_AUTOCTL: '/bin/sh',
+        PREREQUISITES_PROMTOOL: join(scratch, 'no-promtool'),
+      });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('run: sudo apt-get install -y prometheus');
       expect(run.elapsedMs).toBeLessThan(REFUSAL_TIME_MAX_MS);
     },
   );
@@ -118,6 +138,7 @@ describe('.ci/prerequisites', () => {
       PREREQUISITES_DOCKER_COMPOSE: join(scratch, 'no-compose'),
       PREREQUISITES_PGBOUNCER: '/bin/sh',
       PREREQUISITES_PG_AUTOCTL: '/bin/sh',
+      PREREQUISITES_PROMTOOL: '/bin/sh',
     });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain("warning: no docker-compose: the Compose file's own validation is skipped");

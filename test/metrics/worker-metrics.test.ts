@@ -22,6 +22,7 @@ function busyMetrics(): WorkerMetrics {
   m.observeLockWait(0.003, 'acquired');
   m.startDecisionTimer()();
   m.setQueueDepthSource(async () => [{ queue: 'q"1\\x', state: 'waiting', jobs: 7 }]);
+  m.setPoolUseSource(() => ({ total: 8, idle: 3, waiting: 2 }));
   return m;
 }
 
@@ -30,6 +31,8 @@ describe('WorkerMetrics', () => {
     const families = parsePrometheusText(await busyMetrics().exposition());
     const ours = [...families.values()].filter((f) => f.name.startsWith('fenced_transfers_'));
     expect(ours.map((f) => `${f.name} ${f.type}`).sort()).toEqual([
+      'fenced_transfers_db_pool_connections gauge',
+      'fenced_transfers_db_pool_waiting gauge',
       'fenced_transfers_decision_batch_size histogram',
       'fenced_transfers_decision_duration_seconds histogram',
       'fenced_transfers_fence_advances_total counter',
@@ -54,6 +57,9 @@ describe('WorkerMetrics', () => {
     expect(sampleValue(families, 'fenced_transfers_rejections_total', { reason: 'insufficient_funds' })).toBe(1);
     expect(sampleValue(families, 'fenced_transfers_lock_wait_seconds_count', { result: 'acquired' })).toBe(1);
     expect(sampleValue(families, 'fenced_transfers_queue_jobs', { queue: 'q"1\\x', state: 'waiting' })).toBe(7);
+    expect(sampleValue(families, 'fenced_transfers_db_pool_connections', { state: 'busy' })).toBe(5);
+    expect(sampleValue(families, 'fenced_transfers_db_pool_connections', { state: 'idle' })).toBe(3);
+    expect(sampleValue(families, 'fenced_transfers_db_pool_waiting', {})).toBe(2);
     expect(families.get('process_resident_memory_bytes')?.type).toBe('gauge');
   });
 

@@ -124,6 +124,10 @@ describe('npm run worker with METRICS_PORT', () => {
       expect(
         sampleValue(families, 'fenced_transfers_queue_jobs', { queue: p.config.queueName, state: 'completed' }),
       ).toBe(jobs.length);
+      // The pool gauges read the worker's own pg pool: it has decided transfers, so it holds a connection.
+      const pooled = (state: string) => sampleValue(families, 'fenced_transfers_db_pool_connections', { state });
+      expect(pooled('busy') + pooled('idle')).toBeGreaterThanOrEqual(1);
+      expect(families.get('fenced_transfers_db_pool_waiting')?.samples).toHaveLength(1);
     }
     const sum = (family: string, labels: Record<string, string>) =>
       scraped.reduce((acc, f) => acc + sampleValue(f, family, labels), 0);

@@ -12,6 +12,18 @@
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
+import {
+  contextOfCarrier,
+  contextWithSpan,
+  endSpan,
+  jobTelemetryOf,
+  type Span,
+  SpanKind,
+  startSpan,
+  traceCarrierFrom,
+  traceCarrierOf,
+} from '../tracing/spans.ts';
+import { tracingOn } from '../tracing/tracing.ts';
 import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from './outcome-feed.ts';
 
 /** The cursor row of the outcomes queue's publisher. */
@@ -128,13 +140,27 @@ export async function publishOutcomes(
         await client.query('COMMIT');
         return { published: 0, position: after };
       }
-      await queue.addBulk(
-        events.map((event) => ({
-          name: OUTCOME_JOB_NAME,
-          data: outcomeJobDataOf(event),
-          opts: { jobId: outcomeJobIdOf(event) },
-        })),
-      );
+      const spans = tracingOn() ? await publicationSpans(client, events, queue.name) : new Map<OutcomeEvent, Span>();
+      try {
+        await queue.addBulk(
+          events.map((event) => {
+            const span = spans.get(event);
+            const carried = span === undefined ? null : traceCarrierOf(contextWithSpan(span));
+            return {
+              name: OUTCOME_JOB_NAME,
+              data: outcomeJobDataOf(event),
+              opts: {
+                jobId: outcomeJobIdOf(event),
+                ...(carried === null ? {} : { telemetry: jobTelemetryOf(carried) }),
+              },
+            };
+          }),
+        );
+      } catch (err) {
+        for (const span of spans.values()) endSpan(span, err);
+        throw err;
+      }
+      for (const span of spans.values()) endSpan(span);
       await hooks.afterAdd?.();
       const last = (events[events.length - 1] as OutcomeEvent).position;
       await client.query('UPDATE outcome_cursors SET position = $2::bigint, updated_at = now() WHERE name = $1', [
@@ -153,4 +179,39 @@ export async function publishOutcomes(
     client.off('error', onError);
     client.release(release);
   }
+}
+
+/**
+ * A `publish outcome` span for each event whose request carried the producer's trace context
+ * (transfer_requests.trace_context), under the producer's request: the transfer's trace ends with
+ * the publication of its outcome, and the job carries the span's context to the feed's consumer.
+ * Asked only when this process traces.
+ */
+async function publicationSpans(
+  client: pg.ClientBase,
+  events: readonly OutcomeEvent[],
+  queueName: string,
+): Promise<Map<OutcomeEvent, Span>> {
+  const { rows } = await client.query<{ operation_id: string; trace_context: unknown }>(
+    'SELECT operation_id, trace_context FROM transfer_requests WHERE operation_id = ANY($1::text[]) AND trace_context IS NOT NULL',
+    [events.map((e) => e.operationId)],
+  );
+  const carriers = new Map(rows.map((r) => [r.operation_id, traceCarrierFrom(r.trace_context)]));
+  const spans = new Map<OutcomeEvent, Span>();
+  for (const event of events) {
+    const carrier = carriers.get(event.operationId);
+    if (carrier === undefined || carrier === null) continue;
+    const span = startSpan(
+      'publish outcome',
+      {
+        'transfer.operation_id': event.operationId,
+        'outcome.kind': event.kind,
+        'outcome.position': event.position.toString(),
+        'messaging.destination.name': queueName,
+      },
+      { kind: SpanKind.PRODUCER, parent: contextOfCarrier(carrier) },
+    );
+    if (span !== null) spans.set(event, span);
+  }
+  return spans;
 }

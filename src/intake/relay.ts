@@ -30,6 +30,17 @@ import type pg from 'pg';
 import type { OperationWire, TransferWire } from '../ledger/transfer-request.ts';
 import { TRANSFER_JOB_NAME } from '../queue/job-options.ts';
 import type { TransferQueues } from '../queue/producer.ts';
+import {
+  contextOfCarrier,
+  contextWithSpan,
+  endSpan,
+  jobTelemetryOf,
+  SpanKind,
+  startSpan,
+  type TraceCarrier,
+  traceCarrierFrom,
+  traceCarrierOf,
+} from '../tracing/spans.ts';
 
 /** The BullMQ job id of an operation's transfer: stable, and free of ':' (which BullMQ refuses). */
 export function jobIdOf(operationId: string): string {
@@ -67,6 +78,8 @@ interface ClaimedRow {
   send_count: number;
   kind: string;
   body: Record<string, unknown> | null;
+  /** The producer's trace context (transfer_requests.trace_context), when it traced. */
+  trace_context?: unknown;
 }
 
 /**
@@ -95,7 +108,7 @@ const claimSql = (due: string) => `
   UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
     FROM picked p WHERE q.operation_id = p.operation_id
   RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count,
-            q.kind, q.body`;
+            q.kind, q.body, q.trace_context`;
 const CLAIM_FIRST_SENDS_SQL = claimSql('sent_at IS NULL');
 const CLAIM_DUE_SQL = claimSql('sent_at < now() - make_interval(secs => $2::double precision / 1000)');
 
@@ -128,6 +141,32 @@ function wireOf(row: ClaimedRow): OperationWire {
   };
   if (row.currency !== null) wire.currency = row.currency.trim();
   return wire;
+}
+
+/**
+ * A request's send, as its trace sees it: a `relay send` span under the producer's request (when
+ * the producer traced and this relay traces), whose context the job carries to its consumer
+ * span; the producer's context itself when this relay does not trace; nothing when the producer
+ * did not trace.
+ */
+function sendOf(
+  row: ClaimedRow,
+  queueName: string,
+): { span: ReturnType<typeof startSpan>; jobOptions?: { telemetry: { metadata: string } } } {
+  const producer: TraceCarrier | null = traceCarrierFrom(row.trace_context ?? null);
+  if (producer === null) return { span: null };
+  const span = startSpan(
+    'relay send',
+    {
+      'transfer.operation_id': row.operation_id,
+      'transfer.wallet': row.from_wallet,
+      'relay.send_count': row.send_count,
+      'messaging.destination.name': queueName,
+    },
+    { kind: SpanKind.PRODUCER, parent: contextOfCarrier(producer) },
+  );
+  const carried = span === null ? producer : (traceCarrierOf(contextWithSpan(span)) ?? producer);
+  return { span, jobOptions: { telemetry: jobTelemetryOf(carried) } };
 }
 
 export interface RelayOptions {
@@ -197,15 +236,22 @@ export async function relayBatch(
     byQueue.set(queue, list);
   }
   await Promise.all(
-    [...byQueue].map(([queue, list]) =>
-      queue.addBulk(
-        list.map((row) => ({
-          name: TRANSFER_JOB_NAME,
-          data: wireOf(row),
-          opts: { jobId: jobIdOf(row.operation_id) },
-        })),
-      ),
-    ),
+    [...byQueue].map(async ([queue, list]) => {
+      const sends = list.map((row) => sendOf(row, queue.name));
+      try {
+        await queue.addBulk(
+          list.map((row, i) => ({
+            name: TRANSFER_JOB_NAME,
+            data: wireOf(row),
+            opts: { jobId: jobIdOf(row.operation_id), ...sends[i]?.jobOptions },
+          })),
+        );
+      } catch (err) {
+        for (const send of sends) endSpan(send.span, err);
+        throw err;
+      }
+      for (const send of sends) endSpan(send.span);
+    }),
   );
 
   if (failed.size > 0) await hooks.beforeGiveUps?.();

@@ -4,8 +4,8 @@
 // instrumentations. Those two make spans only under a parent span (requireParentSpan), so the
 // polling that runs outside any transfer (health probes, the feed sequencer, the hold sweeper,
 // the counter publisher, the relay's claims) exports nothing; the sampler drops the spans BullMQ
-// opens for its own background work (a fetch that found no job, the stalled-job check) when they
-// have no parent.
+// opens for its own background work (a fetch that found no job, the stalled-job check, a worker's
+// pause and close) when they have no parent.
 import { createRequire } from 'node:module';
 import { type Attributes, type Context, context, type Link, propagation, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -30,11 +30,13 @@ import type { TracingSdk } from './tracing.ts';
 import type { TracingEnv } from './tracing-env.ts';
 
 /**
- * BullMQ operations that run on their own, outside any job: a span of one of these without a
- * parent is polling, and dropped. With a parent (a fetch that brought a job: its context comes
- * with the job) it is kept.
+ * BullMQ operations that run on their own, outside any job: its polling (a fetch, the stalled-job
+ * check, a rate limit's wait) and a worker's life (pause, resume, close). A span of one of these
+ * without a parent is dropped; with a parent (a fetch that brought a job: its context comes with
+ * the job) it is kept.
  */
-const BULLMQ_BACKGROUND_SPAN = /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|delay)( |$)/;
+const BULLMQ_BACKGROUND_SPAN =
+  /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|delay|pause|resume|close)( |$)/;
 
 /** Drops BullMQ's parentless background spans, and asks `inner` about every other span. */
 export class QuietPollingSampler implements Sampler {

@@ -75,6 +75,8 @@ describe('one trace per transfer', () => {
     const operationId = 'traced-1';
     let producerTraceId = '';
     try {
+      relay.start();
+      await relay.waitUntilReady(60_000);
       await holder.query('BEGIN');
       await holder.query("SELECT 1 FROM wallets WHERE id = 'w1' FOR UPDATE");
       await trace.getTracer('producer-service').startActiveSpan('producer request', async (span) => {
@@ -101,9 +103,6 @@ describe('one trace per transfer', () => {
         [operationId],
       );
       expect(stored.rows[0]?.trace_context.traceparent).toContain(producerTraceId);
-
-      relay.start();
-      await relay.waitUntilReady(60_000);
       await waitFor('the first attempt to fail', SETTLE_TIMEOUT_MS, async () => {
         const job = await p.queue.getJob(jobIdOf(operationId));
         return job !== undefined && job.attemptsMade >= 1 ? true : undefined;

@@ -3,19 +3,13 @@
 // OTEL_SDK_DISABLED is not `true` and OTEL_TRACES_EXPORTER is not `none`. An empty value counts as
 // unset: Compose passes `${OTEL_EXPORTER_OTLP_ENDPOINT:-}`. Pure: no SDK is loaded to answer.
 import { ConfigError } from '../config/config.ts';
+import { SETTINGS, TRACE_SAMPLERS } from '../config/settings.ts';
 
-/** The samplers OTEL_TRACES_SAMPLER may name (the specification's, less the Jaeger remote one). */
-export const TRACE_SAMPLERS = [
-  'always_on',
-  'always_off',
-  'traceidratio',
-  'parentbased_always_on',
-  'parentbased_always_off',
-  'parentbased_traceidratio',
-] as const;
+export { TRACE_SAMPLERS };
+
 export type TraceSamplerName = (typeof TRACE_SAMPLERS)[number];
 /** The specification's default sampler. */
-export const TRACE_SAMPLER_DEFAULT: TraceSamplerName = 'parentbased_always_on';
+export const TRACE_SAMPLER_DEFAULT: TraceSamplerName = SETTINGS.OTEL_TRACES_SAMPLER.default;
 
 export type TracingEnv =
   | { readonly on: false; readonly why: string }

@@ -122,8 +122,15 @@ export function spansFromJson(text: string): ExportedSpan[] {
   );
 }
 
+export interface OtlpReceiverOptions {
+  /** Keep the spans (default), or only count them (a bench's sink: millions of spans). */
+  readonly keep?: boolean;
+}
+
 export class OtlpReceiver {
   private readonly received: ExportedSpan[] = [];
+  /** Spans received, kept or not. */
+  count = 0;
   /** Requests refused (not POST /v1/traces in JSON, or a body that does not decode). */
   refused = 0;
 
@@ -131,9 +138,10 @@ export class OtlpReceiver {
     private readonly server: Server,
     /** The base endpoint, for OTEL_EXPORTER_OTLP_ENDPOINT (the exporter adds /v1/traces). */
     readonly endpoint: string,
+    private readonly keep: boolean,
   ) {}
 
-  static async start(): Promise<OtlpReceiver> {
+  static async start(options: OtlpReceiverOptions = {}): Promise<OtlpReceiver> {
     let receiver: OtlpReceiver | null = null;
     const server = createServer((req, res) => {
       void receiver?.handle(req, res);
@@ -143,7 +151,7 @@ export class OtlpReceiver {
       server.listen(0, '127.0.0.1', () => resolve());
     });
     const { port } = server.address() as AddressInfo;
-    receiver = new OtlpReceiver(server, `http://127.0.0.1:${port}`);
+    receiver = new OtlpReceiver(server, `http://127.0.0.1:${port}`, options.keep ?? true);
     return receiver;
   }
 
@@ -167,7 +175,9 @@ export class OtlpReceiver {
       return;
     }
     try {
-      this.received.push(...decodeOtlpJson(JSON.parse(Buffer.concat(chunks).toString('utf8')) as JsonExport));
+      const spans = decodeOtlpJson(JSON.parse(Buffer.concat(chunks).toString('utf8')) as JsonExport);
+      this.count += spans.length;
+      if (this.keep) this.received.push(...spans);
     } catch {
       this.refused += 1;
       res.writeHead(400).end();

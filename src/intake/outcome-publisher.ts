@@ -185,17 +185,29 @@ export async function publishOutcomes(
  * A `publish outcome` span for each event whose request carried the producer's trace context
  * (transfer_requests.trace_context), under the producer's request: the transfer's trace ends with
  * the publication of its outcome, and the job carries the span's context to the feed's consumer.
- * Asked only when this process traces.
+ * Asked only when this process traces; none when the lookup fails.
  */
 async function publicationSpans(
   client: pg.ClientBase,
   events: readonly OutcomeEvent[],
   queueName: string,
 ): Promise<Map<OutcomeEvent, Span>> {
-  const { rows } = await client.query<{ operation_id: string; trace_context: unknown }>(
-    'SELECT operation_id, trace_context FROM transfer_requests WHERE operation_id = ANY($1::text[]) AND trace_context IS NOT NULL',
-    [events.map((e) => e.operationId)],
-  );
+  // Inside the round's transaction, behind a savepoint: a lookup the relay's role may not make
+  // costs the spans, never the round.
+  let rows: { operation_id: string; trace_context: unknown }[];
+  await client.query('SAVEPOINT trace_lookup');
+  try {
+    rows = (
+      await client.query<{ operation_id: string; trace_context: unknown }>(
+        'SELECT operation_id, trace_context FROM transfer_requests WHERE operation_id = ANY($1::text[]) AND trace_context IS NOT NULL',
+        [events.map((e) => e.operationId)],
+      )
+    ).rows;
+    await client.query('RELEASE SAVEPOINT trace_lookup');
+  } catch {
+    await client.query('ROLLBACK TO SAVEPOINT trace_lookup');
+    return new Map();
+  }
   const carriers = new Map(rows.map((r) => [r.operation_id, traceCarrierFrom(r.trace_context)]));
   const spans = new Map<OutcomeEvent, Span>();
   for (const event of events) {

@@ -205,7 +205,8 @@ describe('one trace per transfer', () => {
   it('tracing unconfigured (an empty endpoint, as Compose passes it): nothing exported, the SDK never loaded', async () => {
     const p = await newPipeline();
     await p.seed(2, 1_000n);
-    const loads = join(mkdtempSync(join(mkdirSync(TEST_WORKER_LOG_ROOT, { recursive: true }) ?? '', 'loads-')), 'l');
+    mkdirSync(TEST_WORKER_LOG_ROOT, { recursive: true });
+    const loads = join(mkdtempSync(join(TEST_WORKER_LOG_ROOT, 'loads-')), 'l');
     const recordLoads = ['--import', join(PROJECT_ROOT, 'test', 'tracing', 'record-loads.mjs')];
     const before = receiver.spans.length;
     let runs = 0;

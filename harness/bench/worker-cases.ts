@@ -47,7 +47,7 @@ export function operationPrefixOf(run: number): string {
 }
 
 export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
-  const { options, config, caseName, run } = ctx;
+  const { options, caseName, run } = ctx;
   if (caseName !== 'e2e' && caseName !== 'e2e-unbatched' && caseName !== 'e2e-traced' && caseName !== 'hot') {
     throw new Error(`runWorkerCase cannot run ${caseName}`);
   }

@@ -85,6 +85,7 @@ export function renderTraceSvg(spans: readonly ExportedSpan[], title: string): s
   const height = HEADER_HEIGHT + rows.length * ROW_HEIGHT + 40;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">`,
+    `<title>${escapeXml(title)}</title>`,
     `<rect width="${width}" height="${height}" fill="#ffffff"/>`,
     `<text x="${MARGIN}" y="18" font-size="13" font-weight="bold">${escapeXml(title)}</text>`,
     `<text x="${MARGIN}" y="34" fill="#555">trace ${escapeXml(rows[0]?.span.traceId ?? '')} · ${rows.length} spans · ${msLabel(totalMs)}</text>`,

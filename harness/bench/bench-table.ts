@@ -53,6 +53,7 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
     `slot time waiting for locks  e2e ${show(r.e2eLockWaitShareOfSlotTime)}, hot ${show(r.hotLockWaitShareOfSlotTime)}`,
     `e2eIntake1ToE2eRatio         ${show(r.e2eIntake1ToE2eRatio)}`,
     `e2eIntake100ToE2eRatio       ${show(r.e2eIntake100ToE2eRatio)}`,
+    `e2eTracedToE2eRatio          ${show(r.e2eTracedToE2eRatio)}`,
     `paymentCostToTransferRatio   ${show(r.paymentCostToTransferRatio)}`,
     `splitCostToTransferRatio     ${show(r.splitCostToTransferRatio)}`,
     `paymentsToE2eRatio           ${show(r.paymentsToE2eRatio)}`,

@@ -71,6 +71,7 @@ const RUNNERS: Readonly<Record<CaseName, (ctx: CaseContext) => Promise<CaseRunRe
   'e2e-intake-1': runIntakeCase,
   'e2e-intake-100': runIntakeCase,
   'e2e-unbatched': runWorkerCase,
+  'e2e-traced': runWorkerCase,
   'peer-graphile-worker': runPeerGraphile,
   hot: runWorkerCase,
   'low-rate': runLowRate,
@@ -160,6 +161,7 @@ export interface BenchReport {
   e2ePeakRssMbPerWorker: number | null;
   e2eIntake1ToE2eRatio: number | null;
   e2eIntake100ToE2eRatio: number | null;
+  e2eTracedToE2eRatio: number | null;
   intake1ExtraPostgresMsPerTransfer: number | null;
   intake100ExtraPostgresMsPerTransfer: number | null;
   paymentsPerS: number | null;
@@ -252,7 +254,13 @@ async function checkConnectionBudget(options: BenchOptions, config: Config): Pro
     needs.push(['peer-graphile-worker', options.workers * graphilePoolMax(options.lanes), lanesFlags]);
   if (
     options.modes.some(
-      (m) => m === 'e2e' || m === 'e2e-payments' || m === 'e2e-unbatched' || m === 'hot' || m === 'low-rate',
+      (m) =>
+        m === 'e2e' ||
+        m === 'e2e-payments' ||
+        m === 'e2e-unbatched' ||
+        m === 'e2e-traced' ||
+        m === 'hot' ||
+        m === 'low-rate',
     )
   ) {
     needs.push(['worker processes', options.workers * config.dbPoolMax, `--workers ${options.workers} × DB_POOL_MAX`]);
@@ -356,6 +364,7 @@ export async function runBench(
     e2ePeakRssMbPerWorker: null,
     e2eIntake1ToE2eRatio: null,
     e2eIntake100ToE2eRatio: null,
+    e2eTracedToE2eRatio: null,
     intake1ExtraPostgresMsPerTransfer: null,
     intake100ExtraPostgresMsPerTransfer: null,
     paymentsPerS: null,

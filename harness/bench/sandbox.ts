@@ -40,6 +40,7 @@ const CASE_CODES: Readonly<Record<CaseName | 'e2e-payments', string>> = {
   'e2e-intake-1': 'ei1',
   'e2e-intake-100': 'ei100',
   'e2e-unbatched': 'e2eu',
+  'e2e-traced': 'e2et',
   'peer-graphile-worker': 'peer',
   hot: 'hot',
   'low-rate': 'lr',

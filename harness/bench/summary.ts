@@ -62,6 +62,8 @@ export interface Ratios {
   /** e2e-intake-1 / e2e and e2e-intake-100 / e2e (median transfers/s). */
   readonly e2eIntake1ToE2eRatio: number | null;
   readonly e2eIntake100ToE2eRatio: number | null;
+  /** e2e-traced / e2e (median transfers/s): what tracing every transfer costs. */
+  readonly e2eTracedToE2eRatio: number | null;
   /**
    * PostgreSQL CPU ms per transfer an intake case costs more than e2e: its pipeline's account plus
    * its producer phase's, minus e2e's (whose enqueue touches no database). Medians over the runs.
@@ -195,6 +197,7 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
     e2eLockWaitShareOfSlotTime: noteMedian(results, 'e2e', 'lockWaitShareOfSlotTime'),
     e2eIntake1ToE2eRatio: ratio('e2e-intake-1', 'e2e'),
     e2eIntake100ToE2eRatio: ratio('e2e-intake-100', 'e2e'),
+    e2eTracedToE2eRatio: ratio('e2e-traced', 'e2e'),
     intake1ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-1'),
     intake100ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-100'),
     ...paymentRatios(results),

@@ -1,7 +1,10 @@
-// e2e, e2e-unbatched and hot: enqueue → applied through the real worker processes
+// e2e, e2e-unbatched, e2e-traced and hot: enqueue → applied through the real worker processes
 // (src/cli/worker.ts: lock, fence, idempotency). The queue is filled first through the project's
 // producer, then the workers start; throughput is transfers / (last − first deciding
-// transaction) read from PostgreSQL, so process start-up is not in it.
+// transaction) read from PostgreSQL, so process start-up is not in it. e2e-traced is e2e with
+// tracing on (OTEL_EXPORTER_OTLP_ENDPOINT naming a receiver in the bench that counts the spans
+// and keeps none): every transfer traced, what tracing costs beside e2e in the same run.
+import { OtlpReceiver } from '../tracing/otlp-receiver.ts';
 
 import { logDirOf, type SlotTimes } from './bench-fleet.ts';
 import { benchBalanceMinor, benchWorkload, HOT_WALLET_RATE } from './bench-workload.ts';
@@ -26,6 +29,9 @@ export function workerEnv(ctx: CaseContext, sandbox: Sandbox, batching: Batching
     LOG_LEVEL: 'warn',
     TRANSFERS_UNSAFE: '',
     TRANSFERS_ALLOW_UNSAFE: '',
+    // Untraced, whatever the bench's own environment says (e2e-traced names its receiver).
+    OTEL_EXPORTER_OTLP_ENDPOINT: '',
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
   };
   if (batching === 'off') {
     env.TRANSFER_BATCH_MAX = '1';
@@ -41,8 +47,8 @@ export function operationPrefixOf(run: number): string {
 }
 
 export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
-  const { options, config, caseName, run } = ctx;
-  if (caseName !== 'e2e' && caseName !== 'e2e-unbatched' && caseName !== 'hot') {
+  const { options, caseName, run } = ctx;
+  if (caseName !== 'e2e' && caseName !== 'e2e-unbatched' && caseName !== 'e2e-traced' && caseName !== 'hot') {
     throw new Error(`runWorkerCase cannot run ${caseName}`);
   }
   const operationPrefix = operationPrefixOf(run);
@@ -55,6 +61,22 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
   });
   const names = sandboxNames(ctx.runId, caseName, run);
   ctx.progress.begin(run, options.runs, caseName, `database ${names.database}, queue ${names.queue}`);
+  const sink = caseName === 'e2e-traced' ? await OtlpReceiver.start({ keep: false }) : null;
+  try {
+    return await runWorkerCaseIn(ctx, names, wires, operationPrefix, sink);
+  } finally {
+    await sink?.close();
+  }
+}
+
+async function runWorkerCaseIn(
+  ctx: CaseContext,
+  names: ReturnType<typeof sandboxNames>,
+  wires: ReturnType<typeof benchWorkload>,
+  operationPrefix: string,
+  sink: OtlpReceiver | null,
+): Promise<CaseRunResult> {
+  const { options, config, caseName, run } = ctx;
   return withSandbox(
     {
       config,
@@ -71,7 +93,10 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
       const { processes, wallMs, cpuSamples } = await withFleet(
         {
           count: options.workers,
-          env: workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
+          env: {
+            ...workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
+            ...(sink === null ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint }),
+          },
           logDir: logDirOf(ctx.logRoot, caseName, run),
           cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, caseName, run),
           workerEntry: ctx.config.workerEntry,
@@ -98,6 +123,8 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
         verification,
         notes: {
           hotWalletShare: caseName === 'hot' ? HOT_WALLET_RATE : 0,
+          // Spans the traced case's workers exported (by the time the fleet stopped), per transfer.
+          spansPerTransfer: sink === null ? null : Math.round((sink.count / wires.length) * 100) / 100,
           transferBatchMax: caseName === 'e2e-unbatched' ? 1 : options.batchMax,
           // Of the time jobs held worker slots, the share spent waiting for a wallet lease.
           slotSeconds: slotTimes === null ? null : Math.round(slotTimes.slotSeconds * 1000) / 1000,

@@ -42,6 +42,16 @@ export const DATABASE_POOLERS = ['none', 'pgbouncer'] as const;
 /** libpq's sslmode values; pg reads `prefer`, `require` and `verify-ca` as `verify-full`. */
 export const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'] as const;
 
+/** The samplers OTEL_TRACES_SAMPLER may name (the specification's, less the Jaeger remote one). */
+export const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+
 /** The METRICS_PORT value that switches the worker's HTTP server off. */
 export const METRICS_PORT_OFF = 'off';
 
@@ -453,6 +463,65 @@ export const SETTINGS = {
     kind: 'boolean',
     default: 'true',
     doc: '`false` lets anyone who can open the page retry, clean, promote, pause, empty and remove jobs',
+  },
+  OTEL_EXPORTER_OTLP_ENDPOINT: {
+    field: null,
+    kind: 'url',
+    default: '',
+    protocols: ['http:', 'https:'],
+    allowedMore: 'a path, to which `/v1/traces` is added',
+    doc: 'read by the worker and the relay at start (src/tracing/tracing-env.ts): the OTLP/HTTP collector their spans go to (`http://jaeger:4318`); empty, they trace nothing and load no OpenTelemetry SDK',
+  },
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: {
+    field: null,
+    kind: 'url',
+    default: '',
+    protocols: ['http:', 'https:'],
+    allowedMore: 'a path, used as it is',
+    doc: 'the same for traces alone, the full URL (`http://jaeger:4318/v1/traces`); wins over `OTEL_EXPORTER_OTLP_ENDPOINT`',
+  },
+  OTEL_SDK_DISABLED: {
+    field: null,
+    kind: 'boolean',
+    default: 'false',
+    doc: '`true` switches tracing off whatever the endpoints say',
+  },
+  OTEL_TRACES_EXPORTER: {
+    field: null,
+    kind: 'enum',
+    default: 'otlp',
+    values: ['otlp', 'none'],
+    list: false,
+    doc: '`none` switches tracing off whatever the endpoints say',
+  },
+  OTEL_SERVICE_NAME: {
+    field: null,
+    kind: 'special',
+    default: '',
+    allowed: 'a name',
+    doc: 'the `service.name` of the spans; empty: `fenced-transfers-worker` or `fenced-transfers-relay`',
+  },
+  OTEL_RESOURCE_ATTRIBUTES: {
+    field: null,
+    kind: 'special',
+    default: '',
+    allowed: '`key=value` pairs, comma-separated',
+    doc: 'more attributes of the process on every span (`deployment.environment.name=prod`)',
+  },
+  OTEL_TRACES_SAMPLER: {
+    field: null,
+    kind: 'enum',
+    default: 'parentbased_always_on',
+    values: TRACE_SAMPLERS,
+    list: false,
+    doc: "which traces are kept; the `parentbased_*` ones follow the producer's decision for a transfer it traced",
+  },
+  OTEL_TRACES_SAMPLER_ARG: {
+    field: null,
+    kind: 'special',
+    default: '1',
+    allowed: 'a ratio from 0 to 1',
+    doc: 'the share of traces the `*traceidratio` samplers keep',
   },
   WORKER_ENTRY: {
     field: 'workerEntry',

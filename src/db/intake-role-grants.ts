@@ -1,6 +1,8 @@
 // The intake's two least-privilege login roles, made like the worker's (worker-role-grants.ts):
 // - the producer role (`npm run db:producer-role`) may log in, connect, see the schema and
-//   execute request_transfer() and request_operation() (INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION):
+//   execute request_transfer() and request_operation() (INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION,
+//   and their forms with the producer's trace context, INTAKE_TRACED_FUNCTION and
+//   INTAKE_TRACED_OPERATION_FUNCTION):
 //   a service requests transfers and payments in its own transaction and can touch no table directly;
 // - the read role (`npm run db:read-role`) may do the same with outcome_events_after()
 //   (OUTCOME_FEED_FUNCTION): it reads the outcome feed and nothing else.
@@ -8,7 +10,12 @@
 // the worker role's: the caller itself, a role with any power, a member of a role, an owner of
 // anything. Its sessions' bounds become its defaults in the database, as for the worker role.
 import { ConfigError, WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
-import { INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION } from '../intake/intake.ts';
+import {
+  INTAKE_FUNCTION,
+  INTAKE_OPERATION_FUNCTION,
+  INTAKE_TRACED_FUNCTION,
+  INTAKE_TRACED_OPERATION_FUNCTION,
+} from '../intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../intake/outcome-feed.ts';
 import type { SessionBoundsConfig, SessionSetting } from './session-bounds.ts';
 import { ensureLoginRole, expectedRolePrivileges, type LoginRoleSpec, WorkerRoleError } from './worker-role-grants.ts';
@@ -26,7 +33,7 @@ export interface IntakeRoleSpec {
 export const INTAKE_ROLES: Readonly<Record<IntakeRoleKind, IntakeRoleSpec>> = Object.freeze({
   producer: {
     kind: 'producer',
-    fns: [INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION],
+    fns: [INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION, INTAKE_TRACED_FUNCTION, INTAKE_TRACED_OPERATION_FUNCTION],
     passwordVariable: 'PRODUCER_DB_PASSWORD',
   },
   read: { kind: 'read', fns: [OUTCOME_FEED_FUNCTION], passwordVariable: 'READ_DB_PASSWORD' },

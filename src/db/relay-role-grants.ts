@@ -8,7 +8,7 @@
 // refusals are the worker role's, and its sessions' bounds become its defaults in the database.
 import { ConfigError, WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
 import { OUTCOME_FEED_FUNCTION } from '../intake/outcome-feed.ts';
-import { OUTCOME_CURSOR_FUNCTIONS } from '../intake/outcome-publisher.ts';
+import { OUTCOME_CURSOR_FUNCTIONS, RELAY_TRACE_CONTEXTS_FUNCTION } from '../intake/outcome-publisher.ts';
 import {
   RELAY_BACKLOG_FUNCTION,
   RELAY_CLAIM_FIRST_SENDS_FUNCTION,
@@ -36,6 +36,7 @@ export const RELAY_FUNCTIONS: readonly string[] = Object.freeze([
   FEED_SEQUENCE_FUNCTION,
   OUTCOME_FEED_FUNCTION,
   ...OUTCOME_CURSOR_FUNCTIONS,
+  RELAY_TRACE_CONTEXTS_FUNCTION,
 ]);
 
 /** The variable the relay role's password is read from (never printed). */

@@ -5,15 +5,22 @@
 // until it is decided. Validation is the wire format's (transfer-request.ts), before any SQL.
 // Payments (holds, captures, voids, refunds, splits) go through request_operation() (the payments
 // migration), which takes the wire format's JSON object and keeps it for the relay to send.
+// A producer that traces (its own OpenTelemetry SDK, a span active around the call) has its span's
+// trace context stored with each new request (the intake-trace-context migration): the transfer's
+// trace then starts at that span (src/tracing/spans.ts).
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
 import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
 import { checkedOperations, InvalidTransferError } from '../queue/producer.ts';
+import { type TraceCarrier, traceCarrierOf } from '../tracing/spans.ts';
 
 /** The intake function a producer role may execute, as PostgreSQL prints it (`regprocedure`). */
 export const INTAKE_FUNCTION = 'request_transfer(text,text,text,bigint,text)';
 /** The intake function of every kind (`regprocedure`), granted to the producer role too. */
 export const INTAKE_OPERATION_FUNCTION = 'request_operation(jsonb,bigint)';
+/** The same two with the producer's trace context (`regprocedure`), granted to the producer role too. */
+export const INTAKE_TRACED_FUNCTION = 'request_transfer(text,text,text,bigint,text,jsonb)';
+export const INTAKE_TRACED_OPERATION_FUNCTION = 'request_operation(jsonb,bigint,jsonb)';
 
 /** Requests per statement in requestTransfers(): one round trip each, bounded memory. */
 export const INTAKE_BATCH_MAX = 1_000;
@@ -34,16 +41,26 @@ export interface PrismaTransactionClient {
 /** A `pg` client inside the producer's transaction (BEGIN … COMMIT), or a pool for one request alone. */
 export type IntakeClient = pg.ClientBase | pg.Pool | PrismaTransactionClient;
 
-const REQUEST_SQL = `
-  SELECT request_transfer(r.op, r.from_wallet, r.to_wallet, r.amount, r.currency) AS answer
+const requestSql = (traced: boolean) => `
+  SELECT request_transfer(r.op, r.from_wallet, r.to_wallet, r.amount, r.currency${traced ? ', $6::jsonb' : ''}) AS answer
     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY
          AS r(op, from_wallet, to_wallet, amount, currency, n)
    ORDER BY r.n`;
+const REQUEST_SQL = requestSql(false);
+const REQUEST_TRACED_SQL = requestSql(true);
 
-const REQUEST_OPERATION_SQL = `
-  SELECT request_operation(r.body, $2::bigint) AS answer
+const requestOperationSql = (traced: boolean) => `
+  SELECT request_operation(r.body, $2::bigint${traced ? ', $3::jsonb' : ''}) AS answer
     FROM unnest($1::jsonb[]) WITH ORDINALITY AS r(body, n)
    ORDER BY r.n`;
+const REQUEST_OPERATION_SQL = requestOperationSql(false);
+const REQUEST_OPERATION_TRACED_SQL = requestOperationSql(true);
+
+/** The producer's trace context as the functions take it (JSON text), or null when it traces nothing. */
+function traceArgument(): string | null {
+  const carrier: TraceCarrier | null = traceCarrierOf();
+  return carrier === null ? null : JSON.stringify(carrier);
+}
 
 async function query(client: IntakeClient, sql: string, values: unknown[]): Promise<{ answer: string }[]> {
   if ('$queryRawUnsafe' in client) return client.$queryRawUnsafe<{ answer: string }[]>(sql, ...values);
@@ -69,14 +86,16 @@ export async function requestTransfers(
   amountMax: bigint,
 ): Promise<IntakeAnswer[]> {
   const data = wires.map((w, i) => checked(w, amountMax, wires.length > 1 ? `transfer #${i + 1}: ` : ''));
+  const trace = traceArgument();
   return requestInSlices(client, 'request_transfer', data, (slice) => [
-    REQUEST_SQL,
+    trace === null ? REQUEST_SQL : REQUEST_TRACED_SQL,
     [
       slice.map((w) => w.operationId),
       slice.map((w) => w.from),
       slice.map((w) => w.to),
       slice.map((w) => w.amount),
       slice.map((w) => w.currency ?? null),
+      ...(trace === null ? [] : [trace]),
     ],
   ]);
 }
@@ -140,10 +159,12 @@ export async function requestOperations(
   holdExpiryMaxMs: number,
 ): Promise<IntakeAnswer[]> {
   const data = checkedOperations(wires, amountMax, holdExpiryMaxMs).map((w) => JSON.stringify(w));
-  return requestInSlices(client, 'request_operation', data, (slice) => [
-    REQUEST_OPERATION_SQL,
-    [slice, holdExpiryMaxMs],
-  ]);
+  const trace = traceArgument();
+  return requestInSlices(client, 'request_operation', data, (slice) =>
+    trace === null
+      ? [REQUEST_OPERATION_SQL, [slice, holdExpiryMaxMs]]
+      : [REQUEST_OPERATION_TRACED_SQL, [slice, holdExpiryMaxMs, trace]],
+  );
 }
 
 /** One operation of any kind; see requestOperations(). */

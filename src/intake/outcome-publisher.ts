@@ -14,6 +14,18 @@
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
+import {
+  contextOfCarrier,
+  contextWithSpan,
+  endSpan,
+  jobTelemetryOf,
+  type Span,
+  SpanKind,
+  startSpan,
+  traceCarrierFrom,
+  traceCarrierOf,
+} from '../tracing/spans.ts';
+import { tracingOn } from '../tracing/tracing.ts';
 import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from './outcome-feed.ts';
 
 /** The cursor row of the outcomes queue's publisher. */
@@ -22,6 +34,9 @@ export const OUTCOMES_QUEUE_CURSOR = 'outcomes-queue';
 export const OUTCOME_JOB_NAME = 'outcome';
 
 /** The cursor's functions (`regprocedure`), granted to the relay's role (src/db/relay-role-grants.ts). */
+/** The relay-trace-lookup migration's function: the trace contexts of the events' requests. */
+export const RELAY_TRACE_CONTEXTS_FUNCTION = 'relay_trace_contexts(text[])';
+
 export const OUTCOME_CURSOR_FUNCTIONS: readonly string[] = Object.freeze([
   'outcome_cursor_open(text)',
   'outcome_cursor_take(text)',
@@ -138,13 +153,27 @@ export async function publishOutcomes(
         await client.query('COMMIT');
         return { published: 0, position: after };
       }
-      await queue.addBulk(
-        events.map((event) => ({
-          name: OUTCOME_JOB_NAME,
-          data: outcomeJobDataOf(event),
-          opts: { jobId: outcomeJobIdOf(event) },
-        })),
-      );
+      const spans = tracingOn() ? await publicationSpans(client, events, queue.name) : new Map<OutcomeEvent, Span>();
+      try {
+        await queue.addBulk(
+          events.map((event) => {
+            const span = spans.get(event);
+            const carried = span === undefined ? null : traceCarrierOf(contextWithSpan(span));
+            return {
+              name: OUTCOME_JOB_NAME,
+              data: outcomeJobDataOf(event),
+              opts: {
+                jobId: outcomeJobIdOf(event),
+                ...(carried === null ? {} : { telemetry: jobTelemetryOf(carried) }),
+              },
+            };
+          }),
+        );
+      } catch (err) {
+        for (const span of spans.values()) endSpan(span, err);
+        throw err;
+      }
+      for (const span of spans.values()) endSpan(span);
       await hooks.afterAdd?.();
       const last = (events[events.length - 1] as OutcomeEvent).position;
       await client.query('SELECT outcome_cursor_move($1, $2::bigint)', [name, last.toString()]);
@@ -160,4 +189,51 @@ export async function publishOutcomes(
     client.off('error', onError);
     client.release(release);
   }
+}
+
+/**
+ * A `publish outcome` span for each event whose request carried the producer's trace context
+ * (relay_trace_contexts(), which reads transfer_requests.trace_context), under the producer's request: the transfer's trace ends with
+ * the publication of its outcome, and the job carries the span's context to the feed's consumer.
+ * Asked only when this process traces; none when the lookup fails.
+ */
+async function publicationSpans(
+  client: pg.ClientBase,
+  events: readonly OutcomeEvent[],
+  queueName: string,
+): Promise<Map<OutcomeEvent, Span>> {
+  // Inside the round's transaction, behind a savepoint: a lookup that fails (a database migrated
+  // before the relay-trace-lookup migration) costs the spans, never the round.
+  let rows: { operation_id: string; trace_context: unknown }[];
+  await client.query('SAVEPOINT trace_lookup');
+  try {
+    rows = (
+      await client.query<{ operation_id: string; trace_context: unknown }>(
+        `SELECT operation_id, trace_context FROM relay_trace_contexts($1::text[])`,
+        [events.map((e) => e.operationId)],
+      )
+    ).rows;
+    await client.query('RELEASE SAVEPOINT trace_lookup');
+  } catch {
+    await client.query('ROLLBACK TO SAVEPOINT trace_lookup');
+    return new Map();
+  }
+  const carriers = new Map(rows.map((r) => [r.operation_id, traceCarrierFrom(r.trace_context)]));
+  const spans = new Map<OutcomeEvent, Span>();
+  for (const event of events) {
+    const carrier = carriers.get(event.operationId);
+    if (carrier === undefined || carrier === null) continue;
+    const span = startSpan(
+      'publish outcome',
+      {
+        'transfer.operation_id': event.operationId,
+        'outcome.kind': event.kind,
+        'outcome.position': event.position.toString(),
+        'messaging.destination.name': queueName,
+      },
+      { kind: SpanKind.PRODUCER, parent: contextOfCarrier(carrier) },
+    );
+    if (span !== null) spans.set(event, span);
+  }
+  return spans;
 }

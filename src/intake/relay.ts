@@ -30,6 +30,17 @@ import type pg from 'pg';
 import type { OperationWire, TransferWire } from '../ledger/transfer-request.ts';
 import { TRANSFER_JOB_NAME } from '../queue/job-options.ts';
 import type { TransferQueues } from '../queue/producer.ts';
+import {
+  contextOfCarrier,
+  contextWithSpan,
+  endSpan,
+  jobTelemetryOf,
+  SpanKind,
+  startSpan,
+  type TraceCarrier,
+  traceCarrierFrom,
+  traceCarrierOf,
+} from '../tracing/spans.ts';
 
 /** The BullMQ job id of an operation's transfer: stable, and free of ':' (which BullMQ refuses). */
 export function jobIdOf(operationId: string): string {
@@ -129,6 +140,32 @@ function wireOf(row: ClaimedRow): OperationWire {
   return wire;
 }
 
+/**
+ * A request's send, as its trace sees it: a `relay send` span under the producer's request (when
+ * the producer traced and this relay traces), whose context the job carries to its consumer
+ * span; the producer's context itself when this relay does not trace; nothing when the producer
+ * did not trace.
+ */
+function sendOf(
+  row: ClaimedRow,
+  queueName: string,
+): { span: ReturnType<typeof startSpan>; jobOptions?: { telemetry: { metadata: string } } } {
+  const producer: TraceCarrier | null = traceCarrierFrom(row.trace_context ?? null);
+  if (producer === null) return { span: null };
+  const span = startSpan(
+    'relay send',
+    {
+      'transfer.operation_id': row.operation_id,
+      'transfer.wallet': row.from_wallet,
+      'relay.send_count': row.send_count,
+      'messaging.destination.name': queueName,
+    },
+    { kind: SpanKind.PRODUCER, parent: contextOfCarrier(producer) },
+  );
+  const carried = span === null ? producer : (traceCarrierOf(contextWithSpan(span)) ?? producer);
+  return { span, jobOptions: { telemetry: jobTelemetryOf(carried) } };
+}
+
 export interface RelayOptions {
   /** Requests claimed per batch. */
   readonly batchMax: number;
@@ -194,15 +231,22 @@ export async function relayBatch(
     byQueue.set(queue, list);
   }
   await Promise.all(
-    [...byQueue].map(([queue, list]) =>
-      queue.addBulk(
-        list.map((row) => ({
-          name: TRANSFER_JOB_NAME,
-          data: wireOf(row),
-          opts: { jobId: jobIdOf(row.operation_id) },
-        })),
-      ),
-    ),
+    [...byQueue].map(async ([queue, list]) => {
+      const sends = list.map((row) => sendOf(row, queue.name));
+      try {
+        await queue.addBulk(
+          list.map((row, i) => ({
+            name: TRANSFER_JOB_NAME,
+            data: wireOf(row),
+            opts: { jobId: jobIdOf(row.operation_id), ...sends[i]?.jobOptions },
+          })),
+        );
+      } catch (err) {
+        for (const send of sends) endSpan(send.span, err);
+        throw err;
+      }
+      for (const send of sends) endSpan(send.span);
+    }),
   );
 
   if (failed.size > 0) await hooks.beforeGiveUps?.();

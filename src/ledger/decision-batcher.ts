@@ -13,6 +13,7 @@ import {
   TRANSFER_BATCHES_IN_FLIGHT_LIMIT,
 } from '../config/config.ts';
 import { DB_CONNECTION_TIMEOUT_MS, DB_QUERY_TIMEOUT_MARGIN_MS, dbCallDeadlineMs } from '../db/prisma.ts';
+import { contextWithSpan, endSpan, type Span, startSpan, withSpan } from '../tracing/spans.ts';
 import type { FencedOperation } from './apply-payments.ts';
 import { LedgerContractError } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
@@ -57,6 +58,12 @@ export interface BatchItem extends FencedOperation {
    * its reason. One already sent waits for its decision or the deadline, as before.
    */
   readonly signal?: AbortSignal;
+  /**
+   * The transfer's span for its wait in the batch (when the process traces): the batch's span is
+   * linked to it and it to the batch's, and the first one sent is the batch span's parent, so
+   * every transfer's trace shows its decision and the trace of the first holds the batch's work.
+   */
+  readonly span?: Span;
 }
 
 export interface BatchStats {
@@ -268,10 +275,12 @@ export class DecisionBatcher {
     const startedAtMs = performance.now();
     let ok = false;
     let timedOut = false;
+    let failure: unknown;
     let deadlineTimer: NodeJS.Timeout | undefined;
+    const batchSpan = this.batchSpanOf(sent, trigger);
     try {
-      const decision = this.decide(
-        sent.map((p) => ({ request: p.item.request, fence: p.item.fence, leaseId: p.item.leaseId })),
+      const decision = withSpan(batchSpan, () =>
+        this.decide(sent.map((p) => ({ request: p.item.request, fence: p.item.fence, leaseId: p.item.leaseId }))),
       );
       const deadline = new Promise<never>((_, reject) => {
         deadlineTimer = setTimeout(() => {
@@ -290,9 +299,11 @@ export class DecisionBatcher {
       });
       ok = true;
     } catch (err) {
+      failure = err;
       for (const p of sent) p.reject(err);
     } finally {
       clearTimeout(deadlineTimer);
+      endSpan(batchSpan, ok ? undefined : failure);
       this.onBatch?.({
         size: sent.length,
         withdrawn: batch.length - sent.length,
@@ -302,6 +313,24 @@ export class DecisionBatcher {
         trigger,
       });
     }
+  }
+
+  /** The batch's span, when its transfers have spans (see BatchItem.span); null otherwise. */
+  private batchSpanOf(sent: readonly Pending[], trigger: FlushTrigger): Span | null {
+    const members = sent.flatMap((p) => (p.item.span === undefined ? [] : [p.item.span]));
+    const first = members[0];
+    if (first === undefined) return null;
+    const span = startSpan(
+      'decide batch',
+      { 'batch.size': sent.length, 'batch.traced': members.length, 'batch.trigger': trigger },
+      { parent: contextWithSpan(first), links: members.map((m) => ({ context: m.spanContext() })) },
+    );
+    if (span === null) return null;
+    for (const m of members) {
+      m.addLink({ context: span.spanContext() });
+      m.setAttribute('batch.size', sent.length);
+    }
+    return span;
   }
 
   private notifyIdle(): void {

@@ -8,6 +8,7 @@ import {
   validateOperationRequest,
   validateTransferRequest,
 } from '../ledger/transfer-request.ts';
+import { jobTelemetryOf, traceCarrierOf } from '../tracing/spans.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from './job-options.ts';
 import {
   type QueueShard,
@@ -87,7 +88,7 @@ export async function enqueueTransfer(
   options: JobsOptions = {},
 ): Promise<EnqueuedTransfer> {
   const queue = queueFor(target, checked(wire, amountMax));
-  const job = await queue.add(TRANSFER_JOB_NAME, wire, options);
+  const job = await queue.add(TRANSFER_JOB_NAME, wire, tracedOptions(options));
   if (job.id === undefined) throw new Error('BullMQ assigned no job id');
   return { operationId: wire.operationId, jobId: job.id, queueName: queue.name };
 }
@@ -159,12 +160,25 @@ export function checkedOperations(
   });
 }
 
+/**
+ * The options with the caller's trace context as the job's telemetry metadata, when the caller
+ * traces (a span active around the call) and named none itself: the job's consumer span then
+ * continues the caller's trace. A queue made with BullMQ's own `telemetry` option puts its `add`
+ * span there instead.
+ */
+function tracedOptions(options: JobsOptions): JobsOptions {
+  if (options.telemetry?.metadata !== undefined || options.telemetry?.omitContext === true) return options;
+  const carrier = traceCarrierOf();
+  return carrier === null ? options : { ...options, telemetry: { ...options.telemetry, ...jobTelemetryOf(carrier) } };
+}
+
 async function addChecked(
   target: EnqueueTarget,
   data: readonly OperationWire[],
   options: JobsOptions,
   onProgress?: (done: number) => void,
 ): Promise<EnqueuedTransfer[]> {
+  const opts = tracedOptions(options);
   const out: EnqueuedTransfer[] = new Array(data.length);
   let done = 0;
   for (let start = 0; start < data.length; start += ENQUEUE_BATCH_MAX) {
@@ -178,7 +192,7 @@ async function addChecked(
     });
     for (const [queue, positions] of byQueue) {
       const jobs = await queue.addBulk(
-        positions.map((p) => ({ name: TRANSFER_JOB_NAME, data: data[p] as OperationWire, opts: options })),
+        positions.map((p) => ({ name: TRANSFER_JOB_NAME, data: data[p] as OperationWire, opts })),
       );
       jobs.forEach((job, i) => {
         const position = positions[i] as number;

@@ -7,7 +7,7 @@ import { DelayedError, Job, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
 import { dbCallDeadlineMs, type PrismaClient } from '../db/prisma.ts';
 import { decideOperations } from '../ledger/apply-payments.ts';
-import { type BatchStats, DecisionBatcher } from '../ledger/decision-batcher.ts';
+import { type BatchItem, type BatchStats, DecisionBatcher, type ExpectedDecision } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
 import { requestHash } from '../ledger/request-hash.ts';
 import { type OperationRequest, operationKindOf, validateOperationRequest } from '../ledger/transfer-request.ts';
@@ -19,6 +19,8 @@ import { SharedLeases } from '../lock/shared-leases.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
 import type { Logger } from '../log/logger.ts';
 import type { WorkerMetrics } from '../metrics/worker-metrics.ts';
+import { endSpan, inSpan, startSpan } from '../tracing/spans.ts';
+import { bullmqTelemetry } from '../tracing/tracing.ts';
 import { classifyAttemptError, roleOf } from './attempt-failure.ts';
 import { type Admission, GatedWorker } from './gated-worker.ts';
 import { TRANSFER_JOB_NAME, transferBackoffMs } from './job-options.ts';
@@ -339,7 +341,19 @@ export class TransferProcessor {
     // Announced before the lease is taken, so the batcher knows a transfer is on its way.
     const expected = this.batcher?.expect();
     try {
-      const entered = await this.leases.enter(request.from);
+      const entered = await inSpan(
+        'lock wallet',
+        { 'transfer.operation_id': request.operationId, 'transfer.wallet': request.from },
+        async (span) => {
+          const e = await this.leases.enter(request.from);
+          span?.setAttributes(
+            e.kind === 'busy'
+              ? { 'lock.outcome': 'busy', 'lock.retry_after_ms': e.retryAfterMs }
+              : { 'lock.outcome': e.ride.joined ? 'joined' : 'acquired', 'lock.fence': e.ride.token.toString() },
+          );
+          return e;
+        },
+      );
       this.metrics.observeLockWait(lockWaitS(), entered.kind === 'busy' ? 'busy' : 'acquired');
       if (entered.kind === 'busy') return { kind: 'busy', retryAfterMs: entered.retryAfterMs };
       const { ride } = entered;
@@ -349,7 +363,7 @@ export class TransferProcessor {
         const result =
           expected === undefined
             ? await this.decide(job, request, ride.token, ride.leaseId, ride.lease)
-            : await expected.submit({
+            : await this.submitTraced(expected, {
                 request,
                 fence: ride.token,
                 leaseId: ride.leaseId,
@@ -372,6 +386,28 @@ export class TransferProcessor {
       }
     } finally {
       expected?.cancel();
+    }
+  }
+
+  /**
+   * Hands the transfer to the batcher, in an `await decision` span when the process traces: the
+   * batch's span links to it and it to the batch's (decision-batcher.ts).
+   */
+  private async submitTraced(expected: ExpectedDecision, item: BatchItem): Promise<ApplyResult> {
+    const span = startSpan('await decision', {
+      'transfer.operation_id': item.request.operationId,
+      'transfer.wallet': item.request.from,
+      'lock.fence': item.fence.toString(),
+    });
+    if (span === null) return expected.submit(item);
+    try {
+      const result = await expected.submit({ ...item, span });
+      span.setAttribute('decision.outcome', result.outcome);
+      endSpan(span);
+      return result;
+    } catch (err) {
+      endSpan(span, err);
+      throw err;
     }
   }
 
@@ -570,6 +606,9 @@ function shardWorker(
       lockDuration: deps.config.jobLockDurationMs,
       stalledInterval: deps.config.jobStalledIntervalMs,
       maxStalledCount: JOB_STALLED_COUNT_MAX,
+      // When the process traces (src/tracing/tracing.ts): each attempt is BullMQ's `process` span,
+      // a child of the context the job carries (the relay's send, or the producer's add).
+      ...telemetryOption(),
       settings: {
         // Serves TRANSFER_BACKOFF_TYPE, the type our producer puts on every job.
         backoffStrategy: (attemptsMade: number) => transferBackoffMs(attemptsMade),
@@ -592,6 +631,11 @@ function shardWorker(
   });
   worker.on('error', (err) => deps.logger.error({ err, queue: shard.name }, 'worker error'));
   return worker;
+}
+
+function telemetryOption(): { telemetry?: NonNullable<ReturnType<typeof bullmqTelemetry>> } {
+  const telemetry = bullmqTelemetry();
+  return telemetry === undefined ? {} : { telemetry };
 }
 
 /**

@@ -85,7 +85,7 @@ afterAll(async () => {
 });
 
 describe('npm run db:producer-role', () => {
-  it('creates a login role with exactly CONNECT, USAGE and EXECUTE on request_transfer and request_operation; never prints the password', async () => {
+  it('creates a login role with exactly CONNECT, USAGE and EXECUTE on request_transfer and request_operation (both forms); never prints the password', async () => {
     const run = await runTsx('src/cli/producer-role.ts', ['--role', producerRole], {
       DATABASE_URL: db.url,
       PRODUCER_DB_PASSWORD: PASSWORD,
@@ -96,7 +96,9 @@ describe('npm run db:producer-role', () => {
     expect(result.privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
       'FUNCTION public.request_operation(jsonb,bigint) EXECUTE',
+      'FUNCTION public.request_operation(jsonb,bigint,jsonb) EXECUTE',
       'FUNCTION public.request_transfer(text,text,text,bigint,text) EXECUTE',
+      'FUNCTION public.request_transfer(text,text,text,bigint,text,jsonb) EXECUTE',
       'SCHEMA public USAGE',
     ]);
     expect(`${run.stdout}${run.stderr}`).not.toContain(PASSWORD);

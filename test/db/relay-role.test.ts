@@ -115,6 +115,11 @@ describe('npm run db:relay-role', () => {
         trace_context: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
       },
     ]);
+    // The publisher's lookup of the producers' traces, for the named requests that carry one.
+    const traces = await asRelay.query(
+      "SELECT operation_id, trace_context FROM relay_trace_contexts(ARRAY['r-1', 'none'])",
+    );
+    expect(traces.rows).toEqual([{ operation_id: 'r-1', trace_context: first.rows[0]?.trace_context }]);
     const again = await asRelay.query('SELECT operation_id, send_count FROM relay_claim_resends(10, 0)');
     expect(again.rows).toEqual([{ operation_id: 'r-1', send_count: 2 }]);
     expect((await asRelay.query("SELECT relay_count_lost(ARRAY['r-1']) AS n")).rows[0]?.n).toBe(1);

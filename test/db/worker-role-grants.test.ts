@@ -16,7 +16,12 @@ import {
   roleUrl,
   WorkerRoleError,
 } from '../../src/db/worker-role-grants.ts';
-import { INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION } from '../../src/intake/intake.ts';
+import {
+  INTAKE_FUNCTION,
+  INTAKE_OPERATION_FUNCTION,
+  INTAKE_TRACED_FUNCTION,
+  INTAKE_TRACED_OPERATION_FUNCTION,
+} from '../../src/intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../../src/intake/outcome-feed.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
@@ -222,6 +227,8 @@ describe('the decision functions', () => {
           ...DECISION_FUNCTIONS,
           INTAKE_FUNCTION,
           INTAKE_OPERATION_FUNCTION,
+          INTAKE_TRACED_FUNCTION,
+          INTAKE_TRACED_OPERATION_FUNCTION,
           OUTCOME_FEED_FUNCTION,
           ...RELAY_FUNCTIONS,
         ]),

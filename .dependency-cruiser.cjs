@@ -1,9 +1,24 @@
 // The import rules of the project, checked by `npm run lint:imports` (part of `npm test`).
 // The product is src/, all of it, and it is what the production image carries; the harnesses
 // (harness/) drive it from outside, so an import may go from a harness to the product and never
-// the other way.
+// the other way. Inside the product, the lock knows nothing of the ledger, and the errors module
+// (src/errors.ts) sits below everything: it imports no other product module.
 module.exports = {
   forbidden: [
+    {
+      name: 'lock-imports-ledger',
+      comment: 'The lock knows nothing about the ledger: shared names live in src/errors.ts, below both.',
+      severity: 'error',
+      from: { path: '^src/lock/' },
+      to: { path: '^src/ledger/' },
+    },
+    {
+      name: 'errors-import-product',
+      comment: 'src/errors.ts is the bottom layer: every product module may import it, and it imports none.',
+      severity: 'error',
+      from: { path: '^src/errors\\.ts$' },
+      to: { path: '^src/', pathNot: '^src/errors\\.ts$' },
+    },
     {
       name: 'product-imports-harness',
       comment: 'Product code must not import a harness: the production build is src/ alone.',

@@ -1,10 +1,7 @@
 // Command-line flag parsing shared by the commands: unknown flags are errors, not ignored.
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { parseWholeNumber, type WholeNumberError } from '../config/bounds.ts';
-
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
+import { UsageError } from '../errors.ts';
 
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(
   argv: string[],

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
+import { ConfigError } from '../errors.ts';
 import { parseWholeNumber, type WholeNumberError } from './bounds.ts';
 import { PROJECT_ROOT } from './paths.ts';
 import {
@@ -131,16 +132,6 @@ type MistypedSettings = {
 const everyKindFitsItsField: [MistypedSettings] extends [never] ? true : MistypedSettings = true;
 void everyFieldHasASetting;
 void everyKindFitsItsField;
-
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    detail: string,
-  ) {
-    super(`${variable}: ${detail}`);
-    this.name = 'ConfigError';
-  }
-}
 
 type DefaultedName = { [N in SettingName]: (typeof SETTINGS)[N]['default'] extends string ? N : never }[SettingName];
 

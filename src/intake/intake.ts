@@ -7,8 +7,9 @@
 // migration), which takes the wire format's JSON object and keeps it for the relay to send.
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
+import { IntakeConflictError, InvalidTransferError } from '../errors.ts';
+import { checkedOperations } from '../ledger/checked-operations.ts';
 import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
-import { checkedOperations, InvalidTransferError } from '../queue/producer.ts';
 
 /** The intake function a producer role may execute, as PostgreSQL prints it (`regprocedure`). */
 export const INTAKE_FUNCTION = 'request_transfer(text,text,text,bigint,text)';
@@ -20,11 +21,6 @@ export const INTAKE_BATCH_MAX = 1_000;
 
 /** `requested`: a new request. `duplicate`: the same operation with the same body, requested or decided before. */
 export type IntakeAnswer = 'requested' | 'duplicate';
-
-/** The same operationId was requested (or decided) before with another body. */
-export class IntakeConflictError extends Error {
-  override name = 'IntakeConflictError';
-}
 
 /** A Prisma interactive-transaction client (the `tx` of `prisma.$transaction(async (tx) => …)`). */
 export interface PrismaTransactionClient {

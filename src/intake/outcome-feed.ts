@@ -20,6 +20,7 @@
 // round. The read role may not call it, so no reader can hold its lock.
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
+import { OutcomeFeedPrunedError } from '../errors.ts';
 import { OPERATION_KINDS, type OperationKind } from '../ledger/transfer-request.ts';
 import type { PrismaTransactionClient } from './intake.ts';
 
@@ -38,19 +39,6 @@ export const OUTCOME_KINDS = ['applied', 'rejected', 'given_up', 'conflict', 'ex
  * id, the amount released).
  */
 export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
-
-/** The position asked for was pruned (`npm run outcomes -- --prune-before`): start after `firstKept - 1`. */
-export class OutcomeFeedPrunedError extends Error {
-  override name = 'OutcomeFeedPrunedError';
-  constructor(
-    readonly after: bigint,
-    readonly firstKept: bigint,
-  ) {
-    super(
-      `outcome feed: positions before ${firstKept} were pruned, so position ${after + 1n} is gone; read after ${firstKept - 1n} to start at the first event kept`,
-    );
-  }
-}
 
 /** SQLSTATE of outcome_events_after() for a pruned position (the front-door-edges migration). */
 const PRUNED_SQLSTATE = 'FT001';

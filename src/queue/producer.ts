@@ -2,12 +2,9 @@
 // Every call makes new jobs (ids assigned by BullMQ), so a re-sent operation is a second job:
 // the idempotency record, not the queue, is what makes it harmless.
 import { type JobsOptions, Queue } from 'bullmq';
-import {
-  type OperationWire,
-  type TransferWire,
-  validateOperationRequest,
-  validateTransferRequest,
-} from '../ledger/transfer-request.ts';
+import { InvalidTransferError } from '../errors.ts';
+import { checkedOperations } from '../ledger/checked-operations.ts';
+import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from './job-options.ts';
 import {
   type QueueShard,
@@ -20,10 +17,6 @@ import type { RedisClient } from './redis-connection.ts';
 
 /** Jobs per addBulk call: one Redis round trip each, bounded memory per call. */
 export const ENQUEUE_BATCH_MAX = 1_000;
-
-export class InvalidTransferError extends Error {
-  override name = 'InvalidTransferError';
-}
 
 export interface EnqueuedTransfer {
   operationId: string;
@@ -140,23 +133,6 @@ export async function enqueueOperations(
   onProgress?: (done: number) => void,
 ): Promise<EnqueuedTransfer[]> {
   return addChecked(target, checkedOperations(wires, amountMax, holdExpiryMaxMs), options, onProgress);
-}
-
-/**
- * The wires, each validated by the worker's rules (HOLD_EXPIRY_MAX_MS for a hold's expiry), or
- * InvalidTransferError naming the first one refused: what both doors check before sending any.
- */
-export function checkedOperations(
-  wires: readonly OperationWire[],
-  amountMax: bigint,
-  holdExpiryMaxMs: number,
-): readonly OperationWire[] {
-  return wires.map((wire, i) => {
-    const result = validateOperationRequest(wire, amountMax, holdExpiryMaxMs);
-    if (!result.ok)
-      throw new InvalidTransferError(`${wires.length > 1 ? `operation #${i + 1}: ` : ''}${result.reason}`);
-    return wire;
-  });
 }
 
 async function addChecked(

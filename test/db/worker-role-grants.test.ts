@@ -13,8 +13,8 @@ import {
   ensureWorkerRole,
   expectedWorkerPrivileges,
   roleUrl,
-  WorkerRoleError,
 } from '../../src/db/worker-role-grants.ts';
+import { WorkerRoleError } from '../../src/errors.ts';
 import { INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION } from '../../src/intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../../src/intake/outcome-feed.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';

@@ -3,12 +3,17 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { parseWholeNumber, type WholeNumberError } from '../config/bounds.ts';
 import { UsageError } from '../errors.ts';
 
+/** What parseArgs answers for these options, strict, positionals allowed (named, so declarations can say it). */
+export type ParsedFlags<T extends NonNullable<ParseArgsConfig['options']>> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: T; strict: true; allowPositionals: true }>
+>;
+
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(
   argv: string[],
   options: T,
   usage: string,
   positionalsMax = 0,
-) {
+): ParsedFlags<T> {
   const parsed = (() => {
     try {
       return parseArgs({ args: argv, options, strict: true, allowPositionals: true });

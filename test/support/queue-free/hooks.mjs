@@ -1,6 +1,6 @@
 // Module customization hooks (node's module.register, registered by register.mjs) that refuse to
 // load BullMQ or ioredis: an import that resolves into either package fails, naming it and its
-// importer. Plain JavaScript, so that a scratch project running plain node
+// importer. Plain JavaScript, so that a scratch project running plain node (test/compiled/pack.test.ts)
 // uses the same check as the sources under tsx (test/library/intake-entry.test.ts).
 export const QUEUE_MODULE = /[\\/]node_modules[\\/](bullmq|ioredis)[\\/]/;
 

@@ -383,6 +383,12 @@ function unsafeModes(env: Env): UnsafeMode[] {
   return unsafe as UnsafeMode[];
 }
 
+/**
+ * Reads and validates the environment once into a frozen Config: every variable of
+ * docs/reference/configuration.md, each with its default when unset. `env` is process.env unless given.
+ *
+ * @throws {@link ConfigError} (`CONFIG`) naming the first variable whose value is refused.
+ */
 export function loadConfig(env: Env = process.env): Config {
   const logLevel = oneOf(env, 'LOG_LEVEL', SETTINGS.LOG_LEVEL.values);
   const amountMaxRaw = matching(env, 'TRANSFER_AMOUNT_MAX');

@@ -58,6 +58,11 @@ function checked(wire: unknown, amountMax: bigint, position: string): TransferWi
  * validated before any is sent. Answers one IntakeAnswer per transfer, in order. A conflict
  * throws IntakeConflictError and, like any error, leaves the caller's transaction aborted: roll it
  * back. Pass a pool only for requests that stand alone (each statement then commits by itself).
+ *
+ * @param amountMax - the largest amount accepted, in minor units: the workers' TRANSFER_AMOUNT_MAX.
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first transfer outside the
+ * wire format, before any SQL. {@link IntakeConflictError} (`INTAKE_CONFLICT`) when an operationId
+ * was requested or decided before with another body. The driver's error for anything else.
  */
 export async function requestTransfers(
   client: IntakeClient,
@@ -112,7 +117,12 @@ async function requestInSlices<T>(
   return answers;
 }
 
-/** One transfer; see requestTransfers(). */
+/**
+ * Requests one transfer in the caller's transaction; see requestTransfers().
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`), {@link IntakeConflictError}
+ * (`INTAKE_CONFLICT`), as requestTransfers().
+ */
 export async function requestTransfer(
   client: IntakeClient,
   wire: TransferWire,
@@ -128,6 +138,12 @@ export async function requestTransfer(
  * validated first (the worker's rules, with HOLD_EXPIRY_MAX_MS), then one statement per
  * INTAKE_BATCH_MAX through request_operation(), which sends a transfer on to request_transfer().
  * A payment's body is kept as given, and is what the relay puts on the queue.
+ *
+ * @param amountMax - the largest amount accepted, in minor units: the workers' TRANSFER_AMOUNT_MAX.
+ * @param holdExpiryMaxMs - the furthest a hold's expiry may be: the workers' HOLD_EXPIRY_MAX_MS.
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first operation outside the
+ * wire format, before any SQL. {@link IntakeConflictError} (`INTAKE_CONFLICT`) when an operationId
+ * was requested or decided before with another body. The driver's error for anything else.
  */
 export async function requestOperations(
   client: IntakeClient,
@@ -142,7 +158,12 @@ export async function requestOperations(
   ]);
 }
 
-/** One operation of any kind; see requestOperations(). */
+/**
+ * Requests one operation of any kind in the caller's transaction; see requestOperations().
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`), {@link IntakeConflictError}
+ * (`INTAKE_CONFLICT`), as requestOperations().
+ */
 export async function requestOperation(
   client: IntakeClient,
   wire: OperationWire,

@@ -72,6 +72,7 @@ export const REJECTION_REASONS = [
   'refund_exceeds_original',
   'wallet_mismatch',
 ] as const;
+/** One of REJECTION_REASONS. */
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 /**

@@ -18,6 +18,7 @@ import type { RedisClient } from './redis-connection.ts';
 /** Jobs per addBulk call: one Redis round trip each, bounded memory per call. */
 export const ENQUEUE_BATCH_MAX = 1_000;
 
+/** A job added to BullMQ for one operation. */
 export interface EnqueuedTransfer {
   operationId: string;
   jobId: string;
@@ -25,6 +26,12 @@ export interface EnqueuedTransfer {
   queueName: string;
 }
 
+/**
+ * One BullMQ Queue for transfer jobs, with the workers' default job options (attempts, back-off,
+ * retention); `prefix` is BullMQ's key prefix (`bull` unless given).
+ *
+ * @throws BullMQ's Error when `queueName` is empty or contains `:`.
+ */
 export function createTransferQueue(
   connection: RedisClient,
   queueName: string,
@@ -73,6 +80,14 @@ function checked(wire: unknown, amountMax: bigint): TransferWire {
   return wire as TransferWire;
 }
 
+/**
+ * Validates a transfer and adds it to its shard's queue (BullMQ straight, no intake). A re-sent
+ * operation is a second job, answered from the idempotency record.
+ *
+ * @param amountMax - the largest amount accepted, in minor units: the workers' TRANSFER_AMOUNT_MAX.
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) when it is outside the wire format,
+ * before anything is added; Redis's error when the add fails.
+ */
 export async function enqueueTransfer(
   target: EnqueueTarget,
   wire: TransferWire,
@@ -88,6 +103,9 @@ export async function enqueueTransfer(
 /**
  * Enqueues many transfers with addBulk (one call per shard and slice); all are validated before
  * any is added. The results come back in the order of `wires`.
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first transfer refused,
+ * before any is added; Redis's error when an add fails (the slices before it are added).
  */
 export async function enqueueTransfers(
   target: EnqueueTarget,
@@ -106,7 +124,12 @@ export async function enqueueTransfers(
   return addChecked(target, data, options, onProgress);
 }
 
-/** One operation of any kind (a transfer, a hold, a capture, a void, a refund, a split). */
+/**
+ * Enqueues one operation of any kind (a transfer, a hold, a capture, a void, a refund, a split).
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) when it is outside the wire format,
+ * before anything is added; Redis's error when the add fails.
+ */
 export async function enqueueOperation(
   target: EnqueueTarget,
   wire: OperationWire,
@@ -123,6 +146,9 @@ export async function enqueueOperation(
  * Enqueues operations of any kind, as enqueueTransfers() does: all validated by the worker's rules
  * first (HOLD_EXPIRY_MAX_MS for a hold's expiry), each routed by `from`, the wallet it debits, to
  * the shard whose workers lock that wallet.
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first operation refused,
+ * before any is added; Redis's error when an add fails (the slices before it are added).
  */
 export async function enqueueOperations(
   target: EnqueueTarget,

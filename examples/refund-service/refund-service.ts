@@ -15,9 +15,9 @@
 // refund and its request, before it has seen any outcome: the crash the intake exists for.
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { loadConfig } from '../../src/config/config.ts';
-import { requestOperation } from '../../src/intake/intake.ts';
-import { type OutcomeEvent, readOutcomes } from '../../src/intake/outcome-feed.ts';
+// The package's intake entry, by path in this repository; a service that installed the package
+// writes `from 'fenced-transfers/intake'`. It loads neither BullMQ nor ioredis.
+import { loadConfig, type OutcomeEvent, readOutcomes, requestOperation } from '../../src/intake-entry.ts';
 
 /** The service's own tables: in the same database, so the refund and its request commit together. */
 const SCHEMA_SQL = `

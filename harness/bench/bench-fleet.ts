@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import { StartupError } from '../../src/ops/startup-error.ts';
+import { StartupError } from '../../src/errors.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
 import { MemoryTracker, type ProcessPeak } from './process-memory.ts';
 

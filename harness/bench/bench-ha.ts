@@ -9,9 +9,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { integerFlag, UsageError } from '../../src/cli/args.ts';
+import { integerFlag } from '../../src/cli/args.ts';
 import { runCli } from '../../src/cli/run-cli.ts';
 import { loadConfig } from '../../src/config/config.ts';
+import { UsageError } from '../../src/errors.ts';
 import { LocalPgFormation } from '../services/local-pg-formation.ts';
 import { PrimaryEndpoint } from '../services/primary-endpoint.ts';
 import { parseBenchArgs } from './bench-options.ts';

@@ -1,9 +1,10 @@
 // The benchmark's options: what `npm run bench -- [flags]` accepts, its defaults, `--quick`
 // sizes and limits, parsed once into a frozen object that every other bench file takes.
 import { isAbsolute, join, resolve } from 'node:path';
-import { integerFlag, parseFlags, UsageError } from '../../src/cli/args.ts';
+import { integerFlag, parseFlags } from '../../src/cli/args.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { SETTINGS } from '../../src/config/settings.ts';
+import { UsageError } from '../../src/errors.ts';
 import { SEED_WALLETS_MAX } from '../../src/ledger/seed-wallets.ts';
 import { COMPLETED_JOBS_KEPT_MAX } from '../../src/queue/job-options.ts';
 

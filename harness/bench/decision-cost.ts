@@ -9,10 +9,11 @@
 // backend serving the connection) per operation, and its ratio to a transfer's: the figure the
 // e2e-payments case's PostgreSQL share is made of, without the queue, the lock or the workers.
 import { readFile } from 'node:fs/promises';
-import { parseFlags, UsageError } from '../../src/cli/args.ts';
+import { parseFlags } from '../../src/cli/args.ts';
 import { runCli } from '../../src/cli/run-cli.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
+import { UsageError } from '../../src/errors.ts';
 import { applyPayments } from '../../src/ledger/apply-payments.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import type { ApplyResult } from '../../src/ledger/outcome.ts';

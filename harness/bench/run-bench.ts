@@ -6,10 +6,10 @@
 // first failed verification stops the bench. Whatever happened, the report holds what was measured.
 import { join } from 'node:path';
 import pg from 'pg';
-import { UsageError } from '../../src/cli/args.ts';
 import { type Config, withDatabase } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
+import { UsageError } from '../../src/errors.ts';
 import { withinMs } from '../../src/ops/probes.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';

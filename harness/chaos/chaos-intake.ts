@@ -11,7 +11,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { CONFIG_DEFAULTS } from '../../src/config/config.ts';
-import { IntakeConflictError, requestOperations } from '../../src/intake/intake.ts';
+import { IntakeConflictError } from '../../src/errors.ts';
+import { requestOperations } from '../../src/intake/intake.ts';
 import { intakeBacklog, jobIdOf } from '../../src/intake/relay.ts';
 import type { OperationWire } from '../../src/ledger/transfer-request.ts';
 import type { TransferQueues } from '../../src/queue/producer.ts';

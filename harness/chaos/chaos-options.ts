@@ -1,9 +1,10 @@
 // The chaos harness's options: what `npm run chaos -- [flags]` accepts, its defaults and limits,
 // parsed once into a frozen object. Every other chaos file takes a ChaosOptions.
 import { join } from 'node:path';
-import { integerFlag, parseFlags, UsageError } from '../../src/cli/args.ts';
+import { integerFlag, parseFlags } from '../../src/cli/args.ts';
 import { QUEUE_SHARDS_MAX, type UnsafeMode } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { UsageError } from '../../src/errors.ts';
 
 /** Every fault the harness can inject (DESIGN.md, "Faults the harness injects"). */
 export const FAULT_KINDS = [

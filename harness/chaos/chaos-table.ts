@@ -3,8 +3,8 @@
 // fences, lock losses, retries, duration, verdict); runs on a Redis Cluster get a table of their own with the failovers, and
 // intake runs (--intake, --unsafe direct-enqueue) one with the adds lost and how they came back.
 import { readFileSync } from 'node:fs';
-import { UsageError } from '../../src/cli/args.ts';
 import { runCli } from '../../src/cli/run-cli.ts';
+import { UsageError } from '../../src/errors.ts';
 import { ALL_FAULT_KINDS, FAULT_KINDS } from './chaos-options.ts';
 import type { RunFigures } from './report.ts';
 

@@ -2,10 +2,11 @@
 // throughput table of docs/operating/scaling.md (see run-scaling.ts). Private servers, started and removed
 // here; prints the Markdown table, and writes it with the raw figures under the output folder.
 import { join } from 'node:path';
-import { integerFlag, parseFlags, UsageError } from '../../src/cli/args.ts';
+import { integerFlag, parseFlags } from '../../src/cli/args.ts';
 import { runCli } from '../../src/cli/run-cli.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { UsageError } from '../../src/errors.ts';
 import { defaultCases, renderTable, runScaling } from './run-scaling.ts';
 
 const USAGE = 'npm run scaling -- [--transfers N] [--workers 1,2,4] [--out DIR]';

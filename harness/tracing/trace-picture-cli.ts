@@ -3,9 +3,10 @@
 // one when TRACE_SPANS_OUT names it) as an SVG waterfall, by default docs/images/transfer-trace.svg.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseFlags, UsageError } from '../../src/cli/args.ts';
+import { parseFlags } from '../../src/cli/args.ts';
 import { runCli } from '../../src/cli/run-cli.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { UsageError } from '../../src/errors.ts';
 import { spansFromJson } from './otlp-receiver.ts';
 import { renderTraceSvg } from './trace-picture.ts';
 

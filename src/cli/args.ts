@@ -1,17 +1,19 @@
 // Command-line flag parsing shared by the commands: unknown flags are errors, not ignored.
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { parseWholeNumber, type WholeNumberError } from '../config/bounds.ts';
+import { UsageError } from '../errors.ts';
 
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
+/** What parseArgs answers for these options, strict, positionals allowed (named, so declarations can say it). */
+export type ParsedFlags<T extends NonNullable<ParseArgsConfig['options']>> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: T; strict: true; allowPositionals: true }>
+>;
 
 export function parseFlags<T extends NonNullable<ParseArgsConfig['options']>>(
   argv: string[],
   options: T,
   usage: string,
   positionalsMax = 0,
-) {
+): ParsedFlags<T> {
   const parsed = (() => {
     try {
       return parseArgs({ args: argv, options, strict: true, allowPositionals: true });

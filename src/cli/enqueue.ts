@@ -17,7 +17,8 @@ import { createInterface } from 'node:readline';
 import { type Config, loadConfig } from '../config/config.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
-import { INTAKE_BATCH_MAX, IntakeConflictError, requestOperations } from '../intake/intake.ts';
+import { IntakeConflictError, UsageError } from '../errors.ts';
+import { INTAKE_BATCH_MAX, requestOperations } from '../intake/intake.ts';
 import {
   OPERATION_KINDS,
   type OperationKind,
@@ -29,7 +30,7 @@ import { ENQUEUE_BATCH_MAX, enqueueOperation, enqueueOperations, TransferQueues 
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { redisReachable } from '../queue/redis-reachable.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
-import { integerFlag, parseFlags, UsageError } from './args.ts';
+import { integerFlag, parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
 const USAGE = [

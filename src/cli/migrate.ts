@@ -1,7 +1,8 @@
 // `npm run db:migrate`: create the database when missing and apply pending migrations.
-import { ConfigError, loadConfig } from '../config/config.ts';
+import { loadConfig } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { migrate } from '../db/migrations.ts';
+import { ConfigError } from '../errors.ts';
 import { createLogger } from '../log/logger.ts';
 import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';

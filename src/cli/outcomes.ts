@@ -11,12 +11,13 @@
 // Reading never sequences: a decision is in the feed once a worker or a relay has sequenced it
 // (OUTCOME_SEQUENCE_INTERVAL_MS).
 import type pg from 'pg';
-import { ConfigError, loadConfig } from '../config/config.ts';
+import { loadConfig } from '../config/config.ts';
 import { serverErrorOf } from '../db/database-errors.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
+import { ConfigError, UsageError } from '../errors.ts';
 import { followOutcomes, type OutcomeEvent, readOutcomes } from '../intake/outcome-feed.ts';
-import { integerFlag, parseFlags, UsageError } from './args.ts';
+import { integerFlag, parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
 const USAGE = [

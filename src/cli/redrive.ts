@@ -4,12 +4,13 @@
 import { loadConfig } from '../config/config.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
+import { UsageError } from '../errors.ts';
 import { redrive } from '../intake/relay.ts';
 import { ID_PATTERN } from '../ledger/transfer-request.ts';
 import { TransferQueues } from '../queue/producer.ts';
 import { bullmqConnection, describeRedisTarget } from '../queue/redis-connection.ts';
 import { redisReachable } from '../queue/redis-reachable.ts';
-import { parseFlags, UsageError } from './args.ts';
+import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
 const USAGE = 'npm run redrive -- --operation-id ID [--operation-id ID2 …] | --all';

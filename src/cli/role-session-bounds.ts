@@ -6,7 +6,8 @@
 import pg from 'pg';
 import { databaseName, loadConfig } from '../config/config.ts';
 import { setRoleSessionBounds } from '../db/session-bounds.ts';
-import { ROLE_NAME_PATTERN, WorkerRoleError } from '../db/worker-role-grants.ts';
+import { ROLE_NAME_PATTERN } from '../db/worker-role-grants.ts';
+import { WorkerRoleError } from '../errors.ts';
 import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 

@@ -1,17 +1,19 @@
 // Shared ending of every command: one clear line for an expected error (bad input, bad
 // configuration, a failed migration, a server that does not answer at start, a database not set up
 // yet: src/db/database-errors.ts), the stack only for the unexpected; exit code 1.
-import { ConfigError } from '../config/config.ts';
 import { databaseFaultOf, describeDatabaseFault } from '../db/database-errors.ts';
-import { MigrationError } from '../db/migrations.ts';
-import { SessionBoundsError } from '../db/session-bounds.ts';
-import { WorkerRoleError } from '../db/worker-role-grants.ts';
-import { IntakeConflictError } from '../intake/intake.ts';
-import { OutcomeFeedPrunedError } from '../intake/outcome-feed.ts';
+import {
+  ConfigError,
+  IntakeConflictError,
+  InvalidTransferError,
+  MigrationError,
+  OutcomeFeedPrunedError,
+  SessionBoundsError,
+  StartupError,
+  UsageError,
+  WorkerRoleError,
+} from '../errors.ts';
 import { redactText } from '../log/redact.ts';
-import { StartupError } from '../ops/startup-error.ts';
-import { InvalidTransferError } from '../queue/producer.ts';
-import { UsageError } from './args.ts';
 
 const EXPECTED_ERRORS = [
   ConfigError,

@@ -6,6 +6,7 @@
 import { type Config, loadConfig } from '../config/config.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool, createPrisma } from '../db/prisma.ts';
+import { UsageError } from '../errors.ts';
 import { intakeBacklog } from '../intake/relay.ts';
 import { ID_PATTERN } from '../ledger/transfer-request.ts';
 import { readOperation } from '../ledger/transfer-status.ts';
@@ -13,7 +14,7 @@ import { TransferQueues } from '../queue/producer.ts';
 import { queueProgress } from '../queue/queue-drain.ts';
 import { bullmqConnection, describeRedisTarget } from '../queue/redis-connection.ts';
 import { redisReachable } from '../queue/redis-reachable.ts';
-import { parseFlags, UsageError } from './args.ts';
+import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
 const USAGE = 'npm run status -- [<operationId>]';

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
+import { ConfigError } from '../errors.ts';
 import { parseWholeNumber, type WholeNumberError } from './bounds.ts';
 import { PROJECT_ROOT } from './paths.ts';
 import {
@@ -131,16 +132,6 @@ type MistypedSettings = {
 const everyKindFitsItsField: [MistypedSettings] extends [never] ? true : MistypedSettings = true;
 void everyFieldHasASetting;
 void everyKindFitsItsField;
-
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    detail: string,
-  ) {
-    super(`${variable}: ${detail}`);
-    this.name = 'ConfigError';
-  }
-}
 
 type DefaultedName = { [N in SettingName]: (typeof SETTINGS)[N]['default'] extends string ? N : never }[SettingName];
 
@@ -392,6 +383,12 @@ function unsafeModes(env: Env): UnsafeMode[] {
   return unsafe as UnsafeMode[];
 }
 
+/**
+ * Reads and validates the environment once into a frozen Config: every variable of
+ * docs/reference/configuration.md, each with its default when unset. `env` is process.env unless given.
+ *
+ * @throws {@link ConfigError} (`CONFIG`) naming the first variable whose value is refused.
+ */
 export function loadConfig(env: Env = process.env): Config {
   const logLevel = oneOf(env, 'LOG_LEVEL', SETTINGS.LOG_LEVEL.values);
   const amountMaxRaw = matching(env, 'TRANSFER_AMOUNT_MAX');

@@ -9,7 +9,8 @@
 // Both functions are SECURITY DEFINER (the intake-and-outcome-feed migration). The refusals are
 // the worker role's: the caller itself, a role with any power, a member of a role, an owner of
 // anything. Its sessions' bounds become its defaults in the database, as for the worker role.
-import { ConfigError, WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
+import { WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
+import { ConfigError, IntakeRoleError } from '../errors.ts';
 import {
   INTAKE_FUNCTION,
   INTAKE_OPERATION_FUNCTION,
@@ -18,7 +19,7 @@ import {
 } from '../intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../intake/outcome-feed.ts';
 import type { SessionBoundsConfig, SessionSetting } from './session-bounds.ts';
-import { ensureLoginRole, expectedRolePrivileges, type LoginRoleSpec, WorkerRoleError } from './worker-role-grants.ts';
+import { ensureLoginRole, expectedRolePrivileges, type LoginRoleSpec } from './worker-role-grants.ts';
 
 export type IntakeRoleKind = 'producer' | 'read';
 
@@ -38,11 +39,6 @@ export const INTAKE_ROLES: Readonly<Record<IntakeRoleKind, IntakeRoleSpec>> = Ob
   },
   read: { kind: 'read', fns: [OUTCOME_FEED_FUNCTION], passwordVariable: 'READ_DB_PASSWORD' },
 });
-
-/** A WorkerRoleError, so the commands report it in one line like the worker role's refusals. */
-export class IntakeRoleError extends WorkerRoleError {
-  override name = 'IntakeRoleError';
-}
 
 /**
  * The role's password from its variable (PRODUCER_DB_PASSWORD or READ_DB_PASSWORD), by WORKER_DB_PASSWORD's

@@ -6,16 +6,13 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { databaseName } from '../config/config.ts';
+import { MigrationError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { ensureDatabase } from './database-admin.ts';
 
 /** The key Prisma's schema engine locks around deploy; sharing it makes runners exclude each other. */
 export const PRISMA_MIGRATE_ADVISORY_LOCK_KEY = 72707369;
 export const MIGRATIONS_DIR_NAME = 'migrations';
-
-export class MigrationError extends Error {
-  override name = 'MigrationError';
-}
 
 export interface MigrationFile {
   name: string;

@@ -6,7 +6,8 @@
 // ones before it), so a relay still does its whole job with no right on any table. The
 // redrive is not among them: `npm run redrive` is an operator's command, run as the owner. The
 // refusals are the worker role's, and its sessions' bounds become its defaults in the database.
-import { ConfigError, WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
+import { WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
+import { ConfigError, RelayRoleError } from '../errors.ts';
 import { OUTCOME_FEED_FUNCTION } from '../intake/outcome-feed.ts';
 import { OUTCOME_CURSOR_FUNCTIONS, RELAY_TRACE_CONTEXTS_FUNCTION } from '../intake/outcome-publisher.ts';
 import {
@@ -22,7 +23,6 @@ import {
   expectedRolePrivileges,
   type LoginRoleSpec,
   WORKER_READABLE_TABLES,
-  WorkerRoleError,
   type WorkerRoleResult,
 } from './worker-role-grants.ts';
 
@@ -41,11 +41,6 @@ export const RELAY_FUNCTIONS: readonly string[] = Object.freeze([
 
 /** The variable the relay role's password is read from (never printed). */
 export const RELAY_DB_PASSWORD_VARIABLE = 'RELAY_DB_PASSWORD';
-
-/** A WorkerRoleError, so the command reports it in one line like the worker role's refusals. */
-export class RelayRoleError extends WorkerRoleError {
-  override name = 'RelayRoleError';
-}
 
 export const RELAY_ROLE_SPEC: LoginRoleSpec = Object.freeze({
   kind: 'relay',

@@ -9,6 +9,7 @@
 // Either way each new connection reads what is in force and is refused when it differs.
 import type pg from 'pg';
 import type { Config } from '../config/config.ts';
+import { SessionBoundsError } from '../errors.ts';
 
 export type SessionBoundsConfig = Pick<
   Config,
@@ -50,10 +51,6 @@ export function sessionStartupParameters(config: SessionBoundsConfig): pg.Client
     idle_in_transaction_session_timeout: config.dbIdleInTransactionTimeoutMs,
     options: `-c TimeZone=${SESSION_TIME_ZONE}`,
   };
-}
-
-export class SessionBoundsError extends Error {
-  override name = 'SessionBoundsError';
 }
 
 /** The session's values of SESSION_SETTINGS (pg_settings: ms without unit, the zone's name). */

@@ -8,6 +8,7 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { databaseName } from '../config/config.ts';
+import { WorkerRoleError } from '../errors.ts';
 import { HOLD_SWEEP_FUNCTION, PAYMENT_DECISION_FUNCTION } from '../ledger/apply-payments.ts';
 import { DECISION_FUNCTION, FEED_SEQUENCE_FUNCTION, GIVE_UP_FUNCTION } from '../ledger/apply-transfer.ts';
 import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } from './session-bounds.ts';
@@ -37,10 +38,6 @@ const SCRAM_SALT_BYTES = 16;
 
 /** Serialises concurrent runs (two migration jobs at once): CREATE ROLE and GRANT race otherwise. */
 export const WORKER_ROLE_ADVISORY_LOCK_KEY = 72707370;
-
-export class WorkerRoleError extends Error {
-  override name = 'WorkerRoleError';
-}
 
 export interface WorkerRoleResult {
   role: string;

@@ -10,8 +10,9 @@
 // trace then starts at that span (src/tracing/spans.ts).
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
+import { IntakeConflictError, InvalidTransferError } from '../errors.ts';
+import { checkedOperations } from '../ledger/checked-operations.ts';
 import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
-import { checkedOperations, InvalidTransferError } from '../queue/producer.ts';
 import { type TraceCarrier, traceCarrierOf } from '../tracing/spans.ts';
 
 /** The intake function a producer role may execute, as PostgreSQL prints it (`regprocedure`). */
@@ -27,11 +28,6 @@ export const INTAKE_BATCH_MAX = 1_000;
 
 /** `requested`: a new request. `duplicate`: the same operation with the same body, requested or decided before. */
 export type IntakeAnswer = 'requested' | 'duplicate';
-
-/** The same operationId was requested (or decided) before with another body. */
-export class IntakeConflictError extends Error {
-  override name = 'IntakeConflictError';
-}
 
 /** A Prisma interactive-transaction client (the `tx` of `prisma.$transaction(async (tx) => …)`). */
 export interface PrismaTransactionClient {
@@ -79,6 +75,11 @@ function checked(wire: unknown, amountMax: bigint, position: string): TransferWi
  * validated before any is sent. Answers one IntakeAnswer per transfer, in order. A conflict
  * throws IntakeConflictError and, like any error, leaves the caller's transaction aborted: roll it
  * back. Pass a pool only for requests that stand alone (each statement then commits by itself).
+ *
+ * @param amountMax - the largest amount accepted, in minor units: the workers' TRANSFER_AMOUNT_MAX.
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first transfer outside the
+ * wire format, before any SQL. {@link IntakeConflictError} (`INTAKE_CONFLICT`) when an operationId
+ * was requested or decided before with another body. The driver's error for anything else.
  */
 export async function requestTransfers(
   client: IntakeClient,
@@ -135,7 +136,12 @@ async function requestInSlices<T>(
   return answers;
 }
 
-/** One transfer; see requestTransfers(). */
+/**
+ * Requests one transfer in the caller's transaction; see requestTransfers().
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`), {@link IntakeConflictError}
+ * (`INTAKE_CONFLICT`), as requestTransfers().
+ */
 export async function requestTransfer(
   client: IntakeClient,
   wire: TransferWire,
@@ -151,6 +157,12 @@ export async function requestTransfer(
  * validated first (the worker's rules, with HOLD_EXPIRY_MAX_MS), then one statement per
  * INTAKE_BATCH_MAX through request_operation(), which sends a transfer on to request_transfer().
  * A payment's body is kept as given, and is what the relay puts on the queue.
+ *
+ * @param amountMax - the largest amount accepted, in minor units: the workers' TRANSFER_AMOUNT_MAX.
+ * @param holdExpiryMaxMs - the furthest a hold's expiry may be: the workers' HOLD_EXPIRY_MAX_MS.
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first operation outside the
+ * wire format, before any SQL. {@link IntakeConflictError} (`INTAKE_CONFLICT`) when an operationId
+ * was requested or decided before with another body. The driver's error for anything else.
  */
 export async function requestOperations(
   client: IntakeClient,
@@ -167,7 +179,12 @@ export async function requestOperations(
   );
 }
 
-/** One operation of any kind; see requestOperations(). */
+/**
+ * Requests one operation of any kind in the caller's transaction; see requestOperations().
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`), {@link IntakeConflictError}
+ * (`INTAKE_CONFLICT`), as requestOperations().
+ */
 export async function requestOperation(
   client: IntakeClient,
   wire: OperationWire,

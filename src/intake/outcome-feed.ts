@@ -20,6 +20,7 @@
 // round. The read role may not call it, so no reader can hold its lock.
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
+import { OutcomeFeedPrunedError } from '../errors.ts';
 import { OPERATION_KINDS, type OperationKind } from '../ledger/transfer-request.ts';
 import type { PrismaTransactionClient } from './intake.ts';
 
@@ -28,6 +29,7 @@ export const OUTCOME_FEED_FUNCTION = 'outcome_events_after(bigint,integer)';
 /** Events per read, at most (the function refuses more). */
 export const OUTCOME_READ_LIMIT_MAX = 10_000;
 
+/** Every kind of event the feed holds; see OutcomeKind. */
 export const OUTCOME_KINDS = ['applied', 'rejected', 'given_up', 'conflict', 'expired'] as const;
 /**
  * `applied`, `rejected`: the operation's decision, with the body it was decided with.
@@ -39,22 +41,10 @@ export const OUTCOME_KINDS = ['applied', 'rejected', 'given_up', 'conflict', 'ex
  */
 export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
 
-/** The position asked for was pruned (`npm run outcomes -- --prune-before`): start after `firstKept - 1`. */
-export class OutcomeFeedPrunedError extends Error {
-  override name = 'OutcomeFeedPrunedError';
-  constructor(
-    readonly after: bigint,
-    readonly firstKept: bigint,
-  ) {
-    super(
-      `outcome feed: positions before ${firstKept} were pruned, so position ${after + 1n} is gone; read after ${firstKept - 1n} to start at the first event kept`,
-    );
-  }
-}
-
 /** SQLSTATE of outcome_events_after() for a pruned position (the front-door-edges migration). */
 const PRUNED_SQLSTATE = 'FT001';
 
+/** One event of the outcome feed: an operation's decision, its give-up, a conflict or an expired hold. */
 export interface OutcomeEvent {
   /** 1, 2, 3, …: read on from the last one seen. */
   readonly position: bigint;
@@ -134,9 +124,16 @@ function eventOf(row: EventRow): OutcomeEvent {
   };
 }
 
+/** What the feed is read through: a `pg` client or pool, or a Prisma transaction client. */
 export type FeedClient = pg.ClientBase | pg.Pool | PrismaTransactionClient;
 
-/** The events after `after` (0 for the start), oldest first, at most `limit`. */
+/**
+ * The events after `after` (0 for the start), oldest first, at most `limit` (1,000 unless given,
+ * at most OUTCOME_READ_LIMIT_MAX). Store the last position read and read on from it.
+ *
+ * @throws {@link OutcomeFeedPrunedError} (`OUTCOME_FEED_PRUNED`) when position `after + 1` was
+ * pruned; a RangeError for a negative position or a limit out of range; the driver's error else.
+ */
 export async function readOutcomes(client: FeedClient, after: bigint, limit = 1_000): Promise<OutcomeEvent[]> {
   if (after < 0n) throw new RangeError(`position must be 0 or more, got ${after}`);
   if (!Number.isInteger(limit) || limit < 1 || limit > OUTCOME_READ_LIMIT_MAX) {
@@ -174,14 +171,31 @@ export async function sequenceOutcomeFeed(client: FeedClient): Promise<number> {
   return Number(rows[0]?.moved ?? 0);
 }
 
+/** How followOutcomes() reads. */
 export interface FollowOptions {
-  /** Wait this long after a read that found nothing. */
+  /**
+   * Wait this long after a read that found nothing.
+   * @defaultValue 500
+   */
   readonly pollMs?: number;
+  /**
+   * Events per read, at most (up to OUTCOME_READ_LIMIT_MAX).
+   * @defaultValue 1000
+   */
   readonly limit?: number;
+  /**
+   * Ends the iteration (after the events of the current read). Without it, it never ends.
+   * @defaultValue none
+   */
   readonly signal?: AbortSignal;
 }
 
-/** Every event after `after`, then each new one as it appears, until the signal aborts. */
+/**
+ * Every event after `after`, then each new one as it appears, until the signal aborts.
+ *
+ * @throws as readOutcomes(): {@link OutcomeFeedPrunedError} (`OUTCOME_FEED_PRUNED`) when position
+ * `after + 1` was pruned, a RangeError for options out of range, the driver's error else.
+ */
 export async function* followOutcomes(
   client: FeedClient,
   after: bigint,

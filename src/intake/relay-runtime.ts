@@ -26,11 +26,11 @@ import { readMigrations } from '../db/migrations.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
 import { RELAY_FUNCTIONS } from '../db/relay-role-grants.ts';
+import { StartupError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
 import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
 import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
-import { StartupError } from '../ops/startup-error.ts';
 import {
   COMPLETED_JOBS_KEPT_MAX,
   COMPLETED_JOBS_KEPT_S,

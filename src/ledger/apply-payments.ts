@@ -5,6 +5,7 @@
 // apply_payments(), and each operation keeps its own answer in the batch's order.
 import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
+import { LedgerContractError } from '../errors.ts';
 import {
   type ApplyOptions,
   applyTransfers,
@@ -12,7 +13,6 @@ import {
   type DecisionRow,
   decisionResult,
   type FencedTransfer,
-  LedgerContractError,
 } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
 import { requestHash } from './request-hash.ts';

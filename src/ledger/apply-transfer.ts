@@ -4,16 +4,11 @@
 // one statement, and a whole batch costs one round trip and one commit.
 import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
 import type { PrismaClient } from '../db/prisma.ts';
+import { LedgerContractError } from '../errors.ts';
 import type { ApplyResult, StoredOutcome } from './outcome.ts';
 import { requestHash } from './request-hash.ts';
 import type { TransferRequest } from './transfer-request.ts';
-import {
-  isDecisionOutcome,
-  isRejectionReason,
-  isStoredStatus,
-  type LedgerContractViolation,
-  ledgerContractMessage,
-} from './vocabulary.ts';
+import { isDecisionOutcome, isRejectionReason, isStoredStatus } from './vocabulary.ts';
 
 /**
  * The worker's decision function, with its full signature as PostgreSQL prints it
@@ -53,20 +48,6 @@ export interface DecisionRow {
   reason: string | null;
   fence: bigint | null;
   wallet_fence: bigint | null;
-}
-
-/**
- * An answer from the database that breaks the function's contract: a bug, never retried quietly.
- * Each check is named in the vocabulary, which gives the message its prefix.
- */
-export class LedgerContractError extends Error {
-  override name = 'LedgerContractError';
-  constructor(
-    readonly violation: LedgerContractViolation,
-    detail: string,
-  ) {
-    super(ledgerContractMessage(violation, detail));
-  }
 }
 
 function storedOutcome(row: DecisionRow): StoredOutcome {

@@ -13,11 +13,10 @@ import {
   TRANSFER_BATCHES_IN_FLIGHT_LIMIT,
 } from '../config/config.ts';
 import { DB_CONNECTION_TIMEOUT_MS, DB_QUERY_TIMEOUT_MARGIN_MS, dbCallDeadlineMs } from '../db/prisma.ts';
+import { DecisionTimeoutError, LedgerContractError } from '../errors.ts';
 import { contextWithSpan, endSpan, type Span, startSpan, withSpan } from '../tracing/spans.ts';
 import type { FencedOperation } from './apply-payments.ts';
-import { LedgerContractError } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
-import { FAILURE_CAUSE_DOCS } from './vocabulary.ts';
 
 /** The deadline of a decision with the default DB_STATEMENT_TIMEOUT_MS (see dbCallDeadlineMs). */
 export const DECISION_DEADLINE_MS_DEFAULT = dbCallDeadlineMs({
@@ -25,22 +24,6 @@ export const DECISION_DEADLINE_MS_DEFAULT = dbCallDeadlineMs({
 });
 /** The largest deadline: that of the largest DB_STATEMENT_TIMEOUT_MS. */
 export const DECISION_DEADLINE_MS_LIMIT = DB_CONNECTION_TIMEOUT_MS + 600_000 + DB_QUERY_TIMEOUT_MARGIN_MS;
-
-/**
- * A batch's decision did not come back in time: the transfer was withdrawn, and whether the
- * database committed it is unknown until a retry asks the record. Retryable.
- */
-export class DecisionTimeoutError extends Error {
-  override name = 'DecisionTimeoutError';
-  constructor(
-    readonly deadlineMs: number,
-    readonly batchSize: number,
-  ) {
-    super(
-      `${FAILURE_CAUSE_DOCS.DecisionTimeoutError.prefixes[0]}${deadlineMs} ms: the batch's ${batchSize} transfers are withdrawn for a retry (a late commit answers it as duplicate)`,
-    );
-  }
-}
 
 /** Decides the given transfers in order, one result per transfer, in the same order. */
 export type DecideBatch = (operations: readonly FencedOperation[]) => Promise<ApplyResult[]>;

@@ -28,6 +28,7 @@ export interface TransferWire {
   currency?: string;
 }
 
+/** A transfer's validation: the typed request, or what is wrong with the message. */
 export type ValidationResult =
   | { readonly ok: true; readonly request: TransferRequest }
   | { readonly ok: false; readonly reason: string };
@@ -46,6 +47,10 @@ function checkId(field: string, value: unknown): string | null {
   return null;
 }
 
+/**
+ * Validates a transfer's wire object as the worker does (TRANSFER_AMOUNT_MAX as `amountMax`);
+ * never throws: a refusal is `{ ok: false, reason }`.
+ */
 export function validateTransferRequest(data: unknown, amountMax: bigint): ValidationResult {
   const fail = (reason: string): ValidationResult => ({ ok: false, reason });
   if (typeof data !== 'object' || data === null || Array.isArray(data)) {
@@ -105,7 +110,9 @@ export function toWire(request: TransferRequest): TransferWire {
 // Payment operations. Every kind but a transfer names itself in `kind`; `from` is always the
 // wallet the operation debits, the one the worker locks and fences and the queue shard follows.
 
+/** Every kind of operation: a transfer and the payment operations. */
 export const OPERATION_KINDS = ['transfer', 'hold', 'capture', 'void', 'refund', 'split'] as const;
+/** One of OPERATION_KINDS. */
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 export type PaymentKind = Exclude<OperationKind, 'transfer'>;
 
@@ -205,6 +212,7 @@ export interface TransferOperationWire extends TransferWire {
   kind?: 'transfer';
 }
 
+/** A hold on the wire: `amount` of `from` is held for `to` until captured, voided or expired. */
 export interface HoldWire {
   operationId: string;
   kind: 'hold';
@@ -217,6 +225,7 @@ export interface HoldWire {
   expiresAt?: string;
 }
 
+/** A capture on the wire: takes `amount` (all of it when absent) of the hold `hold` to its payee. */
 export interface CaptureWire {
   operationId: string;
   kind: 'capture';
@@ -225,6 +234,7 @@ export interface CaptureWire {
   amount?: string;
 }
 
+/** A void on the wire: releases the hold `hold` back to `from`. */
 export interface VoidWire {
   operationId: string;
   kind: 'void';
@@ -232,6 +242,7 @@ export interface VoidWire {
   hold: string;
 }
 
+/** A refund on the wire: gives back `amount` (what is left when absent) of the payment `original`. */
 export interface RefundWire {
   operationId: string;
   kind: 'refund';
@@ -240,11 +251,13 @@ export interface RefundWire {
   amount?: string;
 }
 
+/** One leg of a split: who gets how much. */
 export interface SplitLegWire {
   to: string;
   amount: string;
 }
 
+/** A split on the wire: one debit of `from`, one credit per leg. */
 export interface SplitWire {
   operationId: string;
   kind: 'split';
@@ -253,9 +266,12 @@ export interface SplitWire {
   currency?: string;
 }
 
+/** Any payment operation on the wire. */
 export type PaymentWire = HoldWire | CaptureWire | VoidWire | RefundWire | SplitWire;
+/** Any operation on the wire: what requestOperation() and enqueueOperation() take. */
 export type OperationWire = TransferOperationWire | PaymentWire;
 
+/** An operation's validation: the typed request, or what is wrong with the message. */
 export type OperationValidationResult =
   | { readonly ok: true; readonly request: OperationRequest }
   | { readonly ok: false; readonly reason: string };
@@ -294,6 +310,7 @@ function optionalAmount(record: Readonly<Record<string, unknown>>, amountMax: bi
  * Any operation's wire object, validated. Without `kind`, or with `kind: "transfer"`, it is
  * exactly validateTransferRequest (same answers, same messages) and gives the same
  * TransferRequest, without the kind, so its request hash does not depend on the kind being said.
+ * Never throws: a refusal is `{ ok: false, reason }`.
  */
 export function validateOperationRequest(
   data: unknown,

@@ -5,8 +5,16 @@
 // (apply-transfer.ts), the worker's messages, the metrics' label values and
 // docs/reference/outcomes.md all derive from these tables; test/ledger/vocabulary.test.ts fails
 // when the SQL functions can answer something that is not here. BullMQ's enums/error-code.ts is
-// the model. This module imports nothing, so the lock can build its messages from it without
-// learning anything about the ledger.
+// the model. The errors themselves, and the prefixes their messages start with, are in
+// src/errors.ts, below the lock and the ledger alike; this module documents them.
+import {
+  DECISION_TIMEOUT_PREFIX,
+  LEDGER_CONTRACT_VIOLATIONS,
+  LOCK_LOST_PREFIX,
+  LOCK_PROTOCOL_PREFIX,
+} from '../errors.ts';
+
+export { LEDGER_CONTRACT_VIOLATIONS, type LedgerContractViolation } from '../errors.ts';
 
 /** What an operator reads about one name: what it means, and what to do about it. */
 export interface Described {
@@ -64,6 +72,7 @@ export const REJECTION_REASONS = [
   'refund_exceeds_original',
   'wallet_mismatch',
 ] as const;
+/** One of REJECTION_REASONS. */
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 /**
@@ -187,8 +196,10 @@ export const PERMANENT_KINDS = ['permission_denied', 'ledger_contract', 'lock_pr
 export type PermanentKind = (typeof PERMANENT_KINDS)[number];
 
 /**
- * What makes an error permanent, in one place: its PostgreSQL SQLSTATE, or the class name of a
- * JavaScript error. Everything else is transient (`transient_error`) and retried as before.
+ * The PostgreSQL SQLSTATEs that make an error permanent. The errors of this package are
+ * classified by their code (src/queue/attempt-failure.ts), a RangeError (a bound our own code
+ * checks: a bug, not a server) is `internal_error`; everything else is transient
+ * (`transient_error`) and retried as before.
  */
 export const PERMANENT_SQLSTATES: Readonly<Record<string, PermanentKind>> = {
   /** insufficient_privilege: the role lost EXECUTE (or USAGE) after a migration or a restore. */
@@ -196,12 +207,6 @@ export const PERMANENT_SQLSTATES: Readonly<Record<string, PermanentKind>> = {
   /** undefined_function, undefined_table: the database lacks what this build calls. */
   '42883': 'ledger_contract',
   '42P01': 'ledger_contract',
-};
-export const PERMANENT_ERROR_NAMES: Readonly<Record<string, PermanentKind>> = {
-  LedgerContractError: 'ledger_contract',
-  LockProtocolError: 'lock_protocol',
-  /** A bound our own code checks (a fence below 1, a batch out of range): a bug, not a server. */
-  RangeError: 'internal_error',
 };
 
 /**
@@ -329,23 +334,6 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
   },
 };
 
-/**
- * The contract checks on what the SQL functions answer, each named, with the text its
- * LedgerContractError message starts with.
- */
-export const LEDGER_CONTRACT_VIOLATIONS = {
-  single_row_count: 'apply_transfer returned ',
-  batch_row_count: 'apply_transfers returned ',
-  batch_order: 'apply_transfers answered position ',
-  batch_result_count: 'the batch decision answered ',
-  unknown_outcome: 'unknown outcome ',
-  unknown_rejection_reason: 'rejection without a known reason: ',
-  stored_without_fence: 'stored outcome without a fence: ',
-  unknown_stored_status: 'unknown stored status ',
-  stale_fence_below_ours: 'stale_fence with a wallet fence below ours ',
-} as const;
-export type LedgerContractViolation = keyof typeof LEDGER_CONTRACT_VIOLATIONS;
-
 /** The errors whose message is a failure's detail, by class name. */
 export const FAILURE_CAUSES = [
   'LockLostError',
@@ -362,13 +350,13 @@ export interface FailureCauseDoc extends Described {
 
 export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>> = {
   LockLostError: {
-    prefixes: ['the lock of wallet '],
+    prefixes: [LOCK_LOST_PREFIX],
     meaning:
       'The lease stopped being ours: `not_owner` (a renewal found another owner or no lock), `lease_expired` (nothing confirmed before it ran out by our clock), `stopped` (the work was over), `no_progress` (its jobs got no answer from the database for as long as one call may take, so it was given up and released for other processes).',
     action: 'As for `lock_lost`.',
   },
   LockProtocolError: {
-    prefixes: ['lock script '],
+    prefixes: [LOCK_PROTOCOL_PREFIX],
     meaning:
       "A lock script replied something its header does not allow: a bug, another script loaded under the name, or a foreign writer on the lock's keys.",
     action: 'As for `lock_protocol`: the failure kind it is reported under.',
@@ -381,7 +369,7 @@ export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>>
       'As for `ledger_contract`: the failure kind it is reported under. A decision is one statement, so nothing is half-written.',
   },
   DecisionTimeoutError: {
-    prefixes: ['no answer from the database within '],
+    prefixes: [DECISION_TIMEOUT_PREFIX],
     meaning:
       "A batch's decision did not come back within the deadline (a connection, then DB_STATEMENT_TIMEOUT_MS and a margin): its transfers were withdrawn, and the retry learns from the record whether a late commit happened (`duplicate`).",
     action:
@@ -392,16 +380,6 @@ export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>>
 /** The message of a failed attempt: the kind's prefix, then the detail. */
 export function failureMessage(kind: WorkerFailureKind, detail: string): string {
   return `${FAILURE_KIND_DOCS[kind].prefix}${detail}`;
-}
-
-/** The message of a lock error, from its one prefix. */
-export function lockErrorMessage(cause: 'LockLostError' | 'LockProtocolError', detail: string): string {
-  return `${FAILURE_CAUSE_DOCS[cause].prefixes[0]}${detail}`;
-}
-
-/** The message of a LedgerContractError for one named check. */
-export function ledgerContractMessage(violation: LedgerContractViolation, detail: string): string {
-  return `${LEDGER_CONTRACT_VIOLATIONS[violation]}${detail}`;
 }
 
 /** A failure message read back: its kind (null: no known prefix), the rest, and the error behind the rest. */

@@ -6,7 +6,7 @@
 // instead of one each); in a cluster every call holds one wallet, whose keys share a slot.
 import { readFileSync } from 'node:fs';
 import { type Cluster, type Redis, ReplyError } from 'ioredis';
-import { LockProtocolError } from './lock-errors.ts';
+import { LockProtocolError } from '../errors.ts';
 import type { LockKeys } from './lock-keys.ts';
 
 /** A single server or a cluster: every script touches keys of one hash slot only. */

@@ -10,8 +10,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { wholeNumberIn } from '../config/bounds.ts';
 import { CONFIG_DEFAULTS, LOCK_RIDE_MS_MAX_LIMIT } from '../config/config.ts';
+import { LockLostError } from '../errors.ts';
 import type { AcquireResult, FencedLock } from './fenced-lock.ts';
-import { LockLostError } from './lock-errors.ts';
 import { type HeldLease, Watchdog } from './watchdog.ts';
 import { releaseWithin } from './with-lock.ts';
 

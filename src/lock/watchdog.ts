@@ -1,9 +1,9 @@
 // Keeps a held lock alive while work runs (renews every TTL/3) and aborts the work through an
 // AbortSignal as soon as the lock may no longer be ours, judged by our own monotonic clock.
 import { pino } from 'pino';
+import { LockLostError, type LockLostReason } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import type { LockLease } from './fenced-lock.ts';
-import { LockLostError, type LockLostReason } from './lock-errors.ts';
 
 /** Renewals per TTL: two may fail (or be slow) before the lease runs out. */
 export const RENEWALS_PER_TTL = 3;

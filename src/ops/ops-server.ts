@@ -2,8 +2,8 @@
 // process is alive, /readyz only while the worker takes jobs, /metrics renders the registry in
 // Prometheus text format.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { StartupError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
-import { StartupError } from './startup-error.ts';
 
 /**
  * The message a worker sends, when a parent started it with an IPC channel, once its HTTP server

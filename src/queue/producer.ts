@@ -2,12 +2,9 @@
 // Every call makes new jobs (ids assigned by BullMQ), so a re-sent operation is a second job:
 // the idempotency record, not the queue, is what makes it harmless.
 import { type JobsOptions, Queue } from 'bullmq';
-import {
-  type OperationWire,
-  type TransferWire,
-  validateOperationRequest,
-  validateTransferRequest,
-} from '../ledger/transfer-request.ts';
+import { InvalidTransferError } from '../errors.ts';
+import { checkedOperations } from '../ledger/checked-operations.ts';
+import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
 import { jobTelemetryOf, traceCarrierOf } from '../tracing/spans.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from './job-options.ts';
 import {
@@ -22,10 +19,7 @@ import type { RedisClient } from './redis-connection.ts';
 /** Jobs per addBulk call: one Redis round trip each, bounded memory per call. */
 export const ENQUEUE_BATCH_MAX = 1_000;
 
-export class InvalidTransferError extends Error {
-  override name = 'InvalidTransferError';
-}
-
+/** A job added to BullMQ for one operation. */
 export interface EnqueuedTransfer {
   operationId: string;
   jobId: string;
@@ -33,6 +27,12 @@ export interface EnqueuedTransfer {
   queueName: string;
 }
 
+/**
+ * One BullMQ Queue for transfer jobs, with the workers' default job options (attempts, back-off,
+ * retention); `prefix` is BullMQ's key prefix (`bull` unless given).
+ *
+ * @throws BullMQ's Error when `queueName` is empty or contains `:`.
+ */
 export function createTransferQueue(
   connection: RedisClient,
   queueName: string,
@@ -81,6 +81,14 @@ function checked(wire: unknown, amountMax: bigint): TransferWire {
   return wire as TransferWire;
 }
 
+/**
+ * Validates a transfer and adds it to its shard's queue (BullMQ straight, no intake). A re-sent
+ * operation is a second job, answered from the idempotency record.
+ *
+ * @param amountMax - the largest amount accepted, in minor units: the workers' TRANSFER_AMOUNT_MAX.
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) when it is outside the wire format,
+ * before anything is added; Redis's error when the add fails.
+ */
 export async function enqueueTransfer(
   target: EnqueueTarget,
   wire: TransferWire,
@@ -96,6 +104,9 @@ export async function enqueueTransfer(
 /**
  * Enqueues many transfers with addBulk (one call per shard and slice); all are validated before
  * any is added. The results come back in the order of `wires`.
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first transfer refused,
+ * before any is added; Redis's error when an add fails (the slices before it are added).
  */
 export async function enqueueTransfers(
   target: EnqueueTarget,
@@ -114,7 +125,12 @@ export async function enqueueTransfers(
   return addChecked(target, data, options, onProgress);
 }
 
-/** One operation of any kind (a transfer, a hold, a capture, a void, a refund, a split). */
+/**
+ * Enqueues one operation of any kind (a transfer, a hold, a capture, a void, a refund, a split).
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) when it is outside the wire format,
+ * before anything is added; Redis's error when the add fails.
+ */
 export async function enqueueOperation(
   target: EnqueueTarget,
   wire: OperationWire,
@@ -131,6 +147,9 @@ export async function enqueueOperation(
  * Enqueues operations of any kind, as enqueueTransfers() does: all validated by the worker's rules
  * first (HOLD_EXPIRY_MAX_MS for a hold's expiry), each routed by `from`, the wallet it debits, to
  * the shard whose workers lock that wallet.
+ *
+ * @throws {@link InvalidTransferError} (`INVALID_TRANSFER`) naming the first operation refused,
+ * before any is added; Redis's error when an add fails (the slices before it are added).
  */
 export async function enqueueOperations(
   target: EnqueueTarget,
@@ -141,23 +160,6 @@ export async function enqueueOperations(
   onProgress?: (done: number) => void,
 ): Promise<EnqueuedTransfer[]> {
   return addChecked(target, checkedOperations(wires, amountMax, holdExpiryMaxMs), options, onProgress);
-}
-
-/**
- * The wires, each validated by the worker's rules (HOLD_EXPIRY_MAX_MS for a hold's expiry), or
- * InvalidTransferError naming the first one refused: what both doors check before sending any.
- */
-export function checkedOperations(
-  wires: readonly OperationWire[],
-  amountMax: bigint,
-  holdExpiryMaxMs: number,
-): readonly OperationWire[] {
-  return wires.map((wire, i) => {
-    const result = validateOperationRequest(wire, amountMax, holdExpiryMaxMs);
-    if (!result.ok)
-      throw new InvalidTransferError(`${wires.length > 1 ? `operation #${i + 1}: ` : ''}${result.reason}`);
-    return wire;
-  });
 }
 
 /**

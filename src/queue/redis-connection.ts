@@ -27,6 +27,7 @@ export const CLUSTER_REDIRECTIONS_MAX = 16;
 export const CLUSTER_FAILOVER_RETRY_DELAY_MS = 200;
 export const CLUSTER_FAILOVER_RETRIES_MAX = 150;
 
+/** An ioredis client: one node, or a cluster. */
 export type RedisClient = Redis | Cluster;
 /** Where Redis is and how to trust it: REDIS_URL, REDIS_TLS_CA_FILE, and REDIS_CLUSTER_NODES in cluster mode. */
 export type RedisTarget = Pick<Config, 'redisUrl' | 'redisTlsCaFile' | 'redisCluster'>;
@@ -113,7 +114,13 @@ function clusterOf(target: string | RedisEndpoint | RedisTarget): RedisClusterCo
   return typeof target === 'string' || !('redisCluster' in target) ? null : target.redisCluster;
 }
 
-/** BullMQ requires maxRetriesPerRequest: null on connections used by workers. */
+/**
+ * A Redis connection (a cluster client under REDIS_CLUSTER_NODES) for BullMQ queues and workers:
+ * BullMQ requires maxRetriesPerRequest: null on connections used by workers.
+ *
+ * @throws the file system's error when the REDIS_TLS_CA_FILE it names cannot be read, a TypeError
+ * for a REDIS_URL that is not a URL (loadConfig() refuses both first).
+ */
 export function bullmqConnection(target: string | RedisEndpoint): Redis;
 export function bullmqConnection(target: RedisTarget): RedisClient;
 export function bullmqConnection(target: string | RedisEndpoint | RedisTarget): RedisClient {

@@ -2,8 +2,8 @@
 // a worker and leaves a command that cannot reach Redis printing a reconnect error every second
 // and never ending. A command waits here for the connection to become ready, and on its first
 // error (or after REDIS_READY_TIMEOUT_MS) stops with one line naming the variable.
+import { StartupError } from '../errors.ts';
 import { socketProblemOf } from '../ops/socket-problem.ts';
-import { StartupError } from '../ops/startup-error.ts';
 import { describeRedisTarget, type RedisClient, type RedisTarget } from './redis-connection.ts';
 
 /** How long a command waits for Redis to answer at start before it gives up. */

@@ -3,9 +3,10 @@
 // transfers the process holds at the same time. It composes the lock and the ledger; the
 // guarantee lives in the database decision, the lock keeps the common case cheap.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DelayedError, Job, UnrecoverableError, type Worker } from 'bullmq';
+import { DelayedError, Job, type Telemetry, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
 import { dbCallDeadlineMs, type PrismaClient } from '../db/prisma.ts';
+import { LockLostError, RetryableTransferError } from '../errors.ts';
 import { decideOperations } from '../ledger/apply-payments.ts';
 import { type BatchItem, type BatchStats, DecisionBatcher, type ExpectedDecision } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
@@ -14,7 +15,6 @@ import { type OperationRequest, operationKindOf, validateOperationRequest } from
 import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
 import type { FencedLock } from '../lock/fenced-lock.ts';
-import { LockLostError } from '../lock/lock-errors.ts';
 import { SharedLeases } from '../lock/shared-leases.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
 import type { Logger } from '../log/logger.ts';
@@ -53,15 +53,9 @@ export const GIVE_UP_RECORD_TRIES_MAX = 6;
 export const GIVE_UP_RETRY_BASE_MS = 500;
 export const GIVE_UP_RETRY_CAP_MS = 8_000;
 
-/** A failure the job should be retried for (BullMQ attempts with back-off). */
-export class RetryableTransferError extends Error {
-  override name = 'RetryableTransferError';
-  constructor(
-    readonly kind: RetryKind,
-    detail: string,
-  ) {
-    super(failureMessage(kind, detail));
-  }
+/** A failure the job should be retried for, of one of the vocabulary's retry kinds. */
+function retryable(kind: RetryKind, detail: string): RetryableTransferError<RetryKind> {
+  return new RetryableTransferError(kind, detail);
 }
 
 export interface ApplyContext {
@@ -288,7 +282,7 @@ export class TransferProcessor {
         const advanced = await this.deps.lock.advanceFence(request.from, result.walletFence);
         if (advanced.kind === 'raised') this.metrics.fenceAdvanced();
         if (round >= STALE_FENCE_ROUNDS_MAX) {
-          throw new RetryableTransferError('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
+          throw retryable('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
         }
       }
     } catch (err) {
@@ -300,11 +294,11 @@ export class TransferProcessor {
           { event: 'transfer_lock_lost', ...fields, fence: err.token.toString(), reason: err.reason },
           'lock lost before commit',
         );
-        throw new RetryableTransferError('lock_lost', err.message);
+        throw retryable('lock_lost', err.message);
       }
       const failure = classifyAttemptError(err, this.role);
       if (failure.permanent) {
-        const error = new RetryableTransferError(failure.kind, failure.detail);
+        const error = retryable(failure.kind, failure.detail);
         log().error(
           { event: 'transfer_permanent_error', ...fields, err, kind: failure.kind, sqlState: failure.sqlState },
           'transfer attempt failed on an error no retry here can clear; the job waits with its attempts unspent, the worker stops taking jobs',
@@ -322,7 +316,7 @@ export class TransferProcessor {
         },
         'transfer attempt failed; will retry',
       );
-      throw new RetryableTransferError('transient_error', failure.detail);
+      throw retryable('transient_error', failure.detail);
     }
   }
 
@@ -443,7 +437,7 @@ export class TransferProcessor {
   ): Promise<never> {
     const deferrals = busyDeferralsOf(job);
     if (deferrals >= LOCK_BUSY_DEFERRALS_MAX) {
-      throw new RetryableTransferError('lock_busy', `wallet busy after ${deferrals} deferrals`);
+      throw retryable('lock_busy', `wallet busy after ${deferrals} deferrals`);
     }
     const capMs = Math.max(LOCK_BUSY_DELAY_BASE_MS, Math.min(LOCK_BUSY_DELAY_CAP_MS, retryAfterMs));
     const delayMs = fullJitterDelayMs(Math.min(deferrals, 16), LOCK_BUSY_DELAY_BASE_MS, capMs, Math.random) + 1;
@@ -470,7 +464,7 @@ export class TransferProcessor {
   private async putBack(
     job: Job,
     bullToken: string | undefined,
-    error: RetryableTransferError,
+    error: RetryableTransferError<RetryKind>,
     log: Logger,
     fields: Record<string, string>,
   ): Promise<never> {
@@ -633,8 +627,9 @@ function shardWorker(
   return worker;
 }
 
-function telemetryOption(): { telemetry?: NonNullable<ReturnType<typeof bullmqTelemetry>> } {
-  const telemetry = bullmqTelemetry();
+function telemetryOption(): { telemetry?: Telemetry } {
+  // tracing-sdk.ts made it with bullmq-otel, for BullMQ: its type is BullMQ's.
+  const telemetry = bullmqTelemetry() as Telemetry | undefined;
   return telemetry === undefined ? {} : { telemetry };
 }
 

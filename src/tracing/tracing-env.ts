@@ -2,8 +2,9 @@
 // OTLP endpoint is named (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT) and
 // OTEL_SDK_DISABLED is not `true` and OTEL_TRACES_EXPORTER is not `none`. An empty value counts as
 // unset: Compose passes `${OTEL_EXPORTER_OTLP_ENDPOINT:-}`. Pure: no SDK is loaded to answer.
-import { ConfigError } from '../config/config.ts';
+
 import { SETTINGS, TRACE_SAMPLERS } from '../config/settings.ts';
+import { ConfigError } from '../errors.ts';
 
 export { TRACE_SAMPLERS };
 

@@ -3,12 +3,18 @@
 // unless OpenTelemetry's environment names an endpoint (tracing-env.ts); off, the SDK is never
 // loaded (tracing-sdk.ts is imported on demand) and the product's span helpers (spans.ts) return
 // at their first line. The product itself speaks only @opentelemetry/api.
-import type { Telemetry } from 'bullmq';
 import { type TracingEnv, tracingEnvOf } from './tracing-env.ts';
+
+/**
+ * BullMQ's `telemetry` option (its `Telemetry`), opaque here: this module sits under the intake,
+ * which never loads BullMQ, not even for a type (the `intake-entry-reaches-queue` import rule).
+ * The worker, which loads BullMQ, gives it its type back (src/queue/transfer-worker.ts).
+ */
+export type QueueTelemetry = object;
 
 /** What a started SDK hands back: BullMQ's telemetry option, and the flush at exit. */
 export interface TracingSdk {
-  readonly telemetry: Telemetry;
+  readonly telemetry: QueueTelemetry;
   /** Sends the spans ended so far. */
   flush(): Promise<void>;
   shutdown(): Promise<void>;
@@ -28,7 +34,7 @@ export function tracingOn(): boolean {
 }
 
 /** BullMQ's `telemetry` option when this process traces, else undefined (BullMQ then traces nothing). */
-export function bullmqTelemetry(): Telemetry | undefined {
+export function bullmqTelemetry(): QueueTelemetry | undefined {
   return sdk?.telemetry;
 }
 

@@ -1,9 +1,9 @@
 // `npm run config`: every variable with its resolved value and where it came from, and no secret
 // in the output, whether it sits in a URL or in a password variable.
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/config/config.ts';
 import { configView, formatConfigView } from '../../src/config/config-view.ts';
 import { SETTINGS } from '../../src/config/settings.ts';
+import { ConfigError } from '../../src/errors.ts';
 import { runCommand } from '../support/cli-process.ts';
 
 const SECRET = 'sekrit-Pa55word-xyz';

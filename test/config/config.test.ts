@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   CONFIG_DEFAULTS,
-  ConfigError,
   databaseName,
   loadConfig,
   redactUrl,
@@ -13,6 +12,7 @@ import {
   withDatabase,
 } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { ConfigError } from '../../src/errors.ts';
 import { describeRun, runTsx } from '../support/cli-process.ts';
 
 const ALLOW_UNSAFE = 'i-understand-this-breaks-guarantees';

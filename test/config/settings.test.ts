@@ -2,8 +2,9 @@
 // value its own row accepts, every integer row's bounds are the ones loadConfig holds the
 // variable to, and the table sets every field of Config.
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { loadConfig } from '../../src/config/config.ts';
 import { SETTINGS, type Setting } from '../../src/config/settings.ts';
+import { ConfigError } from '../../src/errors.ts';
 
 const rows = Object.entries(SETTINGS) as [string, Setting][];
 const integerRows = rows.filter((r): r is [string, Extract<Setting, { kind: 'integer' }>] => r[1].kind === 'integer');

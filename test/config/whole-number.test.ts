@@ -7,9 +7,10 @@ import { describe, expect, it } from 'vitest';
 import { parseBenchArgs } from '../../harness/bench/bench-options.ts';
 import { CHAOS_QUEUE_SHARDS_MAX, parseChaosArgs } from '../../harness/chaos/chaos-options.ts';
 import { LocalRedisCluster } from '../../harness/services/local-redis-cluster.ts';
-import { integerFlag, UsageError } from '../../src/cli/args.ts';
+import { integerFlag } from '../../src/cli/args.ts';
 import { parseWholeNumber, type WholeNumberFault, wholeNumberIn } from '../../src/config/bounds.ts';
-import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import { ConfigError, UsageError } from '../../src/errors.ts';
 
 /** Texts that are not a whole number written the one way, whatever the range. */
 const NOT_WHOLE = [

@@ -5,13 +5,9 @@
 // same check, and the command takes it away again.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  ensureIntakeRole,
-  expectedIntakeRolePrivileges,
-  INTAKE_ROLES,
-  IntakeRoleError,
-} from '../../src/db/intake-role-grants.ts';
+import { ensureIntakeRole, expectedIntakeRolePrivileges, INTAKE_ROLES } from '../../src/db/intake-role-grants.ts';
 import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
+import { IntakeRoleError } from '../../src/errors.ts';
 import { requestTransfer } from '../../src/intake/intake.ts';
 import { readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';

@@ -10,7 +10,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
-import { MigrationError, migrate, readMigrations } from '../../src/db/migrations.ts';
+import { migrate, readMigrations } from '../../src/db/migrations.ts';
+import { MigrationError } from '../../src/errors.ts';
 import { describeRun, lastJsonLine, runCommand, runTsx } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
 

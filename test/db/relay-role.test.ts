@@ -6,13 +6,9 @@
 // transfer_requests) is seen by the same check, and the command takes it away again.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  ensureRelayRole,
-  expectedRelayPrivileges,
-  RELAY_FUNCTIONS,
-  RelayRoleError,
-} from '../../src/db/relay-role-grants.ts';
+import { ensureRelayRole, expectedRelayPrivileges, RELAY_FUNCTIONS } from '../../src/db/relay-role-grants.ts';
 import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
+import { RelayRoleError } from '../../src/errors.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
 import { readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
 import { intakeBacklog } from '../../src/intake/relay.ts';

@@ -14,8 +14,8 @@ import {
   ensureWorkerRole,
   expectedWorkerPrivileges,
   roleUrl,
-  WorkerRoleError,
 } from '../../src/db/worker-role-grants.ts';
+import { WorkerRoleError } from '../../src/errors.ts';
 import {
   INTAKE_FUNCTION,
   INTAKE_OPERATION_FUNCTION,

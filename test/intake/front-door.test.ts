@@ -7,13 +7,9 @@
 // differ. Each of these failed on the code before the front-door-edges migration.
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { IntakeConflictError, requestTransfer } from '../../src/intake/intake.ts';
-import {
-  type OutcomeEvent,
-  OutcomeFeedPrunedError,
-  readOutcomes,
-  sequenceOutcomeFeed,
-} from '../../src/intake/outcome-feed.ts';
+import { IntakeConflictError, OutcomeFeedPrunedError } from '../../src/errors.ts';
+import { requestTransfer } from '../../src/intake/intake.ts';
+import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';

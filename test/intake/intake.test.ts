@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
-import { IntakeConflictError, requestTransfer, requestTransfers } from '../../src/intake/intake.ts';
+import { IntakeConflictError, InvalidTransferError } from '../../src/errors.ts';
+import { requestTransfer, requestTransfers } from '../../src/intake/intake.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
@@ -19,7 +20,6 @@ import {
   type TransferWire,
   validateTransferRequest,
 } from '../../src/ledger/transfer-request.ts';
-import { InvalidTransferError } from '../../src/queue/producer.ts';
 import { settledRead } from '../support/feed.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';

@@ -1,6 +1,7 @@
 // The import rules of .dependency-cruiser.cjs (run by `npm test` as `npm run lint:imports`): the
-// real tree passes, and a product file that imports a harness, in a scratch copy of the layout,
-// is refused by name.
+// real tree passes, and a file that breaks a rule, in a scratch copy of the layout, is refused by
+// name: a product file that imports a harness, a lock file that imports the ledger, an errors
+// module that imports another product module.
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -50,5 +51,25 @@ describe('the import rules', () => {
     expect(result.code).not.toBe(0);
     expect(result.output).toMatch(/product-imports-harness: src\/ledger\/settle\.ts → harness\/chaos\/fault\.ts/);
     expect(result.output).not.toContain('harness/chaos/drive.ts →');
+  });
+
+  it('refuse a lock file that imports the ledger, and an errors module that imports any product module', async () => {
+    const root = join(scratch, 'layers');
+    writeTree(root, {
+      'tsconfig.json': JSON.stringify({ compilerOptions: { allowImportingTsExtensions: true, noEmit: true } }),
+      'src/ledger/vocabulary.ts': "import { PREFIX } from '../errors.ts';\nexport const prefixed = PREFIX + 1;\n",
+      'src/lock/lock-scripts.ts':
+        "import { prefixed } from '../ledger/vocabulary.ts';\nexport const reply = prefixed;\n",
+      'src/lock/watchdog.ts': "import { PREFIX } from '../errors.ts';\nexport const lost = PREFIX;\n",
+      'src/config/settings.ts': 'export const MAX = 1;\n',
+      'src/errors.ts': "import { MAX } from './config/settings.ts';\nexport const PREFIX = MAX;\n",
+    });
+    const result = await cruise(root, ['src']);
+    expect(result.code).not.toBe(0);
+    expect(result.output).toMatch(/lock-imports-ledger: src\/lock\/lock-scripts\.ts → src\/ledger\/vocabulary\.ts/);
+    expect(result.output).toMatch(/errors-import-product: src\/errors\.ts → src\/config\/settings\.ts/);
+    // Both may import the errors module.
+    expect(result.output).not.toContain('src/lock/watchdog.ts →');
+    expect(result.output).not.toContain('src/ledger/vocabulary.ts →');
   });
 });

@@ -3,13 +3,9 @@
 // the next batch), an answer after the deadline is ignored, and a transfer whose lease is lost
 // while it waits for a slot leaves at once (one in flight waits for its answer, as before).
 import { describe, expect, it } from 'vitest';
+import { DecisionTimeoutError } from '../../src/errors.ts';
 import type { FencedOperation } from '../../src/ledger/apply-payments.ts';
-import {
-  type BatchStats,
-  DECISION_DEADLINE_MS_DEFAULT,
-  DecisionBatcher,
-  DecisionTimeoutError,
-} from '../../src/ledger/decision-batcher.ts';
+import { type BatchStats, DECISION_DEADLINE_MS_DEFAULT, DecisionBatcher } from '../../src/ledger/decision-batcher.ts';
 import type { ApplyResult } from '../../src/ledger/outcome.ts';
 import type { TransferRequest } from '../../src/ledger/transfer-request.ts';
 

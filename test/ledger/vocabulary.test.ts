@@ -7,8 +7,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import { LedgerContractError } from '../../src/ledger/apply-transfer.ts';
-import { DecisionTimeoutError } from '../../src/ledger/decision-batcher.ts';
+import {
+  DecisionTimeoutError,
+  LedgerContractError,
+  LockLostError,
+  LockProtocolError,
+  RetryableTransferError,
+} from '../../src/errors.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import {
   classifyFailure,
@@ -22,12 +27,11 @@ import {
   type LedgerContractViolation,
   REASONS_ALLOWED_BY_CHECK_ONLY,
   REJECTION_REASONS,
+  RETRY_KINDS,
   STORED_STATUSES,
   type TerminalOutcome,
   WORKER_FAILURE_KINDS,
 } from '../../src/ledger/vocabulary.ts';
-import { LockLostError, LockProtocolError } from '../../src/lock/lock-errors.ts';
-import { RetryableTransferError } from '../../src/queue/transfer-worker.ts';
 
 const MIGRATIONS = join(PROJECT_ROOT, 'prisma', 'migrations');
 /** The functions a decision goes through: the worker calls the last three, they call the first. */
@@ -123,6 +127,11 @@ describe('failure messages', () => {
 
   it("read BullMQ's stall failure back", () => {
     expect(classifyFailure('job stalled more than allowable limit').kind).toBe('stalled');
+  });
+
+  it("word a RetryableTransferError's message as failureMessage() does, for every kind the worker retries", () => {
+    for (const kind of RETRY_KINDS)
+      expect(new RetryableTransferError(kind, 'detail').message).toBe(failureMessage(kind, 'detail'));
   });
 
   it("read back the error behind a failure's detail", () => {

@@ -5,8 +5,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockLostError } from '../../src/errors.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
-import { LockLostError } from '../../src/lock/lock-errors.ts';
 import { LEASE_PROGRESS_MS_MAX_DEFAULT, SharedLeases } from '../../src/lock/shared-leases.ts';
 import { abortedAt, captureLog, connectShared, deleteKeysWithPrefix, uniqueKeyPrefix } from './lock-fixtures.ts';
 

@@ -3,8 +3,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockLostError } from '../../src/errors.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
-import { LockLostError } from '../../src/lock/lock-errors.ts';
 import type { HeldLease } from '../../src/lock/watchdog.ts';
 import { withLock } from '../../src/lock/with-lock.ts';
 import { abortedAt, captureLog, connectShared, deleteKeysWithPrefix, uniqueKeyPrefix } from './lock-fixtures.ts';

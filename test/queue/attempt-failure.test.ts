@@ -2,11 +2,15 @@
 // can clear by themselves (retried as always) and which cannot (the worker holds, the reason
 // names the fix), and that every reason reads back to its kind and cause.
 import { describe, expect, it } from 'vitest';
-import { LedgerContractError } from '../../src/ledger/apply-transfer.ts';
-import { DecisionTimeoutError } from '../../src/ledger/decision-batcher.ts';
+import {
+  DecisionTimeoutError,
+  ERROR_CODES,
+  LedgerContractError,
+  LockLostError,
+  LockProtocolError,
+} from '../../src/errors.ts';
 import { classifyFailure, FAILURE_KIND_DOCS, failureMessage, PERMANENT_KINDS } from '../../src/ledger/vocabulary.ts';
-import { LockLostError, LockProtocolError } from '../../src/lock/lock-errors.ts';
-import { classifyAttemptError, roleOf } from '../../src/queue/attempt-failure.ts';
+import { classifyAttemptError, permanentKindOfCode, roleOf } from '../../src/queue/attempt-failure.ts';
 
 /** An error shaped as Prisma raises one for a raw query PostgreSQL refused (see PRISMA-NOTES). */
 function postgresError(code: string, message: string): Error {
@@ -56,6 +60,22 @@ describe('permanent errors', () => {
     const f = classifyAttemptError(new RangeError('fence must be positive, got 0'), ROLE);
     expect(f).toMatchObject({ permanent: true, kind: 'internal_error' });
     expect(f.detail).toMatch(/^RangeError: fence must be positive, got 0; a bug/);
+  });
+
+  it('classifies by code, never by name: a renamed LedgerContractError still holds, a look-alike name does not', () => {
+    const renamed = new LedgerContractError('batch_order', 'position 2 for 1');
+    renamed.name = 'Error';
+    expect(classifyAttemptError(renamed, ROLE)).toMatchObject({ permanent: true, kind: 'ledger_contract' });
+    const lookAlike = Object.assign(new Error('apply_transfers returned 0 rows'), { name: 'LedgerContractError' });
+    expect(classifyAttemptError(lookAlike, ROLE)).toMatchObject({ permanent: false, kind: 'transient_error' });
+    // Another copy of the package (a second install) throws errors of other classes with the same codes.
+    const otherCopy = Object.assign(new Error('lock script acquire: unexpected reply'), { code: 'LOCK_PROTOCOL' });
+    expect(classifyAttemptError(otherCopy, ROLE)).toMatchObject({ permanent: true, kind: 'lock_protocol' });
+  });
+
+  it('every code of src/errors.ts has a classification: only LEDGER_CONTRACT and LOCK_PROTOCOL are permanent', () => {
+    const permanent = ERROR_CODES.filter((code) => permanentKindOfCode(code) !== undefined);
+    expect(permanent.sort()).toEqual(['LEDGER_CONTRACT', 'LOCK_PROTOCOL']);
   });
 
   it('every permanent kind is declared as permanent and retried (by a ready worker) in the vocabulary', () => {

@@ -6,7 +6,7 @@
 // failure fails the attempt instead: the job fails for good after its two attempts.
 import type { Job } from 'bullmq';
 import { expect, it } from 'vitest';
-import { LedgerContractError } from '../../src/ledger/apply-transfer.ts';
+import { LedgerContractError } from '../../src/errors.ts';
 import { METRIC_PREFIX } from '../../src/metrics/worker-metrics.ts';
 import { startObservedWorker } from '../support/observed-worker.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';

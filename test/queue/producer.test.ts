@@ -9,12 +9,8 @@ import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import {
-  createTransferQueue,
-  enqueueTransfer,
-  enqueueTransfers,
-  InvalidTransferError,
-} from '../../src/queue/producer.ts';
+import { InvalidTransferError } from '../../src/errors.ts';
+import { createTransferQueue, enqueueTransfer, enqueueTransfers } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { uniqueName } from '../support/test-db.ts';
 

@@ -15,7 +15,7 @@ export interface CliResult {
 }
 
 /**
- * `command` is run from the project root with the test's environment plus `env`.
+ * `command` is run from the project root (or `cwd`) with the test's environment plus `env`.
  * Use `npm` for `npm run ...` and `node` with `--import tsx` for a single CLI file.
  */
 export function runCommand(
@@ -23,11 +23,12 @@ export function runCommand(
   args: readonly string[],
   env: Record<string, string>,
   timeoutMs = CLI_TIMEOUT_MS,
+  cwd = PROJECT_ROOT,
 ): Promise<CliResult> {
   const startedMs = performance.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
-      cwd: PROJECT_ROOT,
+      cwd,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
       // Its own process group, so that a timeout ends npm and the node process under it alike.

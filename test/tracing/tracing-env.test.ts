@@ -2,7 +2,7 @@
 // unless an endpoint is named, an empty value is unset (Compose passes `${VAR:-}`), and the
 // switches that turn it off win.
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/config/config.ts';
+import { ConfigError } from '../../src/errors.ts';
 import { tracingEnvOf } from '../../src/tracing/tracing-env.ts';
 
 const ENDPOINT = 'http://jaeger:4318';

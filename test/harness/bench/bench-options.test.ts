@@ -8,7 +8,7 @@ import {
   PAYMENT_PARTS,
   parseBenchArgs,
 } from '../../../harness/bench/bench-options.ts';
-import { UsageError } from '../../../src/cli/args.ts';
+import { UsageError } from '../../../src/errors.ts';
 
 describe('bench options', () => {
   it('defaults to every mode at the issue sizes, batching left to the worker', () => {

@@ -24,7 +24,8 @@ import {
   runIntakeChecks,
   sequenceWholeFeed,
 } from '../../../harness/chaos/intake-checks.ts';
-import { IntakeConflictError, requestTransfers } from '../../../src/intake/intake.ts';
+import { IntakeConflictError } from '../../../src/errors.ts';
+import { requestTransfers } from '../../../src/intake/intake.ts';
 import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from '../../../src/intake/outcome-feed.ts';
 import { applyTransfers } from '../../../src/ledger/apply-transfer.ts';
 import { requestHash } from '../../../src/ledger/request-hash.ts';

@@ -1,7 +1,7 @@
 // What `npm run config` prints: every variable of the settings table with the value the service
 // resolves it to and where that value came from, secrets redacted. Built from the same table and
 // the same parser as the service (loadConfig), so a value shown here is the value a worker uses.
-import { REDACTED, redactText } from '../log/redact.ts';
+import { isSecretName, REDACTED, redactText } from '../log/redact.ts';
 import { type Config, loadConfig, redactUrl } from './config.ts';
 import { SETTINGS, type Setting, type SettingName } from './settings.ts';
 
@@ -16,11 +16,6 @@ export interface ConfigViewRow {
   readonly source: 'environment' | 'default';
 }
 
-/** A variable whose value is a secret: never shown, only whether it is set. */
-function isSecret(name: string): boolean {
-  return /PASSWORD|SECRET|TOKEN/.test(name);
-}
-
 function text(field: keyof Config, value: unknown): string {
   // The two ports are the only fields whose null is a word of their variable (`off`).
   if (value === null || value === undefined)
@@ -33,7 +28,7 @@ function text(field: keyof Config, value: unknown): string {
 }
 
 function shown(name: SettingName, setting: Setting, value: string): string {
-  if (isSecret(name)) return REDACTED;
+  if (isSecretName(name)) return REDACTED; // never shown, only whether it is set
   return redactText(setting.kind === 'url' ? redactUrl(value) : value);
 }
 

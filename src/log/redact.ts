@@ -7,6 +7,11 @@ import { pino } from 'pino';
 export const REDACTED = '[redacted]';
 /** Property names whose values are never logged. */
 const SECRET_KEY = /password|passwd|secret|connectionstring|credential|^pass$/i;
+
+/** Whether a property or variable named `name` holds a secret, whose value is never shown. */
+export function isSecretName(name: string): boolean {
+  return SECRET_KEY.test(name);
+}
 /** Redis commands whose arguments carry credentials. */
 const SECRET_COMMANDS = new Set(['auth', 'hello', 'migrate']);
 /** scheme://user:password@ and ?password=... in any text. */
@@ -37,7 +42,7 @@ export function redactValue(value: unknown, depth = 0): unknown {
   const secretCommand =
     typeof record.name === 'string' && SECRET_COMMANDS.has(record.name.toLowerCase()) && 'args' in record;
   for (const [key, v] of Object.entries(record)) {
-    if (SECRET_KEY.test(key) || (secretCommand && key === 'args')) out[key] = REDACTED;
+    if (isSecretName(key) || (secretCommand && key === 'args')) out[key] = REDACTED;
     else out[key] = redactValue(v, depth + 1);
   }
   return out;

@@ -1,0 +1,2384 @@
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: apply_payments(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
+        TRUE, TRUE, TRUE, TRUE, TRUE)
+     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+$$;
+
+--
+-- Name: apply_payments_unsafe(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint, boolean, boolean, boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_payments_unsafe(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE sql
+    AS $$
+    SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
+        p_check_idempotency, p_check_fence, p_check_lease, p_check_hold_state, p_check_refund_bound)
+     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+$$;
+
+--
+-- Name: apply_transfer(text, text, text, text, bigint, text, bigint, uuid, boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid, p_check_idempotency boolean DEFAULT true, p_check_fence boolean DEFAULT true, p_check_lease boolean DEFAULT true) RETURNS TABLE(outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_existing   RECORD;
+    v_wallet     RECORD;
+    v_from       RECORD;
+    v_to         RECORD;
+    v_found_from BOOLEAN := FALSE;
+    v_found_to   BOOLEAN := FALSE;
+    v_reason     TEXT := NULL;
+    v_status     TEXT;
+    v_fence_after BIGINT;
+    v_rows       INTEGER;
+    -- The intake's request of this operation, when this call closes one.
+    v_req_hash     TEXT;
+    v_req_from     TEXT;
+    v_req_to       TEXT;
+    v_req_amount   BIGINT;
+    v_req_currency TEXT;
+BEGIN
+    IF p_operation_id IS NULL OR p_request_hash IS NULL OR p_from IS NULL OR p_to IS NULL
+       OR p_amount IS NULL OR p_amount <= 0 OR p_fence IS NULL OR p_fence < 1 OR p_lease_id IS NULL THEN
+        RAISE EXCEPTION 'apply_transfer: ids, hash, wallets and lease must be given, amount and fence positive'
+            USING ERRCODE = '22023';
+    END IF;
+
+    IF p_check_idempotency THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+        SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
+          FROM transfers t WHERE t.operation_id = p_operation_id;
+        IF FOUND THEN
+            -- Decided before: an open request of the operation (requested through the intake while
+            -- the other door decided it, or sent again after its decision) is decided too, and a
+            -- request that asked for another body gets its conflict event.
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+             WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+            RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+                 INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+            IF FOUND AND v_req_hash <> v_existing.request_hash::TEXT THEN
+                INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+                VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
+            END IF;
+            RETURN QUERY SELECT
+                CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
+                v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
+            RETURN;
+        END IF;
+    END IF;
+
+    FOR v_wallet IN
+        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease
+          FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
+    LOOP
+        IF v_wallet.id = p_from THEN v_from := v_wallet; v_found_from := TRUE; END IF;
+        IF v_wallet.id = p_to THEN v_to := v_wallet; v_found_to := TRUE; END IF;
+    END LOOP;
+
+    -- The fence guards the source wallet only; an equal token passes only for the lease that set
+    -- it (the lease-ids migration).
+    -- (Nested: PL/pgSQL evaluates a record's fields even behind a false AND.)
+    IF v_found_from AND p_check_fence THEN
+        IF v_from.last_fence > p_fence
+           OR (p_check_lease AND v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
+            RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from.last_fence;
+            RETURN;
+        END IF;
+    END IF;
+
+    IF p_from = p_to THEN
+        v_reason := 'same_wallet';
+    ELSIF NOT v_found_from OR NOT v_found_to THEN
+        v_reason := 'unknown_wallet';
+    ELSIF v_from.currency <> v_to.currency OR (p_currency IS NOT NULL AND p_currency <> v_from.currency) THEN
+        v_reason := 'currency_mismatch';
+    ELSIF v_from.balance < p_amount THEN
+        v_reason := 'insufficient_funds';
+    END IF;
+    v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+
+    IF v_found_from THEN
+        -- Every decision under our token raises the source's fence, refusals included; the lease
+        -- that holds the fence is recorded with it. An applied transfer moves both balances in
+        -- the same statement: one row-update pass, one evaluation of the wallets' CHECK
+        -- constraints (which PostgreSQL compiles afresh for every statement that writes a row).
+        v_fence_after := GREATEST(v_from.last_fence, p_fence);
+        IF v_reason IS NULL THEN
+            UPDATE wallets
+               SET last_fence = CASE WHEN id = p_from THEN v_fence_after ELSE last_fence END,
+                   last_lease = CASE WHEN id = p_from AND p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   balance = balance + CASE WHEN id = p_from THEN -p_amount ELSE p_amount END,
+                   updated_at = CURRENT_TIMESTAMP
+             WHERE id IN (p_from, p_to);
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            IF v_rows <> 2 THEN
+                RAISE EXCEPTION 'apply_transfer: transfer % touched % wallet rows, not 2', p_operation_id, v_rows
+                    USING ERRCODE = 'XX000';
+            END IF;
+        ELSE
+            UPDATE wallets
+               SET last_fence = v_fence_after,
+                   last_lease = CASE WHEN p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   updated_at = CURRENT_TIMESTAMP
+             WHERE id = p_from;
+        END IF;
+    END IF;
+
+    IF v_reason IS NULL THEN
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease) VALUES
+            (p_operation_id, p_from, 'debit', -p_amount, p_fence, p_lease_id),
+            (p_operation_id, p_to, 'credit', p_amount, p_fence, p_lease_id);
+    END IF;
+
+    -- The record, then what it decides (as in the batch): the intake's request marked decided and
+    -- one outcome event, only when the record was inserted. Three single-row statements: cheaper
+    -- here than the batch's one statement over arrays.
+    -- Checked, the record is a plain INSERT: under the operation's advisory lock the SELECT above
+    -- found no row, so a row here now was written by someone who skipped that lock, and the
+    -- unique violation rolls back the money this call moved. ON CONFLICT DO NOTHING would have
+    -- kept it, unrecorded, and costs a speculative insertion (its confirm record, and a second
+    -- index probe). Unchecked (the negative control), the record keeps the first outcome.
+    IF p_check_idempotency THEN
+        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                               status, reason, fence, lease)
+        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id);
+    ELSE
+        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                               status, reason, fence, lease)
+        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id)
+        ON CONFLICT (operation_id) DO NOTHING;
+    END IF;
+    IF FOUND THEN
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+         WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+        RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+             INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+        VALUES (p_operation_id, v_status, v_reason, p_from, p_to, p_amount, p_currency);
+        -- Decided here with the body this call carries (a job sent to BullMQ straight): a request
+        -- of the operation with another body is answered conflict, in the feed.
+        IF v_req_hash IS NOT NULL AND v_req_hash <> p_request_hash THEN
+            INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+            VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
+        END IF;
+    END IF;
+
+    RETURN QUERY SELECT v_status, v_status, v_reason, p_fence, v_fence_after;
+END;
+$$;
+
+--
+-- Name: apply_transfers(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
+      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+                                  p_currencies, p_fences, p_lease_ids, TRUE, TRUE, TRUE) b
+     WHERE decision_wallet_ids_checked(p_froms || p_tos);
+$$;
+
+--
+-- Name: apply_transfers_unsafe(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[], boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_transfers_unsafe(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE sql
+    AS $$
+    SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
+      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+                                  p_currencies, p_fences, p_lease_ids, p_check_idempotency,
+                                  p_check_fence, p_check_lease) b;
+$$;
+
+--
+-- Name: decision_wallet_ids_checked(text[], jsonb[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs jsonb[] DEFAULT NULL::jsonb[]) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_ids) i WHERE i LIKE '$%')
+       OR EXISTS (SELECT 1 FROM unnest(p_legs) g, jsonb_array_elements(CASE WHEN jsonb_typeof(g) = 'array' THEN g ELSE '[]'::jsonb END) l
+                   WHERE l ->> 'to' LIKE '$%') THEN
+        RAISE EXCEPTION 'a wallet id starting with $ is the ledger''s own (a holding or funding account), never a message''s'
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN TRUE;
+END;
+$_$;
+
+--
+-- Name: holds_expire(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.holds_expire(p_limit integer DEFAULT 1000) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+    v_ids   TEXT[];
+    v_now   TIMESTAMPTZ := clock_timestamp();
+    v_count INTEGER;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'holds_expire: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(c.hold_id) INTO v_ids FROM (
+        SELECT h.hold_id FROM holds h WHERE h.state = 'active' AND h.expires_at <= v_now
+         ORDER BY h.expires_at LIMIT p_limit) c;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM wallets w
+     WHERE w.id IN (SELECT h.from_wallet FROM holds h WHERE h.hold_id = ANY (v_ids))
+     ORDER BY w.id FOR UPDATE;
+    PERFORM 1 FROM holds h WHERE h.hold_id = ANY (v_ids) ORDER BY h.hold_id FOR UPDATE;
+    WITH ended AS (
+        UPDATE holds h SET state = 'expired', released = h.amount, ended_at = v_now
+         WHERE h.hold_id = ANY (v_ids) AND h.state = 'active' AND h.expires_at <= v_now
+        RETURNING h.hold_id, h.from_wallet, h.to_wallet, h.amount, h.currency
+    ), moved AS (
+        UPDATE wallets w SET balance = w.balance + m.delta, held = w.held - m.delta, updated_at = CURRENT_TIMESTAMP
+          FROM (SELECT e.from_wallet AS id, sum(e.amount)::BIGINT AS delta FROM ended e GROUP BY e.from_wallet) m
+         WHERE w.id = m.id
+        RETURNING w.id
+    ), entries AS (
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT '$expiry:' || e.hold_id, x.wallet, x.kind, x.amount, NULL, NULL
+          FROM ended e
+         CROSS JOIN LATERAL (VALUES ('$held:' || e.from_wallet, 'debit', -e.amount),
+                                    (e.from_wallet, 'credit', e.amount)) AS x(wallet, kind, amount)
+        RETURNING 1
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                 currency, detail)
+    SELECT e.hold_id, 'expired', NULL, 'hold', NULL, e.from_wallet, e.to_wallet, e.amount, e.currency, NULL
+      FROM ended e;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$_$;
+
+--
+-- Name: ledger_entries_append_only(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_entries_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'ledger_entries is append-only: % refused', TG_OP
+        USING ERRCODE = '42501',
+              HINT = 'post a correcting entry instead of changing or removing one';
+END;
+$$;
+
+--
+-- Name: outcome_cursor_move(text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outcome_cursor_move(p_name text, p_position bigint) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    WITH moved AS (
+        UPDATE outcome_cursors c SET position = p_position, updated_at = now()
+         WHERE c.name = p_name AND c.position <= p_position
+           AND p_position <= (SELECT coalesce(max(e.position), 0) FROM outcome_events e)
+        RETURNING 1
+    )
+    SELECT count(*) = 1 FROM moved;
+$$;
+
+--
+-- Name: outcome_cursor_open(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outcome_cursor_open(p_name text) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    WITH made AS (
+        INSERT INTO outcome_cursors (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING RETURNING 1
+    )
+    SELECT count(*) = 1 FROM made;
+$$;
+
+--
+-- Name: outcome_cursor_position(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outcome_cursor_position(p_name text) RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT coalesce((SELECT c.position FROM outcome_cursors c WHERE c.name = p_name), 0);
+$$;
+
+--
+-- Name: outcome_cursor_take(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outcome_cursor_take(p_name text) RETURNS bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT c.position FROM outcome_cursors c WHERE c.name = p_name FOR UPDATE SKIP LOCKED;
+$$;
+
+--
+-- Name: outcome_events_after(bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outcome_events_after(p_after bigint, p_limit integer DEFAULT 1000) RETURNS TABLE("position" bigint, operation_id text, kind text, reason text, from_wallet text, to_wallet text, amount bigint, currency text, decided_at timestamp with time zone, operation text, original_id text, detail jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_first BIGINT;
+BEGIN
+    IF p_after IS NULL OR p_after < 0 OR p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'outcome_events_after: position must be 0 or more and the limit from 1 to 10000'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT min(e.position) INTO v_first FROM outcome_events e;
+    IF v_first IS NOT NULL AND p_after < v_first - 1 THEN
+        RAISE EXCEPTION 'outcome_events_after: positions before % were pruned; position % is gone', v_first, p_after + 1
+            USING ERRCODE = 'FT001',
+                  DETAIL = format('first kept position: %s', v_first),
+                  HINT = format('read after %s to start at the first event kept', v_first - 1);
+    END IF;
+    RETURN QUERY
+        SELECT e.position, e.operation_id, e.kind, e.reason, e.from_wallet, e.to_wallet, e.amount,
+               e.currency::TEXT, e.decided_at, e.operation, e.original_id, e.detail
+          FROM outcome_events e
+         WHERE e.position > p_after
+         ORDER BY e.position
+         LIMIT p_limit;
+END;
+$$;
+
+--
+-- Name: outcome_feed_sequence(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outcome_feed_sequence(p_limit integer DEFAULT 10000) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_moved INTEGER;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'outcome_feed_sequence: runs only in READ COMMITTED, not %', current_setting('transaction_isolation')
+            USING ERRCODE = '25000',
+                  HINT = 'call it in a statement of its own, or set default_transaction_isolation to read committed for the role';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtextextended('outcome_feed:sequencer', 0)) THEN
+        RETURN 0;
+    END IF;
+    WITH moved AS (
+        DELETE FROM outcome_pending p
+         WHERE p.ctid = ANY (ARRAY(SELECT ctid FROM outcome_pending LIMIT greatest(1, least(p_limit, 100000))))
+        RETURNING p.*
+    ), base AS (
+        SELECT coalesce(max(e.position), 0) AS last FROM outcome_events e
+    )
+    INSERT INTO outcome_events (position, operation_id, kind, reason, from_wallet, to_wallet, amount, currency, decided_at,
+                                operation, original_id, detail)
+    SELECT b.last + row_number() OVER (ORDER BY m.id), m.operation_id, m.kind, m.reason, m.from_wallet, m.to_wallet,
+           m.amount, m.currency, m.decided_at, m.operation, m.original_id, m.detail
+      FROM moved m CROSS JOIN base b;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    RETURN v_moved;
+END;
+$$;
+
+--
+-- Name: payments_decide_batch(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint, boolean, boolean, boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $_$
+DECLARE
+    c_batch_max CONSTANT INTEGER := 1000;
+    v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
+    v_now       TIMESTAMPTZ := clock_timestamp();
+    v_key       BIGINT;
+    v_i         INTEGER;
+    v_j         INTEGER;
+    -- Locked wallets, by id, as the batch leaves them.
+    w_id        TEXT[];
+    w_currency  TEXT[];
+    w_balance   BIGINT[];
+    w_held      BIGINT[];
+    w_fence     BIGINT[];
+    w_lease     UUID[];
+    w_touched   BOOLEAN[];
+    v_wallets   TEXT[];
+    -- Holds: locked rows, then the ones placed here. h_new: insert; h_ended: update.
+    h_id        TEXT[];
+    h_from      TEXT[];
+    h_to        TEXT[];
+    h_amount    BIGINT[];
+    h_currency  TEXT[];
+    h_expires   TIMESTAMPTZ[];
+    h_state     TEXT[];
+    h_captured  BIGINT[];
+    h_released  BIGINT[];
+    h_ended_by  TEXT[];
+    h_new       BOOLEAN[];
+    h_ended     BOOLEAN[];
+    h_count     INTEGER;
+    -- Records: of this batch's operations found in the table, then those decided here.
+    r_op        TEXT[];
+    r_hash      TEXT[];
+    r_status    TEXT[];
+    r_reason    TEXT[];
+    r_fence     BIGINT[];
+    r_element   INTEGER[];
+    r_count     INTEGER;
+    -- Originals named by captures, voids and refunds: their records, then those decided here.
+    o_id        TEXT[];
+    o_kind      TEXT[];
+    o_status    TEXT[];
+    o_from      TEXT[];
+    o_to        TEXT[];
+    o_amount    BIGINT[];
+    o_count     INTEGER;
+    -- Legs of the splits refunds name, then of the splits applied here.
+    s_op        TEXT[];
+    s_to        TEXT[];
+    s_amount    BIGINT[];
+    s_leg       INTEGER[];
+    s_new       BOOLEAN[];
+    s_count     INTEGER;
+    -- Refunded so far, per original and payer.
+    f_key       TEXT[];
+    f_sum       BIGINT[];
+    f_count     INTEGER;
+    -- What the decisions write.
+    l_op        TEXT[] := '{}';
+    l_wallet    TEXT[] := '{}';
+    l_kind      TEXT[] := '{}';
+    l_amount    BIGINT[] := '{}';
+    l_fence     BIGINT[] := '{}';
+    l_lease     UUID[] := '{}';
+    l_count     INTEGER := 0;
+    t_element   INTEGER[] := '{}';
+    t_status    TEXT[] := '{}';
+    t_reason    TEXT[] := '{}';
+    t_to        TEXT[] := '{}';
+    t_amount    BIGINT[] := '{}';
+    t_original  TEXT[] := '{}';
+    t_detail    JSONB[] := '{}';
+    t_count     INTEGER := 0;
+    x_hold      TEXT[] := '{}';
+    x_count     INTEGER := 0;
+    d_op        TEXT[] := '{}';
+    d_hash      TEXT[] := '{}';
+    d_count     INTEGER := 0;
+    -- One operation.
+    v_kind      TEXT;
+    v_op        TEXT;
+    v_from      TEXT;
+    v_to        TEXT;
+    v_amount    BIGINT;
+    v_currency  TEXT;
+    v_ref       TEXT;
+    v_fence     BIGINT;
+    v_lease     UUID;
+    v_fi        INTEGER;
+    v_ti        INTEGER;
+    v_k         INTEGER;
+    v_o         INTEGER;
+    v_s         INTEGER;
+    v_f         INTEGER;
+    v_reason    TEXT;
+    v_moved     BIGINT;
+    v_rest      BIGINT;
+    v_limit     BIGINT;
+    v_left      BIGINT;
+    v_payee     TEXT;
+    v_expires   TIMESTAMPTZ;
+    v_leg       JSONB;
+    v_total     BIGINT;
+    v_detail    JSONB;
+    v_rows      INTEGER;
+    v_touched   INTEGER;
+    v_names_others BOOLEAN := ('capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds))
+                              AND ('hold' = ANY (p_kinds) OR 'split' = ANY (p_kinds));
+    v_latest    TIMESTAMPTZ;
+BEGIN
+    IF v_n < 1 OR v_n > c_batch_max THEN
+        RAISE EXCEPTION 'apply_payments: between 1 and % operations per call, got %', c_batch_max, v_n
+            USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(cardinality(p_kinds), -1) <> v_n OR coalesce(cardinality(p_request_hashes), -1) <> v_n
+       OR coalesce(cardinality(p_froms), -1) <> v_n OR coalesce(cardinality(p_tos), -1) <> v_n
+       OR coalesce(cardinality(p_amounts), -1) <> v_n OR coalesce(cardinality(p_currencies), -1) <> v_n
+       OR coalesce(cardinality(p_refs), -1) <> v_n OR coalesce(cardinality(p_expires_in_ms), -1) <> v_n
+       OR coalesce(cardinality(p_expires_at), -1) <> v_n OR coalesce(cardinality(p_legs), -1) <> v_n
+       OR coalesce(cardinality(p_fences), -1) <> v_n OR coalesce(cardinality(p_lease_ids), -1) <> v_n THEN
+        RAISE EXCEPTION 'apply_payments: the arrays must all have % elements', v_n USING ERRCODE = '22023';
+    END IF;
+    IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
+       OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
+       OR array_position(p_lease_ids, NULL) IS NOT NULL OR p_hold_expiry_max_ms IS NULL OR p_hold_expiry_max_ms < 1
+       OR EXISTS (SELECT 1 FROM unnest(p_amounts) a WHERE a <= 0)
+       OR EXISTS (SELECT 1 FROM unnest(p_fences) f WHERE f < 1) THEN
+        RAISE EXCEPTION 'apply_payments: ids, hashes, sources and leases must be given, amounts and fences positive'
+            USING ERRCODE = '22023';
+    END IF;
+    FOR v_i IN 1 .. v_n LOOP
+        v_kind := p_kinds[v_i];
+        IF v_kind IS NULL OR v_kind NOT IN ('hold', 'capture', 'void', 'refund', 'split')
+           OR (v_kind = 'hold' AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL
+                                    OR (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL)))
+           OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)
+           OR (v_kind = 'split' AND (jsonb_typeof(p_legs[v_i]) IS DISTINCT FROM 'array'
+                                     OR jsonb_array_length(p_legs[v_i]) NOT BETWEEN 2 AND 16)) THEN
+            RAISE EXCEPTION 'apply_payments: element % is not a whole hold, capture, void, refund or split', v_i
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+
+    IF p_check_idempotency THEN
+        FOR v_key IN
+            SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
+        LOOP
+            PERFORM pg_advisory_xact_lock(v_key);
+        END LOOP;
+    END IF;
+
+    -- The refunds' originals, read before any row lock: who they moved money between never
+    -- changes, and it says which wallets to lock. A captured hold's state is read below.
+    IF 'refund' = ANY (p_kinds) THEN
+        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.kind), '{}'),
+               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.from_wallet), '{}'),
+               coalesce(array_agg(t.to_wallet), '{}'), coalesce(array_agg(t.amount), '{}')
+          INTO o_id, o_kind, o_status, o_from, o_to, o_amount
+          FROM transfers t
+         WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
+                                            WHERE p_kinds[i] = 'refund'));
+    ELSE
+        o_id := '{}'; o_kind := '{}'; o_status := '{}'; o_from := '{}'; o_to := '{}'; o_amount := '{}';
+    END IF;
+    o_count := cardinality(o_id);
+
+    -- Every wallet the batch may touch: sources (their held money is in their own row), payees,
+    -- the holds' payees, the originals' sources (a refund's payee) and the splits' legs (repeats
+    -- and NULLs are harmless to `= ANY`).
+    v_wallets := p_froms || p_tos || o_from;
+    IF 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds) THEN
+        v_wallets := v_wallets || ARRAY(SELECT h.to_wallet FROM holds h WHERE h.hold_id = ANY (p_refs));
+    END IF;
+    IF 'split' = ANY (p_kinds) THEN
+        v_wallets := v_wallets || ARRAY(SELECT l ->> 'to' FROM unnest(p_legs) g,
+            jsonb_array_elements(CASE WHEN jsonb_typeof(g) = 'array' THEN g ELSE '[]'::jsonb END) l);
+    END IF;
+    SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.held ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
+      INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_touched
+      FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease FROM wallets w
+             WHERE w.id = ANY (v_wallets) ORDER BY w.id FOR UPDATE) l;
+
+    -- The holds named, read once the wallets are locked. No row lock of their own: whoever
+    -- changes a hold (its capture, its void, the decision or the sweep that releases it, and the
+    -- hold's own decision) holds its source wallet's row lock, which this batch now holds for
+    -- every hold it may change (a capture or void that names another source is refused
+    -- wallet_mismatch and changes nothing). So this statement, which starts after those locks,
+    -- sees every change committed before and none can come before this batch commits.
+    SELECT coalesce(array_agg(h.hold_id), '{}'), coalesce(array_agg(h.from_wallet), '{}'),
+           coalesce(array_agg(h.to_wallet), '{}'), coalesce(array_agg(h.amount), '{}'),
+           coalesce(array_agg(h.currency::TEXT), '{}'), coalesce(array_agg(h.expires_at), '{}'),
+           coalesce(array_agg(h.state), '{}'), coalesce(array_agg(h.captured), '{}'),
+           coalesce(array_agg(h.released), '{}'), coalesce(array_agg(h.ended_by), '{}'),
+           coalesce(array_agg(FALSE), '{}'), coalesce(array_agg(FALSE), '{}')
+      INTO h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new, h_ended
+      FROM holds h WHERE h.hold_id = ANY (p_refs);
+    h_count := cardinality(h_id);
+    -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
+    -- which (hold_rejected or hold_not_found); only batches with such an answer pay.
+    IF EXISTS (SELECT 1 FROM generate_subscripts(p_kinds, 1) i
+                WHERE p_kinds[i] IN ('capture', 'void') AND NOT (p_refs[i] = ANY (h_id))) THEN
+        SELECT o_id || coalesce(array_agg(t.operation_id), '{}'), o_kind || coalesce(array_agg(t.kind), '{}'),
+               o_status || coalesce(array_agg(t.status), '{}'), o_from || coalesce(array_agg(t.from_wallet), '{}'),
+               o_to || coalesce(array_agg(t.to_wallet), '{}'), o_amount || coalesce(array_agg(t.amount), '{}')
+          INTO o_id, o_kind, o_status, o_from, o_to, o_amount
+          FROM transfers t
+         WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
+                                            WHERE p_kinds[i] IN ('capture', 'void') AND NOT (p_refs[i] = ANY (h_id))))
+           AND NOT (t.operation_id = ANY (o_id));
+        o_count := cardinality(o_id);
+    END IF;
+    -- The time every expiry is judged by, taken once every lock is held: a capture that waited
+    -- for a lock past its hold's expiry is refused, as the sweep that ran meanwhile would have it.
+    v_now := clock_timestamp();
+    v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
+
+    -- Legs of the splits named, and what was refunded of each original, per payer (serialised
+    -- by the payer's row lock, taken above).
+    IF 'refund' = ANY (p_kinds) THEN
+        SELECT coalesce(array_agg(s.operation_id), '{}'), coalesce(array_agg(s.to_wallet), '{}'),
+               coalesce(array_agg(s.amount), '{}'), coalesce(array_agg(s.leg), '{}'), coalesce(array_agg(FALSE), '{}')
+          INTO s_op, s_to, s_amount, s_leg, s_new
+          FROM split_legs s WHERE s.operation_id = ANY (p_refs);
+        SELECT coalesce(array_agg(t.original_id || E'\n' || t.from_wallet), '{}'), coalesce(array_agg(t.total), '{}')
+          INTO f_key, f_sum
+          FROM (SELECT r.original_id, r.from_wallet, sum(r.amount)::BIGINT AS total FROM transfers r
+                 WHERE r.original_id = ANY (p_refs) AND r.kind = 'refund' AND r.status = 'applied'
+                 GROUP BY r.original_id, r.from_wallet) t;
+    ELSE
+        s_op := '{}'; s_to := '{}'; s_amount := '{}'; s_leg := '{}'; s_new := '{}';
+        f_key := '{}'; f_sum := '{}';
+    END IF;
+    s_count := cardinality(s_op);
+    f_count := cardinality(f_key);
+
+    IF p_check_idempotency THEN
+        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
+               coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
+          INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
+          FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
+    ELSE
+        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
+    END IF;
+    r_count := cardinality(r_op);
+
+    FOR v_i IN 1 .. v_n LOOP
+        v_kind := p_kinds[v_i];
+        v_op := p_operation_ids[v_i];
+        v_from := p_froms[v_i];
+        v_to := p_tos[v_i];
+        v_amount := p_amounts[v_i];
+        v_currency := p_currencies[v_i];
+        v_ref := p_refs[v_i];
+        v_fence := p_fences[v_i];
+        v_lease := p_lease_ids[v_i];
+        ord := v_i;
+
+        IF p_check_idempotency THEN
+            v_k := array_position(r_op, v_op);
+            IF v_k IS NOT NULL THEN
+                IF r_element[v_k] IS NULL THEN
+                    d_count := d_count + 1;
+                    d_op[d_count] := v_op;
+                    d_hash[d_count] := r_hash[v_k];
+                END IF;
+                outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
+                status := r_status[v_k];
+                reason := r_reason[v_k];
+                fence := r_fence[v_k];
+                wallet_fence := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+        END IF;
+
+        v_fi := array_position(w_id, v_from);
+        -- The fence guards the wallet the operation debits (for a capture or a void, the hold's
+        -- source, whose money it is), exactly as for a transfer; credits are never fenced.
+        IF v_fi IS NOT NULL AND p_check_fence
+           AND (w_fence[v_fi] > v_fence
+                OR (p_check_lease AND w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+            outcome := 'stale_fence';
+            status := NULL;
+            reason := NULL;
+            fence := NULL;
+            wallet_fence := w_fence[v_fi];
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        v_reason := NULL;
+        v_moved := NULL;
+        v_payee := NULL;
+        v_detail := NULL;
+
+        IF v_kind = 'hold' THEN
+            v_ti := array_position(w_id, v_to);
+            v_expires := coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0));
+            IF v_from = v_to THEN
+                v_reason := 'same_wallet';
+            ELSIF v_fi IS NULL OR v_ti IS NULL THEN
+                v_reason := 'unknown_wallet';
+            ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
+                v_reason := 'currency_mismatch';
+            ELSIF v_expires <= v_now OR v_expires > v_latest THEN
+                v_reason := 'expiry_out_of_range';
+            ELSIF w_balance[v_fi] < v_amount THEN
+                v_reason := 'insufficient_funds';
+            ELSE
+                v_moved := v_amount;
+                v_payee := v_to;
+                w_balance[v_fi] := w_balance[v_fi] - v_amount;
+                w_held[v_fi] := w_held[v_fi] + v_amount;
+                l_op[l_count + 1] := v_op;        l_op[l_count + 2] := v_op;
+                l_wallet[l_count + 1] := v_from;  l_wallet[l_count + 2] := '$held:' || v_from;
+                l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
+                l_amount[l_count + 1] := -v_amount; l_amount[l_count + 2] := v_amount;
+                l_fence[l_count + 1] := v_fence;  l_fence[l_count + 2] := v_fence;
+                l_lease[l_count + 1] := v_lease;  l_lease[l_count + 2] := v_lease;
+                l_count := l_count + 2;
+                h_count := h_count + 1;
+                h_id[h_count] := v_op;           h_from[h_count] := v_from;
+                h_to[h_count] := v_to;           h_amount[h_count] := v_amount;
+                h_currency[h_count] := v_currency; h_expires[h_count] := v_expires;
+                h_state[h_count] := 'active';    h_captured[h_count] := 0;
+                h_released[h_count] := 0;        h_ended_by[h_count] := NULL;
+                h_new[h_count] := TRUE;          h_ended[h_count] := FALSE;
+                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'));
+            END IF;
+        ELSIF v_kind IN ('capture', 'void') THEN
+            v_k := array_position(h_id, v_ref);
+            v_o := array_position(o_id, v_ref);
+            IF v_k IS NULL AND v_o IS NOT NULL AND o_kind[v_o] = 'hold' AND o_status[v_o] = 'rejected' THEN
+                v_reason := 'hold_rejected';
+            ELSIF v_k IS NULL THEN
+                v_reason := 'hold_not_found';
+            ELSIF h_from[v_k] <> v_from THEN
+                v_reason := 'wallet_mismatch';
+            ELSIF p_check_hold_state AND h_state[v_k] = 'captured' THEN
+                v_reason := 'hold_already_captured';
+            ELSIF p_check_hold_state AND h_state[v_k] = 'voided' THEN
+                v_reason := 'hold_already_voided';
+            ELSIF p_check_hold_state AND (h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now) THEN
+                v_reason := 'hold_expired';
+                IF h_state[v_k] = 'active' THEN
+                    -- Past its expiry and not swept yet: released here, once, as the sweep would.
+                    w_held[v_fi] := w_held[v_fi] - h_amount[v_k];
+                    w_balance[v_fi] := w_balance[v_fi] + h_amount[v_k];
+                    l_op[l_count + 1] := '$expiry:' || v_ref;     l_op[l_count + 2] := '$expiry:' || v_ref;
+                    l_wallet[l_count + 1] := '$held:' || h_from[v_k]; l_wallet[l_count + 2] := h_from[v_k];
+                    l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
+                    l_amount[l_count + 1] := -h_amount[v_k]; l_amount[l_count + 2] := h_amount[v_k];
+                    l_fence[l_count + 1] := NULL;     l_fence[l_count + 2] := NULL;
+                    l_lease[l_count + 1] := NULL;     l_lease[l_count + 2] := NULL;
+                    l_count := l_count + 2;
+                    h_state[v_k] := 'expired';
+                    h_released[v_k] := h_amount[v_k];
+                    h_ended[v_k] := TRUE;
+                    x_count := x_count + 1;
+                    x_hold[x_count] := v_ref;
+                END IF;
+            ELSIF v_kind = 'capture' AND coalesce(v_amount, h_amount[v_k]) > h_amount[v_k] THEN
+                v_reason := 'exceeds_hold_amount';
+            ELSE
+                v_ti := array_position(w_id, h_to[v_k]);
+                v_moved := CASE WHEN v_kind = 'capture' THEN coalesce(v_amount, h_amount[v_k]) ELSE h_amount[v_k] END;
+                v_rest := h_amount[v_k] - CASE WHEN v_kind = 'capture' THEN v_moved ELSE 0 END;
+                -- The whole held amount leaves the holding account: the captured part to the
+                -- payee, the rest back to the source.
+                w_held[v_fi] := w_held[v_fi] - h_amount[v_k];
+                l_op[l_count + 1] := v_op;
+                l_wallet[l_count + 1] := '$held:' || v_from;
+                l_kind[l_count + 1] := 'debit';
+                l_amount[l_count + 1] := -h_amount[v_k];
+                l_fence[l_count + 1] := v_fence;
+                l_lease[l_count + 1] := v_lease;
+                l_count := l_count + 1;
+                IF v_kind = 'capture' THEN
+                    v_payee := h_to[v_k];
+                    w_balance[v_ti] := w_balance[v_ti] + v_moved;
+                    w_touched[v_ti] := TRUE;
+                    l_count := l_count + 1;
+                    l_op[l_count] := v_op; l_wallet[l_count] := h_to[v_k]; l_kind[l_count] := 'credit';
+                    l_amount[l_count] := v_moved; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
+                    v_detail := jsonb_build_object('released', v_rest::TEXT);
+                END IF;
+                IF v_rest > 0 THEN
+                    w_balance[v_fi] := w_balance[v_fi] + v_rest;
+                    l_count := l_count + 1;
+                    l_op[l_count] := v_op; l_wallet[l_count] := v_from; l_kind[l_count] := 'credit';
+                    l_amount[l_count] := v_rest; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
+                END IF;
+                h_state[v_k] := CASE WHEN v_kind = 'capture' THEN 'captured' ELSE 'voided' END;
+                h_captured[v_k] := CASE WHEN v_kind = 'capture' THEN v_moved ELSE 0 END;
+                h_released[v_k] := v_rest;
+                h_ended_by[v_k] := v_op;
+                h_ended[v_k] := TRUE;
+            END IF;
+        ELSIF v_kind = 'refund' THEN
+            v_o := array_position(o_id, v_ref);
+            v_limit := NULL;
+            IF v_o IS NULL THEN
+                v_reason := 'original_not_found';
+            ELSIF o_status[v_o] <> 'applied' OR o_kind[v_o] NOT IN ('transfer', 'hold', 'split') THEN
+                v_reason := 'original_not_refundable';
+            ELSIF o_kind[v_o] = 'transfer' THEN
+                IF o_to[v_o] <> v_from THEN v_reason := 'wallet_mismatch'; ELSE v_limit := o_amount[v_o]; END IF;
+            ELSIF o_kind[v_o] = 'hold' THEN
+                v_k := array_position(h_id, v_ref);
+                IF v_k IS NULL OR h_state[v_k] <> 'captured' THEN
+                    v_reason := 'original_not_refundable';
+                ELSIF h_to[v_k] <> v_from THEN
+                    v_reason := 'wallet_mismatch';
+                ELSE
+                    v_limit := h_captured[v_k];
+                END IF;
+            ELSE
+                v_s := NULL;
+                FOR v_j IN 1 .. s_count LOOP
+                    IF s_op[v_j] = v_ref AND s_to[v_j] = v_from THEN v_s := v_j; EXIT; END IF;
+                END LOOP;
+                IF v_s IS NULL THEN v_reason := 'wallet_mismatch'; ELSE v_limit := s_amount[v_s]; END IF;
+            END IF;
+            IF v_reason IS NULL THEN
+                v_payee := o_from[v_o];
+                v_ti := array_position(w_id, v_payee);
+                v_f := array_position(f_key, v_ref || E'\n' || v_from);
+                v_left := v_limit - coalesce(f_sum[v_f], 0);
+                v_moved := coalesce(v_amount, CASE WHEN v_left > 0 OR p_check_refund_bound THEN v_left ELSE v_limit END);
+                IF p_check_refund_bound AND (v_moved > v_left OR v_moved <= 0) THEN
+                    v_reason := 'refund_exceeds_original';
+                ELSIF v_fi IS NULL OR v_ti IS NULL THEN
+                    v_reason := 'unknown_wallet';
+                ELSIF w_balance[v_fi] < v_moved THEN
+                    v_reason := 'insufficient_funds';
+                ELSE
+                    w_balance[v_fi] := w_balance[v_fi] - v_moved;
+                    w_balance[v_ti] := w_balance[v_ti] + v_moved;
+                    w_touched[v_ti] := TRUE;
+                    l_op[l_count + 1] := v_op;        l_op[l_count + 2] := v_op;
+                    l_wallet[l_count + 1] := v_from;  l_wallet[l_count + 2] := v_payee;
+                    l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
+                    l_amount[l_count + 1] := -v_moved; l_amount[l_count + 2] := v_moved;
+                    l_fence[l_count + 1] := v_fence;  l_fence[l_count + 2] := v_fence;
+                    l_lease[l_count + 1] := v_lease;  l_lease[l_count + 2] := v_lease;
+                    l_count := l_count + 2;
+                    IF v_f IS NULL THEN
+                        f_count := f_count + 1;
+                        f_key[f_count] := v_ref || E'\n' || v_from;
+                        f_sum[f_count] := v_moved;
+                    ELSE
+                        f_sum[v_f] := f_sum[v_f] + v_moved;
+                    END IF;
+                END IF;
+            END IF;
+            IF v_reason IS NOT NULL THEN v_moved := v_amount; END IF;
+        ELSE -- split
+            v_total := 0;
+            FOR v_leg IN SELECT l FROM jsonb_array_elements(p_legs[v_i]) l LOOP
+                v_ti := array_position(w_id, v_leg ->> 'to');
+                IF (v_leg ->> 'amount') IS NULL OR (v_leg ->> 'amount') !~ '^[0-9]{1,19}$' OR (v_leg ->> 'amount')::NUMERIC <= 0
+                   OR (v_leg ->> 'to') IS NULL THEN
+                    RAISE EXCEPTION 'apply_payments: split % has a leg without a wallet or a positive amount', v_op
+                        USING ERRCODE = '22023';
+                END IF;
+                v_total := v_total + (v_leg ->> 'amount')::BIGINT;
+                IF v_reason IS NOT NULL THEN CONTINUE; END IF;
+                IF (v_leg ->> 'to') = v_from THEN
+                    v_reason := 'same_wallet';
+                ELSIF v_fi IS NULL OR v_ti IS NULL THEN
+                    v_reason := 'unknown_wallet';
+                ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
+                    v_reason := 'currency_mismatch';
+                END IF;
+            END LOOP;
+            IF v_reason IS NULL AND (SELECT count(DISTINCT l ->> 'to') FROM jsonb_array_elements(p_legs[v_i]) l)
+                                    <> jsonb_array_length(p_legs[v_i]) THEN
+                RAISE EXCEPTION 'apply_payments: split % names one wallet in two legs', v_op USING ERRCODE = '22023';
+            END IF;
+            IF v_reason IS NULL AND w_balance[v_fi] < v_total THEN
+                v_reason := 'insufficient_funds';
+            END IF;
+            v_moved := v_total;
+            IF v_reason IS NULL THEN
+                -- All legs or none: every check above passed before any balance moves.
+                w_balance[v_fi] := w_balance[v_fi] - v_total;
+                l_count := l_count + 1;
+                l_op[l_count] := v_op; l_wallet[l_count] := v_from; l_kind[l_count] := 'debit';
+                l_amount[l_count] := -v_total; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
+                v_j := 0;
+                FOR v_leg IN SELECT l FROM jsonb_array_elements(p_legs[v_i]) l LOOP
+                    v_j := v_j + 1;
+                    v_ti := array_position(w_id, v_leg ->> 'to');
+                    w_balance[v_ti] := w_balance[v_ti] + (v_leg ->> 'amount')::BIGINT;
+                    w_touched[v_ti] := TRUE;
+                    l_count := l_count + 1;
+                    l_op[l_count] := v_op; l_wallet[l_count] := v_leg ->> 'to'; l_kind[l_count] := 'credit';
+                    l_amount[l_count] := (v_leg ->> 'amount')::BIGINT; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
+                    s_count := s_count + 1;
+                    s_op[s_count] := v_op; s_to[s_count] := v_leg ->> 'to';
+                    s_amount[s_count] := (v_leg ->> 'amount')::BIGINT; s_leg[s_count] := v_j; s_new[s_count] := TRUE;
+                END LOOP;
+            END IF;
+            v_detail := jsonb_build_object('legs', p_legs[v_i]);
+        END IF;
+
+        IF v_fi IS NOT NULL THEN
+            -- Every decision under our token raises the source's fence, refusals included.
+            IF v_fence >= w_fence[v_fi] THEN
+                w_fence[v_fi] := v_fence;
+                w_lease[v_fi] := v_lease;
+            END IF;
+            w_touched[v_fi] := TRUE;
+        END IF;
+
+        r_count := r_count + 1;
+        r_op[r_count] := v_op;
+        r_hash[r_count] := p_request_hashes[v_i];
+        r_status[r_count] := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        r_reason[r_count] := v_reason;
+        r_fence[r_count] := v_fence;
+        r_element[r_count] := v_i;
+        t_count := t_count + 1;
+        t_element[t_count] := v_i;
+        t_status[t_count] := r_status[r_count];
+        t_reason[t_count] := v_reason;
+        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to) END;
+        t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
+        t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
+        t_detail[t_count] := v_detail;
+        -- Originals decided here can be named later in the batch (a refund of a split, a capture
+        -- of a hold refused here): kept when the batch has both kinds.
+        IF v_names_others THEN
+            o_count := o_count + 1;
+            o_id[o_count] := v_op;
+            o_kind[o_count] := v_kind;
+            o_status[o_count] := r_status[r_count];
+            o_from[o_count] := v_from;
+            o_to[o_count] := t_to[t_count];
+            o_amount[o_count] := t_amount[t_count];
+        END IF;
+
+        outcome := r_status[r_count];
+        status := outcome;
+        reason := v_reason;
+        fence := v_fence;
+        wallet_fence := CASE WHEN v_fi IS NOT NULL THEN w_fence[v_fi] ELSE NULL END;
+        RETURN NEXT;
+    END LOOP;
+
+    -- Write what the decisions did, once per table. CHECK (balance >= 0) and CHECK (held >= 0)
+    -- stay the last line of defence.
+    SELECT count(*) INTO v_touched FROM unnest(w_touched) t WHERE t;
+    IF v_touched > 0 THEN
+        UPDATE wallets w
+           SET balance = u.balance, held = u.held, last_fence = u.last_fence, last_lease = u.last_lease,
+               updated_at = CURRENT_TIMESTAMP
+          FROM unnest(w_id, w_balance, w_held, w_fence, w_lease, w_touched)
+               AS u(id, balance, held, last_fence, last_lease, touched)
+         WHERE w.id = u.id AND u.touched;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows <> v_touched THEN
+            RAISE EXCEPTION 'apply_payments: % wallets moved but % rows were written', v_touched, v_rows
+                USING ERRCODE = 'XX000';
+        END IF;
+    END IF;
+    IF l_count > 0 THEN
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT e.op, e.wallet, e.kind, e.amount, e.fence, e.lease
+          FROM unnest(l_op, l_wallet, l_kind, l_amount, l_fence, l_lease) WITH ORDINALITY
+               AS e(op, wallet, kind, amount, fence, lease, n)
+         ORDER BY e.n;
+    END IF;
+    IF 'hold' = ANY (p_kinds) THEN
+        INSERT INTO holds (hold_id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released,
+                           ended_by, ended_at)
+        SELECT h.id, h.from_wallet, h.to_wallet, h.amount, h.currency, h.expires_at, h.state, h.captured, h.released,
+               h.ended_by, CASE WHEN h.state <> 'active' THEN v_now END
+          FROM unnest(h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new)
+               AS h(id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released, ended_by, is_new)
+         WHERE h.is_new;
+    END IF;
+    IF 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) THEN
+        UPDATE holds h
+           SET state = u.state, captured = u.captured, released = u.released, ended_by = u.ended_by, ended_at = v_now
+          FROM unnest(h_id, h_state, h_captured, h_released, h_ended_by, h_new, h_ended)
+               AS u(id, state, captured, released, ended_by, is_new, ended)
+         WHERE h.hold_id = u.id AND u.ended AND NOT u.is_new;
+    END IF;
+    IF 'split' = ANY (p_kinds) THEN
+        INSERT INTO split_legs (operation_id, leg, to_wallet, amount)
+        SELECT s.op, s.leg, s.to_wallet, s.amount
+          FROM unnest(s_op, s_leg, s_to, s_amount, s_new) AS s(op, leg, to_wallet, amount, is_new)
+         WHERE s.is_new;
+    END IF;
+
+    -- The records, then what they decide: the intake's request closed and one event each; an
+    -- expiry released here has its own event. Checked, a plain INSERT: under the advisory locks
+    -- no record of these operations can appear meanwhile, so a unique violation means somebody
+    -- skipped the lock, and everything rolls back (as in transfers_decide_batch()).
+    IF p_check_idempotency THEN
+        -- Checked (every call but the negative controls'): a plain INSERT of every record and the
+        -- event of each, with no look back at what was inserted.
+        WITH recorded AS (
+            SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
+                   p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
+                   p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
+                   p_lease_ids[t.element] AS lease, t.detail
+              FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
+                   AS t(element, status, reason, to_wallet, amount, original, detail)
+        ), inserted AS (
+            INSERT INTO transfers (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
+                                   currency, status, reason, fence, lease)
+            SELECT d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount,
+                   d.currency, d.status, d.reason, d.fence, d.lease
+              FROM recorded d
+        ), requested AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM recorded d
+             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
+                      q.amount, q.currency, d.request_hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
+               d.detail
+          FROM recorded d
+        UNION ALL
+        SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
+          FROM requested q WHERE q.request_hash <> q.decided_hash;
+    ELSE
+        WITH recorded AS (
+            SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
+                   p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
+                   p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
+                   p_lease_ids[t.element] AS lease, t.detail, t.element
+              FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
+                   AS t(element, status, reason, to_wallet, amount, original, detail)
+        ), inserted AS (
+            -- Unchecked (the negative control), an operation recorded meanwhile keeps its first record.
+            INSERT INTO transfers AS t (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
+                                        currency, status, reason, fence, lease)
+            SELECT DISTINCT ON (d.operation_id) d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet,
+                   d.to_wallet, d.amount, d.currency, d.status, d.reason, d.fence, d.lease
+              FROM recorded d
+             WHERE NOT EXISTS (SELECT 1 FROM transfers x WHERE x.operation_id = d.operation_id)
+             ORDER BY d.operation_id, d.element
+            RETURNING t.operation_id
+        ), requested AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM recorded d
+             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
+                      q.amount, q.currency, d.request_hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
+               d.detail
+          FROM recorded d
+         -- Only the records inserted have their event.
+         WHERE EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id)
+        UNION ALL
+        SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
+          FROM requested q WHERE q.request_hash <> q.decided_hash;
+    END IF;
+    IF x_count > 0 THEN
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.to_wallet, h.amount, h.currency, NULL
+          FROM holds h WHERE h.hold_id = ANY (x_hold);
+    END IF;
+    IF d_count > 0 THEN
+        WITH closed AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM (SELECT DISTINCT x.op, x.hash FROM unnest(d_op, d_hash) AS x(op, hash)) d
+             WHERE q.operation_id = d.op AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
+                      q.amount, q.currency, d.hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT c.operation_id, 'conflict', NULL, c.kind, NULL, c.from_wallet, c.to_wallet, c.amount, c.currency, c.body
+          FROM closed c WHERE c.request_hash <> c.decided_hash;
+    END IF;
+END;
+$_$;
+
+--
+-- Name: record_transfer_given_up(text, text, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_transfer_given_up(p_operation_id text, p_request_hash text, p_reason text, p_send_count integer DEFAULT NULL::integer) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+    v_reason TEXT := left(coalesce(p_reason, 'no reason given'), 500);
+BEGIN
+    IF p_operation_id IS NULL OR p_request_hash IS NULL OR p_request_hash !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'record_transfer_given_up: an operation and the 64-hex-digit hash of its body must be given'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+    IF EXISTS (SELECT 1 FROM transfers t WHERE t.operation_id = p_operation_id) THEN
+        RETURN FALSE;
+    END IF;
+    WITH parked AS (
+        UPDATE transfer_requests q
+           SET given_up_at = clock_timestamp(), give_up_count = q.give_up_count + 1, give_up_reason = v_reason
+         WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL AND q.given_up_at IS NULL
+           AND q.request_hash = p_request_hash AND (p_send_count IS NULL OR q.send_count = p_send_count)
+        RETURNING q.operation_id, q.kind, q.body, q.from_wallet, q.to_wallet, q.amount, q.currency
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, operation, from_wallet, to_wallet, amount, currency, detail)
+    SELECT p.operation_id, 'given_up', v_reason, p.kind, p.from_wallet, p.to_wallet, p.amount, p.currency, p.body
+      FROM parked p;
+    RETURN FOUND;
+END;
+$_$;
+
+--
+-- Name: relay_claim_first_sends(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.relay_claim_first_sends(p_limit integer) RETURNS TABLE(operation_id text, request_hash text, from_wallet text, to_wallet text, amount bigint, currency text, send_count integer, kind text, body jsonb, trace_context jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'relay_claim_first_sends: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        WITH picked AS (
+            SELECT r.operation_id FROM transfer_requests r
+             WHERE r.decided_at IS NULL AND r.given_up_at IS NULL AND r.sent_at IS NULL
+             ORDER BY r.sent_at NULLS FIRST
+             LIMIT p_limit
+             FOR UPDATE SKIP LOCKED
+        )
+        UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
+          FROM picked p WHERE q.operation_id = p.operation_id
+        RETURNING q.operation_id, q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT,
+                  q.send_count, q.kind, q.body, q.trace_context;
+END;
+$$;
+
+--
+-- Name: relay_claim_resends(integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.relay_claim_resends(p_limit integer, p_due_after_ms double precision) RETURNS TABLE(operation_id text, request_hash text, from_wallet text, to_wallet text, amount bigint, currency text, send_count integer, kind text, body jsonb, trace_context jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'relay_claim_resends: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    END IF;
+    IF p_due_after_ms IS NULL OR p_due_after_ms < 0 THEN
+        RAISE EXCEPTION 'relay_claim_resends: the wait before a re-send must be 0 ms or more' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        WITH picked AS (
+            SELECT r.operation_id FROM transfer_requests r
+             WHERE r.decided_at IS NULL AND r.given_up_at IS NULL
+               AND r.sent_at < now() - make_interval(secs => p_due_after_ms / 1000)
+             ORDER BY r.sent_at NULLS FIRST
+             LIMIT p_limit
+             FOR UPDATE SKIP LOCKED
+        )
+        UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
+          FROM picked p WHERE q.operation_id = p.operation_id
+        RETURNING q.operation_id, q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT,
+                  q.send_count, q.kind, q.body, q.trace_context;
+END;
+$$;
+
+--
+-- Name: relay_count_lost(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.relay_count_lost(p_operation_ids text[]) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    WITH counted AS (
+        UPDATE transfer_requests q SET lost_count = q.lost_count + 1
+         WHERE q.operation_id = ANY (p_operation_ids) AND q.send_count > 1
+        RETURNING 1
+    )
+    SELECT count(*)::INTEGER FROM counted;
+$$;
+
+--
+-- Name: relay_intake_backlog(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.relay_intake_backlog() RETURNS TABLE(open bigint, unsent bigint, given_up bigint, lag_seconds double precision)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT count(*),
+           count(*) FILTER (WHERE r.sent_at IS NULL),
+           count(*) FILTER (WHERE r.given_up_at IS NOT NULL),
+           extract(epoch FROM clock_timestamp() - min(r.requested_at) FILTER (WHERE r.sent_at IS NULL))::DOUBLE PRECISION
+      FROM transfer_requests r WHERE r.decided_at IS NULL;
+$$;
+
+--
+-- Name: relay_trace_contexts(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.relay_trace_contexts(p_operation_ids text[]) RETURNS TABLE(operation_id text, trace_context jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_operation_ids IS NULL OR cardinality(p_operation_ids) > 10000 THEN
+        RAISE EXCEPTION 'relay_trace_contexts: from 0 to 10000 operation ids' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        SELECT r.operation_id, r.trace_context FROM transfer_requests r
+         WHERE r.operation_id = ANY (p_operation_ids) AND r.trace_context IS NOT NULL;
+END
+$$;
+
+--
+-- Name: request_operation(jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_operation(p_body jsonb, p_hold_expiry_max_ms bigint DEFAULT 604800000) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+    c_id_pattern       CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
+    c_amount_pattern   CONSTANT TEXT := '^[0-9]{1,19}$';
+    c_currency_pattern CONSTANT TEXT := '^[A-Z]{3}$';
+    c_time_pattern     CONSTANT TEXT := '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z$';
+    v_kind     TEXT;
+    v_allowed  TEXT[];
+    v_extra    TEXT;
+    v_op       TEXT;
+    v_from     TEXT;
+    v_to       TEXT;
+    v_amount   BIGINT;
+    v_currency TEXT;
+    v_lines    TEXT[];
+    v_hash     TEXT;
+    v_leg      JSONB;
+    v_legs     TEXT[] := '{}';
+    v_leg_to   TEXT[] := '{}';
+    v_total    NUMERIC := 0;
+    v_existing TEXT;
+    v_decided  TIMESTAMPTZ;
+    v_field    TEXT;
+BEGIN
+    IF p_body IS NULL OR jsonb_typeof(p_body) <> 'object' THEN
+        RAISE EXCEPTION 'request_operation: the body must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    IF p_body ? 'kind' AND jsonb_typeof(p_body -> 'kind') <> 'string' THEN
+        RAISE EXCEPTION 'request_operation: kind must be a string' USING ERRCODE = '22023';
+    END IF;
+    v_kind := coalesce(p_body ->> 'kind', 'transfer');
+    v_allowed := CASE v_kind
+        WHEN 'transfer' THEN ARRAY['kind', 'operationId', 'from', 'to', 'amount', 'currency']
+        WHEN 'hold'     THEN ARRAY['kind', 'operationId', 'from', 'to', 'amount', 'currency', 'expiresInMs', 'expiresAt']
+        WHEN 'capture'  THEN ARRAY['kind', 'operationId', 'from', 'hold', 'amount']
+        WHEN 'void'     THEN ARRAY['kind', 'operationId', 'from', 'hold']
+        WHEN 'refund'   THEN ARRAY['kind', 'operationId', 'from', 'original', 'amount']
+        WHEN 'split'    THEN ARRAY['kind', 'operationId', 'from', 'legs', 'currency']
+    END;
+    IF v_allowed IS NULL THEN
+        RAISE EXCEPTION 'request_operation: kind must be one of transfer, hold, capture, void, refund, split'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
+    IF v_extra IS NOT NULL THEN
+        RAISE EXCEPTION 'request_operation: unknown field % for a %', left(v_extra, 40), v_kind USING ERRCODE = '22023';
+    END IF;
+    IF v_kind = 'transfer' THEN
+        IF jsonb_typeof(p_body -> 'amount') IS DISTINCT FROM 'string' OR (p_body ->> 'amount') !~ c_amount_pattern THEN
+            RAISE EXCEPTION 'request_operation: amount must be a string of decimal digits' USING ERRCODE = '22023';
+        END IF;
+        RETURN request_transfer(p_body ->> 'operationId', p_body ->> 'from', p_body ->> 'to',
+                                (p_body ->> 'amount')::BIGINT, p_body ->> 'currency');
+    END IF;
+
+    -- The ids each kind names: its own, the wallet it debits, and the payee, hold or original.
+    FOREACH v_field IN ARRAY ARRAY['operationId', 'from'] || CASE v_kind WHEN 'hold' THEN ARRAY['to']
+                                                                   WHEN 'capture' THEN ARRAY['hold']
+                                                                   WHEN 'void' THEN ARRAY['hold']
+                                                                   WHEN 'refund' THEN ARRAY['original']
+                                                                   ELSE ARRAY[]::TEXT[] END LOOP
+        IF jsonb_typeof(p_body -> v_field) IS DISTINCT FROM 'string' OR (p_body ->> v_field) !~ c_id_pattern THEN
+            RAISE EXCEPTION 'request_operation: % must be 1-128 characters of [A-Za-z0-9._:-]', v_field USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    v_op := p_body ->> 'operationId';
+    v_from := p_body ->> 'from';
+    v_to := p_body ->> 'to';
+    IF p_body ? 'amount' THEN
+        IF jsonb_typeof(p_body -> 'amount') <> 'string' OR (p_body ->> 'amount') !~ c_amount_pattern
+           OR (p_body ->> 'amount')::NUMERIC <= 0 THEN
+            RAISE EXCEPTION 'request_operation: amount must be a string of decimal digits, positive' USING ERRCODE = '22023';
+        END IF;
+        v_amount := (p_body ->> 'amount')::BIGINT;
+    END IF;
+    IF p_body ? 'currency' THEN
+        IF jsonb_typeof(p_body -> 'currency') <> 'string' OR (p_body ->> 'currency') !~ c_currency_pattern THEN
+            RAISE EXCEPTION 'request_operation: currency must be three capital letters, like EUR' USING ERRCODE = '22023';
+        END IF;
+        v_currency := p_body ->> 'currency';
+    END IF;
+
+    IF v_kind = 'hold' THEN
+        IF v_amount IS NULL THEN
+            RAISE EXCEPTION 'request_operation: a hold needs an amount' USING ERRCODE = '22023';
+        END IF;
+        IF v_from = v_to THEN
+            RAISE EXCEPTION 'request_operation: from and to are the same wallet' USING ERRCODE = '22023';
+        END IF;
+        IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
+            RAISE EXCEPTION 'request_operation: a hold needs exactly one of expiresInMs and expiresAt' USING ERRCODE = '22023';
+        END IF;
+        IF p_body ? 'expiresInMs' AND (jsonb_typeof(p_body -> 'expiresInMs') <> 'number'
+            OR (p_body ->> 'expiresInMs') !~ '^[0-9]{1,12}$'
+            OR (p_body ->> 'expiresInMs')::BIGINT NOT BETWEEN 1000 AND p_hold_expiry_max_ms) THEN
+            RAISE EXCEPTION 'request_operation: expiresInMs must be a whole number from 1000 to %', p_hold_expiry_max_ms
+                USING ERRCODE = '22023';
+        END IF;
+        IF p_body ? 'expiresAt' AND (jsonb_typeof(p_body -> 'expiresAt') <> 'string'
+            OR (p_body ->> 'expiresAt') !~ c_time_pattern) THEN
+            RAISE EXCEPTION 'request_operation: expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z'
+                USING ERRCODE = '22023';
+        END IF;
+        v_lines := ARRAY['v2', 'hold', v_from, v_to, v_amount::TEXT, coalesce(v_currency, ''),
+                         coalesce(p_body ->> 'expiresInMs', ''), coalesce(p_body ->> 'expiresAt', '')];
+    ELSIF v_kind = 'capture' THEN
+        v_lines := ARRAY['v2', 'capture', v_from, p_body ->> 'hold', coalesce(v_amount::TEXT, '')];
+    ELSIF v_kind = 'void' THEN
+        v_lines := ARRAY['v2', 'void', v_from, p_body ->> 'hold'];
+    ELSIF v_kind = 'refund' THEN
+        v_lines := ARRAY['v2', 'refund', v_from, p_body ->> 'original', coalesce(v_amount::TEXT, '')];
+    ELSE
+        IF jsonb_typeof(p_body -> 'legs') IS DISTINCT FROM 'array' OR jsonb_array_length(p_body -> 'legs') NOT BETWEEN 2 AND 16 THEN
+            RAISE EXCEPTION 'request_operation: legs must be an array of 2 to 16 {to, amount}' USING ERRCODE = '22023';
+        END IF;
+        FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
+            IF jsonb_typeof(v_leg) <> 'object' OR EXISTS (SELECT 1 FROM jsonb_object_keys(v_leg) k WHERE k NOT IN ('to', 'amount'))
+               OR jsonb_typeof(v_leg -> 'to') IS DISTINCT FROM 'string' OR (v_leg ->> 'to') !~ c_id_pattern
+               OR jsonb_typeof(v_leg -> 'amount') IS DISTINCT FROM 'string' OR (v_leg ->> 'amount') !~ c_amount_pattern
+               OR (v_leg ->> 'amount')::NUMERIC <= 0 THEN
+                RAISE EXCEPTION 'request_operation: every leg must be {to, amount} with a wallet id and a positive amount'
+                    USING ERRCODE = '22023';
+            END IF;
+            IF (v_leg ->> 'to') = v_from OR (v_leg ->> 'to') = ANY (v_leg_to) THEN
+                RAISE EXCEPTION 'request_operation: a split pays each wallet once, never its source' USING ERRCODE = '22023';
+            END IF;
+            v_leg_to := v_leg_to || (v_leg ->> 'to');
+            v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);
+            v_total := v_total + (v_leg ->> 'amount')::NUMERIC;
+        END LOOP;
+        IF v_total > 9223372036854775807 THEN
+            RAISE EXCEPTION 'request_operation: the legs'' total is too large' USING ERRCODE = '22023';
+        END IF;
+        v_amount := v_total::BIGINT;
+        v_lines := ARRAY['v2', 'split', v_from, coalesce(v_currency, '')] || v_legs;
+    END IF;
+    v_hash := encode(sha256(convert_to(array_to_string(v_lines, E'\n'), 'UTF8')), 'hex');
+
+    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || v_op, 0));
+    SELECT t.request_hash::TEXT, t.created_at INTO v_existing, v_decided
+      FROM transfers t WHERE t.operation_id = v_op;
+    INSERT INTO transfer_requests (operation_id, request_hash, kind, body, from_wallet, to_wallet, amount, currency,
+                                   decided_at)
+    VALUES (v_op, v_hash, v_kind, p_body, v_from, CASE WHEN v_kind = 'hold' THEN v_to END, v_amount, v_currency, v_decided)
+    ON CONFLICT (operation_id) DO NOTHING;
+    IF FOUND THEN
+        IF v_existing IS NOT NULL AND v_existing <> v_hash THEN
+            RAISE EXCEPTION 'conflict: operation % was decided with another body', v_op USING ERRCODE = '23505';
+        END IF;
+        RETURN CASE WHEN v_existing IS NULL THEN 'requested' ELSE 'duplicate' END;
+    END IF;
+    SELECT q.request_hash::TEXT INTO v_existing FROM transfer_requests q WHERE q.operation_id = v_op;
+    IF v_existing <> v_hash THEN
+        RAISE EXCEPTION 'conflict: operation % was requested with another body', v_op USING ERRCODE = '23505';
+    END IF;
+    RETURN 'duplicate';
+END;
+$_$;
+
+--
+-- Name: request_operation(jsonb, bigint, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_operation(p_body jsonb, p_hold_expiry_max_ms bigint, p_trace_context jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_answer TEXT;
+BEGIN
+    PERFORM request_trace_context_check(p_trace_context);
+    v_answer := request_operation(p_body, p_hold_expiry_max_ms);
+    IF v_answer = 'requested' AND p_trace_context IS NOT NULL THEN
+        UPDATE transfer_requests q SET trace_context = p_trace_context
+         WHERE q.operation_id = p_body ->> 'operationId' AND q.trace_context IS NULL;
+    END IF;
+    RETURN v_answer;
+END;
+$$;
+
+--
+-- Name: request_trace_context_check(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_trace_context_check(p_trace_context jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+BEGIN
+    IF p_trace_context IS NULL THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(p_trace_context) <> 'object'
+       OR EXISTS (SELECT 1 FROM jsonb_object_keys(p_trace_context) k WHERE k NOT IN ('traceparent', 'tracestate'))
+       OR jsonb_typeof(p_trace_context -> 'traceparent') IS DISTINCT FROM 'string'
+       OR (p_trace_context ->> 'traceparent') !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+       OR (p_trace_context ? 'tracestate' AND jsonb_typeof(p_trace_context -> 'tracestate') <> 'string') THEN
+        RAISE EXCEPTION 'request: the trace context must be {traceparent, tracestate?} with a W3C traceparent'
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$_$;
+
+--
+-- Name: request_transfer(text, text, text, bigint, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text DEFAULT NULL::text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+    c_id_pattern       CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
+    c_currency_pattern CONSTANT TEXT := '^[A-Z]{3}$';
+    v_hash     TEXT;
+    v_existing TEXT;
+    v_decided  TIMESTAMPTZ;
+BEGIN
+    IF p_operation_id IS NULL OR p_operation_id !~ c_id_pattern THEN
+        RAISE EXCEPTION 'request_transfer: operationId must be 1-128 characters of [A-Za-z0-9._:-]' USING ERRCODE = '22023';
+    END IF;
+    IF p_from IS NULL OR p_from !~ c_id_pattern OR p_to IS NULL OR p_to !~ c_id_pattern THEN
+        RAISE EXCEPTION 'request_transfer: from and to must be 1-128 characters of [A-Za-z0-9._:-]' USING ERRCODE = '22023';
+    END IF;
+    IF p_from = p_to THEN
+        RAISE EXCEPTION 'request_transfer: from and to are the same wallet' USING ERRCODE = '22023';
+    END IF;
+    IF p_amount IS NULL OR p_amount <= 0 THEN
+        RAISE EXCEPTION 'request_transfer: amount must be positive' USING ERRCODE = '22023';
+    END IF;
+    IF p_currency IS NOT NULL AND p_currency !~ c_currency_pattern THEN
+        RAISE EXCEPTION 'request_transfer: currency must be three capital letters, like EUR' USING ERRCODE = '22023';
+    END IF;
+    v_hash := encode(sha256(convert_to(
+        concat_ws(E'\n', 'v1', p_from, p_to, p_amount::TEXT, coalesce(p_currency, '')), 'UTF8')), 'hex');
+
+    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+
+    -- Decided already (through the queue straight, say): the request is recorded as decided.
+    SELECT t.request_hash::TEXT, t.created_at INTO v_existing, v_decided
+      FROM transfers t WHERE t.operation_id = p_operation_id;
+
+    INSERT INTO transfer_requests (operation_id, request_hash, from_wallet, to_wallet, amount, currency, decided_at)
+    VALUES (p_operation_id, v_hash, p_from, p_to, p_amount, p_currency, v_decided)
+    ON CONFLICT (operation_id) DO NOTHING;
+    IF FOUND THEN
+        IF v_existing IS NOT NULL AND v_existing <> v_hash THEN
+            RAISE EXCEPTION 'conflict: operation % was decided with another body', p_operation_id
+                USING ERRCODE = '23505';
+        END IF;
+        RETURN CASE WHEN v_existing IS NULL THEN 'requested' ELSE 'duplicate' END;
+    END IF;
+    SELECT q.request_hash::TEXT INTO v_existing FROM transfer_requests q WHERE q.operation_id = p_operation_id;
+    IF v_existing <> v_hash THEN
+        RAISE EXCEPTION 'conflict: operation % was requested with another body', p_operation_id
+            USING ERRCODE = '23505';
+    END IF;
+    RETURN 'duplicate';
+END;
+$_$;
+
+--
+-- Name: request_transfer(text, text, text, bigint, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text, p_trace_context jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_answer TEXT;
+BEGIN
+    PERFORM request_trace_context_check(p_trace_context);
+    v_answer := request_transfer(p_operation_id, p_from, p_to, p_amount, p_currency);
+    IF v_answer = 'requested' AND p_trace_context IS NOT NULL THEN
+        UPDATE transfer_requests q SET trace_context = p_trace_context
+         WHERE q.operation_id = p_operation_id AND q.trace_context IS NULL;
+    END IF;
+    RETURN v_answer;
+END;
+$$;
+
+--
+-- Name: transfers_decide_batch(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[], boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+DECLARE
+    -- Same bound as TRANSFER_BATCH_MAX's upper limit in src/config/config.ts.
+    c_batch_max CONSTANT INTEGER := 1000;
+    v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
+    v_key       BIGINT;
+    v_i         INTEGER;
+    -- The locked wallets, by id: state as the batch's decisions leave it.
+    w_id        TEXT[];
+    w_currency  TEXT[];
+    w_balance   BIGINT[];
+    w_fence     BIGINT[];
+    w_lease     UUID[];
+    w_touched   BOOLEAN[];
+    -- Idempotency records: those found, then those decided here (so a later twin sees them).
+    r_op        TEXT[];
+    r_hash      TEXT[];
+    r_status    TEXT[];
+    r_reason    TEXT[];
+    r_fence     BIGINT[];
+    -- The batch element each record was decided from; NULL for a record found in the table.
+    r_element   INTEGER[];
+    r_count     INTEGER;
+    -- Ledger entries to write, in decision order (filled by index: no array copied per entry).
+    l_op        TEXT[] := '{}';
+    l_wallet    TEXT[] := '{}';
+    l_kind      TEXT[] := '{}';
+    l_amount    BIGINT[] := '{}';
+    l_fence     BIGINT[] := '{}';
+    l_lease     UUID[] := '{}';
+    l_count     INTEGER := 0;
+    -- One transfer.
+    v_op        TEXT;
+    v_from      TEXT;
+    v_to        TEXT;
+    v_amount    BIGINT;
+    v_currency  TEXT;
+    v_fence     BIGINT;
+    v_lease     UUID;
+    v_fi        INTEGER;
+    v_ti        INTEGER;
+    v_k         INTEGER;
+    v_reason    TEXT;
+    v_rows      INTEGER;
+    v_touched   INTEGER;
+    -- Operations answered from a record decided before this batch, with that record's hash:
+    -- their open requests are closed here.
+    d_op        TEXT[] := '{}';
+    d_hash      TEXT[] := '{}';
+    d_count     INTEGER := 0;
+BEGIN
+    IF v_n < 1 OR v_n > c_batch_max THEN
+        RAISE EXCEPTION 'apply_transfers: between 1 and % transfers per call, got %', c_batch_max, v_n
+            USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(cardinality(p_request_hashes), -1) <> v_n OR coalesce(cardinality(p_froms), -1) <> v_n
+       OR coalesce(cardinality(p_tos), -1) <> v_n OR coalesce(cardinality(p_amounts), -1) <> v_n
+       OR coalesce(cardinality(p_currencies), -1) <> v_n OR coalesce(cardinality(p_fences), -1) <> v_n
+       OR coalesce(cardinality(p_lease_ids), -1) <> v_n THEN
+        RAISE EXCEPTION 'apply_transfers: the arrays must all have % elements', v_n
+            USING ERRCODE = '22023';
+    END IF;
+    IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
+       OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_tos, NULL) IS NOT NULL
+       OR array_position(p_amounts, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
+       OR array_position(p_lease_ids, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM unnest(p_amounts) a WHERE a <= 0)
+       OR EXISTS (SELECT 1 FROM unnest(p_fences) f WHERE f < 1) THEN
+        RAISE EXCEPTION 'apply_transfers: ids, hashes, wallets and leases must be given, amounts and fences positive'
+            USING ERRCODE = '22023';
+    END IF;
+
+    -- Every lock the batch needs, taken up front in one global order: the operations' advisory
+    -- locks by key (twins across batches queue there instead of racing into a unique
+    -- violation), then the wallet rows by id. Two batches that cross can wait for each other
+    -- but never deadlock.
+    IF p_check_idempotency THEN
+        FOR v_key IN
+            SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
+        LOOP
+            PERFORM pg_advisory_xact_lock(v_key);
+        END LOOP;
+    END IF;
+    SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
+      INTO w_id, w_currency, w_balance, w_fence, w_lease, w_touched
+      FROM (SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease FROM wallets w
+             WHERE w.id = ANY (p_froms || p_tos) ORDER BY w.id FOR UPDATE) l;
+
+    IF p_check_idempotency THEN
+        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
+               coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
+          INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
+          FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
+    ELSE
+        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
+    END IF;
+    r_count := cardinality(r_op);
+
+    FOR v_i IN 1 .. v_n LOOP
+        v_op := p_operation_ids[v_i];
+        v_from := p_froms[v_i];
+        v_to := p_tos[v_i];
+        v_amount := p_amounts[v_i];
+        v_currency := p_currencies[v_i];
+        v_fence := p_fences[v_i];
+        v_lease := p_lease_ids[v_i];
+        ord := v_i;
+
+        IF p_check_idempotency THEN
+            v_k := array_position(r_op, v_op);
+            IF v_k IS NOT NULL THEN
+                IF r_element[v_k] IS NULL THEN
+                    d_count := d_count + 1;
+                    d_op[d_count] := v_op;
+                    d_hash[d_count] := r_hash[v_k];
+                END IF;
+                outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
+                status := r_status[v_k];
+                reason := r_reason[v_k];
+                fence := r_fence[v_k];
+                wallet_fence := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+        END IF;
+
+        v_fi := array_position(w_id, v_from);
+        v_ti := array_position(w_id, v_to);
+
+        -- The fence guards the source wallet only. The destination's last_fence comes from
+        -- another wallet's counter and is never compared with our token. An equal token
+        -- passes only for the lease that set it (the riders of one lease share its token):
+        -- after Redis lost increments another lease can carry the same number, and it is as
+        -- stale as a lower one. The worker then raises the counter to the wallet's fence, so
+        -- its next token is above it.
+        IF v_fi IS NOT NULL AND p_check_fence
+           AND (w_fence[v_fi] > v_fence
+                OR (p_check_lease AND w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+            outcome := 'stale_fence';
+            status := NULL;
+            reason := NULL;
+            fence := NULL;
+            wallet_fence := w_fence[v_fi];
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        v_reason := NULL;
+        IF v_from = v_to THEN
+            v_reason := 'same_wallet';
+        ELSIF v_fi IS NULL OR v_ti IS NULL THEN
+            v_reason := 'unknown_wallet';
+        ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
+            v_reason := 'currency_mismatch';
+        ELSIF w_balance[v_fi] < v_amount THEN
+            v_reason := 'insufficient_funds';
+        END IF;
+
+        IF v_fi IS NOT NULL THEN
+            -- Every decision taken under our token raises the source's fence, refusals
+            -- included, so fences on a wallet never go down in commit order; the lease that
+            -- holds the fence is recorded with it.
+            IF v_fence >= w_fence[v_fi] THEN
+                w_fence[v_fi] := v_fence;
+                w_lease[v_fi] := v_lease;
+            END IF;
+            w_touched[v_fi] := TRUE;
+        END IF;
+        IF v_reason IS NULL THEN
+            w_balance[v_fi] := w_balance[v_fi] - v_amount;
+            w_balance[v_ti] := w_balance[v_ti] + v_amount;
+            w_touched[v_ti] := TRUE;
+            l_op[l_count + 1] := v_op;        l_op[l_count + 2] := v_op;
+            l_wallet[l_count + 1] := v_from;  l_wallet[l_count + 2] := v_to;
+            l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
+            l_amount[l_count + 1] := -v_amount; l_amount[l_count + 2] := v_amount;
+            l_fence[l_count + 1] := v_fence;  l_fence[l_count + 2] := v_fence;
+            l_lease[l_count + 1] := v_lease;  l_lease[l_count + 2] := v_lease;
+            l_count := l_count + 2;
+        END IF;
+
+        -- The record; kept here too, so a twin later in this batch answers from it.
+        r_count := r_count + 1;
+        r_op[r_count] := v_op;
+        r_hash[r_count] := p_request_hashes[v_i];
+        r_status[r_count] := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        r_reason[r_count] := v_reason;
+        r_fence[r_count] := v_fence;
+        r_element[r_count] := v_i;
+
+        outcome := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        status := outcome;
+        reason := v_reason;
+        fence := v_fence;
+        wallet_fence := CASE WHEN v_fi IS NOT NULL THEN w_fence[v_fi] ELSE NULL END;
+        RETURN NEXT;
+    END LOOP;
+
+    -- Write what the decisions did, once per table. CHECK (balance >= 0) stays the last line of
+    -- defence; a wallet that moved must be updated, or nothing commits.
+    SELECT count(*) INTO v_touched FROM unnest(w_touched) t WHERE t;
+    IF v_touched > 0 THEN
+        UPDATE wallets w
+           SET balance = u.balance, last_fence = u.last_fence, last_lease = u.last_lease,
+               updated_at = CURRENT_TIMESTAMP
+          FROM unnest(w_id, w_balance, w_fence, w_lease, w_touched) AS u(id, balance, last_fence, last_lease, touched)
+         WHERE w.id = u.id AND u.touched;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows <> v_touched THEN
+            -- Unreachable while the rows are locked; a credit that misses must never let the
+            -- debit commit alone.
+            RAISE EXCEPTION 'apply_transfers: % wallets moved but % rows were written', v_touched, v_rows
+                USING ERRCODE = 'XX000';
+        END IF;
+    END IF;
+
+    IF l_count > 0 THEN
+        -- In decision order, so ledger ids follow commit order within the batch.
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT e.op, e.wallet, e.kind, e.amount, e.fence, e.lease
+          FROM unnest(l_op, l_wallet, l_kind, l_amount, l_fence, l_lease) WITH ORDINALITY
+               AS e(op, wallet, kind, amount, fence, lease, n)
+         ORDER BY e.n;
+    END IF;
+
+    -- The records, and in the same statement what they decide: the intake's request (when the
+    -- operation came through it) is marked decided, and one outcome event per record joins the
+    -- feed's pending events. Only records actually inserted count, so an operation has exactly
+    -- one decision event whatever the switches.
+    -- Checked, the records are a plain INSERT: every operation of the batch is under its advisory
+    -- lock, none had a record when the locks were held, and a twin inside the batch answered
+    -- from the record decided before it (r_element is NULL for it), so each row inserted here is
+    -- new. A row that is there now was written by someone who skipped the lock: the unique
+    -- violation rolls back the whole batch, the money it moved included. ON CONFLICT DO NOTHING
+    -- would have kept that money unrecorded, and pays a speculative insertion per record.
+    -- Unchecked (the negative control), the records keep the first outcome.
+    IF p_check_idempotency THEN
+        WITH recorded AS (
+            INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                                        status, reason, fence, lease)
+            SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
+                   r.status, r.reason, r.fence, p_lease_ids[r.element]
+              FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
+             WHERE r.element IS NOT NULL
+             ORDER BY r.element
+            RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
+        ), requested AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM recorded d
+             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
+                      d.request_hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+        SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
+          FROM recorded d
+        UNION ALL
+        SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
+          FROM requested q
+         WHERE q.request_hash <> q.decided_hash;
+    ELSE
+        WITH recorded AS (
+            INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                                        status, reason, fence, lease)
+            SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
+                   r.status, r.reason, r.fence, p_lease_ids[r.element]
+              FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
+             WHERE r.element IS NOT NULL
+             ORDER BY r.element
+            ON CONFLICT (operation_id) DO NOTHING
+            RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
+        ), requested AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM recorded d
+             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
+                      d.request_hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+        SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
+          FROM recorded d
+        UNION ALL
+        SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
+          FROM requested q
+         WHERE q.request_hash <> q.decided_hash;
+    END IF;
+
+    -- Requests of operations decided before this batch (through the other door while the request
+    -- was open, or a request sent again after its decision) are decided too; one that asked for
+    -- another body than the record's gets its conflict event. Only batches with such answers pay.
+    IF d_count > 0 THEN
+        WITH closed AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM (SELECT DISTINCT x.op, x.hash FROM unnest(d_op, d_hash) AS x(op, hash)) d
+             WHERE q.operation_id = d.op AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.from_wallet, q.to_wallet, q.amount,
+                      q.currency, d.hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+        SELECT c.operation_id, 'conflict', NULL, c.from_wallet, c.to_wallet, c.amount, c.currency
+          FROM closed c
+         WHERE c.request_hash <> c.decided_hash;
+    END IF;
+END;
+$$;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: holds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.holds (
+    hold_id text NOT NULL,
+    from_wallet text NOT NULL,
+    to_wallet text NOT NULL,
+    amount bigint NOT NULL,
+    currency character(3),
+    expires_at timestamp(6) with time zone NOT NULL,
+    state text DEFAULT 'active'::text NOT NULL,
+    captured bigint DEFAULT 0 NOT NULL,
+    released bigint DEFAULT 0 NOT NULL,
+    ended_by text,
+    ended_at timestamp(6) with time zone,
+    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    CONSTRAINT holds_amount_positive CHECK ((amount > 0)),
+    CONSTRAINT holds_ended_once CHECK ((((state = 'active'::text) AND (captured = 0) AND (released = 0) AND (ended_at IS NULL) AND (ended_by IS NULL)) OR ((state <> 'active'::text) AND (captured >= 0) AND (released >= 0) AND ((captured + released) = amount) AND (ended_at IS NOT NULL) AND ((state = 'expired'::text) = (ended_by IS NULL))))),
+    CONSTRAINT holds_state_known CHECK ((state = ANY (ARRAY['active'::text, 'captured'::text, 'voided'::text, 'expired'::text])))
+);
+
+--
+-- Name: ledger_entries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ledger_entries (
+    id bigint NOT NULL,
+    operation_id text NOT NULL,
+    wallet_id text NOT NULL,
+    kind text NOT NULL,
+    amount bigint NOT NULL,
+    fence bigint,
+    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    lease uuid,
+    CONSTRAINT ledger_entries_kind_known CHECK ((kind = ANY (ARRAY['opening'::text, 'funding'::text, 'debit'::text, 'credit'::text]))),
+    CONSTRAINT ledger_entries_sign_matches_kind CHECK ((((kind = ANY (ARRAY['opening'::text, 'credit'::text])) AND (amount > 0)) OR ((kind = ANY (ARRAY['funding'::text, 'debit'::text])) AND (amount < 0))))
+);
+
+--
+-- Name: ledger_entries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.ledger_entries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: ledger_entries_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.ledger_entries_id_seq OWNED BY public.ledger_entries.id;
+
+--
+-- Name: outcome_cursors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outcome_cursors (
+    name text NOT NULL,
+    "position" bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+);
+
+--
+-- Name: outcome_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outcome_events (
+    "position" bigint NOT NULL,
+    operation_id text NOT NULL,
+    kind text NOT NULL,
+    reason text,
+    from_wallet text NOT NULL,
+    to_wallet text,
+    amount bigint,
+    currency character(3),
+    decided_at timestamp(6) with time zone NOT NULL,
+    sequenced_at timestamp(6) with time zone DEFAULT clock_timestamp() NOT NULL,
+    operation text DEFAULT 'transfer'::text NOT NULL,
+    original_id text,
+    detail jsonb,
+    CONSTRAINT outcome_events_kind_known CHECK ((kind = ANY (ARRAY['applied'::text, 'rejected'::text, 'given_up'::text, 'conflict'::text, 'expired'::text]))),
+    CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
+    CONSTRAINT outcome_events_position_positive CHECK (("position" > 0))
+);
+
+--
+-- Name: outcome_pending; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outcome_pending (
+    id bigint NOT NULL,
+    operation_id text NOT NULL,
+    kind text NOT NULL,
+    reason text,
+    from_wallet text NOT NULL,
+    to_wallet text,
+    amount bigint,
+    currency character(3),
+    decided_at timestamp(6) with time zone DEFAULT clock_timestamp() NOT NULL,
+    operation text DEFAULT 'transfer'::text NOT NULL,
+    original_id text,
+    detail jsonb,
+    CONSTRAINT outcome_pending_kind_known CHECK ((kind = ANY (ARRAY['applied'::text, 'rejected'::text, 'given_up'::text, 'conflict'::text, 'expired'::text])))
+);
+
+--
+-- Name: outcome_pending_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.outcome_pending_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: outcome_pending_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.outcome_pending_id_seq OWNED BY public.outcome_pending.id;
+
+--
+-- Name: split_legs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.split_legs (
+    operation_id text NOT NULL,
+    leg integer NOT NULL,
+    to_wallet text NOT NULL,
+    amount bigint NOT NULL,
+    CONSTRAINT split_legs_amount_positive CHECK ((amount > 0)),
+    CONSTRAINT split_legs_leg_range CHECK (((leg >= 1) AND (leg <= 16)))
+);
+
+--
+-- Name: transfer_requests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.transfer_requests (
+    operation_id text NOT NULL,
+    request_hash character(64) NOT NULL,
+    from_wallet text NOT NULL,
+    to_wallet text,
+    amount bigint,
+    currency character(3),
+    requested_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    sent_at timestamp(6) with time zone,
+    send_count integer DEFAULT 0 NOT NULL,
+    lost_count integer DEFAULT 0 NOT NULL,
+    decided_at timestamp(6) with time zone,
+    given_up_at timestamp(6) with time zone,
+    give_up_count integer DEFAULT 0 NOT NULL,
+    give_up_reason text,
+    kind text DEFAULT 'transfer'::text NOT NULL,
+    body jsonb,
+    trace_context jsonb,
+    CONSTRAINT transfer_requests_amount_positive CHECK ((amount > 0)),
+    CONSTRAINT transfer_requests_body_by_kind CHECK ((((kind = 'transfer'::text) AND (body IS NULL) AND (to_wallet IS NOT NULL) AND (amount IS NOT NULL)) OR ((kind <> 'transfer'::text) AND (jsonb_typeof(body) = 'object'::text)))),
+    CONSTRAINT transfer_requests_counts_non_negative CHECK (((send_count >= 0) AND (lost_count >= 0) AND (give_up_count >= 0))),
+    CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
+    CONSTRAINT transfer_requests_trace_context_bounded CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 1024))))
+);
+
+--
+-- Name: transfers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.transfers (
+    operation_id text NOT NULL,
+    request_hash character(64) NOT NULL,
+    from_wallet text NOT NULL,
+    to_wallet text,
+    amount bigint,
+    currency character(3),
+    status text NOT NULL,
+    reason text,
+    fence bigint NOT NULL,
+    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    lease uuid,
+    kind text DEFAULT 'transfer'::text NOT NULL,
+    original_id text,
+    CONSTRAINT transfers_amount_positive CHECK ((amount > 0)),
+    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
+    CONSTRAINT transfers_original_by_kind CHECK (((kind = ANY (ARRAY['capture'::text, 'void'::text, 'refund'::text])) = (original_id IS NOT NULL))),
+    CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text]))))),
+    CONSTRAINT transfers_status_known CHECK ((status = ANY (ARRAY['applied'::text, 'rejected'::text]))),
+    CONSTRAINT transfers_transfer_complete CHECK (((kind <> 'transfer'::text) OR ((to_wallet IS NOT NULL) AND (amount IS NOT NULL))))
+);
+
+--
+-- Name: wallets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.wallets (
+    id text NOT NULL,
+    currency character(3) NOT NULL,
+    balance bigint DEFAULT 0 NOT NULL,
+    last_fence bigint DEFAULT 0 NOT NULL,
+    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    updated_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    last_lease uuid,
+    held bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT wallets_balance_non_negative CHECK ((balance >= 0)),
+    CONSTRAINT wallets_currency_format CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT wallets_held_non_negative CHECK ((held >= 0)),
+    CONSTRAINT wallets_last_fence_non_negative CHECK ((last_fence >= 0))
+);
+
+--
+-- Name: ledger_entries id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries ALTER COLUMN id SET DEFAULT nextval('public.ledger_entries_id_seq'::regclass);
+
+--
+-- Name: outcome_pending id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outcome_pending ALTER COLUMN id SET DEFAULT nextval('public.outcome_pending_id_seq'::regclass);
+
+--
+-- Name: holds holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.holds
+    ADD CONSTRAINT holds_pkey PRIMARY KEY (hold_id);
+
+--
+-- Name: ledger_entries ledger_entries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_entries
+    ADD CONSTRAINT ledger_entries_pkey PRIMARY KEY (id);
+
+--
+-- Name: outcome_cursors outcome_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outcome_cursors
+    ADD CONSTRAINT outcome_cursors_pkey PRIMARY KEY (name);
+
+--
+-- Name: outcome_events outcome_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outcome_events
+    ADD CONSTRAINT outcome_events_pkey PRIMARY KEY ("position");
+
+--
+-- Name: split_legs split_legs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.split_legs
+    ADD CONSTRAINT split_legs_pkey PRIMARY KEY (operation_id, leg);
+
+--
+-- Name: transfer_requests transfer_requests_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.transfer_requests
+    ADD CONSTRAINT transfer_requests_pkey PRIMARY KEY (operation_id);
+
+--
+-- Name: transfers transfers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.transfers
+    ADD CONSTRAINT transfers_pkey PRIMARY KEY (operation_id);
+
+--
+-- Name: wallets wallets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.wallets
+    ADD CONSTRAINT wallets_pkey PRIMARY KEY (id);
+
+--
+-- Name: holds_active_expiry_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX holds_active_expiry_idx ON public.holds USING btree (expires_at) WHERE (state = 'active'::text);
+
+--
+-- Name: ledger_entries_operation_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_entries_operation_id_idx ON public.ledger_entries USING btree (operation_id);
+
+--
+-- Name: ledger_entries_wallet_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_entries_wallet_id_idx ON public.ledger_entries USING btree (wallet_id);
+
+--
+-- Name: outcome_events_operation_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outcome_events_operation_id_idx ON public.outcome_events USING btree (operation_id);
+
+--
+-- Name: transfer_requests_open_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transfer_requests_open_idx ON public.transfer_requests USING btree (sent_at NULLS FIRST) WHERE (decided_at IS NULL);
+
+--
+-- Name: transfers_original_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transfers_original_id_idx ON public.transfers USING btree (original_id) WHERE (kind = 'refund'::text);
+
+--
+-- Name: ledger_entries ledger_entries_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_entries_no_truncate BEFORE TRUNCATE ON public.ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_entries_append_only();
+
+--
+-- Name: ledger_entries ledger_entries_no_update_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_entries_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_entries_append_only();
+
+--
+-- Name: FUNCTION apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION apply_payments_unsafe(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.apply_payments_unsafe(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION apply_transfers_unsafe(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.apply_transfers_unsafe(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION holds_expire(p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.holds_expire(p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION ledger_entries_append_only(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_entries_append_only() FROM PUBLIC;
+
+--
+-- Name: FUNCTION outcome_cursor_move(p_name text, p_position bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.outcome_cursor_move(p_name text, p_position bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION outcome_cursor_open(p_name text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.outcome_cursor_open(p_name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION outcome_cursor_position(p_name text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.outcome_cursor_position(p_name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION outcome_cursor_take(p_name text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.outcome_cursor_take(p_name text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION outcome_events_after(p_after bigint, p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.outcome_events_after(p_after bigint, p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION outcome_feed_sequence(p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.outcome_feed_sequence(p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION record_transfer_given_up(p_operation_id text, p_request_hash text, p_reason text, p_send_count integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_transfer_given_up(p_operation_id text, p_request_hash text, p_reason text, p_send_count integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION relay_claim_first_sends(p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.relay_claim_first_sends(p_limit integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION relay_claim_resends(p_limit integer, p_due_after_ms double precision); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.relay_claim_resends(p_limit integer, p_due_after_ms double precision) FROM PUBLIC;
+
+--
+-- Name: FUNCTION relay_count_lost(p_operation_ids text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.relay_count_lost(p_operation_ids text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION relay_intake_backlog(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.relay_intake_backlog() FROM PUBLIC;
+
+--
+-- Name: FUNCTION relay_trace_contexts(p_operation_ids text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.relay_trace_contexts(p_operation_ids text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_operation(p_body jsonb, p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_operation(p_body jsonb, p_hold_expiry_max_ms bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_operation(p_body jsonb, p_hold_expiry_max_ms bigint, p_trace_context jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_operation(p_body jsonb, p_hold_expiry_max_ms bigint, p_trace_context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_trace_context_check(p_trace_context jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_trace_context_check(p_trace_context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text, p_trace_context jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text, p_trace_context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) FROM PUBLIC;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR FUNCTIONS; Type: DEFAULT ACL; Schema: -; Owner: -
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE postgres REVOKE ALL ON FUNCTIONS  FROM PUBLIC;
+
+--
+-- PostgreSQL database dump complete
+--

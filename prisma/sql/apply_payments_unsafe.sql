@@ -1,0 +1,33 @@
+-- The negative controls' variant (owner only, never granted): --unsafe double-capture turns the
+-- hold's state check off, --unsafe refund-unbounded the refund's bound.
+CREATE OR REPLACE FUNCTION "apply_payments_unsafe"(
+    p_kinds              TEXT[],
+    p_operation_ids      TEXT[],
+    p_request_hashes     TEXT[],
+    p_froms              TEXT[],
+    p_tos                TEXT[],
+    p_amounts            BIGINT[],
+    p_currencies         TEXT[],
+    p_refs               TEXT[],
+    p_expires_in_ms      BIGINT[],
+    p_expires_at         TIMESTAMPTZ[],
+    p_legs               JSONB[],
+    p_fences             BIGINT[],
+    p_lease_ids          UUID[],
+    p_hold_expiry_max_ms BIGINT,
+    p_check_idempotency  BOOLEAN,
+    p_check_fence        BOOLEAN,
+    p_check_lease        BOOLEAN,
+    p_check_hold_state   BOOLEAN,
+    p_check_refund_bound BOOLEAN
+) RETURNS TABLE (ord INTEGER, outcome TEXT, status TEXT, reason TEXT, fence BIGINT, wallet_fence BIGINT)
+LANGUAGE sql
+VOLATILE
+AS $$
+    SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
+        p_check_idempotency, p_check_fence, p_check_lease, p_check_hold_state, p_check_refund_bound)
+     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+$$;
+
+REVOKE EXECUTE ON FUNCTION apply_payments_unsafe(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,boolean,boolean,boolean,boolean,boolean) FROM PUBLIC;

@@ -1,0 +1,173 @@
+-- The single decision, as in the single-decision-plain-insert migration, now closing the request
+-- of an operation decided before (the duplicate path) and answering a request of another body
+-- with a conflict event. Same signature, same answers; owner only, as before.
+CREATE OR REPLACE FUNCTION "apply_transfer"(
+    p_operation_id      TEXT,
+    p_request_hash      TEXT,
+    p_from              TEXT,
+    p_to                TEXT,
+    p_amount            BIGINT,
+    p_currency          TEXT,
+    p_fence             BIGINT,
+    p_lease_id          UUID,
+    p_check_idempotency BOOLEAN DEFAULT TRUE,
+    p_check_fence       BOOLEAN DEFAULT TRUE,
+    p_check_lease       BOOLEAN DEFAULT TRUE
+) RETURNS TABLE (
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_existing   RECORD;
+    v_wallet     RECORD;
+    v_from       RECORD;
+    v_to         RECORD;
+    v_found_from BOOLEAN := FALSE;
+    v_found_to   BOOLEAN := FALSE;
+    v_reason     TEXT := NULL;
+    v_status     TEXT;
+    v_fence_after BIGINT;
+    v_rows       INTEGER;
+    -- The intake's request of this operation, when this call closes one.
+    v_req_hash     TEXT;
+    v_req_from     TEXT;
+    v_req_to       TEXT;
+    v_req_amount   BIGINT;
+    v_req_currency TEXT;
+BEGIN
+    IF p_operation_id IS NULL OR p_request_hash IS NULL OR p_from IS NULL OR p_to IS NULL
+       OR p_amount IS NULL OR p_amount <= 0 OR p_fence IS NULL OR p_fence < 1 OR p_lease_id IS NULL THEN
+        RAISE EXCEPTION 'apply_transfer: ids, hash, wallets and lease must be given, amount and fence positive'
+            USING ERRCODE = '22023';
+    END IF;
+
+    IF p_check_idempotency THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+        SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
+          FROM transfers t WHERE t.operation_id = p_operation_id;
+        IF FOUND THEN
+            -- Decided before: an open request of the operation (requested through the intake while
+            -- the other door decided it, or sent again after its decision) is decided too, and a
+            -- request that asked for another body gets its conflict event.
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+             WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+            RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+                 INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+            IF FOUND AND v_req_hash <> v_existing.request_hash::TEXT THEN
+                INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+                VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
+            END IF;
+            RETURN QUERY SELECT
+                CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
+                v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
+            RETURN;
+        END IF;
+    END IF;
+
+    FOR v_wallet IN
+        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease
+          FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
+    LOOP
+        IF v_wallet.id = p_from THEN v_from := v_wallet; v_found_from := TRUE; END IF;
+        IF v_wallet.id = p_to THEN v_to := v_wallet; v_found_to := TRUE; END IF;
+    END LOOP;
+
+    -- The fence guards the source wallet only; an equal token passes only for the lease that set
+    -- it (the lease-ids migration).
+    -- (Nested: PL/pgSQL evaluates a record's fields even behind a false AND.)
+    IF v_found_from AND p_check_fence THEN
+        IF v_from.last_fence > p_fence
+           OR (p_check_lease AND v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
+            RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from.last_fence;
+            RETURN;
+        END IF;
+    END IF;
+
+    IF p_from = p_to THEN
+        v_reason := 'same_wallet';
+    ELSIF NOT v_found_from OR NOT v_found_to THEN
+        v_reason := 'unknown_wallet';
+    ELSIF v_from.currency <> v_to.currency OR (p_currency IS NOT NULL AND p_currency <> v_from.currency) THEN
+        v_reason := 'currency_mismatch';
+    ELSIF v_from.balance < p_amount THEN
+        v_reason := 'insufficient_funds';
+    END IF;
+    v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+
+    IF v_found_from THEN
+        -- Every decision under our token raises the source's fence, refusals included; the lease
+        -- that holds the fence is recorded with it. An applied transfer moves both balances in
+        -- the same statement: one row-update pass, one evaluation of the wallets' CHECK
+        -- constraints (which PostgreSQL compiles afresh for every statement that writes a row).
+        v_fence_after := GREATEST(v_from.last_fence, p_fence);
+        IF v_reason IS NULL THEN
+            UPDATE wallets
+               SET last_fence = CASE WHEN id = p_from THEN v_fence_after ELSE last_fence END,
+                   last_lease = CASE WHEN id = p_from AND p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   balance = balance + CASE WHEN id = p_from THEN -p_amount ELSE p_amount END,
+                   updated_at = CURRENT_TIMESTAMP
+             WHERE id IN (p_from, p_to);
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            IF v_rows <> 2 THEN
+                RAISE EXCEPTION 'apply_transfer: transfer % touched % wallet rows, not 2', p_operation_id, v_rows
+                    USING ERRCODE = 'XX000';
+            END IF;
+        ELSE
+            UPDATE wallets
+               SET last_fence = v_fence_after,
+                   last_lease = CASE WHEN p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   updated_at = CURRENT_TIMESTAMP
+             WHERE id = p_from;
+        END IF;
+    END IF;
+
+    IF v_reason IS NULL THEN
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease) VALUES
+            (p_operation_id, p_from, 'debit', -p_amount, p_fence, p_lease_id),
+            (p_operation_id, p_to, 'credit', p_amount, p_fence, p_lease_id);
+    END IF;
+
+    -- The record, then what it decides (as in the batch): the intake's request marked decided and
+    -- one outcome event, only when the record was inserted. Three single-row statements: cheaper
+    -- here than the batch's one statement over arrays.
+    -- Checked, the record is a plain INSERT: under the operation's advisory lock the SELECT above
+    -- found no row, so a row here now was written by someone who skipped that lock, and the
+    -- unique violation rolls back the money this call moved. ON CONFLICT DO NOTHING would have
+    -- kept it, unrecorded, and costs a speculative insertion (its confirm record, and a second
+    -- index probe). Unchecked (the negative control), the record keeps the first outcome.
+    IF p_check_idempotency THEN
+        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                               status, reason, fence, lease)
+        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id);
+    ELSE
+        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                               status, reason, fence, lease)
+        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id)
+        ON CONFLICT (operation_id) DO NOTHING;
+    END IF;
+    IF FOUND THEN
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+         WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+        RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+             INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+        VALUES (p_operation_id, v_status, v_reason, p_from, p_to, p_amount, p_currency);
+        -- Decided here with the body this call carries (a job sent to BullMQ straight): a request
+        -- of the operation with another body is answered conflict, in the feed.
+        IF v_req_hash IS NOT NULL AND v_req_hash <> p_request_hash THEN
+            INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+            VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
+        END IF;
+    END IF;
+
+    RETURN QUERY SELECT v_status, v_status, v_reason, p_fence, v_fence_after;
+END;
+$$;
+
+REVOKE EXECUTE ON FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint,uuid,boolean,boolean,boolean) FROM PUBLIC;

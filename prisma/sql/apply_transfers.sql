@@ -1,0 +1,35 @@
+-- The worker's decision of transfers, as in the lease-ids migration, refusing those ids.
+CREATE OR REPLACE FUNCTION "apply_transfers"(
+    p_operation_ids  TEXT[],
+    p_request_hashes TEXT[],
+    p_froms          TEXT[],
+    p_tos            TEXT[],
+    p_amounts        BIGINT[],
+    p_currencies     TEXT[],
+    p_fences         BIGINT[],
+    p_lease_ids      UUID[]
+) RETURNS TABLE (
+    ord          INTEGER,
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+AS $$
+    SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
+      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+                                  p_currencies, p_fences, p_lease_ids, TRUE, TRUE, TRUE) b
+     WHERE decision_wallet_ids_checked(p_froms || p_tos);
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION %I.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+                   current_schema(), current_schema());
+END
+$$;
+REVOKE EXECUTE ON FUNCTION apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) FROM PUBLIC;

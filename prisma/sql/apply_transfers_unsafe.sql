@@ -1,0 +1,33 @@
+-- The chaos harness's negative controls only: the same decision with the idempotency record,
+-- the fence and/or the lease check switched off. Runs with the caller's rights and is
+-- executable by the owner alone, so a worker role can never switch a check off.
+CREATE OR REPLACE FUNCTION "apply_transfers_unsafe"(
+    p_operation_ids     TEXT[],
+    p_request_hashes    TEXT[],
+    p_froms             TEXT[],
+    p_tos               TEXT[],
+    p_amounts           BIGINT[],
+    p_currencies        TEXT[],
+    p_fences            BIGINT[],
+    p_lease_ids         UUID[],
+    p_check_idempotency BOOLEAN,
+    p_check_fence       BOOLEAN,
+    p_check_lease       BOOLEAN
+) RETURNS TABLE (
+    ord          INTEGER,
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE sql
+VOLATILE
+AS $$
+    SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
+      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+                                  p_currencies, p_fences, p_lease_ids, p_check_idempotency,
+                                  p_check_fence, p_check_lease) b;
+$$;
+
+REVOKE EXECUTE ON FUNCTION apply_transfers_unsafe(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean) FROM PUBLIC;

@@ -1,0 +1,55 @@
+CREATE OR REPLACE FUNCTION "holds_expire"(p_limit INTEGER DEFAULT 1000) RETURNS INTEGER
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_ids   TEXT[];
+    v_now   TIMESTAMPTZ := clock_timestamp();
+    v_count INTEGER;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'holds_expire: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(c.hold_id) INTO v_ids FROM (
+        SELECT h.hold_id FROM holds h WHERE h.state = 'active' AND h.expires_at <= v_now
+         ORDER BY h.expires_at LIMIT p_limit) c;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM wallets w
+     WHERE w.id IN (SELECT h.from_wallet FROM holds h WHERE h.hold_id = ANY (v_ids))
+     ORDER BY w.id FOR UPDATE;
+    PERFORM 1 FROM holds h WHERE h.hold_id = ANY (v_ids) ORDER BY h.hold_id FOR UPDATE;
+    WITH ended AS (
+        UPDATE holds h SET state = 'expired', released = h.amount, ended_at = v_now
+         WHERE h.hold_id = ANY (v_ids) AND h.state = 'active' AND h.expires_at <= v_now
+        RETURNING h.hold_id, h.from_wallet, h.to_wallet, h.amount, h.currency
+    ), moved AS (
+        UPDATE wallets w SET balance = w.balance + m.delta, held = w.held - m.delta, updated_at = CURRENT_TIMESTAMP
+          FROM (SELECT e.from_wallet AS id, sum(e.amount)::BIGINT AS delta FROM ended e GROUP BY e.from_wallet) m
+         WHERE w.id = m.id
+        RETURNING w.id
+    ), entries AS (
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT '$expiry:' || e.hold_id, x.wallet, x.kind, x.amount, NULL, NULL
+          FROM ended e
+         CROSS JOIN LATERAL (VALUES ('$held:' || e.from_wallet, 'debit', -e.amount),
+                                    (e.from_wallet, 'credit', e.amount)) AS x(wallet, kind, amount)
+        RETURNING 1
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                 currency, detail)
+    SELECT e.hold_id, 'expired', NULL, 'hold', NULL, e.from_wallet, e.to_wallet, e.amount, e.currency, NULL
+      FROM ended e;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION %I.holds_expire(integer) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+                   current_schema(), current_schema());
+END
+$$;
+REVOKE EXECUTE ON FUNCTION holds_expire(integer) FROM PUBLIC;

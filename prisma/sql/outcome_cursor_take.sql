@@ -1,0 +1,14 @@
+CREATE OR REPLACE FUNCTION "outcome_cursor_take"(p_name TEXT) RETURNS BIGINT
+LANGUAGE sql
+VOLATILE
+AS $$
+    SELECT c.position FROM outcome_cursors c WHERE c.name = p_name FOR UPDATE SKIP LOCKED;
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION %I.outcome_cursor_take(text) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+                   current_schema(), current_schema());
+END
+$$;
+REVOKE EXECUTE ON FUNCTION outcome_cursor_take(text) FROM PUBLIC;

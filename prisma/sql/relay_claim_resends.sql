@@ -1,0 +1,49 @@
+-- Claims up to p_limit open requests sent longer than p_due_after_ms ago (re-sends that are due:
+-- their job may have been lost) and marks them sent again, oldest send first.
+CREATE OR REPLACE FUNCTION "relay_claim_resends"(p_limit INTEGER, p_due_after_ms DOUBLE PRECISION)
+RETURNS TABLE (
+    operation_id  TEXT,
+    request_hash  TEXT,
+    from_wallet   TEXT,
+    to_wallet     TEXT,
+    amount        BIGINT,
+    currency      TEXT,
+    send_count    INTEGER,
+    kind          TEXT,
+    body          JSONB,
+    trace_context JSONB
+)
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'relay_claim_resends: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    END IF;
+    IF p_due_after_ms IS NULL OR p_due_after_ms < 0 THEN
+        RAISE EXCEPTION 'relay_claim_resends: the wait before a re-send must be 0 ms or more' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        WITH picked AS (
+            SELECT r.operation_id FROM transfer_requests r
+             WHERE r.decided_at IS NULL AND r.given_up_at IS NULL
+               AND r.sent_at < now() - make_interval(secs => p_due_after_ms / 1000)
+             ORDER BY r.sent_at NULLS FIRST
+             LIMIT p_limit
+             FOR UPDATE SKIP LOCKED
+        )
+        UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
+          FROM picked p WHERE q.operation_id = p.operation_id
+        RETURNING q.operation_id, q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT,
+                  q.send_count, q.kind, q.body, q.trace_context;
+END;
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION %I.relay_claim_resends(integer,double precision) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+                   current_schema(), current_schema());
+END
+$$;
+REVOKE EXECUTE ON FUNCTION relay_claim_resends(integer,double precision) FROM PUBLIC;

@@ -452,6 +452,7 @@ DECLARE
     w_lease     UUID[];
     w_touched   BOOLEAN[];
     v_wallets   TEXT[];
+    v_late      TEXT[];
     -- Holds: locked rows, then the ones placed here. h_new: insert; h_ended: update.
     h_id        TEXT[];
     h_from      TEXT[];
@@ -636,6 +637,23 @@ BEGIN
       INTO h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new, h_ended
       FROM holds h WHERE h.hold_id = ANY (p_refs);
     h_count := cardinality(h_id);
+    -- A hold whose own decision committed while this batch waited for its locks is read here,
+    -- but it was not there to name its payee before them: those payees are locked now, in order
+    -- among themselves. Out of order with the wallets above, so a cycle can close here; PostgreSQL
+    -- then fails one of the two (40P01), and its batch is retried as a transient error.
+    v_late := ARRAY(SELECT DISTINCT t FROM unnest(h_to) t WHERE NOT (t = ANY (w_id)) ORDER BY t);
+    IF cardinality(v_late) > 0 THEN
+        SELECT w_id || coalesce(array_agg(l.id ORDER BY l.id), '{}'),
+               w_currency || coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
+               w_balance || coalesce(array_agg(l.balance ORDER BY l.id), '{}'),
+               w_held || coalesce(array_agg(l.held ORDER BY l.id), '{}'),
+               w_fence || coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
+               w_lease || coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'),
+               w_touched || coalesce(array_agg(FALSE), '{}')
+          INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_touched
+          FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease FROM wallets w
+                 WHERE w.id = ANY (v_late) ORDER BY w.id FOR UPDATE) l;
+    END IF;
     -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
     -- which (hold_rejected or hold_not_found); only batches with such an answer pay.
     IF EXISTS (SELECT 1 FROM generate_subscripts(p_kinds, 1) i

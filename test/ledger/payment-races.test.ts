@@ -507,3 +507,34 @@ describe('(h) a transfer and held money', () => {
     expect((await reconcile(db.prisma)).ok).toBe(true);
   });
 });
+
+describe('(i) a capture and its hold decided at once', () => {
+  it('the capture waiting for its hold to commit captures it, and the rest of its batch is decided', async () => {
+    // Sent before the hold commits: it reads no hold, so no payee, and waits for w1's lock.
+    const fence = next();
+    expect(
+      await secondWaitsForFirst(
+        (c) => applyPayments(c, [hold('h1', 100n, fence)]).then((a) => a.map(said)),
+        (c) =>
+          applyPayments(c, [capture('c1', 'h1', fence, 70n), hold('h2', 50n, next(), 60_000, 'w3', 'w4')]).then((a) =>
+            a.map(said),
+          ),
+      ),
+    ).toEqual([['applied'], ['applied', 'applied']]);
+    expect(await holdOf(pool, 'h1')).toMatchObject({
+      state: 'captured',
+      captured: '70',
+      released: '30',
+      ended_by: 'c1',
+    });
+    expect(await balancesOf(pool, ['w1', 'w2', '$held:w1', 'w3', '$held:w3', 'w4'])).toEqual({
+      w1: 930n,
+      w2: 1_070n,
+      '$held:w1': 0n,
+      w3: 950n,
+      '$held:w3': 50n,
+      w4: 1_000n,
+    });
+    expect((await reconcile(db.prisma)).ok).toBe(true);
+  });
+});

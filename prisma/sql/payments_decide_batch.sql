@@ -140,8 +140,7 @@ DECLARE
     v_detail    JSONB;
     v_rows      INTEGER;
     v_touched   INTEGER;
-    v_names_others BOOLEAN := ('capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds))
-                              AND ('hold' = ANY (p_kinds) OR 'split' = ANY (p_kinds));
+    v_names_others BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
     v_latest    TIMESTAMPTZ;
 BEGIN
     IF v_n < 1 OR v_n > c_batch_max THEN
@@ -585,8 +584,9 @@ BEGIN
         t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
         t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
         t_detail[t_count] := v_detail;
-        -- Originals decided here can be named later in the batch (a refund of a split, a capture
-        -- of a hold refused here): kept when the batch has both kinds.
+        -- Originals decided here can be named later in the batch (a refund of a split, of a capture
+        -- or of a refund, a capture of a hold refused here): kept whenever the batch has a kind that
+        -- names another, so that one finds it as it would find it committed.
         IF v_names_others THEN
             o_count := o_count + 1;
             o_id[o_count] := v_op;

@@ -1,8 +1,11 @@
--- A capture whose hold's own decision committed while the capture waited for its locks (issue 41,
--- 4.1) read the hold but had not locked its payee, and failed its whole batch with 22004 (array
--- subscript in assignment must not be null). The payees of holds found once the locks are held are
--- locked then, in order among themselves, so the capture is decided and the rest of its batch with
--- it.
+-- Two races in the payments' decision (issue 41). A capture whose hold's own decision committed
+-- while the capture waited for its locks (4.1) read the hold but had not locked its payee, and
+-- failed its whole batch with 22004 (array subscript in assignment must not be null): the payees
+-- of holds found once the locks are held are locked then, in order among themselves, so the
+-- capture is decided and the rest of its batch with it. And an operation decided earlier in a call
+-- is now seen exactly as a committed one whatever kinds the call holds (4.3): a refund batched
+-- after the capture, the void or the refund it names is original_not_refundable, as in two calls,
+-- not original_not_found.
 --
 -- Written by `npm run db:new-migration` from prisma/sql/: payments_decide_batch.sql.
 
@@ -152,8 +155,7 @@ DECLARE
     v_detail    JSONB;
     v_rows      INTEGER;
     v_touched   INTEGER;
-    v_names_others BOOLEAN := ('capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds))
-                              AND ('hold' = ANY (p_kinds) OR 'split' = ANY (p_kinds));
+    v_names_others BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
     v_latest    TIMESTAMPTZ;
 BEGIN
     IF v_n < 1 OR v_n > c_batch_max THEN
@@ -597,8 +599,9 @@ BEGIN
         t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
         t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
         t_detail[t_count] := v_detail;
-        -- Originals decided here can be named later in the batch (a refund of a split, a capture
-        -- of a hold refused here): kept when the batch has both kinds.
+        -- Originals decided here can be named later in the batch (a refund of a split, of a capture
+        -- or of a refund, a capture of a hold refused here): kept whenever the batch has a kind that
+        -- names another, so that one finds it as it would find it committed.
         IF v_names_others THEN
             o_count := o_count + 1;
             o_id[o_count] := v_op;

@@ -27,6 +27,7 @@ export const UNIT_TESTS = [
   'test/layout/prerequisites.test.ts',
   'test/ledger/decision-batcher.test.ts',
   'test/ledger/operation-request.test.ts',
+  'test/ledger/outcomes-reference.test.ts',
   'test/ledger/transfer-request.test.ts',
   'test/ledger/vocabulary.test.ts',
   'test/lock/backoff.test.ts',

@@ -248,9 +248,11 @@ CREATE FUNCTION public.holds_expire(p_limit integer DEFAULT 1000) RETURNS intege
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $_$
 DECLARE
-    v_ids   TEXT[];
-    v_now   TIMESTAMPTZ := clock_timestamp();
-    v_count INTEGER;
+    v_ids      TEXT[];
+    v_now      TIMESTAMPTZ := clock_timestamp();
+    v_count    INTEGER;
+    v_sources  INTEGER;
+    v_rows     INTEGER;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
         RAISE EXCEPTION 'holds_expire: the limit must be from 1 to 10000' USING ERRCODE = '22023';
@@ -281,12 +283,23 @@ BEGIN
          CROSS JOIN LATERAL (VALUES ('$held:' || e.from_wallet, 'debit', -e.amount),
                                     (e.from_wallet, 'credit', e.amount)) AS x(wallet, kind, amount)
         RETURNING 1
+    ), events AS (
+        -- The release debits the source's holding account and credits the source: both are its
+        -- `from`, and its `to` (docs/reference/wire-format.md).
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT e.hold_id, 'expired', NULL, 'hold', NULL, e.from_wallet, e.from_wallet, e.amount, e.currency, NULL
+          FROM ended e
+        RETURNING 1
     )
-    INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                 currency, detail)
-    SELECT e.hold_id, 'expired', NULL, 'hold', NULL, e.from_wallet, e.to_wallet, e.amount, e.currency, NULL
-      FROM ended e;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    SELECT (SELECT count(*) FROM events), (SELECT count(DISTINCT e.from_wallet) FROM ended e), (SELECT count(*) FROM moved)
+      INTO v_count, v_sources, v_rows;
+    -- As the decisions check theirs: every source released into has its row written, or the whole
+    -- sweep rolls back (a hold marked expired whose money stayed held is a broken ledger).
+    IF v_rows <> v_sources THEN
+        RAISE EXCEPTION 'holds_expire: % wallets to release into but % rows were written', v_sources, v_rows
+            USING ERRCODE = 'XX000';
+    END IF;
     RETURN v_count;
 END;
 $_$;
@@ -784,7 +797,7 @@ BEGIN
                 h_state[h_count] := 'active';    h_captured[h_count] := 0;
                 h_released[h_count] := 0;        h_ended_by[h_count] := NULL;
                 h_new[h_count] := TRUE;          h_ended[h_count] := FALSE;
-                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'));
+                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
             END IF;
         ELSIF v_kind IN ('capture', 'void') THEN
             v_k := array_position(h_id, v_ref);
@@ -983,7 +996,10 @@ BEGIN
         t_element[t_count] := v_i;
         t_status[t_count] := r_status[r_count];
         t_reason[t_count] := v_reason;
-        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to) END;
+        -- The wallet credited (a hold: its payee; a void gives back to its source): one meaning
+        -- for the record and the event of every kind (docs/reference/wire-format.md).
+        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to)
+                              WHEN v_kind = 'void' THEN v_from END;
         t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
         t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
         t_detail[t_count] := v_detail;
@@ -1128,7 +1144,8 @@ BEGIN
     IF x_count > 0 THEN
         INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
                                      currency, detail)
-        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.to_wallet, h.amount, h.currency, NULL
+        -- The release credits the source, as the sweep's does.
+        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.from_wallet, h.amount, h.currency, NULL
           FROM holds h WHERE h.hold_id = ANY (x_hold);
     END IF;
     IF d_count > 0 THEN

@@ -3,9 +3,11 @@ LANGUAGE plpgsql
 VOLATILE
 AS $$
 DECLARE
-    v_ids   TEXT[];
-    v_now   TIMESTAMPTZ := clock_timestamp();
-    v_count INTEGER;
+    v_ids      TEXT[];
+    v_now      TIMESTAMPTZ := clock_timestamp();
+    v_count    INTEGER;
+    v_sources  INTEGER;
+    v_rows     INTEGER;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
         RAISE EXCEPTION 'holds_expire: the limit must be from 1 to 10000' USING ERRCODE = '22023';
@@ -36,12 +38,23 @@ BEGIN
          CROSS JOIN LATERAL (VALUES ('$held:' || e.from_wallet, 'debit', -e.amount),
                                     (e.from_wallet, 'credit', e.amount)) AS x(wallet, kind, amount)
         RETURNING 1
+    ), events AS (
+        -- The release debits the source's holding account and credits the source: both are its
+        -- `from`, and its `to` (docs/reference/wire-format.md).
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT e.hold_id, 'expired', NULL, 'hold', NULL, e.from_wallet, e.from_wallet, e.amount, e.currency, NULL
+          FROM ended e
+        RETURNING 1
     )
-    INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                 currency, detail)
-    SELECT e.hold_id, 'expired', NULL, 'hold', NULL, e.from_wallet, e.to_wallet, e.amount, e.currency, NULL
-      FROM ended e;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    SELECT (SELECT count(*) FROM events), (SELECT count(DISTINCT e.from_wallet) FROM ended e), (SELECT count(*) FROM moved)
+      INTO v_count, v_sources, v_rows;
+    -- As the decisions check theirs: every source released into has its row written, or the whole
+    -- sweep rolls back (a hold marked expired whose money stayed held is a broken ledger).
+    IF v_rows <> v_sources THEN
+        RAISE EXCEPTION 'holds_expire: % wallets to release into but % rows were written', v_sources, v_rows
+            USING ERRCODE = 'XX000';
+    END IF;
     RETURN v_count;
 END;
 $$;

@@ -381,7 +381,7 @@ BEGIN
                 h_state[h_count] := 'active';    h_captured[h_count] := 0;
                 h_released[h_count] := 0;        h_ended_by[h_count] := NULL;
                 h_new[h_count] := TRUE;          h_ended[h_count] := FALSE;
-                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'));
+                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
             END IF;
         ELSIF v_kind IN ('capture', 'void') THEN
             v_k := array_position(h_id, v_ref);
@@ -580,7 +580,10 @@ BEGIN
         t_element[t_count] := v_i;
         t_status[t_count] := r_status[r_count];
         t_reason[t_count] := v_reason;
-        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to) END;
+        -- The wallet credited (a hold: its payee; a void gives back to its source): one meaning
+        -- for the record and the event of every kind (docs/reference/wire-format.md).
+        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to)
+                              WHEN v_kind = 'void' THEN v_from END;
         t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
         t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
         t_detail[t_count] := v_detail;
@@ -725,7 +728,8 @@ BEGIN
     IF x_count > 0 THEN
         INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
                                      currency, detail)
-        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.to_wallet, h.amount, h.currency, NULL
+        -- The release credits the source, as the sweep's does.
+        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.from_wallet, h.amount, h.currency, NULL
           FROM holds h WHERE h.hold_id = ANY (x_hold);
     END IF;
     IF d_count > 0 THEN

@@ -1,6 +1,7 @@
 // `npm run outcomes -- --after N [--follow] [--limit L]`: prints the outcome feed
 // (src/intake/outcome-feed.ts) as NDJSON, one event a line, oldest first, from the position after
-// N; amounts and positions as decimal strings (no precision lost). --follow keeps polling for new
+// N, with the fields of the wire format (docs/reference/wire-format.md#the-outcome-feeds-events);
+// amountMinor and positions as decimal strings (no precision lost). --follow keeps polling for new
 // events until SIGINT or SIGTERM; --limit stops after L events. Works with the read role's URL
 // in DATABASE_URL (`npm run db:read-role`).
 // `npm run outcomes -- --prune-before N [--force]` (the owner only): deletes the events before
@@ -17,6 +18,7 @@ import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
 import { ConfigError, UsageError } from '../errors.ts';
 import { followOutcomes, type OutcomeEvent, readOutcomes } from '../intake/outcome-feed.ts';
+import { outcomeJobDataOf } from '../intake/outcome-publisher.ts';
 import { integerFlag, parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
@@ -26,23 +28,11 @@ const USAGE = [
 ].join('\n');
 const PAGE = 1_000;
 
-/** One event as a JSON line: bigints as decimal strings. */
-function outcomeLine(e: OutcomeEvent): string {
-  return JSON.stringify({
-    position: e.position.toString(),
-    operationId: e.operationId,
-    kind: e.kind,
-    reason: e.reason,
-    from: e.from,
-    to: e.to,
-    amount: e.amountMinor?.toString() ?? null,
-    currency: e.currency,
-    decidedAt: e.decidedAt.toISOString(),
-    operation: e.operation,
-    originalId: e.originalId,
-    detail: e.detail,
-  });
-}
+/**
+ * One event as a JSON line: the outcomes queue's job data (bigints as decimal strings), so the
+ * command and the queue name every field alike.
+ */
+const outcomeLine = (e: OutcomeEvent): string => JSON.stringify(outcomeJobDataOf(e));
 
 function positionFlag(value: string, flag: string): bigint {
   if (!/^\d{1,19}$/.test(value) || BigInt(value) > 2n ** 63n - 1n)

@@ -52,18 +52,24 @@ export interface OutcomeEvent {
   readonly kind: OutcomeKind;
   /** The rejection reason, or for given_up the last attempt's failure; null when applied. */
   readonly reason: string | null;
-  /** The wallet the operation debits (its lock's wallet). */
+  /**
+   * The wallet the event debits, for every kind: its balance, or for a capture, a void and an
+   * `expired` its holding account (`$held:<from>`). The operation's lock's wallet.
+   */
   readonly from: string;
   /**
-   * The wallet credited: a transfer's or a hold's `to`, a capture's payee, a refund's original
-   * source; null for a split (see detail.legs), a void, a refused capture, and a refund refused
-   * before its original's source was known (original_not_found, original_not_refundable,
-   * wallet_mismatch).
+   * The wallet the event credits, for every kind: a transfer's `to`, a capture's payee, `from`
+   * itself for a void and an `expired` (the money goes back), a refund's original source. A hold
+   * credits `from`'s holding account and names here the payee it holds for (credited by its
+   * capture). Null for a split (each leg is in detail.legs), a refused capture, and a refund
+   * refused before its original's source was known. A `given_up` or `conflict` event: the
+   * request's `to` (a transfer's or a hold's, else null). Per kind: docs/reference/wire-format.md.
    */
   readonly to: string | null;
   /**
-   * What moved (or was held, captured, released, refunded, split in all); null for a refused
-   * void, and for a refused capture or refund that asked for "all of it".
+   * What moved from `from` to `to` (held, for a hold; a split's total; a capture's captured part,
+   * the rest in detail.released); null for a refused void, and for a refused capture or refund
+   * that asked for "all of it". The same name in the publisher's jobs and `npm run outcomes`.
    */
   readonly amountMinor: bigint | null;
   readonly currency: string | null;
@@ -73,7 +79,8 @@ export interface OutcomeEvent {
   /** A capture's or void's hold, a refund's original; null otherwise. */
   readonly originalId: string | null;
   /**
-   * What else the decision says, as JSON: a hold's `expiresAt`, a capture's `released`, a split's
+   * What else the decision says, as JSON: a hold's `expiresAt` (UTC, to the microsecond as the
+   * database keeps it: a string, never a Date), a capture's `released`, a split's
    * `legs`; for `given_up` and `conflict` of a payment, the request's body. Null for a transfer,
    * and for a `conflict` the transfer decision wrote (its operation says `transfer`, whatever the
    * request's kind).

@@ -2,6 +2,7 @@
 // rejection reason, non-terminal answer, failure kind and failure cause with its meaning and
 // what an operator does about it. `npm run docs` writes it (harness/docs/reference-docs.ts).
 import {
+  CHECK_ORDER,
   type Described,
   FAILURE_CAUSE_DOCS,
   FAILURE_CAUSES,
@@ -57,6 +58,13 @@ export function renderOutcomesReference(notice: string): string {
       return [code(cause), doc.prefixes.map(code).join(', '), doc.meaning, doc.action];
     }),
   );
+  const checkOrder = table(
+    ['kind', 'checks, in order: the first that fails is the reason'],
+    Object.entries(CHECK_ORDER).map(([kind, steps]) => [
+      kind,
+      steps.map((step, i) => `${i + 1}. ${code(step.reason)} (${step.when})`).join('; '),
+    ]),
+  );
   return [
     notice,
     '',
@@ -82,6 +90,17 @@ export function renderOutcomesReference(notice: string): string {
     '`fenced_transfers_rejections_total{reason}`.',
     '',
     describedTable('reason', REJECTION_REASONS, REJECTION_REASON_DOCS),
+    '',
+    '## Order of checks',
+    '',
+    'An operation that breaks several rules gets the reason of the first check it fails. Before any of',
+    "them, an operation already recorded answers `duplicate` or `conflict`, and a token below the debited wallet's",
+    "fence `stale_fence`. A split checks its legs one at a time, in the message's order, each leg all three of",
+    "its checks before the next leg: a first leg's `currency_mismatch` comes before a second leg's",
+    "`unknown_wallet`, and `insufficient_funds` (the legs' total) only once every leg passed. The table is",
+    '`CHECK_ORDER` in the vocabulary, checked against the SQL functions by `test/ledger/outcomes-reference.test.ts`.',
+    '',
+    checkOrder,
     '',
     '## Non-terminal answers',
     '',

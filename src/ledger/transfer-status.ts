@@ -12,7 +12,10 @@ interface RecordFields {
   status: StoredStatus;
   reason: string | null;
   from: string;
-  /** The credited wallet: a transfer's or a hold's payee, a refund's original source; none for a void or a split. */
+  /**
+   * The credited wallet, as the outcome event's `to`: a transfer's or a hold's payee, a capture's
+   * payee, a void's own `from` (the money goes back), a refund's original source; none for a split.
+   */
   to: string | null;
   /** What moved, was held, captured, released (void) or refunded; a split's total. */
   amount: string | null;

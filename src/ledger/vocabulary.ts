@@ -13,6 +13,7 @@ import {
   LOCK_LOST_PREFIX,
   LOCK_PROTOCOL_PREFIX,
 } from '../errors.ts';
+import type { OperationKind } from './transfer-request.ts';
 
 export { LEDGER_CONTRACT_VIOLATIONS, type LedgerContractViolation } from '../errors.ts';
 
@@ -74,6 +75,66 @@ export const REJECTION_REASONS = [
 ] as const;
 /** One of REJECTION_REASONS. */
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
+
+/** One check of a decision: the reason it answers, and what it looks at. */
+export interface CheckStep {
+  readonly reason: RejectionReason;
+  readonly when: string;
+}
+
+/**
+ * Each kind's checks in the order its decision makes them; the first that fails is the answer.
+ * Read off transfers_decide_batch.sql (and apply_transfer.sql) and payments_decide_batch.sql;
+ * test/ledger/outcomes-reference.test.ts fails when a function's order, or the reasons a kind can
+ * give, differ from this table. Before any of them a recorded operation answers `duplicate` or
+ * `conflict`, and a token below the debited wallet's fence `stale_fence`.
+ */
+export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> = {
+  transfer: [
+    { reason: 'same_wallet', when: '`from` = `to`' },
+    { reason: 'unknown_wallet', when: 'either wallet' },
+    { reason: 'currency_mismatch', when: "the wallets' currencies, then the message's" },
+    { reason: 'insufficient_funds', when: "`from`'s balance" },
+  ],
+  hold: [
+    { reason: 'same_wallet', when: '`from` = `to`' },
+    { reason: 'unknown_wallet', when: 'either wallet' },
+    { reason: 'currency_mismatch', when: "the wallets' currencies, then the message's" },
+    { reason: 'expiry_out_of_range', when: 'the expiry against the clock and HOLD_EXPIRY_MAX_MS' },
+    { reason: 'insufficient_funds', when: "`from`'s balance" },
+  ],
+  capture: [
+    { reason: 'hold_rejected', when: 'no hold row, the hold recorded rejected' },
+    { reason: 'hold_not_found', when: 'no hold row otherwise' },
+    { reason: 'wallet_mismatch', when: "`from` against the hold's source" },
+    { reason: 'hold_already_captured', when: "the hold's state" },
+    { reason: 'hold_already_voided', when: "the hold's state" },
+    { reason: 'hold_expired', when: "the hold's state or its expiry (releasing it when still active)" },
+    { reason: 'exceeds_hold_amount', when: 'the amount against the held amount' },
+  ],
+  void: [
+    { reason: 'hold_rejected', when: 'no hold row, the hold recorded rejected' },
+    { reason: 'hold_not_found', when: 'no hold row otherwise' },
+    { reason: 'wallet_mismatch', when: "`from` against the hold's source" },
+    { reason: 'hold_already_captured', when: "the hold's state" },
+    { reason: 'hold_already_voided', when: "the hold's state" },
+    { reason: 'hold_expired', when: "the hold's state or its expiry (releasing it when still active)" },
+  ],
+  refund: [
+    { reason: 'original_not_found', when: 'no record of the original' },
+    { reason: 'original_not_refundable', when: 'rejected, of another kind, or a hold not captured' },
+    { reason: 'wallet_mismatch', when: "`from` against the original's payee (a split: its legs)" },
+    { reason: 'refund_exceeds_original', when: 'the amount against what is left for `from`' },
+    { reason: 'unknown_wallet', when: "`from` and the original's source" },
+    { reason: 'insufficient_funds', when: "`from`'s balance" },
+  ],
+  split: [
+    { reason: 'same_wallet', when: "a leg's `to` = `from`, leg by leg in the message's order" },
+    { reason: 'unknown_wallet', when: "`from` or the leg's wallet, leg by leg" },
+    { reason: 'currency_mismatch', when: "the leg's currency and `from`'s, then the message's, leg by leg" },
+    { reason: 'insufficient_funds', when: "`from`'s balance against the legs' total, once every leg passed" },
+  ],
+};
 
 /**
  * Reasons the first migration's CHECK constraint (transfers_reason_matches_status) allows but

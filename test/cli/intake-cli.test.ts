@@ -158,7 +158,7 @@ describe('npm run outcomes', () => {
     const run = await outcomes(['--after', '0']);
     expect(run.code, describeRun(run)).toBe(0);
     const events = lines(run.stdout);
-    expect(events.map((e) => [e.position, e.operationId, e.kind, e.amount])).toEqual([
+    expect(events.map((e) => [e.position, e.operationId, e.kind, e.amountMinor])).toEqual([
       ['1', 'o-1', 'applied', BIG.toString()],
       ['2', 'o-2', 'applied', '5'],
     ]);

@@ -121,7 +121,7 @@ describe('readOperation', () => {
     });
   });
 
-  it('a rejected hold has no hold state; a void of it is rejected with no amount', async () => {
+  it('a rejected hold has no hold state; a void of it is rejected with no amount, crediting its from', async () => {
     expect(
       await decide(
         { kind: 'hold', operationId: 'h-big', from: 'w1', to: 'w2', amount: 5_000n, expiresInMs: 60_000 },
@@ -140,7 +140,7 @@ describe('readOperation', () => {
       status: 'rejected',
       reason: 'hold_rejected',
       original: 'h-big',
-      to: null,
+      to: 'w1',
       amount: null,
     });
   });

@@ -1,16 +1,88 @@
--- Two races in the payments' decision (issue 41). A capture whose hold's own decision committed
--- while the capture waited for its locks (4.1) read the hold but had not locked its payee, and
--- failed its whole batch with 22004 (array subscript in assignment must not be null): the payees
--- of holds found once the locks are held are locked then, in order among themselves, so the
--- capture is decided and the rest of its batch with it. And an operation decided earlier in a call
--- is now seen exactly as a committed one whatever kinds the call holds (4.3): a refund batched
--- after the capture, the void or the refund it names is original_not_refundable, as in two calls,
--- not original_not_found.
+-- The decision's edges a payments review reproduced (issue 41). A capture whose hold's own
+-- decision committed while the capture waited for its locks read the hold but had not locked its
+-- payee, and failed its whole batch with 22004: the payees of holds found once the locks are held
+-- are locked then, in order among themselves. An operation decided earlier in a call is seen
+-- exactly as a committed one whatever kinds the call holds, so a refund batched after the capture,
+-- void or refund it names is original_not_refundable, as in two calls. Outcome events mean one
+-- thing per field for every kind: to is the wallet credited (a void and an expiry credit the
+-- hold's source), and a hold's detail.expiresAt keeps microseconds. The hold sweep raises when it
+-- wrote fewer wallet rows than it releases into.
 --
--- Written by `npm run db:new-migration` from prisma/sql/: payments_decide_batch.sql.
+-- Written by `npm run db:new-migration` from prisma/sql/: holds_expire.sql,
+-- payments_decide_batch.sql.
 
 -- A function may name one defined further down; each is checked when it runs.
 SET LOCAL check_function_bodies = off;
+
+-- prisma/sql/holds_expire.sql
+CREATE OR REPLACE FUNCTION "holds_expire"(p_limit INTEGER DEFAULT 1000) RETURNS INTEGER
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_ids      TEXT[];
+    v_now      TIMESTAMPTZ := clock_timestamp();
+    v_count    INTEGER;
+    v_sources  INTEGER;
+    v_rows     INTEGER;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'holds_expire: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(c.hold_id) INTO v_ids FROM (
+        SELECT h.hold_id FROM holds h WHERE h.state = 'active' AND h.expires_at <= v_now
+         ORDER BY h.expires_at LIMIT p_limit) c;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM wallets w
+     WHERE w.id IN (SELECT h.from_wallet FROM holds h WHERE h.hold_id = ANY (v_ids))
+     ORDER BY w.id FOR UPDATE;
+    PERFORM 1 FROM holds h WHERE h.hold_id = ANY (v_ids) ORDER BY h.hold_id FOR UPDATE;
+    WITH ended AS (
+        UPDATE holds h SET state = 'expired', released = h.amount, ended_at = v_now
+         WHERE h.hold_id = ANY (v_ids) AND h.state = 'active' AND h.expires_at <= v_now
+        RETURNING h.hold_id, h.from_wallet, h.to_wallet, h.amount, h.currency
+    ), moved AS (
+        UPDATE wallets w SET balance = w.balance + m.delta, held = w.held - m.delta, updated_at = CURRENT_TIMESTAMP
+          FROM (SELECT e.from_wallet AS id, sum(e.amount)::BIGINT AS delta FROM ended e GROUP BY e.from_wallet) m
+         WHERE w.id = m.id
+        RETURNING w.id
+    ), entries AS (
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT '$expiry:' || e.hold_id, x.wallet, x.kind, x.amount, NULL, NULL
+          FROM ended e
+         CROSS JOIN LATERAL (VALUES ('$held:' || e.from_wallet, 'debit', -e.amount),
+                                    (e.from_wallet, 'credit', e.amount)) AS x(wallet, kind, amount)
+        RETURNING 1
+    ), events AS (
+        -- The release debits the source's holding account and credits the source: both are its
+        -- `from`, and its `to` (docs/reference/wire-format.md).
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT e.hold_id, 'expired', NULL, 'hold', NULL, e.from_wallet, e.from_wallet, e.amount, e.currency, NULL
+          FROM ended e
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM events), (SELECT count(DISTINCT e.from_wallet) FROM ended e), (SELECT count(*) FROM moved)
+      INTO v_count, v_sources, v_rows;
+    -- As the decisions check theirs: every source released into has its row written, or the whole
+    -- sweep rolls back (a hold marked expired whose money stayed held is a broken ledger).
+    IF v_rows <> v_sources THEN
+        RAISE EXCEPTION 'holds_expire: % wallets to release into but % rows were written', v_sources, v_rows
+            USING ERRCODE = 'XX000';
+    END IF;
+    RETURN v_count;
+END;
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION %I.holds_expire(integer) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+                   current_schema(), current_schema());
+END
+$$;
+REVOKE EXECUTE ON FUNCTION holds_expire(integer) FROM PUBLIC;
 
 -- prisma/sql/payments_decide_batch.sql
 CREATE OR REPLACE FUNCTION "payments_decide_batch"(
@@ -396,7 +468,7 @@ BEGIN
                 h_state[h_count] := 'active';    h_captured[h_count] := 0;
                 h_released[h_count] := 0;        h_ended_by[h_count] := NULL;
                 h_new[h_count] := TRUE;          h_ended[h_count] := FALSE;
-                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'));
+                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
             END IF;
         ELSIF v_kind IN ('capture', 'void') THEN
             v_k := array_position(h_id, v_ref);
@@ -595,7 +667,10 @@ BEGIN
         t_element[t_count] := v_i;
         t_status[t_count] := r_status[r_count];
         t_reason[t_count] := v_reason;
-        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to) END;
+        -- The wallet credited (a hold: its payee; a void gives back to its source): one meaning
+        -- for the record and the event of every kind (docs/reference/wire-format.md).
+        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to)
+                              WHEN v_kind = 'void' THEN v_from END;
         t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
         t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
         t_detail[t_count] := v_detail;
@@ -740,7 +815,8 @@ BEGIN
     IF x_count > 0 THEN
         INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
                                      currency, detail)
-        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.to_wallet, h.amount, h.currency, NULL
+        -- The release credits the source, as the sweep's does.
+        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.from_wallet, h.amount, h.currency, NULL
           FROM holds h WHERE h.hold_id = ANY (x_hold);
     END IF;
     IF d_count > 0 THEN

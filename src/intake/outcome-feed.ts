@@ -74,7 +74,8 @@ export interface OutcomeEvent {
   readonly originalId: string | null;
   /**
    * What else the decision says, as JSON: a hold's `expiresAt`, a capture's `released`, a split's
-   * `legs`; for `given_up` and `conflict` of a payment, the request's body. Null for a transfer,
+   * `legs`; for `given_up` and `conflict` of a payment, and its `rejected: invalid_request` (a
+   * stored request no worker can decide), the request's body. Null for a transfer,
    * and for a `conflict` the transfer decision wrote (its operation says `transfer`, whatever the
    * request's kind).
    */

@@ -7,6 +7,8 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
+import { requestTransfer } from '../../src/intake/intake.ts';
+import { redrive } from '../../src/intake/relay.ts';
 import { Relay } from '../../src/intake/relay-runtime.ts';
 import { settledRead } from '../support/feed.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
@@ -99,5 +101,53 @@ describe('a stored request no worker can decide', () => {
     await new Promise((r) => setTimeout(r, RESEND_MS + 100));
     expect((await relay.round()).batch).toMatchObject({ sent: 0, givenUp: 0 });
     expect(await kindsOf()).toEqual(Object.fromEntries(ops.map((op) => [op, ['rejected:invalid_request']])));
+
+    // Once: asked again, the function records nothing more.
+    const again = await p.db.pg.query<{ decided: boolean }>(
+      "SELECT request_decide_invalid('old-hold-feb-30') AS decided",
+    );
+    expect(again.rows[0]?.decided).toBe(false);
+    expect(await kindsOf()).toEqual(Object.fromEntries(ops.map((op) => [op, ['rejected:invalid_request']])));
+  });
+
+  it('only ends a request no worker can decide: asked of a valid one, it records nothing', async () => {
+    const p = await newPipeline();
+    await requestTransfer(p.db.pg, { operationId: 'valid-1', from: 'w1', to: 'w2', amount: '5' }, 10n ** 15n);
+    const asked = await p.db.pg.query<{ decided: boolean }>("SELECT request_decide_invalid('valid-1') AS decided");
+    expect(asked.rows[0]?.decided).toBe(false);
+    const { rows } = await p.db.pg.query<{ open: boolean }>(
+      "SELECT decided_at IS NULL AS open FROM transfer_requests WHERE operation_id = 'valid-1'",
+    );
+    expect(rows).toEqual([{ open: true }]);
+    expect((await p.db.pg.query("SELECT 1 FROM transfers WHERE operation_id = 'valid-1'")).rowCount).toBe(0);
+  });
+
+  it('parked by the old code, is decided by its redrive and not parked again', async () => {
+    const p = await newPipeline();
+    await p.seed(3, 1_000n);
+    const [op] = await storeAsTheOldSqlDid(p);
+    await p.db.pg.query(
+      `UPDATE transfer_requests SET sent_at = now(), send_count = 3, given_up_at = now(), give_up_count = 3,
+              give_up_reason = 'job failed for good: invalid_request: amount exceeds the maximum'`,
+    );
+    await p.startWorker();
+    const queues = { queueOf: () => p.queue };
+    expect((await redrive(p.db.pg, queues, [op as string])).operationIds).toEqual([op]);
+
+    const deadline = Date.now() + 20_000;
+    let events: string[] = [];
+    while (Date.now() < deadline) {
+      events = (await settledRead(p.db.pg, 0n, 10_000)).filter((e) => e.operationId === op).map((e) => e.kind);
+      if (events.length > 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(events).toEqual(['rejected']);
+    const { rows } = await p.db.pg.query<{ decided: boolean }>(
+      'SELECT decided_at IS NOT NULL AS decided FROM transfer_requests WHERE operation_id = $1',
+      [op],
+    );
+    expect(rows).toEqual([{ decided: true }]);
+    // A second redrive finds it decided: nothing to send, nothing parked.
+    expect((await redrive(p.db.pg, queues, [op as string])).operationIds).toEqual([]);
   });
 });

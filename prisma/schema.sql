@@ -1308,21 +1308,85 @@ END
 $$;
 
 --
+-- Name: request_amount_valid(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_amount_valid(p_amount jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+    SELECT CASE
+        WHEN p_amount IS NULL OR jsonb_typeof(p_amount) <> 'string' OR (p_amount #>> '{}') !~ '^[0-9]{1,19}$' THEN FALSE
+        ELSE (p_amount #>> '{}')::NUMERIC BETWEEN 1 AND 999999999999999999
+    END
+$_$;
+
+--
+-- Name: request_decide_invalid(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_decide_invalid(p_operation_id text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_request  transfer_requests%ROWTYPE;
+    v_body     JSONB;
+    v_original TEXT;
+    v_decided  TIMESTAMPTZ;
+    v_reason   TEXT;
+BEGIN
+    IF p_operation_id IS NULL THEN
+        RAISE EXCEPTION 'request_decide_invalid: an operation must be given' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+    IF EXISTS (SELECT 1 FROM transfers t WHERE t.operation_id = p_operation_id) THEN
+        RETURN FALSE;
+    END IF;
+    SELECT q.* INTO v_request FROM transfer_requests q
+     WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN FALSE;
+    END IF;
+    -- A transfer's request keeps its fields in columns, a payment's its wire object.
+    v_body := coalesce(v_request.body,
+        jsonb_build_object('operationId', v_request.operation_id, 'from', v_request.from_wallet,
+                           'to', v_request.to_wallet, 'amount', v_request.amount::TEXT)
+        || CASE WHEN v_request.currency IS NULL THEN '{}'::JSONB
+                ELSE jsonb_build_object('currency', v_request.currency::TEXT) END);
+    IF request_operation_problem(v_body, NULL) IS NULL THEN
+        RETURN FALSE;
+    END IF;
+    v_reason := 'invalid_request';
+    v_original := CASE v_request.kind WHEN 'capture' THEN coalesce(v_body ->> 'hold', '')
+                                      WHEN 'void' THEN coalesce(v_body ->> 'hold', '')
+                                      WHEN 'refund' THEN coalesce(v_body ->> 'original', '') END;
+    -- Fence 0: no lease wrote it, and it moves no money.
+    INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency, status, reason,
+                           fence, kind, original_id)
+    VALUES (v_request.operation_id, v_request.request_hash, v_request.from_wallet, v_request.to_wallet,
+            v_request.amount, v_request.currency, 'rejected', v_reason, 0, v_request.kind, v_original)
+    RETURNING created_at INTO v_decided;
+    UPDATE transfer_requests q SET decided_at = v_decided WHERE q.operation_id = p_operation_id;
+    INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency, operation,
+                                 original_id, detail)
+    VALUES (v_request.operation_id, 'rejected', v_reason, v_request.from_wallet, v_request.to_wallet,
+            v_request.amount, v_request.currency, v_request.kind, v_original, v_request.body);
+    RETURN TRUE;
+END;
+$$;
+
+--
 -- Name: request_operation(jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.request_operation(p_body jsonb, p_hold_expiry_max_ms bigint DEFAULT 604800000) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    AS $_$
+    AS $$
 DECLARE
-    c_id_pattern       CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
-    c_amount_pattern   CONSTANT TEXT := '^[0-9]{1,19}$';
-    c_currency_pattern CONSTANT TEXT := '^[A-Z]{3}$';
-    c_time_pattern     CONSTANT TEXT := '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z$';
+    v_problem  TEXT;
     v_kind     TEXT;
-    v_allowed  TEXT[];
-    v_extra    TEXT;
     v_op       TEXT;
     v_from     TEXT;
     v_to       TEXT;
@@ -1332,91 +1396,26 @@ DECLARE
     v_hash     TEXT;
     v_leg      JSONB;
     v_legs     TEXT[] := '{}';
-    v_leg_to   TEXT[] := '{}';
     v_total    NUMERIC := 0;
     v_existing TEXT;
     v_decided  TIMESTAMPTZ;
-    v_field    TEXT;
 BEGIN
-    IF p_body IS NULL OR jsonb_typeof(p_body) <> 'object' THEN
-        RAISE EXCEPTION 'request_operation: the body must be a JSON object' USING ERRCODE = '22023';
-    END IF;
-    IF p_body ? 'kind' AND jsonb_typeof(p_body -> 'kind') <> 'string' THEN
-        RAISE EXCEPTION 'request_operation: kind must be a string' USING ERRCODE = '22023';
+    v_problem := request_operation_problem(p_body, p_hold_expiry_max_ms);
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'request_operation: %', v_problem USING ERRCODE = '22023';
     END IF;
     v_kind := coalesce(p_body ->> 'kind', 'transfer');
-    v_allowed := CASE v_kind
-        WHEN 'transfer' THEN ARRAY['kind', 'operationId', 'from', 'to', 'amount', 'currency']
-        WHEN 'hold'     THEN ARRAY['kind', 'operationId', 'from', 'to', 'amount', 'currency', 'expiresInMs', 'expiresAt']
-        WHEN 'capture'  THEN ARRAY['kind', 'operationId', 'from', 'hold', 'amount']
-        WHEN 'void'     THEN ARRAY['kind', 'operationId', 'from', 'hold']
-        WHEN 'refund'   THEN ARRAY['kind', 'operationId', 'from', 'original', 'amount']
-        WHEN 'split'    THEN ARRAY['kind', 'operationId', 'from', 'legs', 'currency']
-    END;
-    IF v_allowed IS NULL THEN
-        RAISE EXCEPTION 'request_operation: kind must be one of transfer, hold, capture, void, refund, split'
-            USING ERRCODE = '22023';
-    END IF;
-    SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
-    IF v_extra IS NOT NULL THEN
-        RAISE EXCEPTION 'request_operation: unknown field % for a %', left(v_extra, 40), v_kind USING ERRCODE = '22023';
-    END IF;
     IF v_kind = 'transfer' THEN
-        IF jsonb_typeof(p_body -> 'amount') IS DISTINCT FROM 'string' OR (p_body ->> 'amount') !~ c_amount_pattern THEN
-            RAISE EXCEPTION 'request_operation: amount must be a string of decimal digits' USING ERRCODE = '22023';
-        END IF;
         RETURN request_transfer(p_body ->> 'operationId', p_body ->> 'from', p_body ->> 'to',
                                 (p_body ->> 'amount')::BIGINT, p_body ->> 'currency');
     END IF;
-
-    -- The ids each kind names: its own, the wallet it debits, and the payee, hold or original.
-    FOREACH v_field IN ARRAY ARRAY['operationId', 'from'] || CASE v_kind WHEN 'hold' THEN ARRAY['to']
-                                                                   WHEN 'capture' THEN ARRAY['hold']
-                                                                   WHEN 'void' THEN ARRAY['hold']
-                                                                   WHEN 'refund' THEN ARRAY['original']
-                                                                   ELSE ARRAY[]::TEXT[] END LOOP
-        IF jsonb_typeof(p_body -> v_field) IS DISTINCT FROM 'string' OR (p_body ->> v_field) !~ c_id_pattern THEN
-            RAISE EXCEPTION 'request_operation: % must be 1-128 characters of [A-Za-z0-9._:-]', v_field USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
     v_op := p_body ->> 'operationId';
     v_from := p_body ->> 'from';
     v_to := p_body ->> 'to';
-    IF p_body ? 'amount' THEN
-        IF jsonb_typeof(p_body -> 'amount') <> 'string' OR (p_body ->> 'amount') !~ c_amount_pattern
-           OR (p_body ->> 'amount')::NUMERIC <= 0 THEN
-            RAISE EXCEPTION 'request_operation: amount must be a string of decimal digits, positive' USING ERRCODE = '22023';
-        END IF;
-        v_amount := (p_body ->> 'amount')::BIGINT;
-    END IF;
-    IF p_body ? 'currency' THEN
-        IF jsonb_typeof(p_body -> 'currency') <> 'string' OR (p_body ->> 'currency') !~ c_currency_pattern THEN
-            RAISE EXCEPTION 'request_operation: currency must be three capital letters, like EUR' USING ERRCODE = '22023';
-        END IF;
-        v_currency := p_body ->> 'currency';
-    END IF;
+    v_amount := (p_body ->> 'amount')::BIGINT;
+    v_currency := p_body ->> 'currency';
 
     IF v_kind = 'hold' THEN
-        IF v_amount IS NULL THEN
-            RAISE EXCEPTION 'request_operation: a hold needs an amount' USING ERRCODE = '22023';
-        END IF;
-        IF v_from = v_to THEN
-            RAISE EXCEPTION 'request_operation: from and to are the same wallet' USING ERRCODE = '22023';
-        END IF;
-        IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
-            RAISE EXCEPTION 'request_operation: a hold needs exactly one of expiresInMs and expiresAt' USING ERRCODE = '22023';
-        END IF;
-        IF p_body ? 'expiresInMs' AND (jsonb_typeof(p_body -> 'expiresInMs') <> 'number'
-            OR (p_body ->> 'expiresInMs') !~ '^[0-9]{1,12}$'
-            OR (p_body ->> 'expiresInMs')::BIGINT NOT BETWEEN 1000 AND p_hold_expiry_max_ms) THEN
-            RAISE EXCEPTION 'request_operation: expiresInMs must be a whole number from 1000 to %', p_hold_expiry_max_ms
-                USING ERRCODE = '22023';
-        END IF;
-        IF p_body ? 'expiresAt' AND (jsonb_typeof(p_body -> 'expiresAt') <> 'string'
-            OR (p_body ->> 'expiresAt') !~ c_time_pattern) THEN
-            RAISE EXCEPTION 'request_operation: expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z'
-                USING ERRCODE = '22023';
-        END IF;
         v_lines := ARRAY['v2', 'hold', v_from, v_to, v_amount::TEXT, coalesce(v_currency, ''),
                          coalesce(p_body ->> 'expiresInMs', ''), coalesce(p_body ->> 'expiresAt', '')];
     ELSIF v_kind = 'capture' THEN
@@ -1426,27 +1425,10 @@ BEGIN
     ELSIF v_kind = 'refund' THEN
         v_lines := ARRAY['v2', 'refund', v_from, p_body ->> 'original', coalesce(v_amount::TEXT, '')];
     ELSE
-        IF jsonb_typeof(p_body -> 'legs') IS DISTINCT FROM 'array' OR jsonb_array_length(p_body -> 'legs') NOT BETWEEN 2 AND 16 THEN
-            RAISE EXCEPTION 'request_operation: legs must be an array of 2 to 16 {to, amount}' USING ERRCODE = '22023';
-        END IF;
         FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
-            IF jsonb_typeof(v_leg) <> 'object' OR EXISTS (SELECT 1 FROM jsonb_object_keys(v_leg) k WHERE k NOT IN ('to', 'amount'))
-               OR jsonb_typeof(v_leg -> 'to') IS DISTINCT FROM 'string' OR (v_leg ->> 'to') !~ c_id_pattern
-               OR jsonb_typeof(v_leg -> 'amount') IS DISTINCT FROM 'string' OR (v_leg ->> 'amount') !~ c_amount_pattern
-               OR (v_leg ->> 'amount')::NUMERIC <= 0 THEN
-                RAISE EXCEPTION 'request_operation: every leg must be {to, amount} with a wallet id and a positive amount'
-                    USING ERRCODE = '22023';
-            END IF;
-            IF (v_leg ->> 'to') = v_from OR (v_leg ->> 'to') = ANY (v_leg_to) THEN
-                RAISE EXCEPTION 'request_operation: a split pays each wallet once, never its source' USING ERRCODE = '22023';
-            END IF;
-            v_leg_to := v_leg_to || (v_leg ->> 'to');
             v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);
             v_total := v_total + (v_leg ->> 'amount')::NUMERIC;
         END LOOP;
-        IF v_total > 9223372036854775807 THEN
-            RAISE EXCEPTION 'request_operation: the legs'' total is too large' USING ERRCODE = '22023';
-        END IF;
         v_amount := v_total::BIGINT;
         v_lines := ARRAY['v2', 'split', v_from, coalesce(v_currency, '')] || v_legs;
     END IF;
@@ -1471,7 +1453,7 @@ BEGIN
     END IF;
     RETURN 'duplicate';
 END;
-$_$;
+$$;
 
 --
 -- Name: request_operation(jsonb, bigint, jsonb); Type: FUNCTION; Schema: public; Owner: -
@@ -1493,6 +1475,146 @@ BEGIN
     RETURN v_answer;
 END;
 $$;
+
+--
+-- Name: request_operation_problem(jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_operation_problem(p_body jsonb, p_hold_expiry_max_ms bigint) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+    c_id_pattern         CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
+    c_amount_pattern     CONSTANT TEXT := '^[0-9]{1,19}$';
+    c_amount_ceiling     CONSTANT NUMERIC := 999999999999999999;
+    c_currency_pattern   CONSTANT TEXT := '^[A-Z]{3}$';
+    c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
+    c_expires_in_min_ms  CONSTANT BIGINT := 1000;
+    c_expiry_ceiling_ms  CONSTANT BIGINT := 31622400000;
+    c_legs_min           CONSTANT INTEGER := 2;
+    c_legs_max           CONSTANT INTEGER := 16;
+    v_max      BIGINT := coalesce(p_hold_expiry_max_ms, c_expiry_ceiling_ms);
+    v_kind     TEXT;
+    v_allowed  TEXT[];
+    v_extra    TEXT;
+    v_field    TEXT;
+    v_parts    TEXT[];
+    v_leg      JSONB;
+    v_leg_to   TEXT[] := '{}';
+    v_total    NUMERIC := 0;
+BEGIN
+    IF v_max NOT BETWEEN c_expires_in_min_ms AND c_expiry_ceiling_ms THEN
+        RETURN format('the hold expiry maximum must be from %s to %s ms, got %s', c_expires_in_min_ms,
+                      c_expiry_ceiling_ms, v_max);
+    END IF;
+    IF p_body IS NULL OR jsonb_typeof(p_body) <> 'object' THEN
+        RETURN 'the body must be a JSON object';
+    END IF;
+    IF p_body ? 'kind' AND jsonb_typeof(p_body -> 'kind') <> 'string' THEN
+        RETURN 'kind must be a string';
+    END IF;
+    v_kind := coalesce(p_body ->> 'kind', 'transfer');
+    v_allowed := CASE v_kind
+        WHEN 'transfer' THEN ARRAY['kind', 'operationId', 'from', 'to', 'amount', 'currency']
+        WHEN 'hold'     THEN ARRAY['kind', 'operationId', 'from', 'to', 'amount', 'currency', 'expiresInMs', 'expiresAt']
+        WHEN 'capture'  THEN ARRAY['kind', 'operationId', 'from', 'hold', 'amount']
+        WHEN 'void'     THEN ARRAY['kind', 'operationId', 'from', 'hold']
+        WHEN 'refund'   THEN ARRAY['kind', 'operationId', 'from', 'original', 'amount']
+        WHEN 'split'    THEN ARRAY['kind', 'operationId', 'from', 'legs', 'currency']
+    END;
+    IF v_allowed IS NULL THEN
+        RETURN 'kind must be one of transfer, hold, capture, void, refund, split';
+    END IF;
+    SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
+    IF v_extra IS NOT NULL THEN
+        RETURN format('unknown field %s for a %s', left(v_extra, 40), v_kind);
+    END IF;
+
+    -- The ids each kind names: its own, the wallet it debits, and the payee, hold or original.
+    FOREACH v_field IN ARRAY ARRAY['operationId', 'from'] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
+                                                                   WHEN 'hold' THEN ARRAY['to']
+                                                                   WHEN 'capture' THEN ARRAY['hold']
+                                                                   WHEN 'void' THEN ARRAY['hold']
+                                                                   WHEN 'refund' THEN ARRAY['original']
+                                                                   ELSE ARRAY[]::TEXT[] END LOOP
+        IF jsonb_typeof(p_body -> v_field) IS DISTINCT FROM 'string' OR (p_body ->> v_field) !~ c_id_pattern THEN
+            RETURN format('%s must be a string of 1-128 characters of [A-Za-z0-9._:-]', v_field);
+        END IF;
+    END LOOP;
+    IF v_kind IN ('transfer', 'hold') AND (p_body ->> 'from') = (p_body ->> 'to') THEN
+        RETURN 'from and to are the same wallet';
+    END IF;
+    IF v_kind IN ('transfer', 'hold') AND NOT p_body ? 'amount' THEN
+        RETURN format('a %s needs an amount', v_kind);
+    END IF;
+    IF p_body ? 'amount' AND NOT request_amount_valid(p_body -> 'amount') THEN
+        RETURN format('amount must be a string of decimal digits, from 1 to %s', c_amount_ceiling);
+    END IF;
+    IF p_body ? 'currency' AND (jsonb_typeof(p_body -> 'currency') <> 'string'
+                                OR (p_body ->> 'currency') !~ c_currency_pattern) THEN
+        RETURN 'currency must be three capital letters, like EUR';
+    END IF;
+
+    IF v_kind = 'hold' THEN
+        IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
+            RETURN 'a hold needs exactly one of expiresInMs and expiresAt';
+        END IF;
+        IF p_body ? 'expiresInMs' THEN
+            IF jsonb_typeof(p_body -> 'expiresInMs') <> 'number' OR (p_body ->> 'expiresInMs') !~ '^[0-9]{1,12}$' THEN
+                RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, v_max);
+            END IF;
+            IF (p_body ->> 'expiresInMs')::BIGINT NOT BETWEEN c_expires_in_min_ms AND v_max THEN
+                RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, v_max);
+            END IF;
+        ELSE
+            IF jsonb_typeof(p_body -> 'expiresAt') <> 'string' THEN
+                RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
+            END IF;
+            v_parts := regexp_match(p_body ->> 'expiresAt', c_time_pattern);
+            IF v_parts IS NULL THEN
+                RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
+            END IF;
+            -- A real instant: the validation's round trip through Date, field by field. The day
+            -- is checked only once year and month are known good (make_date raises otherwise).
+            IF v_parts[1]::INTEGER < 1 OR v_parts[2]::INTEGER NOT BETWEEN 1 AND 12 OR v_parts[4]::INTEGER > 23
+               OR v_parts[5]::INTEGER > 59 OR v_parts[6]::INTEGER > 59 THEN
+                RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
+            END IF;
+            IF v_parts[3]::INTEGER NOT BETWEEN 1 AND extract(DAY FROM make_date(v_parts[1]::INTEGER, v_parts[2]::INTEGER, 1)
+                                                                       + INTERVAL '1 month - 1 day')::INTEGER THEN
+                RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
+            END IF;
+        END IF;
+    ELSIF v_kind = 'split' THEN
+        IF jsonb_typeof(p_body -> 'legs') IS DISTINCT FROM 'array' THEN
+            RETURN format('legs must be an array of %s to %s {to, amount}', c_legs_min, c_legs_max);
+        END IF;
+        IF jsonb_array_length(p_body -> 'legs') NOT BETWEEN c_legs_min AND c_legs_max THEN
+            RETURN format('legs must be an array of %s to %s {to, amount}', c_legs_min, c_legs_max);
+        END IF;
+        FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
+            IF jsonb_typeof(v_leg) <> 'object' THEN
+                RETURN 'every leg must be {to, amount}';
+            END IF;
+            IF EXISTS (SELECT 1 FROM jsonb_object_keys(v_leg) k WHERE k NOT IN ('to', 'amount'))
+               OR jsonb_typeof(v_leg -> 'to') IS DISTINCT FROM 'string' OR (v_leg ->> 'to') !~ c_id_pattern
+               OR NOT request_amount_valid(v_leg -> 'amount') THEN
+                RETURN format('every leg must be {to, amount} with a wallet id and an amount from 1 to %s', c_amount_ceiling);
+            END IF;
+            IF (v_leg ->> 'to') = (p_body ->> 'from') OR (v_leg ->> 'to') = ANY (v_leg_to) THEN
+                RETURN 'a split pays each wallet once, never its source';
+            END IF;
+            v_leg_to := v_leg_to || (v_leg ->> 'to');
+            v_total := v_total + (v_leg ->> 'amount')::NUMERIC;
+        END LOOP;
+        IF v_total > c_amount_ceiling THEN
+            RETURN format('the legs'' total %s exceeds the maximum of %s', v_total, c_amount_ceiling);
+        END IF;
+    END IF;
+    RETURN NULL;
+END;
+$_$;
 
 --
 -- Name: request_trace_context_check(jsonb); Type: FUNCTION; Schema: public; Owner: -
@@ -1523,28 +1645,19 @@ $_$;
 CREATE FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text DEFAULT NULL::text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    AS $_$
+    AS $$
 DECLARE
-    c_id_pattern       CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
-    c_currency_pattern CONSTANT TEXT := '^[A-Z]{3}$';
+    v_problem  TEXT;
     v_hash     TEXT;
     v_existing TEXT;
     v_decided  TIMESTAMPTZ;
 BEGIN
-    IF p_operation_id IS NULL OR p_operation_id !~ c_id_pattern THEN
-        RAISE EXCEPTION 'request_transfer: operationId must be 1-128 characters of [A-Za-z0-9._:-]' USING ERRCODE = '22023';
-    END IF;
-    IF p_from IS NULL OR p_from !~ c_id_pattern OR p_to IS NULL OR p_to !~ c_id_pattern THEN
-        RAISE EXCEPTION 'request_transfer: from and to must be 1-128 characters of [A-Za-z0-9._:-]' USING ERRCODE = '22023';
-    END IF;
-    IF p_from = p_to THEN
-        RAISE EXCEPTION 'request_transfer: from and to are the same wallet' USING ERRCODE = '22023';
-    END IF;
-    IF p_amount IS NULL OR p_amount <= 0 THEN
-        RAISE EXCEPTION 'request_transfer: amount must be positive' USING ERRCODE = '22023';
-    END IF;
-    IF p_currency IS NOT NULL AND p_currency !~ c_currency_pattern THEN
-        RAISE EXCEPTION 'request_transfer: currency must be three capital letters, like EUR' USING ERRCODE = '22023';
+    v_problem := request_operation_problem(
+        jsonb_build_object('operationId', p_operation_id, 'from', p_from, 'to', p_to, 'amount', p_amount::TEXT)
+            || CASE WHEN p_currency IS NULL THEN '{}'::JSONB ELSE jsonb_build_object('currency', p_currency) END,
+        NULL);
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'request_transfer: %', v_problem USING ERRCODE = '22023';
     END IF;
     v_hash := encode(sha256(convert_to(
         concat_ws(E'\n', 'v1', p_from, p_to, p_amount::TEXT, coalesce(p_currency, '')), 'UTF8')), 'hex');
@@ -1572,7 +1685,7 @@ BEGIN
     END IF;
     RETURN 'duplicate';
 END;
-$_$;
+$$;
 
 --
 -- Name: request_transfer(text, text, text, bigint, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
@@ -2373,6 +2486,18 @@ REVOKE ALL ON FUNCTION public.relay_intake_backlog() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.relay_trace_contexts(p_operation_ids text[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION request_amount_valid(p_amount jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_amount_valid(p_amount jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_decide_invalid(p_operation_id text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_decide_invalid(p_operation_id text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION request_operation(p_body jsonb, p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2383,6 +2508,12 @@ REVOKE ALL ON FUNCTION public.request_operation(p_body jsonb, p_hold_expiry_max_
 --
 
 REVOKE ALL ON FUNCTION public.request_operation(p_body jsonb, p_hold_expiry_max_ms bigint, p_trace_context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_operation_problem(p_body jsonb, p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_operation_problem(p_body jsonb, p_hold_expiry_max_ms bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION request_trace_context_check(p_trace_context jsonb); Type: ACL; Schema: public; Owner: -

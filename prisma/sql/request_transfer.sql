@@ -1,10 +1,5 @@
--- A producer's request, as in the intake-and-outcome-feed migration, now under the operation's
--- advisory lock (the one the decision takes), held until the producer's transaction ends. A
--- decision of the operation through the other door then either committed before the check below
--- (the request is recorded decided, or the call raises conflict at once) or waits for the
--- producer's commit and finds the request (the decision closes it). A producer in REPEATABLE READ
--- or SERIALIZABLE may not see a decision that committed while it waited: its request is then
--- closed by the first decision of its job, which finds the record (the duplicate path above).
+-- A transfer's request, as in the front-door-edges migration, checked by the one rule: its
+-- arguments are the wire object's fields (a NULL one is an absent one, refused where required).
 CREATE OR REPLACE FUNCTION "request_transfer"(
     p_operation_id TEXT,
     p_from         TEXT,
@@ -16,26 +11,17 @@ LANGUAGE plpgsql
 VOLATILE
 AS $$
 DECLARE
-    c_id_pattern       CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
-    c_currency_pattern CONSTANT TEXT := '^[A-Z]{3}$';
+    v_problem  TEXT;
     v_hash     TEXT;
     v_existing TEXT;
     v_decided  TIMESTAMPTZ;
 BEGIN
-    IF p_operation_id IS NULL OR p_operation_id !~ c_id_pattern THEN
-        RAISE EXCEPTION 'request_transfer: operationId must be 1-128 characters of [A-Za-z0-9._:-]' USING ERRCODE = '22023';
-    END IF;
-    IF p_from IS NULL OR p_from !~ c_id_pattern OR p_to IS NULL OR p_to !~ c_id_pattern THEN
-        RAISE EXCEPTION 'request_transfer: from and to must be 1-128 characters of [A-Za-z0-9._:-]' USING ERRCODE = '22023';
-    END IF;
-    IF p_from = p_to THEN
-        RAISE EXCEPTION 'request_transfer: from and to are the same wallet' USING ERRCODE = '22023';
-    END IF;
-    IF p_amount IS NULL OR p_amount <= 0 THEN
-        RAISE EXCEPTION 'request_transfer: amount must be positive' USING ERRCODE = '22023';
-    END IF;
-    IF p_currency IS NOT NULL AND p_currency !~ c_currency_pattern THEN
-        RAISE EXCEPTION 'request_transfer: currency must be three capital letters, like EUR' USING ERRCODE = '22023';
+    v_problem := request_operation_problem(
+        jsonb_build_object('operationId', p_operation_id, 'from', p_from, 'to', p_to, 'amount', p_amount::TEXT)
+            || CASE WHEN p_currency IS NULL THEN '{}'::JSONB ELSE jsonb_build_object('currency', p_currency) END,
+        NULL);
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'request_transfer: %', v_problem USING ERRCODE = '22023';
     END IF;
     v_hash := encode(sha256(convert_to(
         concat_ws(E'\n', 'v1', p_from, p_to, p_amount::TEXT, coalesce(p_currency, '')), 'UTF8')), 'hex');

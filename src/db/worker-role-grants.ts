@@ -11,6 +11,7 @@ import { databaseName } from '../config/config.ts';
 import { WorkerRoleError } from '../errors.ts';
 import { HOLD_SWEEP_FUNCTION, PAYMENT_DECISION_FUNCTION } from '../ledger/apply-payments.ts';
 import { DECISION_FUNCTION, FEED_SEQUENCE_FUNCTION, GIVE_UP_FUNCTION } from '../ledger/apply-transfer.ts';
+import { INVALID_REQUEST_FUNCTION } from '../ledger/undecidable-request.ts';
 import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } from './session-bounds.ts';
 
 /**
@@ -24,6 +25,7 @@ export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([
   FEED_SEQUENCE_FUNCTION,
   PAYMENT_DECISION_FUNCTION,
   HOLD_SWEEP_FUNCTION,
+  INVALID_REQUEST_FUNCTION,
 ]);
 
 /** Tables the worker role may read (SELECT only). */

@@ -8,6 +8,9 @@
 // A producer that traces (its own OpenTelemetry SDK, a span active around the call) has its span's
 // trace context stored with each new request (the intake-trace-context migration): the transfer's
 // trace then starts at that span (src/tracing/spans.ts).
+// Several requests at once take their operations' advisory locks first, in the decisions' order
+// (LOCK_SQL): two producers requesting the same operations in other orders then queue, never
+// deadlock.
 import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
 import { IntakeConflictError, InvalidTransferError } from '../errors.ts';
@@ -52,16 +55,40 @@ const requestOperationSql = (traced: boolean) => `
 const REQUEST_OPERATION_SQL = requestOperationSql(false);
 const REQUEST_OPERATION_TRACED_SQL = requestOperationSql(true);
 
+/**
+ * Every operation's advisory lock, taken before any request in the order the decisions take theirs
+ * (by key, each once: transfers_decide_batch(), payments_decide_batch()), and held to the end of
+ * the producer's transaction. request_transfer() and request_operation() take each one again,
+ * which the transaction already holds; without this they would take them in the caller's order,
+ * and two producers requesting the same operations in opposite orders would deadlock.
+ */
+const LOCK_SQL = `
+  SELECT count(*)::int AS locked
+    FROM (SELECT pg_advisory_xact_lock(k.key)
+            FROM (SELECT DISTINCT hashtextextended('transfer:' || op, 0) AS key
+                    FROM unnest($1::text[]) AS op
+                   ORDER BY 1) k) l`;
+
 /** The producer's trace context as the functions take it (JSON text), or null when it traces nothing. */
 function traceArgument(): string | null {
   const carrier: TraceCarrier | null = traceCarrierOf();
   return carrier === null ? null : JSON.stringify(carrier);
 }
 
-async function query(client: IntakeClient, sql: string, values: unknown[]): Promise<{ answer: string }[]> {
-  if ('$queryRawUnsafe' in client) return client.$queryRawUnsafe<{ answer: string }[]>(sql, ...values);
-  const result = await client.query<{ answer: string }>(sql, values);
+async function query<R extends object = { answer: string }>(
+  client: IntakeClient,
+  sql: string,
+  values: unknown[],
+): Promise<R[]> {
+  if ('$queryRawUnsafe' in client) return client.$queryRawUnsafe<R[]>(sql, ...values);
+  const result = await client.query<R>(sql, values);
   return result.rows;
+}
+
+/** Takes the operations' locks in one order (LOCK_SQL); one request alone needs no order. */
+async function lockInOrder(client: IntakeClient, operationIds: readonly string[]): Promise<void> {
+  if (operationIds.length < 2) return;
+  await query<{ locked: number }>(client, LOCK_SQL, [operationIds]);
 }
 
 function checked(wire: unknown, amountMax: bigint, position: string): TransferWire {
@@ -88,6 +115,10 @@ export async function requestTransfers(
 ): Promise<IntakeAnswer[]> {
   const data = wires.map((w, i) => checked(w, amountMax, wires.length > 1 ? `transfer #${i + 1}: ` : ''));
   const trace = traceArgument();
+  await lockInOrder(
+    client,
+    data.map((w) => w.operationId),
+  );
   return requestInSlices(client, 'request_transfer', data, (slice) => [
     trace === null ? REQUEST_SQL : REQUEST_TRACED_SQL,
     [
@@ -170,8 +201,13 @@ export async function requestOperations(
   amountMax: bigint,
   holdExpiryMaxMs: number,
 ): Promise<IntakeAnswer[]> {
-  const data = checkedOperations(wires, amountMax, holdExpiryMaxMs).map((w) => JSON.stringify(w));
+  const checkedWires = checkedOperations(wires, amountMax, holdExpiryMaxMs);
+  const data = checkedWires.map((w) => JSON.stringify(w));
   const trace = traceArgument();
+  await lockInOrder(
+    client,
+    checkedWires.map((w) => w.operationId),
+  );
   return requestInSlices(client, 'request_operation', data, (slice) =>
     trace === null
       ? [REQUEST_OPERATION_SQL, [slice, holdExpiryMaxMs]]

@@ -81,7 +81,8 @@ export interface OutcomeEvent {
   /**
    * What else the decision says, as JSON: a hold's `expiresAt` (UTC, to the microsecond as the
    * database keeps it: a string, never a Date), a capture's `released`, a split's
-   * `legs`; for `given_up` and `conflict` of a payment, the request's body. Null for a transfer,
+   * `legs`; for `given_up` and `conflict` of a payment, and its `rejected: invalid_request` (a
+   * stored request no worker can decide), the request's body. Null for a transfer,
    * and for a `conflict` the transfer decision wrote (its operation says `transfer`, whatever the
    * request's kind).
    */

@@ -1,13 +1,15 @@
 // The wire format of a transfer job and of the payment operations (hold, capture, void, refund,
 // split), and their validation: a pure function that either returns a typed request or names
-// precisely what is wrong. Nothing outside the format reaches the ledger.
+// precisely what is wrong. Nothing outside the format reaches the ledger. Its limits are
+// WIRE_LIMITS (wire-limits.ts), which the intake's SQL enforces too.
+import { WIRE_LIMITS } from './wire-limits.ts';
 
 /** `operationId` and wallet ids: 1-128 characters of this alphabet. */
-export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
-export const ID_LENGTH_MAX = 128;
+export const ID_PATTERN = new RegExp(`^[A-Za-z0-9._:-]{1,${WIRE_LIMITS.idLengthMax}}$`);
+export const ID_LENGTH_MAX = WIRE_LIMITS.idLengthMax;
 export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
 /** Longest decimal string worth parsing; longer is refused before BigInt() sees it. */
-export const AMOUNT_DIGITS_MAX = 19;
+export const AMOUNT_DIGITS_MAX = WIRE_LIMITS.amountDigitsMax;
 export const WIRE_FIELDS = ['operationId', 'from', 'to', 'amount', 'currency'] as const;
 
 export interface TransferRequest {
@@ -117,10 +119,10 @@ export type OperationKind = (typeof OPERATION_KINDS)[number];
 export type PaymentKind = Exclude<OperationKind, 'transfer'>;
 
 /** The shortest hold a producer may ask for with `expiresInMs`; the longest is HOLD_EXPIRY_MAX_MS. */
-export const HOLD_EXPIRES_IN_MS_MIN = 1_000;
+export const HOLD_EXPIRES_IN_MS_MIN = WIRE_LIMITS.holdExpiresInMsMin;
 /** A split credits at least two wallets (one is a transfer) and at most this many. */
-export const SPLIT_LEGS_MIN = 2;
-export const SPLIT_LEGS_MAX = 16;
+export const SPLIT_LEGS_MIN = WIRE_LIMITS.splitLegsMin;
+export const SPLIT_LEGS_MAX = WIRE_LIMITS.splitLegsMax;
 /** `expiresAt`: a UTC instant to the second or the millisecond, the form SQL parses the same way. */
 export const EXPIRES_AT_PATTERN = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,3})?Z$/;
 

@@ -53,8 +53,8 @@ export type StoredStatus = (typeof STORED_STATUSES)[number];
 
 /**
  * Why an operation was rejected: exactly the reasons the SQL functions can answer, a transfer's
- * first, then the payment operations'. The database's CHECK constraint on `transfers.reason`
- * also allows REASONS_ALLOWED_BY_CHECK_ONLY.
+ * first, then the payment operations', then `invalid_request` (an intake request no worker can
+ * decide). The database's CHECK constraint on `transfers.reason` allows exactly these.
  */
 export const REJECTION_REASONS = [
   'insufficient_funds',
@@ -72,6 +72,7 @@ export const REJECTION_REASONS = [
   'original_not_refundable',
   'refund_exceeds_original',
   'wallet_mismatch',
+  'invalid_request',
 ] as const;
 /** One of REJECTION_REASONS. */
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
@@ -135,14 +136,6 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
     { reason: 'insufficient_funds', when: "`from`'s balance against the legs' total, once every leg passed" },
   ],
 };
-
-/**
- * Reasons the first migration's CHECK constraint (transfers_reason_matches_status) allows but
- * nothing produces: `invalid_request` was listed as a rejection reason, yet an invalid message
- * fails its job (the `invalid_request` failure kind) and never reaches the database. Applied
- * migrations are immutable, so the constraint keeps it; the vocabulary does not.
- */
-export const REASONS_ALLOWED_BY_CHECK_ONLY = ['invalid_request'] as const;
 
 export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>> = {
   insufficient_funds: {
@@ -213,6 +206,11 @@ export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>>
     meaning:
       "The message's `from` is not the wallet the operation must debit: the hold's source for a capture or a void, the original's destination for a refund.",
     action: 'Fix the producer: send the operation with that wallet as `from` (it is the wallet the worker locks).',
+  },
+  invalid_request: {
+    meaning:
+      'An intake request whose stored body no worker can decide: outside the wire format at the widest settings (an amount above any TRANSFER_AMOUNT_MAX, an `expiresAt` that is no real date), stored before the intake refused such bodies. The worker that gets its job records it rejected (request_decide_invalid()); nothing moved, and it is never sent again.',
+    action: 'Fix the producer, then send the operation again under a new operationId.',
   },
 };
 
@@ -304,7 +302,7 @@ export const FAILURE_KIND_DOCS: Readonly<Record<FailureKind, FailureKindDoc>> = 
     permanent: false,
     source: 'worker',
     meaning:
-      "The message is outside the wire format, or the job's name is not `transfer`; the detail names what is wrong. Nothing was written.",
+      "The message is outside the wire format, or the job's name is not `transfer`; the detail names what is wrong. Nothing was written. (The job of an intake request whose stored body no worker can decide completes instead, `rejected: invalid_request`.)",
     action: 'Fix the producer. Retrying the job only fails it again; remove it once understood.',
   },
   stale_fence: {

@@ -12,6 +12,7 @@ import { type BatchItem, type BatchStats, DecisionBatcher, type ExpectedDecision
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
 import { requestHash } from '../ledger/request-hash.ts';
 import { type OperationRequest, operationKindOf, validateOperationRequest } from '../ledger/transfer-request.ts';
+import { decideInvalidRequest } from '../ledger/undecidable-request.ts';
 import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
 import type { FencedLock } from '../lock/fenced-lock.ts';
@@ -235,6 +236,8 @@ export class TransferProcessor {
     if (!verdict.ok) {
       this.metrics.invalidMessage();
       log().warn({ event: 'transfer_invalid', reason: verdict.reason }, 'invalid transfer message');
+      const decided = job.name === TRANSFER_JOB_NAME ? await this.decideIfUndecidable(job, log) : null;
+      if (decided !== null) return decided;
       throw new UnrecoverableError(failureMessage('invalid_request', verdict.reason));
     }
     const request = verdict.request;
@@ -318,6 +321,35 @@ export class TransferProcessor {
       );
       throw retryable('transient_error', failure.detail);
     }
+  }
+
+  /**
+   * An invalid job of an intake request that no worker can decide ends that request rejected
+   * `invalid_request` (src/ledger/undecidable-request.ts), and the job completes with that
+   * decision. Null otherwise (a job sent straight, a body only this worker's settings refuse, the
+   * call failed): the job then fails as invalid, and a request is given up and can be redriven.
+   */
+  private async decideIfUndecidable(job: Job, log: () => Logger): Promise<TransferOutcome | null> {
+    const data: unknown = job.data;
+    const operationId =
+      typeof data === 'object' && data !== null ? (data as Record<string, unknown>).operationId : null;
+    let decided: TransferOutcome | null;
+    try {
+      decided = await decideInvalidRequest(this.deps.prisma, operationId);
+    } catch (err) {
+      log().warn(
+        { event: 'transfer_invalid_undecided', err },
+        'could not ask whether the invalid job is an intake request no worker can decide; it fails as invalid',
+      );
+      return null;
+    }
+    if (decided === null) return null;
+    this.metrics.decided(decided);
+    log().warn(
+      { event: 'transfer_invalid_decided', operationId: decided.operationId },
+      'intake request no worker can decide: recorded rejected as invalid_request',
+    );
+    return decided;
   }
 
   private async applyUnderLock(job: Job, request: OperationRequest): Promise<LockedApply> {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureIntakeRole, expectedIntakeRolePrivileges, INTAKE_ROLES } from '../../src/db/intake-role-grants.ts';
 import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { IntakeRoleError } from '../../src/errors.ts';
-import { requestTransfer } from '../../src/intake/intake.ts';
+import { requestTransfer, requestTransfers } from '../../src/intake/intake.ts';
 import { readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
@@ -107,6 +107,12 @@ describe('npm run db:producer-role', () => {
       'requested',
     );
     expect(await sqlState(asProducer, REQUEST)).toBe('ok');
+    // Several at once: their advisory locks first, in one order (builtins PUBLIC may execute).
+    const several = [
+      { operationId: 'p-3', from: 'w1', to: 'w2', amount: '5' },
+      { operationId: 'p-2', from: 'w1', to: 'w2', amount: '5' },
+    ];
+    expect(await requestTransfers(asProducer, several, 1000n)).toEqual(['requested', 'requested']);
     const { rows } = await db.pg.query(
       "SELECT operation_id, decided_at FROM transfer_requests WHERE operation_id IN ('p-1', 'raw-1') ORDER BY 1",
     );

@@ -106,6 +106,7 @@ describe('npm run db:worker-role', () => {
       'FUNCTION public.holds_expire(integer) EXECUTE',
       'FUNCTION public.outcome_feed_sequence(integer) EXECUTE',
       'FUNCTION public.record_transfer_given_up(text,text,text,integer) EXECUTE',
+      'FUNCTION public.request_decide_invalid(text) EXECUTE',
       'SCHEMA public USAGE',
       'TABLE public._prisma_migrations SELECT',
     ]);

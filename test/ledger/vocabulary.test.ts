@@ -25,7 +25,6 @@ import {
   failureMessage,
   LEDGER_CONTRACT_VIOLATIONS,
   type LedgerContractViolation,
-  REASONS_ALLOWED_BY_CHECK_ONLY,
   REJECTION_REASONS,
   RETRY_KINDS,
   STORED_STATUSES,
@@ -34,13 +33,18 @@ import {
 } from '../../src/ledger/vocabulary.ts';
 
 const MIGRATIONS = join(PROJECT_ROOT, 'prisma', 'migrations');
-/** The functions a decision goes through: the worker calls the last three, they call the first. */
+/**
+ * The functions a decision goes through: the worker calls apply_transfers(), apply_transfer() and
+ * payments_decide_batch(), which call transfers_decide_batch(); request_decide_invalid() ends an
+ * intake request no worker can decide.
+ */
 const DECISION_FUNCTIONS = [
   'transfers_decide_batch',
   'apply_transfers',
   'apply_transfers_unsafe',
   'apply_transfer',
   'payments_decide_batch',
+  'request_decide_invalid',
 ];
 
 /** Every migration's SQL, oldest first (the directory names start with their timestamp). */
@@ -99,11 +103,9 @@ describe('the vocabulary and the SQL functions', () => {
     expect(sorted(assignedLiterals(bodies, /r_status\[[a-z_]+\]/))).toEqual(sorted(STORED_STATUSES));
   });
 
-  it("agree with the transfers table's CHECK constraints (which also allow the legacy reasons)", () => {
+  it("agree with the transfers table's CHECK constraints", () => {
     expect(sorted(checkList('transfers_status_known', 'status'))).toEqual(sorted(STORED_STATUSES));
-    expect(sorted(checkList('transfers_reason_matches_status', 'reason'))).toEqual(
-      sorted([...REJECTION_REASONS, ...REASONS_ALLOWED_BY_CHECK_ONLY]),
-    );
+    expect(sorted(checkList('transfers_reason_matches_status', 'reason'))).toEqual(sorted(REJECTION_REASONS));
   });
 
   it('catch a reason the vocabulary lacks (negative control of the parser)', () => {

@@ -1,0 +1,28 @@
+// The wire format's limits, declared once. The worker's validation (transfer-request.ts) reads
+// them; the intake's SQL (request_operation() and request_transfer(), the intake-one-rule
+// migration) enforces the same numbers, and test/intake/one-rule.test.ts runs one table of bodies
+// through both, body by body, built from these values: a limit changed on one side only fails it.
+import { SETTINGS } from '../config/settings.ts';
+
+export const WIRE_LIMITS = {
+  /** `operationId` and wallet ids: 1 to this many characters of [A-Za-z0-9._:-]. */
+  idLengthMax: 128,
+  /** Longest decimal string of an amount worth parsing; longer is refused before BigInt() sees it. */
+  amountDigitsMax: 19,
+  /**
+   * The largest amount any worker may accept: the largest TRANSFER_AMOUNT_MAX (below 10^18). The
+   * intake's SQL refuses above it (and a split's legs totalling more), since no worker could
+   * decide such a body; a worker's own TRANSFER_AMOUNT_MAX may be lower.
+   */
+  amountCeilingMinor: 10n ** 18n - 1n,
+  /** The shortest hold a producer may ask for with `expiresInMs`. */
+  holdExpiresInMsMin: 1_000,
+  /**
+   * The longest hold any worker may accept: the largest HOLD_EXPIRY_MAX_MS. request_operation()
+   * given no maximum (NULL) uses this one.
+   */
+  holdExpiryCeilingMs: SETTINGS.HOLD_EXPIRY_MAX_MS.max,
+  /** A split credits at least two wallets (one is a transfer) and at most this many. */
+  splitLegsMin: 2,
+  splitLegsMax: 16,
+} as const;

@@ -99,6 +99,8 @@ export function renderOutcomesReference(notice: string): string {
     "its checks before the next leg: a first leg's `currency_mismatch` comes before a second leg's",
     "`unknown_wallet`, and `insufficient_funds` (the legs' total) only once every leg passed. The table is",
     '`CHECK_ORDER` in the vocabulary, checked against the SQL functions by `test/ledger/outcomes-reference.test.ts`.',
+    "`invalid_request` is no decision's check: it ends a stored intake request that no worker can decide",
+    '(`request_decide_invalid()`), whatever its kind.',
     '',
     checkOrder,
     '',

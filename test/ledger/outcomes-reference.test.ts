@@ -60,6 +60,8 @@ describe("each kind's order of checks", () => {
   it('covers every kind, and every rejection reason is some kind’s', () => {
     expect(Object.keys(CHECK_ORDER).sort()).toEqual([...OPERATION_KINDS].sort());
     const given = new Set(Object.values(CHECK_ORDER).flatMap((steps) => steps.map((step) => step.reason)));
-    expect([...REJECTION_REASONS].filter((reason) => !given.has(reason))).toEqual([]);
+    // invalid_request is no decision's check: it ends a stored request no worker can decide.
+    expect([...REJECTION_REASONS].filter((reason) => !given.has(reason))).toEqual(['invalid_request']);
+    expect(sql('request_decide_invalid.sql')).toContain("'invalid_request'");
   });
 });

@@ -252,10 +252,10 @@ describe('a give-up against a redrive', () => {
       let redriven: string[] = [];
       const batch = await relayBatch(relay.pool, relay.queues, OPTIONS, {
         // The relay has claimed the re-send (send_count 2) and seen the job failed. Meanwhile the
-        // worker's give-up lands (no send_count) and an operator redrives the request.
+        // worker's give-up lands (bound to the send it read, 2) and an operator redrives the request.
         beforeGiveUps: async () => {
           const { rows } = await p.db.pg.query<{ recorded: boolean }>(
-            `SELECT record_transfer_given_up(operation_id, request_hash, 'worker: attempts exhausted') AS recorded
+            `SELECT record_transfer_given_up(operation_id, request_hash, 'worker: attempts exhausted', send_count) AS recorded
                FROM transfer_requests WHERE operation_id = $1`,
             [w.operationId],
           );

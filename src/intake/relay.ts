@@ -7,7 +7,9 @@
 // A job's id is derived from its operation (jobIdOf), so a second send of a job the queue still
 // holds (waiting, active, delayed, completed and kept) is a no-op in BullMQ. A send that finds
 // no job at all is an add the queue lost (a lossy failover, a flush): it is counted in
-// lost_count and the job is added again. A send that finds the job failed for good records the
+// lost_count and the job is added again. A send that finds the job completed asks the database
+// whether the request is decided now (its job may have completed after the claim): only one
+// still undecided is a lost decision. A send that finds the job failed for good records the
 // give-up (the worker could not) and stops: `npm run redrive` sends it again.
 //
 // A batch is never all first sends while re-sends are due: RELAY_RESEND_SHARE of it (at least one
@@ -57,7 +59,8 @@ export interface RelayBatchResult {
   /** Re-sends that found no job: adds the queue had lost, now added again. */
   readonly lost: number;
   /**
-   * Re-sends that found the job completed although its request is undecided: the decision that
+   * Re-sends that found the job completed although its request is undecided (asked after the job
+   * was seen completed, so a job that completed since the claim is not one): the decision that
    * job answered is not in the database any more (it went back in time: an asynchronous standby
    * promoted, docs/operating/postgres-ha.md). The completed job is removed and the request added
    * again, so it is decided again; counted and logged, for an operator to know.
@@ -114,6 +117,8 @@ export const RELAY_COUNT_LOST_FUNCTION = 'relay_count_lost(text[])';
 export const RELAY_BACKLOG_FUNCTION = 'relay_intake_backlog()';
 /** The relay-give-up-binding migration's: a give-up of a re-send the caller's claim took. */
 export const RELAY_RECORD_GIVEN_UP_FUNCTION = 'relay_record_given_up(text,text,integer,uuid)';
+/** Also the relay-give-up-binding migration's: which requests are decided (a completed job is lost only if not). */
+export const RELAY_REQUESTS_DECIDED_FUNCTION = 'relay_requests_decided(text[])';
 /** Requests one claim takes at most (the claim functions refuse more; RELAY_BATCH_MAX's bound). */
 export const RELAY_CLAIM_MAX = 1_000;
 
@@ -207,7 +212,7 @@ export async function relayBatch(
   if (found.lost.length > 0) {
     await pool.query('SELECT relay_count_lost($1::text[])', [found.lost]);
   }
-  const { undone, decided } = await lostDecisions(found.completed);
+  const { undone, decided } = await lostDecisions(pool, found.completed);
 
   const byQueue = new Map<ReturnType<TransferQueues['queueOf']>, ClaimedRow[]>();
   for (const row of rows) {
@@ -274,14 +279,25 @@ async function lookAtResends(queues: TransferQueues, resends: readonly ClaimedRo
 }
 
 /**
- * The re-sends whose job is completed: a job completes only after its decision commits, which
- * marks the request decided, so completed and undecided means the database lost that commit.
- * Kept, the completed job would swallow every add of this id; removed, the add goes through.
+ * Of the re-sends whose job is completed, those whose request is still undecided (asked now,
+ * after the job was seen completed): a job completes only after its decision commits, which marks
+ * the request decided, so completed and undecided means the database lost that commit. Kept, the
+ * completed job would swallow every add of this id; removed, the add goes through. The others
+ * completed after the claim: decided, they are neither removed nor added again.
  */
-async function lostDecisions(completed: ReadonlyMap<string, Job>): Promise<{ undone: string[]; decided: Set<string> }> {
-  const undone = [...completed.keys()];
+async function lostDecisions(
+  pool: pg.Pool,
+  completed: ReadonlyMap<string, Job>,
+): Promise<{ undone: string[]; decided: Set<string> }> {
+  if (completed.size === 0) return { undone: [], decided: new Set() };
+  const { rows } = await pool.query<{ operation_id: string }>(
+    'SELECT operation_id FROM relay_requests_decided($1::text[]) AS d(operation_id)',
+    [[...completed.keys()]],
+  );
+  const decided = new Set(rows.map((r) => r.operation_id));
+  const undone = [...completed.keys()].filter((op) => !decided.has(op));
   await Promise.all(undone.map((op) => completed.get(op)?.remove()));
-  return { undone, decided: new Set() };
+  return { undone, decided };
 }
 
 /** Adds one queue's jobs in one call, each under its send's span. */

@@ -10,6 +10,8 @@
 -- cursors' functions take only names of `outcomes-` and 1-55 more of [a-z0-9-] (at most 8 such
 -- cursors), so the relay's role cannot make or move another consumer's cursor, and a cursor is
 -- made at the first event kept, not at 0, so one made after a prune does not hold back the next.
+-- And a relay that finds a re-send's job completed asks relay_requests_decided() before it calls
+-- the decision lost (item 4.5): a job that completed after the claim has its decision recorded.
 
 ALTER TABLE "transfer_requests" ADD COLUMN "relay_claim" UUID;
 
@@ -206,6 +208,23 @@ BEGIN
 END;
 $$;
 
+-- Which of the named requests (at most 10,000) are decided: a re-send that finds its job
+-- completed asks, and only a request still undecided is a lost decision (the job may have
+-- completed after the claim, its decision committed first).
+CREATE FUNCTION "relay_requests_decided"(p_operation_ids TEXT[]) RETURNS SETOF TEXT
+LANGUAGE plpgsql
+STABLE
+AS $$
+BEGIN
+    IF p_operation_ids IS NULL OR cardinality(p_operation_ids) > 10000 THEN
+        RAISE EXCEPTION 'relay_requests_decided: from 0 to 10000 operation ids' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        SELECT r.operation_id FROM transfer_requests r
+         WHERE r.operation_id = ANY (p_operation_ids) AND r.decided_at IS NOT NULL;
+END;
+$$;
+
 -- The name rule of the cursors the outcome_cursor_* functions keep: `outcomes-` then 1 to 55 of
 -- [a-z0-9-], the first a letter or a digit (64 characters at most). Answers the name, or raises
 -- 22023. Other consumers' cursors (made by the owner under other names) are out of their reach.
@@ -278,6 +297,7 @@ $$;
 REVOKE EXECUTE ON FUNCTION "relay_claim_first_sends"(INTEGER) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION "relay_claim_resends"(INTEGER, DOUBLE PRECISION) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION "relay_record_given_up"(TEXT, TEXT, INTEGER, UUID) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION "relay_requests_decided"(TEXT[]) FROM PUBLIC;
 
 -- Each runs as its owner, with the search_path fixed to the schema it lives in (pg_temp last);
 -- CREATE OR REPLACE made the cursor's four SECURITY INVOKER again.
@@ -291,6 +311,7 @@ BEGIN
         'relay_claim_first_sends(integer)',
         'relay_claim_resends(integer, double precision)',
         'relay_record_given_up(text, text, integer, uuid)',
+        'relay_requests_decided(text[])',
         'outcome_cursor_open(text)',
         'outcome_cursor_take(text)',
         'outcome_cursor_move(text, bigint)',
@@ -304,7 +325,8 @@ $$;
 
 -- Roles made before this migration get what is now theirs; later ones get it from their command
 -- (`npm run db:worker-role`, `npm run db:relay-role`). A worker role: the give-up and the send it
--- reads first. A relay role: its claims again and its give-up, not the worker's give-up.
+-- reads first. A relay role: its claims again, its give-up and the decided check, not the
+-- worker's give-up.
 DO $$
 DECLARE
     v_role TEXT;
@@ -317,6 +339,7 @@ BEGIN
         EXECUTE format('GRANT EXECUTE ON FUNCTION relay_claim_first_sends(integer) TO %s', v_role);
         EXECUTE format('GRANT EXECUTE ON FUNCTION relay_claim_resends(integer, double precision) TO %s', v_role);
         EXECUTE format('GRANT EXECUTE ON FUNCTION relay_record_given_up(text, text, integer, uuid) TO %s', v_role);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION relay_requests_decided(text[]) TO %s', v_role);
     END LOOP;
 END
 $$;

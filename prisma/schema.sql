@@ -240,6 +240,19 @@ END;
 $_$;
 
 --
+-- Name: give_up_send_count(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.give_up_send_count(p_operation_id text, p_request_hash text) RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT q.send_count FROM transfer_requests q
+     WHERE q.operation_id = p_operation_id AND q.request_hash = p_request_hash
+       AND q.decided_at IS NULL AND q.given_up_at IS NULL;
+$$;
+
+--
 -- Name: holds_expire(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -328,7 +341,7 @@ CREATE FUNCTION public.outcome_cursor_move(p_name text, p_position bigint) RETUR
     AS $$
     WITH moved AS (
         UPDATE outcome_cursors c SET position = p_position, updated_at = now()
-         WHERE c.name = p_name AND c.position <= p_position
+         WHERE c.name = outcome_cursor_name_checked(p_name) AND c.position <= p_position
            AND p_position <= (SELECT coalesce(max(e.position), 0) FROM outcome_events e)
         RETURNING 1
     )
@@ -336,18 +349,46 @@ CREATE FUNCTION public.outcome_cursor_move(p_name text, p_position bigint) RETUR
 $$;
 
 --
+-- Name: outcome_cursor_name_checked(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outcome_cursor_name_checked(p_name text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+BEGIN
+    IF p_name IS NULL OR p_name !~ '^outcomes-[a-z0-9][a-z0-9-]{0,54}$' THEN
+        RAISE EXCEPTION 'outcome cursor: a name is outcomes- and 1 to 55 of [a-z0-9-], not %', coalesce(quote_literal(p_name), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN p_name;
+END;
+$_$;
+
+--
 -- Name: outcome_cursor_open(text); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.outcome_cursor_open(p_name text) RETURNS boolean
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    AS $$
-    WITH made AS (
-        INSERT INTO outcome_cursors (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING RETURNING 1
-    )
-    SELECT count(*) = 1 FROM made;
-$$;
+    AS $_$
+DECLARE
+    v_name TEXT := outcome_cursor_name_checked(p_name);
+BEGIN
+    IF EXISTS (SELECT 1 FROM outcome_cursors c WHERE c.name = v_name) THEN
+        RETURN FALSE;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('outcome_cursors:open', 0));
+    IF (SELECT count(*) FROM outcome_cursors c WHERE c.name ~ '^outcomes-[a-z0-9][a-z0-9-]{0,54}$') >= 8 THEN
+        RAISE EXCEPTION 'outcome_cursor_open: 8 outcome cursors exist already; the owner deletes one no publisher uses'
+            USING ERRCODE = '54000';
+    END IF;
+    INSERT INTO outcome_cursors (name, position)
+    VALUES (v_name, coalesce((SELECT min(e.position) - 1 FROM outcome_events e), 0))
+    ON CONFLICT (name) DO NOTHING;
+    RETURN FOUND;
+END;
+$_$;
 
 --
 -- Name: outcome_cursor_position(text); Type: FUNCTION; Schema: public; Owner: -
@@ -357,7 +398,7 @@ CREATE FUNCTION public.outcome_cursor_position(p_name text) RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
-    SELECT coalesce((SELECT c.position FROM outcome_cursors c WHERE c.name = p_name), 0);
+    SELECT coalesce((SELECT c.position FROM outcome_cursors c WHERE c.name = outcome_cursor_name_checked(p_name)), 0);
 $$;
 
 --
@@ -368,7 +409,7 @@ CREATE FUNCTION public.outcome_cursor_take(p_name text) RETURNS bigint
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
-    SELECT c.position FROM outcome_cursors c WHERE c.name = p_name FOR UPDATE SKIP LOCKED;
+    SELECT c.position FROM outcome_cursors c WHERE c.name = outcome_cursor_name_checked(p_name) FOR UPDATE SKIP LOCKED;
 $$;
 
 --
@@ -1168,7 +1209,7 @@ $_$;
 -- Name: record_transfer_given_up(text, text, text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.record_transfer_given_up(p_operation_id text, p_request_hash text, p_reason text, p_send_count integer DEFAULT NULL::integer) RETURNS boolean
+CREATE FUNCTION public.record_transfer_given_up(p_operation_id text, p_request_hash text, p_reason text, p_send_count integer) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $_$
@@ -1179,6 +1220,10 @@ BEGIN
         RAISE EXCEPTION 'record_transfer_given_up: an operation and the 64-hex-digit hash of its body must be given'
             USING ERRCODE = '22023';
     END IF;
+    IF p_send_count IS NULL OR p_send_count < 0 THEN
+        RAISE EXCEPTION 'record_transfer_given_up: the send the give-up belongs to (send_count, 0 or more) must be given'
+            USING ERRCODE = '22023';
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
     IF EXISTS (SELECT 1 FROM transfers t WHERE t.operation_id = p_operation_id) THEN
         RETURN FALSE;
@@ -1187,7 +1232,7 @@ BEGIN
         UPDATE transfer_requests q
            SET given_up_at = clock_timestamp(), give_up_count = q.give_up_count + 1, give_up_reason = v_reason
          WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL AND q.given_up_at IS NULL
-           AND q.request_hash = p_request_hash AND (p_send_count IS NULL OR q.send_count = p_send_count)
+           AND q.request_hash = p_request_hash AND q.send_count = p_send_count
         RETURNING q.operation_id, q.kind, q.body, q.from_wallet, q.to_wallet, q.amount, q.currency
     )
     INSERT INTO outcome_pending (operation_id, kind, reason, operation, from_wallet, to_wallet, amount, currency, detail)
@@ -1201,14 +1246,16 @@ $_$;
 -- Name: relay_claim_first_sends(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.relay_claim_first_sends(p_limit integer) RETURNS TABLE(operation_id text, request_hash text, from_wallet text, to_wallet text, amount bigint, currency text, send_count integer, kind text, body jsonb, trace_context jsonb)
+CREATE FUNCTION public.relay_claim_first_sends(p_limit integer) RETURNS TABLE(operation_id text, request_hash text, from_wallet text, to_wallet text, amount bigint, currency text, send_count integer, kind text, body jsonb, trace_context jsonb, claim uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 #variable_conflict use_column
+DECLARE
+    v_claim UUID := gen_random_uuid();
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-        RAISE EXCEPTION 'relay_claim_first_sends: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'relay_claim_first_sends: the limit must be from 1 to 1000' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
         WITH picked AS (
@@ -1218,10 +1265,11 @@ BEGIN
              LIMIT p_limit
              FOR UPDATE SKIP LOCKED
         )
-        UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
+        UPDATE transfer_requests q
+           SET sent_at = clock_timestamp(), send_count = q.send_count + 1, relay_claim = v_claim
           FROM picked p WHERE q.operation_id = p.operation_id
         RETURNING q.operation_id, q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT,
-                  q.send_count, q.kind, q.body, q.trace_context;
+                  q.send_count, q.kind, q.body, q.trace_context, q.relay_claim;
 END;
 $$;
 
@@ -1229,14 +1277,16 @@ $$;
 -- Name: relay_claim_resends(integer, double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.relay_claim_resends(p_limit integer, p_due_after_ms double precision) RETURNS TABLE(operation_id text, request_hash text, from_wallet text, to_wallet text, amount bigint, currency text, send_count integer, kind text, body jsonb, trace_context jsonb)
+CREATE FUNCTION public.relay_claim_resends(p_limit integer, p_due_after_ms double precision) RETURNS TABLE(operation_id text, request_hash text, from_wallet text, to_wallet text, amount bigint, currency text, send_count integer, kind text, body jsonb, trace_context jsonb, claim uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 #variable_conflict use_column
+DECLARE
+    v_claim UUID := gen_random_uuid();
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-        RAISE EXCEPTION 'relay_claim_resends: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'relay_claim_resends: the limit must be from 1 to 1000' USING ERRCODE = '22023';
     END IF;
     IF p_due_after_ms IS NULL OR p_due_after_ms < 0 THEN
         RAISE EXCEPTION 'relay_claim_resends: the wait before a re-send must be 0 ms or more' USING ERRCODE = '22023';
@@ -1250,10 +1300,11 @@ BEGIN
              LIMIT p_limit
              FOR UPDATE SKIP LOCKED
         )
-        UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
+        UPDATE transfer_requests q
+           SET sent_at = clock_timestamp(), send_count = q.send_count + 1, relay_claim = v_claim
           FROM picked p WHERE q.operation_id = p.operation_id
         RETURNING q.operation_id, q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT,
-                  q.send_count, q.kind, q.body, q.trace_context;
+                  q.send_count, q.kind, q.body, q.trace_context, q.relay_claim;
 END;
 $$;
 
@@ -1286,6 +1337,51 @@ CREATE FUNCTION public.relay_intake_backlog() RETURNS TABLE(open bigint, unsent 
            count(*) FILTER (WHERE r.given_up_at IS NOT NULL),
            extract(epoch FROM clock_timestamp() - min(r.requested_at) FILTER (WHERE r.sent_at IS NULL))::DOUBLE PRECISION
       FROM transfer_requests r WHERE r.decided_at IS NULL;
+$$;
+
+--
+-- Name: relay_record_given_up(text, text, integer, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.relay_record_given_up(p_operation_id text, p_reason text, p_send_count integer, p_claim uuid) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_hash TEXT;
+BEGIN
+    IF p_operation_id IS NULL OR p_send_count IS NULL OR p_claim IS NULL THEN
+        RAISE EXCEPTION 'relay_record_given_up: an operation, the send_count and the claim of its re-send must be given'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT q.request_hash::TEXT INTO v_hash FROM transfer_requests q
+     WHERE q.operation_id = p_operation_id AND q.relay_claim = p_claim AND q.send_count = p_send_count
+       AND q.send_count > 1;
+    IF v_hash IS NULL THEN
+        RETURN FALSE;
+    END IF;
+    -- Checks the send again under the operation's lock: a claim moves send_count, so the same
+    -- send is the same claim.
+    RETURN record_transfer_given_up(p_operation_id, v_hash, p_reason, p_send_count);
+END;
+$$;
+
+--
+-- Name: relay_requests_decided(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.relay_requests_decided(p_operation_ids text[]) RETURNS SETOF text
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_operation_ids IS NULL OR cardinality(p_operation_ids) > 10000 THEN
+        RAISE EXCEPTION 'relay_requests_decided: from 0 to 10000 operation ids' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        SELECT r.operation_id FROM transfer_requests r
+         WHERE r.operation_id = ANY (p_operation_ids) AND r.decided_at IS NOT NULL;
+END;
 $$;
 
 --
@@ -2191,6 +2287,7 @@ CREATE TABLE public.transfer_requests (
     kind text DEFAULT 'transfer'::text NOT NULL,
     body jsonb,
     trace_context jsonb,
+    relay_claim uuid,
     CONSTRAINT transfer_requests_amount_positive CHECK ((amount > 0)),
     CONSTRAINT transfer_requests_body_by_kind CHECK ((((kind = 'transfer'::text) AND (body IS NULL) AND (to_wallet IS NOT NULL) AND (amount IS NOT NULL)) OR ((kind <> 'transfer'::text) AND (jsonb_typeof(body) = 'object'::text)))),
     CONSTRAINT transfer_requests_counts_non_negative CHECK (((send_count >= 0) AND (lost_count >= 0) AND (give_up_count >= 0))),
@@ -2396,6 +2493,12 @@ REVOKE ALL ON FUNCTION public.apply_transfers_unsafe(p_operation_ids text[], p_r
 REVOKE ALL ON FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION give_up_send_count(p_operation_id text, p_request_hash text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.give_up_send_count(p_operation_id text, p_request_hash text) FROM PUBLIC;
+
+--
 -- Name: FUNCTION holds_expire(p_limit integer); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2412,6 +2515,12 @@ REVOKE ALL ON FUNCTION public.ledger_entries_append_only() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.outcome_cursor_move(p_name text, p_position bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION outcome_cursor_name_checked(p_name text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.outcome_cursor_name_checked(p_name text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION outcome_cursor_open(p_name text); Type: ACL; Schema: public; Owner: -
@@ -2478,6 +2587,18 @@ REVOKE ALL ON FUNCTION public.relay_count_lost(p_operation_ids text[]) FROM PUBL
 --
 
 REVOKE ALL ON FUNCTION public.relay_intake_backlog() FROM PUBLIC;
+
+--
+-- Name: FUNCTION relay_record_given_up(p_operation_id text, p_reason text, p_send_count integer, p_claim uuid); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.relay_record_given_up(p_operation_id text, p_reason text, p_send_count integer, p_claim uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION relay_requests_decided(p_operation_ids text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.relay_requests_decided(p_operation_ids text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION relay_trace_contexts(p_operation_ids text[]); Type: ACL; Schema: public; Owner: -

@@ -4,7 +4,7 @@ VOLATILE
 AS $$
     WITH moved AS (
         UPDATE outcome_cursors c SET position = p_position, updated_at = now()
-         WHERE c.name = p_name AND c.position <= p_position
+         WHERE c.name = outcome_cursor_name_checked(p_name) AND c.position <= p_position
            AND p_position <= (SELECT coalesce(max(e.position), 0) FROM outcome_events e)
         RETURNING 1
     )

@@ -1,16 +1,26 @@
--- The outcome publisher's cursor (src/intake/outcome-publisher.ts). _open makes it at 0 when
--- missing, in a statement of its own; _take, inside the publisher's transaction, answers its
--- position and keeps its row locked until the transaction ends, or NULL when another publisher
--- holds it; _move sets it after the events were added, forward only and never past the last
--- position of the feed; _position reads it (the gauge; 0 before the first round).
+-- The cursor's functions, as in the relay-role migration, each with the name rule. _open makes a
+-- cursor at the position before the first event kept (0 on a feed never pruned), at most 8 of the
+-- rule's names (54000 past it), one _open at a time.
 CREATE OR REPLACE FUNCTION "outcome_cursor_open"(p_name TEXT) RETURNS BOOLEAN
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 AS $$
-    WITH made AS (
-        INSERT INTO outcome_cursors (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING RETURNING 1
-    )
-    SELECT count(*) = 1 FROM made;
+DECLARE
+    v_name TEXT := outcome_cursor_name_checked(p_name);
+BEGIN
+    IF EXISTS (SELECT 1 FROM outcome_cursors c WHERE c.name = v_name) THEN
+        RETURN FALSE;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('outcome_cursors:open', 0));
+    IF (SELECT count(*) FROM outcome_cursors c WHERE c.name ~ '^outcomes-[a-z0-9][a-z0-9-]{0,54}$') >= 8 THEN
+        RAISE EXCEPTION 'outcome_cursor_open: 8 outcome cursors exist already; the owner deletes one no publisher uses'
+            USING ERRCODE = '54000';
+    END IF;
+    INSERT INTO outcome_cursors (name, position)
+    VALUES (v_name, coalesce((SELECT min(e.position) - 1 FROM outcome_events e), 0))
+    ON CONFLICT (name) DO NOTHING;
+    RETURN FOUND;
+END;
 $$;
 
 DO $$

@@ -2,7 +2,7 @@ CREATE OR REPLACE FUNCTION "outcome_cursor_position"(p_name TEXT) RETURNS BIGINT
 LANGUAGE sql
 STABLE
 AS $$
-    SELECT coalesce((SELECT c.position FROM outcome_cursors c WHERE c.name = p_name), 0);
+    SELECT coalesce((SELECT c.position FROM outcome_cursors c WHERE c.name = outcome_cursor_name_checked(p_name)), 0);
 $$;
 
 DO $$

@@ -2,7 +2,7 @@ CREATE OR REPLACE FUNCTION "outcome_cursor_take"(p_name TEXT) RETURNS BIGINT
 LANGUAGE sql
 VOLATILE
 AS $$
-    SELECT c.position FROM outcome_cursors c WHERE c.name = p_name FOR UPDATE SKIP LOCKED;
+    SELECT c.position FROM outcome_cursors c WHERE c.name = outcome_cursor_name_checked(p_name) FOR UPDATE SKIP LOCKED;
 $$;
 
 DO $$

@@ -1,5 +1,3 @@
--- Claims up to p_limit open requests sent longer than p_due_after_ms ago (re-sends that are due:
--- their job may have been lost) and marks them sent again, oldest send first.
 CREATE OR REPLACE FUNCTION "relay_claim_resends"(p_limit INTEGER, p_due_after_ms DOUBLE PRECISION)
 RETURNS TABLE (
     operation_id  TEXT,
@@ -11,15 +9,18 @@ RETURNS TABLE (
     send_count    INTEGER,
     kind          TEXT,
     body          JSONB,
-    trace_context JSONB
+    trace_context JSONB,
+    claim         UUID
 )
 LANGUAGE plpgsql
 VOLATILE
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_claim UUID := gen_random_uuid();
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-        RAISE EXCEPTION 'relay_claim_resends: the limit must be from 1 to 10000' USING ERRCODE = '22023';
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'relay_claim_resends: the limit must be from 1 to 1000' USING ERRCODE = '22023';
     END IF;
     IF p_due_after_ms IS NULL OR p_due_after_ms < 0 THEN
         RAISE EXCEPTION 'relay_claim_resends: the wait before a re-send must be 0 ms or more' USING ERRCODE = '22023';
@@ -33,10 +34,11 @@ BEGIN
              LIMIT p_limit
              FOR UPDATE SKIP LOCKED
         )
-        UPDATE transfer_requests q SET sent_at = clock_timestamp(), send_count = q.send_count + 1
+        UPDATE transfer_requests q
+           SET sent_at = clock_timestamp(), send_count = q.send_count + 1, relay_claim = v_claim
           FROM picked p WHERE q.operation_id = p.operation_id
         RETURNING q.operation_id, q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT,
-                  q.send_count, q.kind, q.body, q.trace_context;
+                  q.send_count, q.kind, q.body, q.trace_context, q.relay_claim;
 END;
 $$;
 

@@ -1,8 +1,9 @@
 // The relay's own PostgreSQL role (`npm run db:relay-role`), made like the worker's
 // (worker-role-grants.ts): it may log in, connect to the database, see the schema, read
 // _prisma_migrations (its readiness check) and execute RELAY_FUNCTIONS, and nothing else. Those
-// claim and mark requests, count lost adds, record give-ups, sequence the outcome feed, read it
-// and move the publisher's cursor; all are SECURITY DEFINER (the relay-role migration and the
+// claim and mark requests, count lost adds, record give-ups of the re-sends its own claims took
+// (not the worker's record_transfer_given_up()), ask which requests are decided, sequence the
+// outcome feed, read it and move the publisher's cursor; all are SECURITY DEFINER (the relay-role migration and the
 // ones before it), so a relay still does its whole job with no right on any table. The
 // redrive is not among them: `npm run redrive` is an operator's command, run as the owner. The
 // refusals are the worker role's, and its sessions' bounds become its defaults in the database.
@@ -15,8 +16,10 @@ import {
   RELAY_CLAIM_FIRST_SENDS_FUNCTION,
   RELAY_CLAIM_RESENDS_FUNCTION,
   RELAY_COUNT_LOST_FUNCTION,
+  RELAY_RECORD_GIVEN_UP_FUNCTION,
+  RELAY_REQUESTS_DECIDED_FUNCTION,
 } from '../intake/relay.ts';
-import { FEED_SEQUENCE_FUNCTION, GIVE_UP_FUNCTION } from '../ledger/apply-transfer.ts';
+import { FEED_SEQUENCE_FUNCTION } from '../ledger/apply-transfer.ts';
 import type { SessionBoundsConfig } from './session-bounds.ts';
 import {
   ensureLoginRole,
@@ -32,7 +35,8 @@ export const RELAY_FUNCTIONS: readonly string[] = Object.freeze([
   RELAY_CLAIM_RESENDS_FUNCTION,
   RELAY_COUNT_LOST_FUNCTION,
   RELAY_BACKLOG_FUNCTION,
-  GIVE_UP_FUNCTION,
+  RELAY_RECORD_GIVEN_UP_FUNCTION,
+  RELAY_REQUESTS_DECIDED_FUNCTION,
   FEED_SEQUENCE_FUNCTION,
   OUTCOME_FEED_FUNCTION,
   ...OUTCOME_CURSOR_FUNCTIONS,

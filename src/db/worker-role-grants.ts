@@ -10,7 +10,12 @@ import pg from 'pg';
 import { databaseName } from '../config/config.ts';
 import { WorkerRoleError } from '../errors.ts';
 import { HOLD_SWEEP_FUNCTION, PAYMENT_DECISION_FUNCTION } from '../ledger/apply-payments.ts';
-import { DECISION_FUNCTION, FEED_SEQUENCE_FUNCTION, GIVE_UP_FUNCTION } from '../ledger/apply-transfer.ts';
+import {
+  DECISION_FUNCTION,
+  FEED_SEQUENCE_FUNCTION,
+  GIVE_UP_FUNCTION,
+  GIVE_UP_SEND_FUNCTION,
+} from '../ledger/apply-transfer.ts';
 import { INVALID_REQUEST_FUNCTION } from '../ledger/undecidable-request.ts';
 import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } from './session-bounds.ts';
 
@@ -22,6 +27,7 @@ import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } f
 export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([
   DECISION_FUNCTION,
   GIVE_UP_FUNCTION,
+  GIVE_UP_SEND_FUNCTION,
   FEED_SEQUENCE_FUNCTION,
   PAYMENT_DECISION_FUNCTION,
   HOLD_SWEEP_FUNCTION,

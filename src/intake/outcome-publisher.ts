@@ -30,6 +30,13 @@ import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from './outcome-
 
 /** The cursor row of the outcomes queue's publisher. */
 export const OUTCOMES_QUEUE_CURSOR = 'outcomes-queue';
+/**
+ * The names outcome_cursor_open() takes (the relay-give-up-binding migration checks the same
+ * pattern): `outcomes-` and 1-55 more of [a-z0-9-], starting with a letter or a digit.
+ */
+export const OUTCOME_CURSOR_NAME_PATTERN = /^outcomes-[a-z0-9][a-z0-9-]{0,54}$/;
+/** Cursors of that pattern outcome_cursor_open() makes at most; past it, it raises 54000. */
+export const OUTCOME_CURSORS_MAX = 8;
 /** The BullMQ job name of an outcome event. */
 export const OUTCOME_JOB_NAME = 'outcome';
 

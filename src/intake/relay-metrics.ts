@@ -50,7 +50,7 @@ export const RELAY_METRICS = {
   undone: {
     name: `${p}relay_decisions_lost_total`,
     type: 'counter',
-    help: 'Re-sends that found the job completed while its request is undecided: decisions the database lost (it went back in time), sent again',
+    help: 'Re-sends that found the job completed while its request is undecided (asked after the job was seen completed): decisions the database lost (it went back in time), sent again',
     labelNames: [],
   },
   givenUpFound: {

@@ -7,7 +7,9 @@
 // A job's id is derived from its operation (jobIdOf), so a second send of a job the queue still
 // holds (waiting, active, delayed, completed and kept) is a no-op in BullMQ. A send that finds
 // no job at all is an add the queue lost (a lossy failover, a flush): it is counted in
-// lost_count and the job is added again. A send that finds the job failed for good records the
+// lost_count and the job is added again. A send that finds the job completed asks the database
+// whether the request is decided now (its job may have completed after the claim): only one
+// still undecided is a lost decision. A send that finds the job failed for good records the
 // give-up (the worker could not) and stops: `npm run redrive` sends it again.
 //
 // A batch is never all first sends while re-sends are due: RELAY_RESEND_SHARE of it (at least one
@@ -15,9 +17,11 @@
 // room is left. Without the share, a backlog of RELAY_BATCH_MAX or more never-sent requests took
 // every batch, and no lost add was sent again nor any failed job found until it drained.
 //
-// The give-up a relay records is bound to the send it claimed (send_count): a redrive between the
-// relay's look at the failed job and its record has sent the request again (send_count moved on),
-// and the record is then refused, so the relay cannot park a request that has a fresh job.
+// The give-up a relay records is bound to the send it claimed (send_count) and to its claim (a UUID
+// each claim marks its rows with, relay_record_given_up()): a redrive between the relay's look at
+// the failed job and its record has sent the request again (send_count moved on), and the record
+// is then refused, so the relay cannot park a request that has a fresh job; nor can its role park
+// a request it did not claim, and one claim takes at most RELAY_CLAIM_MAX requests.
 //
 // A redrive goes one operation at a time, in an order that is safe to die in at any point: the
 // failed job is removed, the fresh one added, and only then is the request un-parked (still given
@@ -55,7 +59,8 @@ export interface RelayBatchResult {
   /** Re-sends that found no job: adds the queue had lost, now added again. */
   readonly lost: number;
   /**
-   * Re-sends that found the job completed although its request is undecided: the decision that
+   * Re-sends that found the job completed although its request is undecided (asked after the job
+   * was seen completed, so a job that completed since the claim is not one): the decision that
    * job answered is not in the database any more (it went back in time: an asynchronous standby
    * promoted, docs/operating/postgres-ha.md). The completed job is removed and the request added
    * again, so it is decided again; counted and logged, for an operator to know.
@@ -80,6 +85,8 @@ interface ClaimedRow {
   body: Record<string, unknown> | null;
   /** The producer's W3C trace context (`traceparent`, `tracestate`), or null when it traced nothing. */
   trace_context: Record<string, unknown> | null;
+  /** The claim that took this send (a UUID per claim): the key to its give-up; null for a redrive's row. */
+  claim: string | null;
 }
 
 /**
@@ -99,7 +106,7 @@ export function resendsReserved(batchMax: number): number {
 // are still waiting for their decision. Each is a function of the relay-role migration (SECURITY
 // DEFINER), so the relay's role may claim and mark rows without any right on the table.
 const CLAIMED_COLUMNS =
-  'operation_id, request_hash, from_wallet, to_wallet, amount::text AS amount, currency, send_count, kind, body, trace_context';
+  'operation_id, request_hash, from_wallet, to_wallet, amount::text AS amount, currency, send_count, kind, body, trace_context, claim::text AS claim';
 const CLAIM_FIRST_SENDS_SQL = `SELECT ${CLAIMED_COLUMNS} FROM relay_claim_first_sends($1::integer)`;
 const CLAIM_DUE_SQL = `SELECT ${CLAIMED_COLUMNS} FROM relay_claim_resends($1::integer, $2::double precision)`;
 
@@ -108,6 +115,12 @@ export const RELAY_CLAIM_FIRST_SENDS_FUNCTION = 'relay_claim_first_sends(integer
 export const RELAY_CLAIM_RESENDS_FUNCTION = 'relay_claim_resends(integer,double precision)';
 export const RELAY_COUNT_LOST_FUNCTION = 'relay_count_lost(text[])';
 export const RELAY_BACKLOG_FUNCTION = 'relay_intake_backlog()';
+/** The relay-give-up-binding migration's: a give-up of a re-send the caller's claim took. */
+export const RELAY_RECORD_GIVEN_UP_FUNCTION = 'relay_record_given_up(text,text,integer,uuid)';
+/** Also the relay-give-up-binding migration's: which requests are decided (a completed job is lost only if not). */
+export const RELAY_REQUESTS_DECIDED_FUNCTION = 'relay_requests_decided(text[])';
+/** Requests one claim takes at most (the claim functions refuse more; RELAY_BATCH_MAX's bound). */
+export const RELAY_CLAIM_MAX = 1_000;
 
 /**
  * Due re-sends up to their reserved share, then first sends up to the batch, then due re-sends
@@ -189,83 +202,120 @@ export async function relayBatch(
   options: RelayOptions,
   hooks: RelayBatchHooks = {},
 ): Promise<RelayBatchResult> {
+  if (options.batchMax > RELAY_CLAIM_MAX) throw new RangeError(`batchMax ${options.batchMax} > ${RELAY_CLAIM_MAX}`);
   const rows = await claim(pool, options);
   if (rows.length === 0) return { sent: 0, resent: 0, lost: 0, givenUp: 0, undone: 0 };
 
   const resends = rows.filter((r) => r.send_count > 1);
-  const lost: string[] = [];
-  const undone: string[] = [];
-  const failed = new Map<string, { row: ClaimedRow; reason: string }>();
-  await Promise.all(
-    resends.map(async (row) => {
-      const queue = queues.queueOf(row.from_wallet);
-      const job: Job | undefined = await queue.getJob(jobIdOf(row.operation_id));
-      if (job === undefined || job === null) {
-        lost.push(row.operation_id);
-      } else {
-        const state = await job.getState();
-        if (state === 'failed') {
-          failed.set(row.operation_id, { row, reason: `job failed for good: ${job.failedReason ?? 'no reason kept'}` });
-        } else if (state === 'completed') {
-          // A job completes only after its decision commits, which marks the request decided:
-          // completed and undecided means the database lost that commit. Kept, the completed
-          // job would swallow every add of this id; removed, the add below goes through.
-          await job.remove();
-          undone.push(row.operation_id);
-        }
-      }
-    }),
-  );
-
+  const found = await lookAtResends(queues, resends);
   // Counted when found, before the add: an add that fails in its turn is still a lost one.
-  if (lost.length > 0) {
-    await pool.query('SELECT relay_count_lost($1::text[])', [lost]);
+  if (found.lost.length > 0) {
+    await pool.query('SELECT relay_count_lost($1::text[])', [found.lost]);
   }
+  const { undone, decided } = await lostDecisions(pool, found.completed);
 
   const byQueue = new Map<ReturnType<TransferQueues['queueOf']>, ClaimedRow[]>();
   for (const row of rows) {
-    if (failed.has(row.operation_id)) continue;
+    if (found.failed.has(row.operation_id) || decided.has(row.operation_id)) continue;
     const queue = queues.queueOf(row.from_wallet);
     const list = byQueue.get(queue) ?? [];
     list.push(row);
     byQueue.set(queue, list);
   }
-  await Promise.all(
-    [...byQueue].map(async ([queue, list]) => {
-      const sends = list.map((row) => sendOf(row, queue.name));
-      try {
-        await queue.addBulk(
-          list.map((row, i) => ({
-            name: TRANSFER_JOB_NAME,
-            data: wireOf(row),
-            opts: { jobId: jobIdOf(row.operation_id), ...sends[i]?.jobOptions },
-          })),
-        );
-      } catch (err) {
-        for (const send of sends) endSpan(send.span, err);
-        throw err;
-      }
-      for (const send of sends) endSpan(send.span);
-    }),
-  );
+  await Promise.all([...byQueue].map(([queue, list]) => addJobs(queue, list)));
 
-  if (failed.size > 0) await hooks.beforeGiveUps?.();
-  for (const { row, reason } of failed.values()) {
+  if (found.failed.size > 0) await hooks.beforeGiveUps?.();
+  for (const { row, reason } of found.failed.values()) {
     // Only while the request is still at the send this claim made: a redrive since sent it again.
-    await pool.query('SELECT record_transfer_given_up($1, $2, $3, $4::integer)', [
+    await pool.query('SELECT relay_record_given_up($1, $2, $3::integer, $4::uuid)', [
       row.operation_id,
-      row.request_hash,
       reason,
       row.send_count,
+      row.claim,
     ]);
   }
+  const notSent = found.failed.size + decided.size;
   return {
-    sent: rows.length - failed.size,
-    resent: resends.length - failed.size,
-    lost: lost.length,
-    givenUp: failed.size,
+    sent: rows.length - notSent,
+    resent: resends.length - notSent,
+    lost: found.lost.length,
+    givenUp: found.failed.size,
     undone: undone.length,
   };
+}
+
+interface ResendsSeen {
+  /** Re-sends with no job: adds the queue lost. */
+  readonly lost: string[];
+  /** Re-sends whose job failed for good, with its reason. */
+  readonly failed: Map<string, { row: ClaimedRow; reason: string }>;
+  /** Re-sends whose job is completed, by operation: a lost decision only if the request is undecided. */
+  readonly completed: Map<string, Job>;
+}
+
+/** Where each re-send's job is: none (lost), failed for good, completed, or anything else (sent again: a no-op). */
+async function lookAtResends(queues: TransferQueues, resends: readonly ClaimedRow[]): Promise<ResendsSeen> {
+  const seen: ResendsSeen = { lost: [], failed: new Map(), completed: new Map() };
+  await Promise.all(
+    resends.map(async (row) => {
+      const queue = queues.queueOf(row.from_wallet);
+      const job: Job | undefined = await queue.getJob(jobIdOf(row.operation_id));
+      if (job === undefined || job === null) {
+        seen.lost.push(row.operation_id);
+        return;
+      }
+      const state = await job.getState();
+      if (state === 'failed') {
+        seen.failed.set(row.operation_id, {
+          row,
+          reason: `job failed for good: ${job.failedReason ?? 'no reason kept'}`,
+        });
+      } else if (state === 'completed') {
+        seen.completed.set(row.operation_id, job);
+      }
+    }),
+  );
+  return seen;
+}
+
+/**
+ * Of the re-sends whose job is completed, those whose request is still undecided (asked now,
+ * after the job was seen completed): a job completes only after its decision commits, which marks
+ * the request decided, so completed and undecided means the database lost that commit. Kept, the
+ * completed job would swallow every add of this id; removed, the add goes through. The others
+ * completed after the claim: decided, they are neither removed nor added again.
+ */
+async function lostDecisions(
+  pool: pg.Pool,
+  completed: ReadonlyMap<string, Job>,
+): Promise<{ undone: string[]; decided: Set<string> }> {
+  if (completed.size === 0) return { undone: [], decided: new Set() };
+  const { rows } = await pool.query<{ operation_id: string }>(
+    'SELECT operation_id FROM relay_requests_decided($1::text[]) AS d(operation_id)',
+    [[...completed.keys()]],
+  );
+  const decided = new Set(rows.map((r) => r.operation_id));
+  const undone = [...completed.keys()].filter((op) => !decided.has(op));
+  await Promise.all(undone.map((op) => completed.get(op)?.remove()));
+  return { undone, decided };
+}
+
+/** Adds one queue's jobs in one call, each under its send's span. */
+async function addJobs(queue: ReturnType<TransferQueues['queueOf']>, list: readonly ClaimedRow[]): Promise<void> {
+  const sends = list.map((row) => sendOf(row, queue.name));
+  try {
+    await queue.addBulk(
+      list.map((row, i) => ({
+        name: TRANSFER_JOB_NAME,
+        data: wireOf(row),
+        opts: { jobId: jobIdOf(row.operation_id), ...sends[i]?.jobOptions },
+      })),
+    );
+  } catch (err) {
+    for (const send of sends) endSpan(send.span, err);
+    throw err;
+  }
+  for (const send of sends) endSpan(send.span);
 }
 
 export interface IntakeBacklog {
@@ -302,19 +352,19 @@ export interface RedriveResult {
 // may not read or change a request but through its functions, and has no redrive among them.
 const GIVEN_UP_SQL = `
   SELECT q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount::text AS amount, q.currency, q.send_count,
-         q.kind, q.body, q.trace_context
+         q.kind, q.body, q.trace_context, q.relay_claim::text AS claim
     FROM transfer_requests q
    WHERE q.decided_at IS NULL AND q.given_up_at IS NOT NULL AND ($1::text[] IS NULL OR q.operation_id = ANY($1::text[]))
    ORDER BY q.given_up_at, q.operation_id`;
 
 // The last step of one operation's redrive, once its fresh job is in the queue: the request is no
-// longer given up, and its send is counted, so a relay's give-up seen before this is refused
-// (record_transfer_given_up() with the send_count that relay claimed). Only a request still
+// longer given up, and its send is counted (no relay's claim: relay_claim cleared), so a give-up
+// seen before this is refused (bound to the send_count its worker read or its relay claimed). Only a request still
 // parked (a redrive beside this one may have done it); one the fresh job has decided already is
 // un-parked too, since it was sent.
 const UNPARK_SQL = `
   UPDATE transfer_requests q
-     SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = q.send_count + 1
+     SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = q.send_count + 1, relay_claim = NULL
    WHERE q.operation_id = $1 AND q.given_up_at IS NOT NULL
   RETURNING q.operation_id`;
 

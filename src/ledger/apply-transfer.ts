@@ -18,11 +18,17 @@ import { isDecisionOutcome, isRejectionReason, isStoredStatus } from './vocabula
 export const DECISION_FUNCTION = 'apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[])';
 /**
  * What the worker calls when a job fails for good (`regprocedure`): record_transfer_given_up() of
- * the front-door-edges migration. It takes the operation and the hash of the failed job's body,
- * never a body: the 'given_up' event carries the stored request's body, and an operation with no
- * open request of that body gets no event. Granted to the worker role.
+ * the relay-give-up-binding migration. It takes the operation, the hash of the failed job's body
+ * and the send the give-up belongs to, never a body: the 'given_up' event carries the stored
+ * request's body, and an operation with no open request of that body, or one sent again since,
+ * gets no event. Granted to the worker role.
  */
 export const GIVE_UP_FUNCTION = 'record_transfer_given_up(text,text,text,integer)';
+/**
+ * The send a give-up would be bound to (`regprocedure`): the open request's send_count, which the
+ * worker reads before it checks that its job is still the failed one. Granted to the worker role.
+ */
+export const GIVE_UP_SEND_FUNCTION = 'give_up_send_count(text,text)';
 /**
  * The outcome feed's sequencer (`regprocedure`), which every worker calls in a statement of its
  * own to keep the feed moving (src/intake/feed-sequencer.ts). Granted to the worker role.

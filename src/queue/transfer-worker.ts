@@ -683,9 +683,11 @@ export interface GiveUpRetry {
   /** Calls in all, the first included (GIVE_UP_RECORD_TRIES_MAX for the worker). */
   readonly triesMax: number;
   /**
-   * Asked before each call after the first: false when the job is no longer the one that failed
-   * (redriven, or retried), and the give-up is then not recorded; a throw (Redis did not answer)
-   * skips that call, since a call for a job that was redriven would park the redriven request.
+   * Asked before each call, after the request's send is read and before the give-up is recorded
+   * bound to that send: false when the job is no longer the one that failed (redriven, or
+   * retried), and the give-up is then not recorded; a throw (Redis did not answer) skips that
+   * call. A redrive after the answer counts a send, so the call bound to the send read before it
+   * is refused: the check and the record are one.
    */
   readonly stillTheFailedJob: () => Promise<boolean>;
   /** Ends the waits between calls (the worker is stopping); the give-up is then not recorded. */
@@ -699,8 +701,10 @@ type GiveUpDeps = Pick<TransferWorkerDeps, 'prisma' | 'logger' | 'config'> & { r
  * open request of that operation and body (kept open for `npm run redrive`, so a trim of BullMQ's
  * failed set drops nothing) and appends its 'given_up' event to the outcome feed. A job sent to
  * BullMQ straight has no request, and nothing in PostgreSQL can vouch for its body: the database
- * records nothing, and the give-up is only counted and logged. A call that fails is made again
- * (`retry`) while the job is still the failed one. Answers whether the feed got the give-up;
+ * records nothing, and the give-up is only counted and logged. Each try reads the send the
+ * request is at (give_up_send_count()), asks whether the job is still the failed one (`retry`),
+ * and records the give-up bound to that send, which a redrive in between has moved on; a try
+ * that fails is made again (`retry`). Answers whether the feed got the give-up;
  * never throws (the relay records intake give-ups it finds too). Counted in
  * given_up_jobs_total{feed} (GIVE_UP_FEED_RESULTS) when `deps.metrics` is given.
  */
@@ -730,6 +734,17 @@ export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, r
         lastError = new Error('the worker stopped before the give-up could be recorded');
         break;
       }
+    }
+    let sendCount: number | null;
+    try {
+      sendCount = await giveUpSendCount(deps, r.operationId, requestHash(r));
+    } catch (err) {
+      lastError = err;
+      logGiveUpRetry(deps, fields, err, tried, triesMax);
+      continue;
+    }
+    if (sendCount === null) return noOpenRequest(deps, fields, reason);
+    if (retry !== undefined) {
       let same: boolean;
       try {
         same = await retry.stillTheFailedJob();
@@ -748,10 +763,11 @@ export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, r
     }
     try {
       const rows = await deps.prisma.$queryRawUnsafe<{ recorded: boolean }[]>(
-        'SELECT record_transfer_given_up($1, $2, $3) AS recorded',
+        'SELECT record_transfer_given_up($1, $2, $3, $4::integer) AS recorded',
         r.operationId,
         requestHash(r),
         reason,
+        sendCount,
       );
       if (rows[0]?.recorded === true) {
         deps.metrics?.givenUp('recorded');
@@ -761,19 +777,10 @@ export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, r
         );
         return true;
       }
-      deps.metrics?.givenUp('no_open_request');
-      deps.logger.warn(
-        { event: 'transfer_given_up_unrecorded', ...fields, reason },
-        'no open intake request of this body to give up (a job sent to BullMQ straight, or its request was given up, decided or asked for another body already): the job stays in the failed set only',
-      );
-      return false;
+      return noOpenRequest(deps, fields, reason);
     } catch (err) {
       lastError = err;
-      if (tried + 1 < triesMax)
-        deps.logger.warn(
-          { event: 'transfer_give_up_retry', ...fields, err, tried: tried + 1, triesMax },
-          'could not record the give-up; trying again',
-        );
+      logGiveUpRetry(deps, fields, err, tried, triesMax);
     }
   }
   deps.metrics?.givenUp('error');
@@ -782,4 +789,37 @@ export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, r
     'could not record the give-up; the relay records it when it finds the failed job',
   );
   return false;
+}
+
+/** The send a give-up of this operation and body is bound to now; null: no open request of that body. */
+async function giveUpSendCount(deps: GiveUpDeps, operationId: string, hash: string): Promise<number | null> {
+  const rows = await deps.prisma.$queryRawUnsafe<{ send_count: number | null }[]>(
+    'SELECT give_up_send_count($1, $2) AS send_count',
+    operationId,
+    hash,
+  );
+  return rows[0]?.send_count ?? null;
+}
+
+function noOpenRequest(deps: GiveUpDeps, fields: { jobId: string | undefined; operationId: string }, reason: string) {
+  deps.metrics?.givenUp('no_open_request');
+  deps.logger.warn(
+    { event: 'transfer_given_up_unrecorded', ...fields, reason },
+    'no open intake request of this body to give up (a job sent to BullMQ straight, or its request was given up, decided, sent again or asked for another body already): the job stays in the failed set only',
+  );
+  return false;
+}
+
+function logGiveUpRetry(
+  deps: GiveUpDeps,
+  fields: { jobId: string | undefined; operationId: string },
+  err: unknown,
+  tried: number,
+  triesMax: number,
+): void {
+  if (tried + 1 < triesMax)
+    deps.logger.warn(
+      { event: 'transfer_give_up_retry', ...fields, err, tried: tried + 1, triesMax },
+      'could not record the give-up; trying again',
+    );
 }

@@ -51,7 +51,7 @@ const TABLE_STATEMENTS = [
 
 const APPLY =
   "SELECT * FROM apply_transfers(ARRAY['f1'], ARRAY[repeat('0', 64)], ARRAY['w1'], ARRAY['w2'], ARRAY[1]::bigint[], ARRAY[NULL]::text[], ARRAY[1]::bigint[], ARRAY['00000000-0000-4000-8000-000000000001']::uuid[])";
-const GIVE_UP = "SELECT record_transfer_given_up('g1', repeat('0', 64), 'forged')";
+const GIVE_UP = "SELECT record_transfer_given_up('g1', repeat('0', 64), 'forged', 0)";
 const FEED = 'SELECT * FROM outcome_events_after(0, 10)';
 const SEQUENCE = 'SELECT outcome_feed_sequence(10)';
 const REQUEST = "SELECT request_transfer('raw-1', 'w1', 'w2', 5, NULL)";

@@ -1,6 +1,7 @@
 // The relay's login role (`npm run db:relay-role`). Connected as it, a relay's whole job works
-// through its functions (claim first sends and due re-sends, count a lost add, record a give-up,
-// sequence and read the feed, take and move the publisher's cursor, the backlog), and every other
+// through its functions (claim first sends and due re-sends, count a lost add, record the give-up
+// of a re-send its claim took, sequence and read the feed, take and move the publisher's cursor,
+// the backlog), and every other
 // statement fails with 42501: reading or writing any table directly, the decisions, the intake's
 // request functions, the redrive's update. Control: a privilege granted by hand (UPDATE on
 // transfer_requests) is seen by the same check, and the command takes it away again.
@@ -11,6 +12,11 @@ import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { RelayRoleError } from '../../src/errors.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
 import { readOutcomes, sequenceOutcomeFeed } from '../../src/intake/outcome-feed.ts';
+import {
+  OUTCOME_CURSOR_NAME_PATTERN,
+  OUTCOME_CURSORS_MAX,
+  OUTCOMES_QUEUE_CURSOR,
+} from '../../src/intake/outcome-publisher.ts';
 import { intakeBacklog } from '../../src/intake/relay.ts';
 import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
@@ -116,27 +122,124 @@ describe('npm run db:relay-role', () => {
       "SELECT operation_id, trace_context FROM relay_trace_contexts(ARRAY['r-1', 'none'])",
     );
     expect(traces.rows).toEqual([{ operation_id: 'r-1', trace_context: first.rows[0]?.trace_context }]);
-    const again = await asRelay.query('SELECT operation_id, send_count FROM relay_claim_resends(10, 0)');
-    expect(again.rows).toEqual([{ operation_id: 'r-1', send_count: 2 }]);
+    const again = await asRelay.query('SELECT operation_id, send_count, claim FROM relay_claim_resends(10, 0)');
+    expect(again.rows).toEqual([{ operation_id: 'r-1', send_count: 2, claim: expect.any(String) }]);
     expect((await asRelay.query("SELECT relay_count_lost(ARRAY['r-1']) AS n")).rows[0]?.n).toBe(1);
     expect(await intakeBacklog(asRelay)).toMatchObject({ open: 1, unsent: 0, givenUp: 0 });
-    const hash = (await db.pg.query("SELECT request_hash FROM transfer_requests WHERE operation_id = 'r-1'")).rows[0]
-      ?.request_hash as string;
-    const gaveUp = await asRelay.query("SELECT record_transfer_given_up('r-1', $1, 'job failed for good', 2) AS ok", [
-      hash,
-    ]);
+    const gaveUp = await asRelay.query(
+      "SELECT relay_record_given_up('r-1', 'job failed for good', 2, $1::uuid) AS ok",
+      [again.rows[0]?.claim],
+    );
     expect(gaveUp.rows[0]?.ok).toBe(true);
     expect(await sequenceOutcomeFeed(asRelay)).toBe(1);
     expect((await readOutcomes(asRelay, 0n)).map((e) => [e.position, e.kind])).toEqual([[1n, 'given_up']]);
-    await asRelay.query("SELECT outcome_cursor_open('test')");
+    await asRelay.query("SELECT outcome_cursor_open('outcomes-test')");
     await asRelay.query('BEGIN');
-    expect((await asRelay.query("SELECT outcome_cursor_take('test')::text AS p")).rows[0]?.p).toBe('0');
-    expect((await asRelay.query("SELECT outcome_cursor_move('test', 1) AS moved")).rows[0]?.moved).toBe(true);
+    expect((await asRelay.query("SELECT outcome_cursor_take('outcomes-test')::text AS p")).rows[0]?.p).toBe('0');
+    expect((await asRelay.query("SELECT outcome_cursor_move('outcomes-test', 1) AS moved")).rows[0]?.moved).toBe(true);
     await asRelay.query('COMMIT');
-    expect((await asRelay.query("SELECT outcome_cursor_position('test')::text AS p")).rows[0]?.p).toBe('1');
+    expect((await asRelay.query("SELECT outcome_cursor_position('outcomes-test')::text AS p")).rows[0]?.p).toBe('1');
     // Forward only, and never past the feed's last position.
-    expect((await asRelay.query("SELECT outcome_cursor_move('test', 0) AS moved")).rows[0]?.moved).toBe(false);
-    expect((await asRelay.query("SELECT outcome_cursor_move('test', 5) AS moved")).rows[0]?.moved).toBe(false);
+    expect((await asRelay.query("SELECT outcome_cursor_move('outcomes-test', 0) AS moved")).rows[0]?.moved).toBe(false);
+    expect((await asRelay.query("SELECT outcome_cursor_move('outcomes-test', 5) AS moved")).rows[0]?.moved).toBe(false);
+  });
+
+  // Issue 41, item 4.4: the relay's role could call record_transfer_given_up() itself with a
+  // request's hash (the hash of the job's body, which Redis holds) and a guessed send count, and
+  // park a request no relay had claimed; and one claim could take 10,000 requests. Shown to fail
+  // on the relay-role migration's functions ('ok', not '42501').
+  it('parks only a request whose re-send its own claim took, bound to that claim; a claim takes at most 1,000', async () => {
+    const ops = ['park-mine', 'park-other', 'park-first'];
+    await requestTransfers(
+      db.pg,
+      ops.map((operationId) => ({ operationId, from: 'w1', to: 'w2', amount: '5' })),
+      1_000n,
+    );
+    const hashOf = async (op: string) =>
+      (await db.pg.query('SELECT request_hash FROM transfer_requests WHERE operation_id = $1', [op])).rows[0]
+        ?.request_hash as string;
+    const forged = await sqlState(
+      asRelay,
+      `SELECT record_transfer_given_up('park-other', '${await hashOf('park-other')}', 'forged', 0)`,
+    );
+    expect(forged).toBe('42501');
+    expect(await sqlState(asRelay, 'SELECT * FROM relay_claim_resends(1001, 0)')).toBe('22023');
+    expect(await sqlState(asRelay, 'SELECT * FROM relay_claim_first_sends(1001)')).toBe('22023');
+
+    // Every request sent once; then this relay claims the re-send of one, another relay (the
+    // owner here) of another, and the third is never re-sent.
+    await asRelay.query('SELECT * FROM relay_claim_first_sends(10)');
+    await db.pg.query(
+      "UPDATE transfer_requests SET sent_at = sent_at - interval '1 hour' WHERE operation_id = 'park-mine'",
+    );
+    const mine = await asRelay.query<{ operation_id: string; send_count: number; claim: string }>(
+      'SELECT operation_id, send_count, claim FROM relay_claim_resends(10, 1000)',
+    );
+    expect(mine.rows.map((r) => [r.operation_id, r.send_count])).toEqual([['park-mine', 2]]);
+    await db.pg.query(
+      "UPDATE transfer_requests SET sent_at = sent_at - interval '1 hour' WHERE operation_id = 'park-other'",
+    );
+    const other = await db.pg.query<{ claim: string; send_count: number }>(
+      'SELECT claim, send_count FROM relay_claim_resends(10, 1000)',
+    );
+    expect(other.rows).toHaveLength(1);
+    const claim = mine.rows[0]?.claim as string;
+    const park = (op: string, sendCount: number, claimId: string) =>
+      asRelay.query<{ ok: boolean }>('SELECT relay_record_given_up($1, $2, $3, $4::uuid) AS ok', [
+        op,
+        'job failed for good',
+        sendCount,
+        claimId,
+      ]);
+    // Not with its claim for another's request, nor for one never re-sent, nor at another send.
+    expect((await park('park-other', 2, claim)).rows[0]?.ok).toBe(false);
+    expect((await park('park-first', 1, claim)).rows[0]?.ok).toBe(false);
+    expect((await park('park-mine', 1, claim)).rows[0]?.ok).toBe(false);
+    expect((await park('park-mine', 2, other.rows[0]?.claim as string)).rows[0]?.ok).toBe(false);
+    expect((await park('park-mine', 2, claim)).rows[0]?.ok).toBe(true);
+    const given = await db.pg.query(
+      'SELECT operation_id FROM transfer_requests WHERE given_up_at IS NOT NULL AND operation_id = ANY($1) ORDER BY 1',
+      [ops],
+    );
+    expect(given.rows.map((r) => r.operation_id)).toEqual(['park-mine']);
+  });
+
+  // Issue 41, item 4.4: the relay's role could open cursors under any name, at position 0, and
+  // a cursor at 0 on a pruned feed holds back every prune (npm run outcomes -- --prune-before
+  // refuses to pass it). Shown to fail on the relay-role migration's outcome_cursor_open() ('ok').
+  it(`opens cursors only under a name of ${OUTCOME_CURSOR_NAME_PATTERN}, at most ${OUTCOME_CURSORS_MAX}, and a new one at the first event kept`, async () => {
+    for (const name of ['', 'junk', 'Outcomes-queue', 'outcomes-', 'outcomes-a b', `outcomes-${'x'.repeat(60)}`]) {
+      expect(OUTCOME_CURSOR_NAME_PATTERN.test(name), name).toBe(false);
+      expect(await sqlState(asRelay, `SELECT outcome_cursor_open('${name}')`), name).toBe('22023');
+    }
+    expect(OUTCOME_CURSOR_NAME_PATTERN.test(OUTCOMES_QUEUE_CURSOR)).toBe(true);
+    // A feed pruned up to its third event: a cursor opened now starts where the feed does.
+    await requestTransfers(
+      db.pg,
+      [3, 4, 5].map((i) => ({ operationId: `feed-${i}`, from: 'w1', to: 'w2', amount: '5' })),
+      1_000n,
+    );
+    await db.pg.query(
+      `SELECT record_transfer_given_up(operation_id, request_hash, 'by hand', send_count) FROM transfer_requests
+        WHERE operation_id LIKE 'feed-%' ORDER BY operation_id`,
+    );
+    await sequenceOutcomeFeed(db.pg);
+    const last = BigInt(
+      (await db.pg.query('SELECT max(position)::text AS p FROM outcome_events')).rows[0]?.p as string,
+    );
+    await db.pg.query('DELETE FROM outcome_events WHERE position < $1', [(last - 1n).toString()]);
+    expect((await asRelay.query("SELECT outcome_cursor_open('outcomes-late') AS made")).rows[0]?.made).toBe(true);
+    expect((await asRelay.query("SELECT outcome_cursor_position('outcomes-late')::text AS p")).rows[0]?.p).toBe(
+      (last - 2n).toString(),
+    );
+    // Bounded: the cursors the relay's functions may open are few, so none can be left by the thousand.
+    const opened = Number(
+      (await db.pg.query("SELECT count(*) AS n FROM outcome_cursors WHERE name LIKE 'outcomes-%'")).rows[0]?.n,
+    );
+    for (let i = opened; i < OUTCOME_CURSORS_MAX; i++)
+      await asRelay.query(`SELECT outcome_cursor_open('outcomes-extra-${i}')`);
+    expect(await sqlState(asRelay, "SELECT outcome_cursor_open('outcomes-one-too-many')")).toBe('54000');
+    await db.pg.query("DELETE FROM outcome_cursors WHERE name LIKE 'outcomes-extra-%' OR name = 'outcomes-late'");
   });
 
   it('may do nothing else: every other statement is 42501', async () => {

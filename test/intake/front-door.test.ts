@@ -175,7 +175,8 @@ describe('a give-up cannot be forged', () => {
     await asWorker.end();
   });
 
-  const giveUp = async (operationId: string, hash: string, sendCount: number | null = null) =>
+  // Never sent (send_count 0), unless a test moves the send on.
+  const giveUp = async (operationId: string, hash: string, sendCount: number | null = 0) =>
     (
       await asWorker.query<{ recorded: boolean }>('SELECT record_transfer_given_up($1, $2, $3, $4) AS recorded', [
         operationId,
@@ -203,6 +204,13 @@ describe('a give-up cannot be forged', () => {
   it('as a worker role: nothing for an operation nobody requested, however often it is called', async () => {
     for (let i = 0; i < 3; i++) expect(await giveUp('nobody', requestHash(body('nobody', 999_999_999n)))).toBe(false);
     expect(await settledRead(db.pg, 0n)).toEqual([]);
+  });
+
+  it('as a worker role: a give-up without the send it belongs to is refused (22023)', async () => {
+    const asked = body('g-3', 5n);
+    await requestTransfer(db.pg, wireOf(asked), AMOUNT_MAX);
+    await expect(giveUp('g-3', requestHash(asked), null)).rejects.toMatchObject({ code: '22023' });
+    expect(await requestState('g-3')).toEqual({ decided: false, givenUp: false });
   });
 
   it('a give-up seen at an earlier send (before a redrive sent it again) parks nothing', async () => {

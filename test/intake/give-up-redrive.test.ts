@@ -135,8 +135,9 @@ describe('a transfer that fails for good', () => {
     await requestTransfers(p.db.pg, [wire], p.config.transferAmountMax);
     const validated = validateTransferRequest(wire, p.config.transferAmountMax);
     if (!validated.ok) throw new Error(validated.reason);
-    // The hash of the failed job's body; the worker gives no send count, the relay the one it claimed.
-    const giveUp = async (sendCount: number | null = null) =>
+    // The hash of the failed job's body, and the send: the one the worker read (never sent: 0),
+    // or the one the relay claimed.
+    const giveUp = async (sendCount = 0) =>
       (
         await p.db.pg.query<{ added: boolean }>(
           "SELECT record_transfer_given_up($1, $2, 'attempts exhausted', $3::integer) AS added",

@@ -55,7 +55,7 @@ async function giveUp(from: number, to: number): Promise<void> {
     [from, to],
   );
   await db.pg.query(
-    `SELECT record_transfer_given_up('pub-' || g, ${hash}, 'test') FROM generate_series($1::int, $2::int) g`,
+    `SELECT record_transfer_given_up('pub-' || g, ${hash}, 'test', 0) FROM generate_series($1::int, $2::int) g`,
     [from, to],
   );
 }

@@ -7,6 +7,8 @@
 // - a relay that saw a job failed, then a redrive before it records the give-up: the record is
 //   refused (the send it claimed is not the request's any more), and the request stays open with
 //   its fresh job. Shown to fail with the relay's give-up passing no send_count (NULL): parked.
+// - a job that completed between the relay's claim and its look at the job (issue 41, item 4.5)
+//   is not a lost decision: the request is decided, nothing is removed, added or counted undone.
 // - a redrive that dies after its first operation leaves the others given up, whatever step it
 //   died at; no relay round parks any of them again, and the next redrive finishes them. Shown to
 //   fail with the redrive that un-parked every row before it touched the queue.
@@ -211,6 +213,64 @@ describe('the relay’s claim', () => {
     }
   });
 
+  // Issue 41, item 4.5: a job that completes between the relay's claim and its look at the job
+  // is not a lost decision. The worker decides the job right after the claim (the queue's getJob
+  // is where the relay looks, so the decision lands there). Shown to fail with the relay that took
+  // every completed job of an undecided claim for a lost decision ({ undone: 1 }, the job removed
+  // and added again, relay_decisions_lost logged at error level).
+  it('tells a job that completed since the claim from a lost decision: not undone, nothing removed or added', async () => {
+    const p = await newPipeline();
+    await p.seed(6, 1_000n);
+    const relay = relayOf(p);
+    try {
+      const raced = wire('completed-since-claim', 1);
+      await requestTransfers(p.db.pg, [raced], p.config.transferAmountMax);
+      expect((await relayBatch(relay.pool, relay.queues, OPTIONS)).sent).toBe(1);
+      const completedJob = await p.queue.getJob(jobIdOf(raced.operationId));
+      await makeDue(p);
+      const decidedAtTheLook: Pick<TransferQueues, 'queueOf'> = {
+        queueOf(wallet) {
+          const queue = relay.queues.queueOf(wallet);
+          return new Proxy(queue, {
+            get(target, prop) {
+              if (prop === 'getJob') {
+                return async (jobId: string) => {
+                  const worker = await p.startWorker();
+                  try {
+                    await waitFor(
+                      'the decision',
+                      async () => (await requestRow(p, raced.operationId))?.decided === true,
+                    );
+                    await waitFor(
+                      'the completed job',
+                      async () => (await jobState(p, raced.operationId)) === 'completed',
+                    );
+                  } finally {
+                    await worker.close();
+                  }
+                  return target.getJob(jobId);
+                };
+              }
+              const value = Reflect.get(target, prop, target);
+              return typeof value === 'function' ? value.bind(target) : value;
+            },
+          });
+        },
+      };
+      const batch = await relayBatch(relay.pool, decidedAtTheLook as TransferQueues, OPTIONS);
+      expect(batch).toEqual({ sent: 0, resent: 0, lost: 0, givenUp: 0, undone: 0 });
+      const job = await p.queue.getJob(jobIdOf(raced.operationId));
+      expect({ state: await job?.getState(), timestamp: job?.timestamp }).toEqual({
+        state: 'completed',
+        timestamp: completedJob?.timestamp,
+      });
+      expect(await requestRow(p, raced.operationId)).toMatchObject({ send_count: 2, decided: true, given_up: false });
+      expect(await feedOf(p, raced.operationId)).toEqual(['applied']);
+    } finally {
+      await relay.stop();
+    }
+  });
+
   it('fills a batch the first sends leave room in with more due re-sends', async () => {
     const p = await newPipeline();
     const relay = relayOf(p);
@@ -252,10 +312,10 @@ describe('a give-up against a redrive', () => {
       let redriven: string[] = [];
       const batch = await relayBatch(relay.pool, relay.queues, OPTIONS, {
         // The relay has claimed the re-send (send_count 2) and seen the job failed. Meanwhile the
-        // worker's give-up lands (no send_count) and an operator redrives the request.
+        // worker's give-up lands (bound to the send it read, 2) and an operator redrives the request.
         beforeGiveUps: async () => {
           const { rows } = await p.db.pg.query<{ recorded: boolean }>(
-            `SELECT record_transfer_given_up(operation_id, request_hash, 'worker: attempts exhausted') AS recorded
+            `SELECT record_transfer_given_up(operation_id, request_hash, 'worker: attempts exhausted', send_count) AS recorded
                FROM transfer_requests WHERE operation_id = $1`,
             [w.operationId],
           );

@@ -65,7 +65,7 @@ describe('npm run relay', () => {
       for (const m of Object.values(RELAY_METRICS)) expect(families.has(m.name), m.name).toBe(true);
 
       const byHand = await p.db.pg.query<{ recorded: boolean }>(
-        "SELECT record_transfer_given_up(operation_id, request_hash, 'by hand') AS recorded FROM transfer_requests WHERE operation_id = 'proc-1'",
+        "SELECT record_transfer_given_up(operation_id, request_hash, 'by hand', send_count) AS recorded FROM transfer_requests WHERE operation_id = 'proc-1'",
       );
       expect(byHand.rows[0]?.recorded).toBe(true);
       await waitFor('the event published', 20_000, async () =>

@@ -5,15 +5,18 @@
 // to BullMQ straight, which no intake request vouches for, parks no request, even one of the same
 // operation, and is counted and logged as a give-up the feed did not record.
 import { Worker } from 'bullmq';
+import { pino } from 'pino';
 import { expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/config.ts';
+import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
 import { requestTransfers } from '../../src/intake/intake.ts';
-import { jobIdOf } from '../../src/intake/relay.ts';
+import { jobIdOf, redrive } from '../../src/intake/relay.ts';
 import { GIVE_UP_FUNCTION } from '../../src/ledger/apply-transfer.ts';
 import type { TransferWire } from '../../src/ledger/transfer-request.ts';
 import { METRIC_PREFIX } from '../../src/metrics/worker-metrics.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { JOB_STALLED_COUNT_MAX } from '../../src/queue/transfer-worker.ts';
+import { JOB_STALLED_COUNT_MAX, recordGiveUp } from '../../src/queue/transfer-worker.ts';
 import { settledRead } from '../support/feed.ts';
 import { startObservedWorker } from '../support/observed-worker.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
@@ -132,7 +135,8 @@ it('a try made after the job was redriven parks nothing: the fresh job of the sa
     // Meanwhile a relay recorded the give-up, and an operator redrove it, as redrive() does: the
     // request open again, the failed job removed, a fresh one added under the same id.
     const byRelay = await p.db.pg.query<{ recorded: boolean }>(
-      'SELECT record_transfer_given_up($1, (SELECT request_hash FROM transfer_requests WHERE operation_id = $1), $2) AS recorded',
+      `SELECT record_transfer_given_up(operation_id, request_hash, $2, send_count) AS recorded
+         FROM transfer_requests WHERE operation_id = $1`,
       [wire.operationId, 'job failed for good: seen by the relay'],
     );
     expect(byRelay.rows[0]?.recorded).toBe(true);
@@ -241,5 +245,65 @@ it(`jobs failed by the stall limit (JOB_STALLED_COUNT_MAX = ${JOB_STALLED_COUNT_
     expect(await feedOf(p, 'stalled-straight')).toEqual([]);
   } finally {
     await w.stop();
+  }
+});
+
+// Issue 41, item 4.4: the worker checked "still the failed job" before its call and passed no
+// send count, so a redrive landing between the check and the call was parked again: a second
+// given_up event, and the fresh job's request given up under it. Shown to fail with the call that
+// passed no send count (recorded: true, given up again, ['given_up', 'given_up']).
+it("a redrive between the worker's check and its call parks nothing: the give-up is bound to the send the check saw", async () => {
+  const p = await openPipeline({ JOB_ATTEMPTS_MAX: '1' });
+  await p.seed(2, 100n);
+  const { role } = await p.db.workerRole();
+  const workerConfig = loadConfig({ ...process.env, ...p.workerEnv });
+  const prisma = createPrisma(workerConfig);
+  const wire: TransferWire = { operationId: 'redriven-between', from: 'w1', to: 'w2', amount: '5' };
+  const id = jobIdOf(wire.operationId);
+  const queues = { queueOf: () => p.queue };
+  try {
+    await requestTransfers(p.db.pg, [wire], p.config.transferAmountMax);
+    await p.db.pg.query('SELECT * FROM relay_claim_first_sends(10)');
+    const job = await p.queue.add(TRANSFER_JOB_NAME, wire, { jobId: id });
+    // The worker's first call fails (its grant is gone for a moment), so the record is tried again.
+    await p.db.pg.query(`REVOKE EXECUTE ON FUNCTION ${GIVE_UP_FUNCTION} FROM ${role}`);
+    let checks = 0;
+    const recorded = await recordGiveUp(
+      job,
+      'injected: attempts exhausted',
+      { prisma, logger: pino({ level: 'silent' }), config: workerConfig },
+      {
+        triesMax: 2,
+        // The job is still the failed one when the worker looks; right after, a relay records the
+        // give-up and an operator redrives the request (a fresh job, the request open again).
+        stillTheFailedJob: async () => {
+          checks += 1;
+          if (checks === 1) {
+            await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${GIVE_UP_FUNCTION} TO ${role}`);
+            const byRelay = await p.db.pg.query<{ recorded: boolean }>(
+              `SELECT record_transfer_given_up(operation_id, request_hash, 'seen by the relay', send_count) AS recorded
+                 FROM transfer_requests WHERE operation_id = $1`,
+              [wire.operationId],
+            );
+            expect(byRelay.rows[0]?.recorded).toBe(true);
+            expect((await redrive(p.db.pg, queues, [wire.operationId])).operationIds).toEqual([wire.operationId]);
+          }
+          return true;
+        },
+      },
+    );
+    expect(checks).toBe(1);
+    expect({
+      recorded,
+      request: await requestOf(p, wire.operationId),
+      feed: await feedOf(p, wire.operationId),
+    }).toEqual({
+      recorded: false,
+      request: { given_up: false, decided: false, give_up_count: 1, reason: 'seen by the relay' },
+      feed: ['given_up'],
+    });
+  } finally {
+    await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${GIVE_UP_FUNCTION} TO ${role}`);
+    await closePrisma(prisma);
   }
 });

@@ -305,7 +305,7 @@ describe('give-ups carry the request body', () => {
   it('pass on a give-up recorded by the product, and catch one with another body or without a request', async () => {
     await request(['op-g']);
     const { rows } = await client.query<{ recorded: boolean }>(
-      'SELECT record_transfer_given_up($1, $2, $3) AS recorded',
+      'SELECT record_transfer_given_up($1, $2, $3, 0) AS recorded',
       ['op-g', hashOf(10n), 'attempts exhausted'],
     );
     expect(rows[0]?.recorded).toBe(true);

@@ -34,14 +34,11 @@ import {
 } from '../../src/ledger/vocabulary.ts';
 
 const MIGRATIONS = join(PROJECT_ROOT, 'prisma', 'migrations');
-/** The functions a decision goes through: the worker calls the last three, they call the first. */
-const DECISION_FUNCTIONS = [
-  'transfers_decide_batch',
-  'apply_transfers',
-  'apply_transfers_unsafe',
-  'apply_transfer',
-  'payments_decide_batch',
-];
+/**
+ * The functions a decision goes through, as the migrations define them (the negative controls'
+ * variants are derived from these by harness/chaos/unsafe/ and live in no migration).
+ */
+const DECISION_FUNCTIONS = ['transfers_decide_batch', 'apply_transfers', 'apply_transfer', 'payments_decide_batch'];
 
 /** Every migration's SQL, oldest first (the directory names start with their timestamp). */
 function migrationTexts(): string[] {

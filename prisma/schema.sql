@@ -22,29 +22,15 @@ CREATE FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
     SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
-        TRUE, TRUE, TRUE, TRUE, TRUE)
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
      WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
 $$;
 
 --
--- Name: apply_payments_unsafe(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint, boolean, boolean, boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+-- Name: apply_transfer(text, text, text, text, bigint, text, bigint, uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_payments_unsafe(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
-    LANGUAGE sql
-    AS $$
-    SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
-        p_check_idempotency, p_check_fence, p_check_lease, p_check_hold_state, p_check_refund_bound)
-     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
-$$;
-
---
--- Name: apply_transfer(text, text, text, text, bigint, text, bigint, uuid, boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid, p_check_idempotency boolean DEFAULT true, p_check_fence boolean DEFAULT true, p_check_lease boolean DEFAULT true) RETURNS TABLE(outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+CREATE FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid) RETURNS TABLE(outcome text, status text, reason text, fence bigint, wallet_fence bigint)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -71,27 +57,25 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    IF p_check_idempotency THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
-        SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
-          FROM transfers t WHERE t.operation_id = p_operation_id;
-        IF FOUND THEN
-            -- Decided before: an open request of the operation (requested through the intake while
-            -- the other door decided it, or sent again after its decision) is decided too, and a
-            -- request that asked for another body gets its conflict event.
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-             WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
-            RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
-                 INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
-            IF FOUND AND v_req_hash <> v_existing.request_hash::TEXT THEN
-                INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-                VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
-            END IF;
-            RETURN QUERY SELECT
-                CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
-                v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
-            RETURN;
+    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+    SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
+      FROM transfers t WHERE t.operation_id = p_operation_id;
+    IF FOUND THEN
+        -- Decided before: an open request of the operation (requested through the intake while
+        -- the other door decided it, or sent again after its decision) is decided too, and a
+        -- request that asked for another body gets its conflict event.
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+         WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+        RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+             INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+        IF FOUND AND v_req_hash <> v_existing.request_hash::TEXT THEN
+            INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+            VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
         END IF;
+        RETURN QUERY SELECT
+            CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
+            v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
+        RETURN;
     END IF;
 
     FOR v_wallet IN
@@ -105,9 +89,9 @@ BEGIN
     -- The fence guards the source wallet only; an equal token passes only for the lease that set
     -- it (the lease-ids migration).
     -- (Nested: PL/pgSQL evaluates a record's fields even behind a false AND.)
-    IF v_found_from AND p_check_fence THEN
+    IF v_found_from THEN
         IF v_from.last_fence > p_fence
-           OR (p_check_lease AND v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
+           OR (v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
             RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from.last_fence;
             RETURN;
         END IF;
@@ -160,21 +144,14 @@ BEGIN
     -- The record, then what it decides (as in the batch): the intake's request marked decided and
     -- one outcome event, only when the record was inserted. Three single-row statements: cheaper
     -- here than the batch's one statement over arrays.
-    -- Checked, the record is a plain INSERT: under the operation's advisory lock the SELECT above
+    -- The record is a plain INSERT: under the operation's advisory lock the SELECT above
     -- found no row, so a row here now was written by someone who skipped that lock, and the
     -- unique violation rolls back the money this call moved. ON CONFLICT DO NOTHING would have
     -- kept it, unrecorded, and costs a speculative insertion (its confirm record, and a second
-    -- index probe). Unchecked (the negative control), the record keeps the first outcome.
-    IF p_check_idempotency THEN
-        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                               status, reason, fence, lease)
-        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id);
-    ELSE
-        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                               status, reason, fence, lease)
-        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id)
-        ON CONFLICT (operation_id) DO NOTHING;
-    END IF;
+    -- index probe).
+    INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                           status, reason, fence, lease)
+    VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id);
     IF FOUND THEN
         UPDATE transfer_requests q SET decided_at = clock_timestamp()
          WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
@@ -204,21 +181,8 @@ CREATE FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes 
     AS $$
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-                                  p_currencies, p_fences, p_lease_ids, TRUE, TRUE, TRUE) b
+                                  p_currencies, p_fences, p_lease_ids) b
      WHERE decision_wallet_ids_checked(p_froms || p_tos);
-$$;
-
---
--- Name: apply_transfers_unsafe(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[], boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.apply_transfers_unsafe(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
-    LANGUAGE sql
-    AS $$
-    SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
-      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-                                  p_currencies, p_fences, p_lease_ids, p_check_idempotency,
-                                  p_check_fence, p_check_lease) b;
 $$;
 
 --
@@ -481,10 +445,10 @@ END;
 $$;
 
 --
--- Name: payments_decide_batch(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint, boolean, boolean, boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+-- Name: payments_decide_batch(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+CREATE FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
@@ -633,13 +597,11 @@ BEGIN
         END IF;
     END LOOP;
 
-    IF p_check_idempotency THEN
         FOR v_key IN
             SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
         LOOP
             PERFORM pg_advisory_xact_lock(v_key);
         END LOOP;
-    END IF;
 
     -- The refunds' originals, read before any row lock: who they moved money between never
     -- changes, and it says which wallets to lock. A captured hold's state is read below.
@@ -745,15 +707,11 @@ BEGIN
     s_count := cardinality(s_op);
     f_count := cardinality(f_key);
 
-    IF p_check_idempotency THEN
         SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
                coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
                coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
           INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
           FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
-    ELSE
-        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
-    END IF;
     r_count := cardinality(r_op);
 
     FOR v_i IN 1 .. v_n LOOP
@@ -768,7 +726,6 @@ BEGIN
         v_lease := p_lease_ids[v_i];
         ord := v_i;
 
-        IF p_check_idempotency THEN
             v_k := array_position(r_op, v_op);
             IF v_k IS NOT NULL THEN
                 IF r_element[v_k] IS NULL THEN
@@ -784,14 +741,13 @@ BEGIN
                 RETURN NEXT;
                 CONTINUE;
             END IF;
-        END IF;
 
         v_fi := array_position(w_id, v_from);
         -- The fence guards the wallet the operation debits (for a capture or a void, the hold's
         -- source, whose money it is), exactly as for a transfer; credits are never fenced.
-        IF v_fi IS NOT NULL AND p_check_fence
+        IF v_fi IS NOT NULL
            AND (w_fence[v_fi] > v_fence
-                OR (p_check_lease AND w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
             outcome := 'stale_fence';
             status := NULL;
             reason := NULL;
@@ -849,11 +805,11 @@ BEGIN
                 v_reason := 'hold_not_found';
             ELSIF h_from[v_k] <> v_from THEN
                 v_reason := 'wallet_mismatch';
-            ELSIF p_check_hold_state AND h_state[v_k] = 'captured' THEN
+            ELSIF h_state[v_k] = 'captured' THEN
                 v_reason := 'hold_already_captured';
-            ELSIF p_check_hold_state AND h_state[v_k] = 'voided' THEN
+            ELSIF h_state[v_k] = 'voided' THEN
                 v_reason := 'hold_already_voided';
-            ELSIF p_check_hold_state AND (h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now) THEN
+            ELSIF h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now THEN
                 v_reason := 'hold_expired';
                 IF h_state[v_k] = 'active' THEN
                     -- Past its expiry and not swept yet: released here, once, as the sweep would.
@@ -939,8 +895,8 @@ BEGIN
                 v_ti := array_position(w_id, v_payee);
                 v_f := array_position(f_key, v_ref || E'\n' || v_from);
                 v_left := v_limit - coalesce(f_sum[v_f], 0);
-                v_moved := coalesce(v_amount, CASE WHEN v_left > 0 OR p_check_refund_bound THEN v_left ELSE v_limit END);
-                IF p_check_refund_bound AND (v_moved > v_left OR v_moved <= 0) THEN
+                v_moved := coalesce(v_amount, v_left);
+                IF v_moved > v_left OR v_moved <= 0 THEN
                     v_reason := 'refund_exceeds_original';
                 ELSIF v_fi IS NULL OR v_ti IS NULL THEN
                     v_reason := 'unknown_wallet';
@@ -1112,12 +1068,9 @@ BEGIN
     END IF;
 
     -- The records, then what they decide: the intake's request closed and one event each; an
-    -- expiry released here has its own event. Checked, a plain INSERT: under the advisory locks
+    -- expiry released here has its own event. A plain INSERT: under the advisory locks
     -- no record of these operations can appear meanwhile, so a unique violation means somebody
     -- skipped the lock, and everything rolls back (as in transfers_decide_batch()).
-    IF p_check_idempotency THEN
-        -- Checked (every call but the negative controls'): a plain INSERT of every record and the
-        -- event of each, with no look back at what was inserted.
         WITH recorded AS (
             SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
                    p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
@@ -1146,42 +1099,6 @@ BEGIN
         UNION ALL
         SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
           FROM requested q WHERE q.request_hash <> q.decided_hash;
-    ELSE
-        WITH recorded AS (
-            SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
-                   p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
-                   p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
-                   p_lease_ids[t.element] AS lease, t.detail, t.element
-              FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
-                   AS t(element, status, reason, to_wallet, amount, original, detail)
-        ), inserted AS (
-            -- Unchecked (the negative control), an operation recorded meanwhile keeps its first record.
-            INSERT INTO transfers AS t (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
-                                        currency, status, reason, fence, lease)
-            SELECT DISTINCT ON (d.operation_id) d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet,
-                   d.to_wallet, d.amount, d.currency, d.status, d.reason, d.fence, d.lease
-              FROM recorded d
-             WHERE NOT EXISTS (SELECT 1 FROM transfers x WHERE x.operation_id = d.operation_id)
-             ORDER BY d.operation_id, d.element
-            RETURNING t.operation_id
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
-                      q.amount, q.currency, d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                     currency, detail)
-        SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
-               d.detail
-          FROM recorded d
-         -- Only the records inserted have their event.
-         WHERE EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id)
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
-          FROM requested q WHERE q.request_hash <> q.decided_hash;
-    END IF;
     IF x_count > 0 THEN
         INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
                                      currency, detail)
@@ -1805,10 +1722,10 @@ END;
 $$;
 
 --
--- Name: transfers_decide_batch(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[], boolean, boolean, boolean); Type: FUNCTION; Schema: public; Owner: -
+-- Name: transfers_decide_batch(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+CREATE FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
@@ -1889,13 +1806,11 @@ BEGIN
     -- locks by key (twins across batches queue there instead of racing into a unique
     -- violation), then the wallet rows by id. Two batches that cross can wait for each other
     -- but never deadlock.
-    IF p_check_idempotency THEN
-        FOR v_key IN
-            SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
-        LOOP
-            PERFORM pg_advisory_xact_lock(v_key);
-        END LOOP;
-    END IF;
+    FOR v_key IN
+        SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(v_key);
+    END LOOP;
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
            coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
            coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
@@ -1903,15 +1818,11 @@ BEGIN
       FROM (SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease FROM wallets w
              WHERE w.id = ANY (p_froms || p_tos) ORDER BY w.id FOR UPDATE) l;
 
-    IF p_check_idempotency THEN
-        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
-               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
-               coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
-          INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
-          FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
-    ELSE
-        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
-    END IF;
+    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
+           coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
+      INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
+      FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
     r_count := cardinality(r_op);
 
     FOR v_i IN 1 .. v_n LOOP
@@ -1924,22 +1835,20 @@ BEGIN
         v_lease := p_lease_ids[v_i];
         ord := v_i;
 
-        IF p_check_idempotency THEN
-            v_k := array_position(r_op, v_op);
-            IF v_k IS NOT NULL THEN
-                IF r_element[v_k] IS NULL THEN
-                    d_count := d_count + 1;
-                    d_op[d_count] := v_op;
-                    d_hash[d_count] := r_hash[v_k];
-                END IF;
-                outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
-                status := r_status[v_k];
-                reason := r_reason[v_k];
-                fence := r_fence[v_k];
-                wallet_fence := NULL;
-                RETURN NEXT;
-                CONTINUE;
+        v_k := array_position(r_op, v_op);
+        IF v_k IS NOT NULL THEN
+            IF r_element[v_k] IS NULL THEN
+                d_count := d_count + 1;
+                d_op[d_count] := v_op;
+                d_hash[d_count] := r_hash[v_k];
             END IF;
+            outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
+            status := r_status[v_k];
+            reason := r_reason[v_k];
+            fence := r_fence[v_k];
+            wallet_fence := NULL;
+            RETURN NEXT;
+            CONTINUE;
         END IF;
 
         v_fi := array_position(w_id, v_from);
@@ -1951,9 +1860,9 @@ BEGIN
         -- after Redis lost increments another lease can carry the same number, and it is as
         -- stale as a lower one. The worker then raises the counter to the wallet's fence, so
         -- its next token is above it.
-        IF v_fi IS NOT NULL AND p_check_fence
+        IF v_fi IS NOT NULL
            AND (w_fence[v_fi] > v_fence
-                OR (p_check_lease AND w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
             outcome := 'stale_fence';
             status := NULL;
             reason := NULL;
@@ -2043,65 +1952,36 @@ BEGIN
 
     -- The records, and in the same statement what they decide: the intake's request (when the
     -- operation came through it) is marked decided, and one outcome event per record joins the
-    -- feed's pending events. Only records actually inserted count, so an operation has exactly
-    -- one decision event whatever the switches.
-    -- Checked, the records are a plain INSERT: every operation of the batch is under its advisory
+    -- feed's pending events.
+    -- The records are a plain INSERT: every operation of the batch is under its advisory
     -- lock, none had a record when the locks were held, and a twin inside the batch answered
     -- from the record decided before it (r_element is NULL for it), so each row inserted here is
     -- new. A row that is there now was written by someone who skipped the lock: the unique
     -- violation rolls back the whole batch, the money it moved included. ON CONFLICT DO NOTHING
     -- would have kept that money unrecorded, and pays a speculative insertion per record.
-    -- Unchecked (the negative control), the records keep the first outcome.
-    IF p_check_idempotency THEN
-        WITH recorded AS (
-            INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                                        status, reason, fence, lease)
-            SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
-                   r.status, r.reason, r.fence, p_lease_ids[r.element]
-              FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
-             WHERE r.element IS NOT NULL
-             ORDER BY r.element
-            RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
-                      d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-        SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
+    WITH recorded AS (
+        INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                                    status, reason, fence, lease)
+        SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
+               r.status, r.reason, r.fence, p_lease_ids[r.element]
+          FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
+         WHERE r.element IS NOT NULL
+         ORDER BY r.element
+        RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
+    ), requested AS (
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
           FROM recorded d
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
-          FROM requested q
-         WHERE q.request_hash <> q.decided_hash;
-    ELSE
-        WITH recorded AS (
-            INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                                        status, reason, fence, lease)
-            SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
-                   r.status, r.reason, r.fence, p_lease_ids[r.element]
-              FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
-             WHERE r.element IS NOT NULL
-             ORDER BY r.element
-            ON CONFLICT (operation_id) DO NOTHING
-            RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
-                      d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-        SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
-          FROM recorded d
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
-          FROM requested q
-         WHERE q.request_hash <> q.decided_hash;
-    END IF;
+         WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+        RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
+                  d.request_hash AS decided_hash
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+    SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
+      FROM recorded d
+    UNION ALL
+    SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
+      FROM requested q
+     WHERE q.request_hash <> q.decided_hash;
 
     -- Requests of operations decided before this batch (through the other door while the request
     -- was open, or a request sent again after its decision) are decided too; one that asked for
@@ -2463,28 +2343,16 @@ CREATE TRIGGER ledger_entries_no_update_delete BEFORE DELETE OR UPDATE ON public
 REVOKE ALL ON FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
 
 --
--- Name: FUNCTION apply_payments_unsafe(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.apply_payments_unsafe(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) FROM PUBLIC;
-
---
--- Name: FUNCTION apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid) FROM PUBLIC;
 
 --
 -- Name: FUNCTION apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) FROM PUBLIC;
-
---
--- Name: FUNCTION apply_transfers_unsafe(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.apply_transfers_unsafe(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]); Type: ACL; Schema: public; Owner: -
@@ -2553,10 +2421,10 @@ REVOKE ALL ON FUNCTION public.outcome_events_after(p_after bigint, p_limit integ
 REVOKE ALL ON FUNCTION public.outcome_feed_sequence(p_limit integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean, p_check_hold_state boolean, p_check_refund_bound boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION record_transfer_given_up(p_operation_id text, p_request_hash text, p_reason text, p_send_count integer); Type: ACL; Schema: public; Owner: -
@@ -2655,10 +2523,10 @@ REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text,
 REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text, p_trace_context jsonb) FROM PUBLIC;
 
 --
--- Name: FUNCTION transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[], p_check_idempotency boolean, p_check_fence boolean, p_check_lease boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) FROM PUBLIC;
 
 --
 -- Name: DEFAULT PRIVILEGES FOR FUNCTIONS; Type: DEFAULT ACL; Schema: -; Owner: -

@@ -186,6 +186,7 @@ export const LEDGER_CONTRACT_VIOLATIONS = {
   stored_without_fence: 'stored outcome without a fence: ',
   unknown_stored_status: 'unknown stored status ',
   stale_fence_below_ours: 'stale_fence with a wallet fence below ours ',
+  unsafe_decision_missing: 'negative-control decision missing: ',
 } as const;
 export type LedgerContractViolation = keyof typeof LEDGER_CONTRACT_VIOLATIONS;
 

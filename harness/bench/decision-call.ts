@@ -1,5 +1,5 @@
 // The worker's decision, apply_transfer(), called from plain `pg` with the same arguments as
-// src/ledger/apply-transfer.ts sends through Prisma (request hash included, both checks on):
+// src/ledger/apply-transfer.ts sends through Prisma (request hash included; every check runs):
 // the db-ceiling case and the Graphile Worker task run exactly this. Also the batched
 // apply_transfers() the same way, and the spread-out transfers that bench:explain and
 // bench:call-cost send.
@@ -17,8 +17,7 @@ export const UNLOCKED_LEASE_ID = '00000000-0000-4000-8000-00000000be4c';
 
 const APPLY_TRANSFER_SQL =
   'SELECT outcome, status, reason, fence, wallet_fence FROM apply_transfer(' +
-  '$1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::bigint, $8::uuid, ' +
-  '$9::boolean, $10::boolean, $11::boolean)';
+  '$1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::bigint, $8::uuid)';
 
 /** A pg pool or client, or Graphile Worker's `helpers.query`. */
 export interface SqlRunner {
@@ -37,9 +36,6 @@ export function decisionQuery(request: TransferRequest, fence: bigint): { text: 
       request.currency,
       fence.toString(),
       UNLOCKED_LEASE_ID,
-      true,
-      true,
-      true,
     ],
   };
 }
@@ -78,7 +74,7 @@ export function spreadTransfers(count: number, wallets: number, tag: string, fir
   });
 }
 
-/** One call of apply_transfers() (the worker's batched decision, both checks on) for these transfers. */
+/** One call of apply_transfers() (the worker's batched decision) for these transfers. */
 export function batchQuery(
   requests: readonly TransferRequest[],
   fence: bigint = UNLOCKED_FENCE,

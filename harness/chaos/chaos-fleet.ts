@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { redisTargetEnv } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
-import { type ChaosOptions, workerUnsafeOf } from './chaos-options.ts';
+import { type ChaosOptions, usesUnsafeDecisions, workerUnsafeOf } from './chaos-options.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import { FaultProxy, FaultProxyGroup, type LinkProxy } from './fault-proxy.ts';
 import type { LinkName } from './schedule.ts';
@@ -91,14 +91,9 @@ export class ChaosFleet {
         const pgProxy = await FaultProxy.start(`worker-${index}:postgres`, pgTarget.host, pgTarget.port);
         // The real worker logs in as the least-privilege role. The negative controls that need
         // the owner keep the owner's URL: the naive worker reads and writes the tables itself,
-        // and switching a database check off goes through apply_transfers_unsafe() (apply_payments_unsafe()), which the
-        // worker role may never call.
-        const asOwner =
-          options.apply === 'naive' ||
-          options.unsafe === 'no-idempotency' ||
-          options.unsafe === 'no-fencing' ||
-          options.unsafe === 'double-capture' ||
-          options.unsafe === 'refund-unbounded';
+        // and switching a database check off goes through apply_transfers_unsafe() (apply_payments_unsafe()), which
+        // the run installed as the owner (harness/chaos/unsafe/) and the worker role may never call.
+        const asOwner = options.apply === 'naive' || usesUnsafeDecisions(options);
         const databaseUrl = new URL(asOwner ? services.databaseUrl : services.workerDatabaseUrl);
         databaseUrl.hostname = '127.0.0.1';
         databaseUrl.port = String(pgProxy.port);

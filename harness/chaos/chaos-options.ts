@@ -5,6 +5,7 @@ import { integerFlag, parseFlags } from '../../src/cli/args.ts';
 import { QUEUE_SHARDS_MAX, type UnsafeMode } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { UsageError } from '../../src/errors.ts';
+import { needsUnsafeDecisions } from './unsafe/unsafe-decisions.ts';
 
 /** Every fault the harness can inject (DESIGN.md, "Faults the harness injects"). */
 export const FAULT_KINDS = [
@@ -78,6 +79,16 @@ export const PAYMENT_UNSAFE_MODES: readonly ChaosUnsafeMode[] = ['double-capture
 /** The worker's unsafe mode of a run (direct-enqueue changes the producer, never the worker). */
 export function workerUnsafeOf(unsafe: ChaosUnsafeMode | null): UnsafeMode | null {
   return unsafe === DIRECT_ENQUEUE || unsafe === ASYNC_STANDBY ? null : unsafe;
+}
+
+/**
+ * Whether a run's workers call the negative controls' SQL decisions (apply_transfers_unsafe(),
+ * apply_payments_unsafe()): the run then installs them into its scratch database
+ * (harness/chaos/unsafe/) and those workers log in as the owner, the only one who may call them.
+ */
+export function usesUnsafeDecisions(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): boolean {
+  const mode = workerUnsafeOf(options.unsafe);
+  return options.apply === 'sql' && mode !== null && needsUnsafeDecisions([mode]);
 }
 
 /** Relays of an intake run: at most this many. */

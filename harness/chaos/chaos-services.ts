@@ -38,6 +38,7 @@ import { LocalRedisCluster } from '../services/local-redis-cluster.ts';
 import { PrimaryEndpoint } from '../services/primary-endpoint.ts';
 import type { PostgresMode, RedisMode } from './chaos-options.ts';
 import { FaultProxy } from './fault-proxy.ts';
+import { installUnsafeDecisionsAt } from './unsafe/unsafe-decisions.ts';
 
 /** Private database name on the harness's own cluster. */
 export const PRIVATE_DATABASE = 'chaos';
@@ -185,6 +186,8 @@ export class ChaosServices {
       postgres?: PostgresMode;
       /** --unsafe async-standby: the formation's commits wait for no standby. */
       asyncStandby?: boolean;
+      /** A control that switches a check of the SQL decision off: install its variants (harness/chaos/unsafe/). */
+      unsafeDecisions?: boolean;
     },
     registry: ProcessRegistry,
   ): Promise<ChaosServices> {
@@ -273,6 +276,9 @@ export class ChaosServices {
         };
       }
       await migrate(databaseUrl, MIGRATIONS_DIR);
+      // The migrations define no decision that can skip a check; a negative control that needs
+      // one gets it here, in this run's own database only.
+      if (options.unsafeDecisions === true) await installUnsafeDecisionsAt(databaseUrl);
       const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
       // The workers run with the default bounds; behind PgBouncer they reach them as the roles'
       // defaults, the owner's too (the naive negative control's workers log in as the owner).

@@ -24,7 +24,7 @@ import {
   requestPaced,
   waitForIntakeDecided,
 } from './chaos-intake.ts';
-import { ASYNC_STANDBY, type ChaosOptions, DIRECT_ENQUEUE } from './chaos-options.ts';
+import { ASYNC_STANDBY, type ChaosOptions, DIRECT_ENQUEUE, usesUnsafeDecisions } from './chaos-options.ts';
 import { readFinalJobs, watchQueueEvents } from './chaos-queues.ts';
 import { ChaosRelays } from './chaos-relays.ts';
 import { ChaosResources } from './chaos-resources.ts';
@@ -251,6 +251,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       pgbouncer: options.pgbouncer,
       postgres: options.postgres,
       asyncStandby: options.unsafe === ASYNC_STANDBY,
+      unsafeDecisions: usesUnsafeDecisions(options),
     },
     registry,
   );

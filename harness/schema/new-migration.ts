@@ -111,7 +111,7 @@ export async function writeNewMigration(options: NewMigrationOptions): Promise<N
     '--',
     commentLines(
       `Written by \`npm run db:new-migration\` from prisma/sql/: ${plan.files.join(', ') || 'no file'}${
-        plan.dropped.length > 0 ? `; drops ${plan.dropped.join(', ')}` : ''
+        plan.dropped.length > 0 ? `; drops ${plan.dropped.map((key) => key.replace(/\(.*\)$/, '(…)')).join(', ')}` : ''
       }.`,
     ),
     '',

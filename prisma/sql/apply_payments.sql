@@ -1,4 +1,4 @@
--- The worker's decision of payments: every check on, always (as apply_transfers()).
+-- The worker's decision of payments (as apply_transfers()).
 CREATE OR REPLACE FUNCTION "apply_payments"(
     p_kinds              TEXT[],
     p_operation_ids      TEXT[],
@@ -19,8 +19,7 @@ LANGUAGE sql
 VOLATILE
 AS $$
     SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
-        TRUE, TRUE, TRUE, TRUE, TRUE)
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
      WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
 $$;
 

@@ -1,6 +1,7 @@
 -- The single decision, as in the single-decision-plain-insert migration, now closing the request
 -- of an operation decided before (the duplicate path) and answering a request of another body
--- with a conflict event. Same signature, same answers; owner only, as before.
+-- with a conflict event. Owner only, as before. Every check always on: no parameter or branch
+-- skips one (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "apply_transfer"(
     p_operation_id      TEXT,
     p_request_hash      TEXT,
@@ -9,10 +10,7 @@ CREATE OR REPLACE FUNCTION "apply_transfer"(
     p_amount            BIGINT,
     p_currency          TEXT,
     p_fence             BIGINT,
-    p_lease_id          UUID,
-    p_check_idempotency BOOLEAN DEFAULT TRUE,
-    p_check_fence       BOOLEAN DEFAULT TRUE,
-    p_check_lease       BOOLEAN DEFAULT TRUE
+    p_lease_id          UUID
 ) RETURNS TABLE (
     outcome      TEXT,
     status       TEXT,
@@ -47,27 +45,25 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    IF p_check_idempotency THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
-        SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
-          FROM transfers t WHERE t.operation_id = p_operation_id;
-        IF FOUND THEN
-            -- Decided before: an open request of the operation (requested through the intake while
-            -- the other door decided it, or sent again after its decision) is decided too, and a
-            -- request that asked for another body gets its conflict event.
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-             WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
-            RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
-                 INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
-            IF FOUND AND v_req_hash <> v_existing.request_hash::TEXT THEN
-                INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-                VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
-            END IF;
-            RETURN QUERY SELECT
-                CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
-                v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
-            RETURN;
+    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+    SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
+      FROM transfers t WHERE t.operation_id = p_operation_id;
+    IF FOUND THEN
+        -- Decided before: an open request of the operation (requested through the intake while
+        -- the other door decided it, or sent again after its decision) is decided too, and a
+        -- request that asked for another body gets its conflict event.
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+         WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+        RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+             INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+        IF FOUND AND v_req_hash <> v_existing.request_hash::TEXT THEN
+            INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+            VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
         END IF;
+        RETURN QUERY SELECT
+            CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
+            v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
+        RETURN;
     END IF;
 
     FOR v_wallet IN
@@ -81,9 +77,9 @@ BEGIN
     -- The fence guards the source wallet only; an equal token passes only for the lease that set
     -- it (the lease-ids migration).
     -- (Nested: PL/pgSQL evaluates a record's fields even behind a false AND.)
-    IF v_found_from AND p_check_fence THEN
+    IF v_found_from THEN
         IF v_from.last_fence > p_fence
-           OR (p_check_lease AND v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
+           OR (v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
             RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from.last_fence;
             RETURN;
         END IF;
@@ -136,21 +132,14 @@ BEGIN
     -- The record, then what it decides (as in the batch): the intake's request marked decided and
     -- one outcome event, only when the record was inserted. Three single-row statements: cheaper
     -- here than the batch's one statement over arrays.
-    -- Checked, the record is a plain INSERT: under the operation's advisory lock the SELECT above
+    -- The record is a plain INSERT: under the operation's advisory lock the SELECT above
     -- found no row, so a row here now was written by someone who skipped that lock, and the
     -- unique violation rolls back the money this call moved. ON CONFLICT DO NOTHING would have
     -- kept it, unrecorded, and costs a speculative insertion (its confirm record, and a second
-    -- index probe). Unchecked (the negative control), the record keeps the first outcome.
-    IF p_check_idempotency THEN
-        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                               status, reason, fence, lease)
-        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id);
-    ELSE
-        INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                               status, reason, fence, lease)
-        VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id)
-        ON CONFLICT (operation_id) DO NOTHING;
-    END IF;
+    -- index probe).
+    INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                           status, reason, fence, lease)
+    VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id);
     IF FOUND THEN
         UPDATE transfer_requests q SET decided_at = clock_timestamp()
          WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
@@ -170,4 +159,4 @@ BEGIN
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint,uuid,boolean,boolean,boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint,uuid) FROM PUBLIC;

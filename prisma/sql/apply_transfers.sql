@@ -22,7 +22,7 @@ SECURITY DEFINER
 AS $$
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-                                  p_currencies, p_fences, p_lease_ids, TRUE, TRUE, TRUE) b
+                                  p_currencies, p_fences, p_lease_ids) b
      WHERE decision_wallet_ids_checked(p_froms || p_tos);
 $$;
 

@@ -12,12 +12,7 @@ CREATE OR REPLACE FUNCTION "payments_decide_batch"(
     p_legs               JSONB[],
     p_fences             BIGINT[],
     p_lease_ids          UUID[],
-    p_hold_expiry_max_ms BIGINT,
-    p_check_idempotency  BOOLEAN,
-    p_check_fence        BOOLEAN,
-    p_check_lease        BOOLEAN,
-    p_check_hold_state   BOOLEAN,
-    p_check_refund_bound BOOLEAN
+    p_hold_expiry_max_ms BIGINT
 ) RETURNS TABLE (
     ord          INTEGER,
     outcome      TEXT,
@@ -176,13 +171,11 @@ BEGIN
         END IF;
     END LOOP;
 
-    IF p_check_idempotency THEN
         FOR v_key IN
             SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
         LOOP
             PERFORM pg_advisory_xact_lock(v_key);
         END LOOP;
-    END IF;
 
     -- The refunds' originals, read before any row lock: who they moved money between never
     -- changes, and it says which wallets to lock. A captured hold's state is read below.
@@ -288,15 +281,11 @@ BEGIN
     s_count := cardinality(s_op);
     f_count := cardinality(f_key);
 
-    IF p_check_idempotency THEN
         SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
                coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
                coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
           INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
           FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
-    ELSE
-        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
-    END IF;
     r_count := cardinality(r_op);
 
     FOR v_i IN 1 .. v_n LOOP
@@ -311,7 +300,6 @@ BEGIN
         v_lease := p_lease_ids[v_i];
         ord := v_i;
 
-        IF p_check_idempotency THEN
             v_k := array_position(r_op, v_op);
             IF v_k IS NOT NULL THEN
                 IF r_element[v_k] IS NULL THEN
@@ -327,14 +315,13 @@ BEGIN
                 RETURN NEXT;
                 CONTINUE;
             END IF;
-        END IF;
 
         v_fi := array_position(w_id, v_from);
         -- The fence guards the wallet the operation debits (for a capture or a void, the hold's
         -- source, whose money it is), exactly as for a transfer; credits are never fenced.
-        IF v_fi IS NOT NULL AND p_check_fence
+        IF v_fi IS NOT NULL
            AND (w_fence[v_fi] > v_fence
-                OR (p_check_lease AND w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
             outcome := 'stale_fence';
             status := NULL;
             reason := NULL;
@@ -392,11 +379,11 @@ BEGIN
                 v_reason := 'hold_not_found';
             ELSIF h_from[v_k] <> v_from THEN
                 v_reason := 'wallet_mismatch';
-            ELSIF p_check_hold_state AND h_state[v_k] = 'captured' THEN
+            ELSIF h_state[v_k] = 'captured' THEN
                 v_reason := 'hold_already_captured';
-            ELSIF p_check_hold_state AND h_state[v_k] = 'voided' THEN
+            ELSIF h_state[v_k] = 'voided' THEN
                 v_reason := 'hold_already_voided';
-            ELSIF p_check_hold_state AND (h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now) THEN
+            ELSIF h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now THEN
                 v_reason := 'hold_expired';
                 IF h_state[v_k] = 'active' THEN
                     -- Past its expiry and not swept yet: released here, once, as the sweep would.
@@ -482,8 +469,8 @@ BEGIN
                 v_ti := array_position(w_id, v_payee);
                 v_f := array_position(f_key, v_ref || E'\n' || v_from);
                 v_left := v_limit - coalesce(f_sum[v_f], 0);
-                v_moved := coalesce(v_amount, CASE WHEN v_left > 0 OR p_check_refund_bound THEN v_left ELSE v_limit END);
-                IF p_check_refund_bound AND (v_moved > v_left OR v_moved <= 0) THEN
+                v_moved := coalesce(v_amount, v_left);
+                IF v_moved > v_left OR v_moved <= 0 THEN
                     v_reason := 'refund_exceeds_original';
                 ELSIF v_fi IS NULL OR v_ti IS NULL THEN
                     v_reason := 'unknown_wallet';
@@ -655,12 +642,9 @@ BEGIN
     END IF;
 
     -- The records, then what they decide: the intake's request closed and one event each; an
-    -- expiry released here has its own event. Checked, a plain INSERT: under the advisory locks
+    -- expiry released here has its own event. A plain INSERT: under the advisory locks
     -- no record of these operations can appear meanwhile, so a unique violation means somebody
     -- skipped the lock, and everything rolls back (as in transfers_decide_batch()).
-    IF p_check_idempotency THEN
-        -- Checked (every call but the negative controls'): a plain INSERT of every record and the
-        -- event of each, with no look back at what was inserted.
         WITH recorded AS (
             SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
                    p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
@@ -689,42 +673,6 @@ BEGIN
         UNION ALL
         SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
           FROM requested q WHERE q.request_hash <> q.decided_hash;
-    ELSE
-        WITH recorded AS (
-            SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
-                   p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
-                   p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
-                   p_lease_ids[t.element] AS lease, t.detail, t.element
-              FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
-                   AS t(element, status, reason, to_wallet, amount, original, detail)
-        ), inserted AS (
-            -- Unchecked (the negative control), an operation recorded meanwhile keeps its first record.
-            INSERT INTO transfers AS t (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
-                                        currency, status, reason, fence, lease)
-            SELECT DISTINCT ON (d.operation_id) d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet,
-                   d.to_wallet, d.amount, d.currency, d.status, d.reason, d.fence, d.lease
-              FROM recorded d
-             WHERE NOT EXISTS (SELECT 1 FROM transfers x WHERE x.operation_id = d.operation_id)
-             ORDER BY d.operation_id, d.element
-            RETURNING t.operation_id
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
-                      q.amount, q.currency, d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                     currency, detail)
-        SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
-               d.detail
-          FROM recorded d
-         -- Only the records inserted have their event.
-         WHERE EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id)
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
-          FROM requested q WHERE q.request_hash <> q.decided_hash;
-    END IF;
     IF x_count > 0 THEN
         INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
                                      currency, detail)
@@ -748,4 +696,4 @@ BEGIN
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION payments_decide_batch(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,boolean,boolean,boolean,boolean,boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION payments_decide_batch(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint) FROM PUBLIC;

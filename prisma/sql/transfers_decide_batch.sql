@@ -1,5 +1,6 @@
 -- The batched decision, as in the batch-decision-plain-insert migration, with the same two
--- additions as apply_transfer() above. Same signature, same answers, same options.
+-- additions as apply_transfer() above. Every check always on: no parameter or branch skips one
+-- (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "transfers_decide_batch"(
     p_operation_ids     TEXT[],
     p_request_hashes    TEXT[],
@@ -8,10 +9,7 @@ CREATE OR REPLACE FUNCTION "transfers_decide_batch"(
     p_amounts           BIGINT[],
     p_currencies        TEXT[],
     p_fences            BIGINT[],
-    p_lease_ids         UUID[],
-    p_check_idempotency BOOLEAN,
-    p_check_fence       BOOLEAN,
-    p_check_lease       BOOLEAN
+    p_lease_ids         UUID[]
 ) RETURNS TABLE (
     ord          INTEGER,
     outcome      TEXT,
@@ -106,13 +104,11 @@ BEGIN
     -- locks by key (twins across batches queue there instead of racing into a unique
     -- violation), then the wallet rows by id. Two batches that cross can wait for each other
     -- but never deadlock.
-    IF p_check_idempotency THEN
-        FOR v_key IN
-            SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
-        LOOP
-            PERFORM pg_advisory_xact_lock(v_key);
-        END LOOP;
-    END IF;
+    FOR v_key IN
+        SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(v_key);
+    END LOOP;
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
            coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
            coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
@@ -120,15 +116,11 @@ BEGIN
       FROM (SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease FROM wallets w
              WHERE w.id = ANY (p_froms || p_tos) ORDER BY w.id FOR UPDATE) l;
 
-    IF p_check_idempotency THEN
-        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
-               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
-               coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
-          INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
-          FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
-    ELSE
-        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
-    END IF;
+    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
+           coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
+      INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
+      FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
     r_count := cardinality(r_op);
 
     FOR v_i IN 1 .. v_n LOOP
@@ -141,22 +133,20 @@ BEGIN
         v_lease := p_lease_ids[v_i];
         ord := v_i;
 
-        IF p_check_idempotency THEN
-            v_k := array_position(r_op, v_op);
-            IF v_k IS NOT NULL THEN
-                IF r_element[v_k] IS NULL THEN
-                    d_count := d_count + 1;
-                    d_op[d_count] := v_op;
-                    d_hash[d_count] := r_hash[v_k];
-                END IF;
-                outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
-                status := r_status[v_k];
-                reason := r_reason[v_k];
-                fence := r_fence[v_k];
-                wallet_fence := NULL;
-                RETURN NEXT;
-                CONTINUE;
+        v_k := array_position(r_op, v_op);
+        IF v_k IS NOT NULL THEN
+            IF r_element[v_k] IS NULL THEN
+                d_count := d_count + 1;
+                d_op[d_count] := v_op;
+                d_hash[d_count] := r_hash[v_k];
             END IF;
+            outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
+            status := r_status[v_k];
+            reason := r_reason[v_k];
+            fence := r_fence[v_k];
+            wallet_fence := NULL;
+            RETURN NEXT;
+            CONTINUE;
         END IF;
 
         v_fi := array_position(w_id, v_from);
@@ -168,9 +158,9 @@ BEGIN
         -- after Redis lost increments another lease can carry the same number, and it is as
         -- stale as a lower one. The worker then raises the counter to the wallet's fence, so
         -- its next token is above it.
-        IF v_fi IS NOT NULL AND p_check_fence
+        IF v_fi IS NOT NULL
            AND (w_fence[v_fi] > v_fence
-                OR (p_check_lease AND w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
             outcome := 'stale_fence';
             status := NULL;
             reason := NULL;
@@ -260,65 +250,36 @@ BEGIN
 
     -- The records, and in the same statement what they decide: the intake's request (when the
     -- operation came through it) is marked decided, and one outcome event per record joins the
-    -- feed's pending events. Only records actually inserted count, so an operation has exactly
-    -- one decision event whatever the switches.
-    -- Checked, the records are a plain INSERT: every operation of the batch is under its advisory
+    -- feed's pending events.
+    -- The records are a plain INSERT: every operation of the batch is under its advisory
     -- lock, none had a record when the locks were held, and a twin inside the batch answered
     -- from the record decided before it (r_element is NULL for it), so each row inserted here is
     -- new. A row that is there now was written by someone who skipped the lock: the unique
     -- violation rolls back the whole batch, the money it moved included. ON CONFLICT DO NOTHING
     -- would have kept that money unrecorded, and pays a speculative insertion per record.
-    -- Unchecked (the negative control), the records keep the first outcome.
-    IF p_check_idempotency THEN
-        WITH recorded AS (
-            INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                                        status, reason, fence, lease)
-            SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
-                   r.status, r.reason, r.fence, p_lease_ids[r.element]
-              FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
-             WHERE r.element IS NOT NULL
-             ORDER BY r.element
-            RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
-                      d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-        SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
+    WITH recorded AS (
+        INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                                    status, reason, fence, lease)
+        SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
+               r.status, r.reason, r.fence, p_lease_ids[r.element]
+          FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
+         WHERE r.element IS NOT NULL
+         ORDER BY r.element
+        RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
+    ), requested AS (
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
           FROM recorded d
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
-          FROM requested q
-         WHERE q.request_hash <> q.decided_hash;
-    ELSE
-        WITH recorded AS (
-            INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                                        status, reason, fence, lease)
-            SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
-                   r.status, r.reason, r.fence, p_lease_ids[r.element]
-              FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
-             WHERE r.element IS NOT NULL
-             ORDER BY r.element
-            ON CONFLICT (operation_id) DO NOTHING
-            RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
-                      d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-        SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
-          FROM recorded d
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
-          FROM requested q
-         WHERE q.request_hash <> q.decided_hash;
-    END IF;
+         WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+        RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
+                  d.request_hash AS decided_hash
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+    SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
+      FROM recorded d
+    UNION ALL
+    SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
+      FROM requested q
+     WHERE q.request_hash <> q.decided_hash;
 
     -- Requests of operations decided before this batch (through the other door while the request
     -- was open, or a request sent again after its decision) are decided too; one that asked for
@@ -339,4 +300,4 @@ BEGIN
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION transfers_decide_batch(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION transfers_decide_batch(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) FROM PUBLIC;

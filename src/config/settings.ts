@@ -537,7 +537,7 @@ export const SETTINGS = {
     default: '',
     values: UNSAFE_MODES,
     list: true,
-    doc: "**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off, `no-lease-check` lets an equal token of another lease pass; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand; `double-capture` switches the hold's state check off, `refund-unbounded` the refund's bound",
+    doc: "**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off, `no-lease-check` lets an equal token of another lease pass; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand; `double-capture` switches the hold's state check off, `refund-unbounded` the refund's bound. The modes of a database check call decisions that only the chaos harness's own databases have (a migrated database answers `ledger_contract`)",
   },
   TRANSFERS_ALLOW_UNSAFE: {
     field: 'unsafe',

@@ -10,6 +10,7 @@ import {
   type ApplyOptions,
   applyTransfers,
   assertFenced,
+  callUnsafeDecision,
   type DecisionRow,
   decisionResult,
   type FencedTransfer,
@@ -124,13 +125,16 @@ export async function applyPayments(
     options.skipHoldState === true ||
     options.skipRefundBound === true;
   const rows = unsafe
-    ? await prisma.$queryRaw<PaymentRow[]>`
+    ? await callUnsafeDecision(
+        'apply_payments_unsafe',
+        () => prisma.$queryRaw<PaymentRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_payments_unsafe(
           ${c.kinds}::text[], ${c.operationIds}::text[], ${c.hashes}::text[], ${c.froms}::text[], ${c.tos}::text[],
           ${c.amounts}::bigint[], ${c.currencies}::text[], ${c.refs}::text[], ${c.expiresInMs}::bigint[],
           ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
           ${options.holdExpiryMaxMs}::bigint, ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean,
-          ${!options.skipLeaseCheck}::boolean, ${!options.skipHoldState}::boolean, ${!options.skipRefundBound}::boolean)`
+          ${!options.skipLeaseCheck}::boolean, ${!options.skipHoldState}::boolean, ${!options.skipRefundBound}::boolean)`,
+      )
     : await prisma.$queryRaw<PaymentRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_payments(
           ${c.kinds}::text[], ${c.operationIds}::text[], ${c.hashes}::text[], ${c.froms}::text[], ${c.tos}::text[],

@@ -3,6 +3,7 @@
 // record, fence check (token and lease), balance check and double-entry ledger are decided in
 // one statement, and a whole batch costs one round trip and one commit.
 import { TRANSFER_BATCH_MAX_LIMIT } from '../config/config.ts';
+import { serverErrorOf } from '../db/database-errors.ts';
 import type { PrismaClient } from '../db/prisma.ts';
 import { LedgerContractError } from '../errors.ts';
 import type { ApplyResult, StoredOutcome } from './outcome.ts';
@@ -38,6 +39,13 @@ export const FEED_SEQUENCE_FUNCTION = 'outcome_feed_sequence(integer)';
 /** A lease id as FencedLock issues it (crypto.randomUUID()); PostgreSQL stores it as `uuid`. */
 const LEASE_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
+/**
+ * The switches of the negative controls (TRANSFERS_UNSAFE). A production database cannot skip a
+ * check: its decisions have no switch. With any of these set the call goes to
+ * apply_transfers_unsafe() (apply_payments_unsafe()), which only the chaos harness installs, into
+ * its own scratch databases and tests' databases (harness/chaos/unsafe/); anywhere else the call
+ * fails with a LedgerContractError `unsafe_decision_missing`.
+ */
 export interface ApplyOptions {
   /** Negative controls only (the chaos harness): skip the idempotency record. */
   readonly skipIdempotency?: boolean;
@@ -83,20 +91,40 @@ export function assertFenced(fence: bigint, leaseId: string, operationId: string
   }
 }
 
+/**
+ * A call of a negative control's decision (`fn`, e.g. apply_transfers_unsafe). In a database the
+ * harness did not install it into, PostgreSQL answers undefined_function (42883), which becomes a
+ * LedgerContractError that says where the variants come from: the worker stops taking jobs, as for
+ * any function its build calls and the database lacks.
+ */
+export async function callUnsafeDecision<T>(fn: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    const server = serverErrorOf(err);
+    if (server?.sqlState === '42883' && server.message.includes(`${fn}(`)) {
+      throw new LedgerContractError(
+        'unsafe_decision_missing',
+        `${fn}() is not in this database: TRANSFERS_UNSAFE's database modes need the variants the chaos ` +
+          'harness installs into its own scratch databases (harness/chaos/unsafe/); a migrated database never has them',
+      );
+    }
+    throw err;
+  }
+}
+
 /** One transfer through apply_transfer() (owner only: the bench's fixtures and tests). */
 export async function applyTransfer(
   prisma: PrismaClient,
   request: TransferRequest,
   fence: bigint,
   leaseId: string,
-  options: ApplyOptions = {},
 ): Promise<ApplyResult> {
   assertFenced(fence, leaseId, request.operationId);
   const rows = await prisma.$queryRaw<DecisionRow[]>`
     SELECT outcome, status, reason, fence, wallet_fence FROM apply_transfer(
       ${request.operationId}::text, ${requestHash(request)}::text, ${request.from}::text, ${request.to}::text,
-      ${request.amountMinor}::bigint, ${request.currency}::text, ${fence}::bigint, ${leaseId}::uuid,
-      ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean)`;
+      ${request.amountMinor}::bigint, ${request.currency}::text, ${fence}::bigint, ${leaseId}::uuid)`;
   const row = rows[0];
   if (rows.length !== 1 || row === undefined) throw new LedgerContractError('single_row_count', `${rows.length} rows`);
   return decisionResult(row, request.operationId, fence);
@@ -127,13 +155,16 @@ export async function applyTransfers(
   const leaseIds = transfers.map((t) => t.leaseId);
   const unsafe = options.skipIdempotency === true || options.skipFence === true || options.skipLeaseCheck === true;
   // Production calls the function that always checks; only the negative controls (the owner's
-  // connection, never a worker role) reach the variant with switches.
+  // connection, never a worker role) reach the variant with switches, where the harness put it.
   const rows = unsafe
-    ? await prisma.$queryRaw<BatchRow[]>`
+    ? await callUnsafeDecision(
+        'apply_transfers_unsafe',
+        () => prisma.$queryRaw<BatchRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers_unsafe(
           ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
           ${currencies}::text[], ${fences}::bigint[], ${leaseIds}::uuid[], ${!options.skipIdempotency}::boolean,
-          ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean)`
+          ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean)`,
+      )
     : await prisma.$queryRaw<BatchRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(
           ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],

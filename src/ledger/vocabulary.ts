@@ -423,7 +423,7 @@ export const FAILURE_CAUSE_DOCS: Readonly<Record<FailureCause, FailureCauseDoc>>
   LedgerContractError: {
     prefixes: Object.values(LEDGER_CONTRACT_VIOLATIONS) as [string, ...string[]],
     meaning:
-      'A database function answered outside its contract (an unknown outcome or reason, a wrong row count or order): the code and the migrations disagree.',
+      "A database function answered outside its contract (an unknown outcome or reason, a wrong row count or order): the code and the migrations disagree. Or TRANSFERS_UNSAFE asked for a negative control's decision, which only the chaos harness's own databases have.",
     action:
       'As for `ledger_contract`: the failure kind it is reported under. A decision is one statement, so nothing is half-written.',
   },

@@ -174,9 +174,11 @@ describe('connected as the worker role', () => {
       expect(await applyTransfers(prisma, [{ request, fence: 2n, leaseId: leaseIdFor(2n) }])).toMatchObject([
         { outcome: 'duplicate' },
       ]);
-      // The single-transfer function and the negative controls' variant carry switches that
-      // turn a check off: the worker role may call neither.
+      // The single-transfer function is the owner's; the negative controls' variant, installed
+      // here as the chaos harness does into its own databases, is the owner's too: the worker
+      // role may call neither.
       await expect(applyTransfer(prisma, request, 3n, leaseIdFor(3n))).rejects.toThrow(/permission denied/);
+      await db.installUnsafeDecisions();
       for (const unsafe of [{ skipIdempotency: true }, { skipLeaseCheck: true }]) {
         await expect(applyTransfers(prisma, [{ request, fence: 3n, leaseId: leaseIdFor(3n) }], unsafe)).rejects.toThrow(
           /permission denied/,

@@ -35,6 +35,7 @@ let db: TestDatabase;
 let pool: pg.Pool;
 beforeAll(async () => {
   db = await createTestDatabase('ft_payrace');
+  await db.installUnsafeDecisions();
   pool = new pg.Pool({ connectionString: db.url, max: 2 * EXPIRY_LANES + 4 });
   pool.on('error', () => undefined);
 });

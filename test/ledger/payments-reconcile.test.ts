@@ -24,6 +24,7 @@ const PAYMENT_INVARIANTS = [HOLDING, ENDED_ONCE, HOLD_STATE, REFUND_BOUND, SPLIT
 let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase('ft_payrec');
+  await db.installUnsafeDecisions();
 });
 afterAll(async () => db.drop());
 beforeEach(async () => {

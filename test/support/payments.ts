@@ -1,7 +1,8 @@
 // Payment decisions straight through SQL, below the worker and its wire format: apply_payments()
 // (every check on, as the worker calls it), apply_payments_unsafe() with some checks off (the
-// negative controls) and the expiry sweep, holds_expire(). Each operation is named by its
-// fields; its request hash is made from them, so the same fields are the same request.
+// negative controls; a test installs it first with db.installUnsafeDecisions(), as no migrated
+// database has it) and the expiry sweep, holds_expire(). Each operation is named by its fields;
+// its request hash is made from them, so the same fields are the same request.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { leaseIdFor } from './lease-ids.ts';

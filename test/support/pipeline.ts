@@ -8,6 +8,7 @@ import { type Job, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach } from 'vitest';
+import { needsUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import { FeedSequencer } from '../../src/intake/feed-sequencer.ts';
 import { HoldSweeper } from '../../src/ledger/hold-sweeper.ts';
@@ -99,11 +100,13 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
   const config = db.config;
   const workerLogin = await db.workerRole();
   // The negative controls that switch a database check off call apply_transfers_unsafe(), which
-  // only the owner may execute (the worker role never can): those workers log in as the owner.
+  // a migrated database has not: it is installed here (as the chaos harness does) and only the
+  // owner may execute it (the worker role never can), so those workers log in as the owner.
+  const unsafeIn = (env: Record<string, string>): boolean =>
+    needsUnsafeDecisions((env.TRANSFERS_UNSAFE ?? '').split(',').map((m) => m.trim()));
   const loginFor = (env: Record<string, string>): Record<string, string> =>
-    /no-idempotency|no-fencing|no-lease-check/.test(env.TRANSFERS_UNSAFE ?? '')
-      ? { ...env, DATABASE_URL: db.url }
-      : env;
+    unsafeIn(env) ? { ...env, DATABASE_URL: db.url } : env;
+  if (unsafeIn(env)) await db.installUnsafeDecisions();
   const workerEnv = loginFor({ ...baseEnv, DATABASE_URL: workerLogin.url, REDIS_URL: config.redisUrl });
   const workerEnvFor = (extraEnv: Record<string, string>): Record<string, string> =>
     loginFor({ ...workerEnv, ...extraEnv });
@@ -129,6 +132,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
     redis,
     workerEnv,
     async startWorker(hooks, extraEnv = {}) {
+      if (unsafeIn(extraEnv)) await db.installUnsafeDecisions();
       if (hooks === undefined && config.workerEntry.endsWith('.js')) {
         const child = await spawnWorkerProcess(pipeline, extraEnv);
         const handle: PipelineWorker = {

@@ -2,6 +2,7 @@
 // files run in parallel without touching each other's data; dropped again afterwards.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { installUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
 import { type Config, loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
@@ -29,6 +30,12 @@ export interface TestDatabase {
    * test tells one worker's sessions apart from the others' by it (pg_stat_activity.usename).
    */
   anotherWorkerRole(): Promise<{ role: string; url: string }>;
+  /**
+   * Installs the negative controls' decisions (apply_transfers_unsafe(), apply_payments_unsafe()
+   * and the `*_unsafe` variants they call) into this database, as the chaos harness does into its
+   * own: a migrated database has none. For the tests of a control only.
+   */
+  installUnsafeDecisions(): Promise<void>;
   /** Empties the tables between tests; the ledger's append-only trigger is lifted for the TRUNCATE only. */
   truncateAll(): Promise<void>;
   drop(): Promise<void>;
@@ -77,6 +84,14 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
       const other = newWorkerRole();
       others.push(other);
       return other;
+    },
+    async installUnsafeDecisions() {
+      const client = await pool.connect();
+      try {
+        await installUnsafeDecisions(client);
+      } finally {
+        client.release();
+      }
     },
     async truncateAll() {
       // Owner-only DDL, the one way around the trigger; in a transaction so it is back at once.

@@ -1,23 +1,270 @@
--- The decision's edges a payments and intake review reproduced (issue 41). A capture whose hold's
--- own decision committed while the capture waited for its locks read the hold but had not locked
--- its payee, and failed its whole batch with 22004: the payees of holds found once the locks are
--- held are locked then, in order among themselves. An operation decided earlier in a call is seen
--- exactly as a committed one whatever kinds the call holds, so a refund batched after the capture,
--- void or refund it names is original_not_refundable, as in two calls. Outcome events mean one
--- thing per field for every kind: to is the wallet credited (a void and an expiry credit the
--- hold's source), and a hold's detail.expiresAt keeps microseconds. The hold sweep raises when it
--- wrote fewer wallet rows than it releases into. The intake refuses what every worker refuses, by
--- one rule: request_operation_problem() with the limits of WIRE_LIMITS (src/ledger/wire-limits.ts)
--- at the widest a worker may be set, checked against the worker's validation by one table of
--- bodies; a stored request no worker can decide ends rejected invalid_request through
--- request_decide_invalid(), which the worker calls.
+-- The decision without test switches, and its edges a payments and intake review reproduced (issue
+-- 41). transfers_decide_batch(), apply_transfer() and payments_decide_batch() lose their p_check_*
+-- parameters and every branch that skipped a check, and apply_transfers_unsafe() and
+-- apply_payments_unsafe() are dropped: the negative controls' variants are derived from
+-- prisma/sql/ by harness/chaos/unsafe/ and installed only into the harness's and the tests' own
+-- databases. No role had EXECUTE on the three decisions, so the new signatures need no re-grant. A
+-- capture whose hold's own decision committed while the capture waited for its locks read the hold
+-- but had not locked its payee, and failed its whole batch with 22004: the payees of holds found
+-- once the locks are held are locked then, in order among themselves. An operation decided earlier
+-- in a call is seen exactly as a committed one whatever kinds the call holds, so a refund batched
+-- after the capture, void or refund it names is original_not_refundable, as in two calls. Outcome
+-- events mean one thing per field for every kind: to is the wallet credited (a void and an expiry
+-- credit the hold's source), and a hold's detail.expiresAt keeps microseconds. The hold sweep
+-- raises when it wrote fewer wallet rows than it releases into. The intake refuses what every
+-- worker refuses, by one rule: request_operation_problem() with the limits of WIRE_LIMITS
+-- (src/ledger/wire-limits.ts) at the widest a worker may be set; a stored request no worker can
+-- decide ends rejected invalid_request through request_decide_invalid(), which the worker calls.
 --
--- Written by `npm run db:new-migration` from prisma/sql/: holds_expire.sql,
--- payments_decide_batch.sql, request_amount_valid.sql, request_decide_invalid.sql,
--- request_operation.sql, request_operation_problem.sql, request_transfer.sql.
+-- Written by `npm run db:new-migration` from prisma/sql/: apply_payments.sql, apply_transfer.sql,
+-- apply_transfers.sql, holds_expire.sql, payments_decide_batch.sql, request_amount_valid.sql,
+-- request_decide_invalid.sql, request_operation.sql, request_operation_problem.sql,
+-- request_transfer.sql, transfers_decide_batch.sql; drops function apply_payments_unsafe(…),
+-- function apply_transfer(…), function apply_transfers_unsafe(…), function
+-- payments_decide_batch(…), function transfers_decide_batch(…).
 
 -- A function may name one defined further down; each is checked when it runs.
 SET LOCAL check_function_bodies = off;
+
+DROP FUNCTION apply_payments_unsafe(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,boolean,boolean,boolean,boolean,boolean);
+DROP FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint,uuid,boolean,boolean,boolean);
+DROP FUNCTION apply_transfers_unsafe(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean);
+DROP FUNCTION payments_decide_batch(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,boolean,boolean,boolean,boolean,boolean);
+DROP FUNCTION transfers_decide_batch(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean);
+-- prisma/sql/apply_payments.sql
+-- The worker's decision of payments (as apply_transfers()).
+CREATE OR REPLACE FUNCTION "apply_payments"(
+    p_kinds              TEXT[],
+    p_operation_ids      TEXT[],
+    p_request_hashes     TEXT[],
+    p_froms              TEXT[],
+    p_tos                TEXT[],
+    p_amounts            BIGINT[],
+    p_currencies         TEXT[],
+    p_refs               TEXT[],
+    p_expires_in_ms      BIGINT[],
+    p_expires_at         TIMESTAMPTZ[],
+    p_legs               JSONB[],
+    p_fences             BIGINT[],
+    p_lease_ids          UUID[],
+    p_hold_expiry_max_ms BIGINT
+) RETURNS TABLE (ord INTEGER, outcome TEXT, status TEXT, reason TEXT, fence BIGINT, wallet_fence BIGINT)
+LANGUAGE sql
+VOLATILE
+AS $$
+    SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
+     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION %I.apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+                   current_schema(), current_schema());
+END
+$$;
+REVOKE EXECUTE ON FUNCTION apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint) FROM PUBLIC;
+
+-- prisma/sql/apply_transfer.sql
+-- The single decision, as in the single-decision-plain-insert migration, now closing the request
+-- of an operation decided before (the duplicate path) and answering a request of another body
+-- with a conflict event. Owner only, as before. Every check always on: no parameter or branch
+-- skips one (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
+CREATE OR REPLACE FUNCTION "apply_transfer"(
+    p_operation_id      TEXT,
+    p_request_hash      TEXT,
+    p_from              TEXT,
+    p_to                TEXT,
+    p_amount            BIGINT,
+    p_currency          TEXT,
+    p_fence             BIGINT,
+    p_lease_id          UUID
+) RETURNS TABLE (
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_existing   RECORD;
+    v_wallet     RECORD;
+    v_from       RECORD;
+    v_to         RECORD;
+    v_found_from BOOLEAN := FALSE;
+    v_found_to   BOOLEAN := FALSE;
+    v_reason     TEXT := NULL;
+    v_status     TEXT;
+    v_fence_after BIGINT;
+    v_rows       INTEGER;
+    -- The intake's request of this operation, when this call closes one.
+    v_req_hash     TEXT;
+    v_req_from     TEXT;
+    v_req_to       TEXT;
+    v_req_amount   BIGINT;
+    v_req_currency TEXT;
+BEGIN
+    IF p_operation_id IS NULL OR p_request_hash IS NULL OR p_from IS NULL OR p_to IS NULL
+       OR p_amount IS NULL OR p_amount <= 0 OR p_fence IS NULL OR p_fence < 1 OR p_lease_id IS NULL THEN
+        RAISE EXCEPTION 'apply_transfer: ids, hash, wallets and lease must be given, amount and fence positive'
+            USING ERRCODE = '22023';
+    END IF;
+
+    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));
+    SELECT t.request_hash, t.status, t.reason, t.fence INTO v_existing
+      FROM transfers t WHERE t.operation_id = p_operation_id;
+    IF FOUND THEN
+        -- Decided before: an open request of the operation (requested through the intake while
+        -- the other door decided it, or sent again after its decision) is decided too, and a
+        -- request that asked for another body gets its conflict event.
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+         WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+        RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+             INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+        IF FOUND AND v_req_hash <> v_existing.request_hash::TEXT THEN
+            INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+            VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
+        END IF;
+        RETURN QUERY SELECT
+            CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
+            v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
+        RETURN;
+    END IF;
+
+    FOR v_wallet IN
+        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease
+          FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
+    LOOP
+        IF v_wallet.id = p_from THEN v_from := v_wallet; v_found_from := TRUE; END IF;
+        IF v_wallet.id = p_to THEN v_to := v_wallet; v_found_to := TRUE; END IF;
+    END LOOP;
+
+    -- The fence guards the source wallet only; an equal token passes only for the lease that set
+    -- it (the lease-ids migration).
+    -- (Nested: PL/pgSQL evaluates a record's fields even behind a false AND.)
+    IF v_found_from THEN
+        IF v_from.last_fence > p_fence
+           OR (v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
+            RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from.last_fence;
+            RETURN;
+        END IF;
+    END IF;
+
+    IF p_from = p_to THEN
+        v_reason := 'same_wallet';
+    ELSIF NOT v_found_from OR NOT v_found_to THEN
+        v_reason := 'unknown_wallet';
+    ELSIF v_from.currency <> v_to.currency OR (p_currency IS NOT NULL AND p_currency <> v_from.currency) THEN
+        v_reason := 'currency_mismatch';
+    ELSIF v_from.balance < p_amount THEN
+        v_reason := 'insufficient_funds';
+    END IF;
+    v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+
+    IF v_found_from THEN
+        -- Every decision under our token raises the source's fence, refusals included; the lease
+        -- that holds the fence is recorded with it. An applied transfer moves both balances in
+        -- the same statement: one row-update pass, one evaluation of the wallets' CHECK
+        -- constraints (which PostgreSQL compiles afresh for every statement that writes a row).
+        v_fence_after := GREATEST(v_from.last_fence, p_fence);
+        IF v_reason IS NULL THEN
+            UPDATE wallets
+               SET last_fence = CASE WHEN id = p_from THEN v_fence_after ELSE last_fence END,
+                   last_lease = CASE WHEN id = p_from AND p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   balance = balance + CASE WHEN id = p_from THEN -p_amount ELSE p_amount END,
+                   updated_at = CURRENT_TIMESTAMP
+             WHERE id IN (p_from, p_to);
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            IF v_rows <> 2 THEN
+                RAISE EXCEPTION 'apply_transfer: transfer % touched % wallet rows, not 2', p_operation_id, v_rows
+                    USING ERRCODE = 'XX000';
+            END IF;
+        ELSE
+            UPDATE wallets
+               SET last_fence = v_fence_after,
+                   last_lease = CASE WHEN p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   updated_at = CURRENT_TIMESTAMP
+             WHERE id = p_from;
+        END IF;
+    END IF;
+
+    IF v_reason IS NULL THEN
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease) VALUES
+            (p_operation_id, p_from, 'debit', -p_amount, p_fence, p_lease_id),
+            (p_operation_id, p_to, 'credit', p_amount, p_fence, p_lease_id);
+    END IF;
+
+    -- The record, then what it decides (as in the batch): the intake's request marked decided and
+    -- one outcome event, only when the record was inserted. Three single-row statements: cheaper
+    -- here than the batch's one statement over arrays.
+    -- The record is a plain INSERT: under the operation's advisory lock the SELECT above
+    -- found no row, so a row here now was written by someone who skipped that lock, and the
+    -- unique violation rolls back the money this call moved. ON CONFLICT DO NOTHING would have
+    -- kept it, unrecorded, and costs a speculative insertion (its confirm record, and a second
+    -- index probe).
+    INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                           status, reason, fence, lease)
+    VALUES (p_operation_id, p_request_hash, p_from, p_to, p_amount, p_currency, v_status, v_reason, p_fence, p_lease_id);
+    IF FOUND THEN
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+         WHERE q.operation_id = p_operation_id AND q.decided_at IS NULL
+        RETURNING q.request_hash::TEXT, q.from_wallet, q.to_wallet, q.amount, q.currency::TEXT
+             INTO v_req_hash, v_req_from, v_req_to, v_req_amount, v_req_currency;
+        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+        VALUES (p_operation_id, v_status, v_reason, p_from, p_to, p_amount, p_currency);
+        -- Decided here with the body this call carries (a job sent to BullMQ straight): a request
+        -- of the operation with another body is answered conflict, in the feed.
+        IF v_req_hash IS NOT NULL AND v_req_hash <> p_request_hash THEN
+            INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+            VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
+        END IF;
+    END IF;
+
+    RETURN QUERY SELECT v_status, v_status, v_reason, p_fence, v_fence_after;
+END;
+$$;
+
+REVOKE EXECUTE ON FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint,uuid) FROM PUBLIC;
+
+-- prisma/sql/apply_transfers.sql
+-- The worker's decision of transfers, as in the lease-ids migration, refusing those ids.
+CREATE OR REPLACE FUNCTION "apply_transfers"(
+    p_operation_ids  TEXT[],
+    p_request_hashes TEXT[],
+    p_froms          TEXT[],
+    p_tos            TEXT[],
+    p_amounts        BIGINT[],
+    p_currencies     TEXT[],
+    p_fences         BIGINT[],
+    p_lease_ids      UUID[]
+) RETURNS TABLE (
+    ord          INTEGER,
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+AS $$
+    SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
+      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+                                  p_currencies, p_fences, p_lease_ids) b
+     WHERE decision_wallet_ids_checked(p_froms || p_tos);
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION %I.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+                   current_schema(), current_schema());
+END
+$$;
+REVOKE EXECUTE ON FUNCTION apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) FROM PUBLIC;
 
 -- prisma/sql/holds_expire.sql
 CREATE OR REPLACE FUNCTION "holds_expire"(p_limit INTEGER DEFAULT 1000) RETURNS INTEGER
@@ -104,12 +351,7 @@ CREATE OR REPLACE FUNCTION "payments_decide_batch"(
     p_legs               JSONB[],
     p_fences             BIGINT[],
     p_lease_ids          UUID[],
-    p_hold_expiry_max_ms BIGINT,
-    p_check_idempotency  BOOLEAN,
-    p_check_fence        BOOLEAN,
-    p_check_lease        BOOLEAN,
-    p_check_hold_state   BOOLEAN,
-    p_check_refund_bound BOOLEAN
+    p_hold_expiry_max_ms BIGINT
 ) RETURNS TABLE (
     ord          INTEGER,
     outcome      TEXT,
@@ -268,13 +510,11 @@ BEGIN
         END IF;
     END LOOP;
 
-    IF p_check_idempotency THEN
         FOR v_key IN
             SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
         LOOP
             PERFORM pg_advisory_xact_lock(v_key);
         END LOOP;
-    END IF;
 
     -- The refunds' originals, read before any row lock: who they moved money between never
     -- changes, and it says which wallets to lock. A captured hold's state is read below.
@@ -380,15 +620,11 @@ BEGIN
     s_count := cardinality(s_op);
     f_count := cardinality(f_key);
 
-    IF p_check_idempotency THEN
         SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
                coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
                coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
           INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
           FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
-    ELSE
-        r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';
-    END IF;
     r_count := cardinality(r_op);
 
     FOR v_i IN 1 .. v_n LOOP
@@ -403,7 +639,6 @@ BEGIN
         v_lease := p_lease_ids[v_i];
         ord := v_i;
 
-        IF p_check_idempotency THEN
             v_k := array_position(r_op, v_op);
             IF v_k IS NOT NULL THEN
                 IF r_element[v_k] IS NULL THEN
@@ -419,14 +654,13 @@ BEGIN
                 RETURN NEXT;
                 CONTINUE;
             END IF;
-        END IF;
 
         v_fi := array_position(w_id, v_from);
         -- The fence guards the wallet the operation debits (for a capture or a void, the hold's
         -- source, whose money it is), exactly as for a transfer; credits are never fenced.
-        IF v_fi IS NOT NULL AND p_check_fence
+        IF v_fi IS NOT NULL
            AND (w_fence[v_fi] > v_fence
-                OR (p_check_lease AND w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
             outcome := 'stale_fence';
             status := NULL;
             reason := NULL;
@@ -484,11 +718,11 @@ BEGIN
                 v_reason := 'hold_not_found';
             ELSIF h_from[v_k] <> v_from THEN
                 v_reason := 'wallet_mismatch';
-            ELSIF p_check_hold_state AND h_state[v_k] = 'captured' THEN
+            ELSIF h_state[v_k] = 'captured' THEN
                 v_reason := 'hold_already_captured';
-            ELSIF p_check_hold_state AND h_state[v_k] = 'voided' THEN
+            ELSIF h_state[v_k] = 'voided' THEN
                 v_reason := 'hold_already_voided';
-            ELSIF p_check_hold_state AND (h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now) THEN
+            ELSIF h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now THEN
                 v_reason := 'hold_expired';
                 IF h_state[v_k] = 'active' THEN
                     -- Past its expiry and not swept yet: released here, once, as the sweep would.
@@ -574,8 +808,8 @@ BEGIN
                 v_ti := array_position(w_id, v_payee);
                 v_f := array_position(f_key, v_ref || E'\n' || v_from);
                 v_left := v_limit - coalesce(f_sum[v_f], 0);
-                v_moved := coalesce(v_amount, CASE WHEN v_left > 0 OR p_check_refund_bound THEN v_left ELSE v_limit END);
-                IF p_check_refund_bound AND (v_moved > v_left OR v_moved <= 0) THEN
+                v_moved := coalesce(v_amount, v_left);
+                IF v_moved > v_left OR v_moved <= 0 THEN
                     v_reason := 'refund_exceeds_original';
                 ELSIF v_fi IS NULL OR v_ti IS NULL THEN
                     v_reason := 'unknown_wallet';
@@ -747,12 +981,9 @@ BEGIN
     END IF;
 
     -- The records, then what they decide: the intake's request closed and one event each; an
-    -- expiry released here has its own event. Checked, a plain INSERT: under the advisory locks
+    -- expiry released here has its own event. A plain INSERT: under the advisory locks
     -- no record of these operations can appear meanwhile, so a unique violation means somebody
     -- skipped the lock, and everything rolls back (as in transfers_decide_batch()).
-    IF p_check_idempotency THEN
-        -- Checked (every call but the negative controls'): a plain INSERT of every record and the
-        -- event of each, with no look back at what was inserted.
         WITH recorded AS (
             SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
                    p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
@@ -781,42 +1012,6 @@ BEGIN
         UNION ALL
         SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
           FROM requested q WHERE q.request_hash <> q.decided_hash;
-    ELSE
-        WITH recorded AS (
-            SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
-                   p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
-                   p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
-                   p_lease_ids[t.element] AS lease, t.detail, t.element
-              FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
-                   AS t(element, status, reason, to_wallet, amount, original, detail)
-        ), inserted AS (
-            -- Unchecked (the negative control), an operation recorded meanwhile keeps its first record.
-            INSERT INTO transfers AS t (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
-                                        currency, status, reason, fence, lease)
-            SELECT DISTINCT ON (d.operation_id) d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet,
-                   d.to_wallet, d.amount, d.currency, d.status, d.reason, d.fence, d.lease
-              FROM recorded d
-             WHERE NOT EXISTS (SELECT 1 FROM transfers x WHERE x.operation_id = d.operation_id)
-             ORDER BY d.operation_id, d.element
-            RETURNING t.operation_id
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
-                      q.amount, q.currency, d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                     currency, detail)
-        SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
-               d.detail
-          FROM recorded d
-         -- Only the records inserted have their event.
-         WHERE EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id)
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
-          FROM requested q WHERE q.request_hash <> q.decided_hash;
-    END IF;
     IF x_count > 0 THEN
         INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
                                      currency, detail)
@@ -840,7 +1035,7 @@ BEGIN
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION payments_decide_batch(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,boolean,boolean,boolean,boolean,boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION payments_decide_batch(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint) FROM PUBLIC;
 
 -- prisma/sql/request_amount_valid.sql
 -- An amount on the wire: a JSON string of 1-19 decimal digits, from 1 to 10^18 - 1. The digits are
@@ -1309,3 +1504,308 @@ BEGIN
 END
 $$;
 REVOKE EXECUTE ON FUNCTION request_transfer(text,text,text,bigint,text,jsonb) FROM PUBLIC;
+
+-- prisma/sql/transfers_decide_batch.sql
+-- The batched decision, as in the batch-decision-plain-insert migration, with the same two
+-- additions as apply_transfer() above. Every check always on: no parameter or branch skips one
+-- (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
+CREATE OR REPLACE FUNCTION "transfers_decide_batch"(
+    p_operation_ids     TEXT[],
+    p_request_hashes    TEXT[],
+    p_froms             TEXT[],
+    p_tos               TEXT[],
+    p_amounts           BIGINT[],
+    p_currencies        TEXT[],
+    p_fences            BIGINT[],
+    p_lease_ids         UUID[]
+) RETURNS TABLE (
+    ord          INTEGER,
+    outcome      TEXT,
+    status       TEXT,
+    reason       TEXT,
+    fence        BIGINT,
+    wallet_fence BIGINT
+)
+LANGUAGE plpgsql
+VOLATILE
+-- Every statement here reaches wallets and transfers by primary key, a few dozen rows at a
+-- time. On a small or freshly loaded table the planner prefers a sequential scan that tests
+-- each row against the whole id array (10,000 wallets x 128 ids) and a hash join for the
+-- write-back, which cost half the call (EXPLAIN in `npm run bench:explain`). Index lookups are
+-- right at any table size, so the function asks for them.
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    -- Same bound as TRANSFER_BATCH_MAX's upper limit in src/config/config.ts.
+    c_batch_max CONSTANT INTEGER := 1000;
+    v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
+    v_key       BIGINT;
+    v_i         INTEGER;
+    -- The locked wallets, by id: state as the batch's decisions leave it.
+    w_id        TEXT[];
+    w_currency  TEXT[];
+    w_balance   BIGINT[];
+    w_fence     BIGINT[];
+    w_lease     UUID[];
+    w_touched   BOOLEAN[];
+    -- Idempotency records: those found, then those decided here (so a later twin sees them).
+    r_op        TEXT[];
+    r_hash      TEXT[];
+    r_status    TEXT[];
+    r_reason    TEXT[];
+    r_fence     BIGINT[];
+    -- The batch element each record was decided from; NULL for a record found in the table.
+    r_element   INTEGER[];
+    r_count     INTEGER;
+    -- Ledger entries to write, in decision order (filled by index: no array copied per entry).
+    l_op        TEXT[] := '{}';
+    l_wallet    TEXT[] := '{}';
+    l_kind      TEXT[] := '{}';
+    l_amount    BIGINT[] := '{}';
+    l_fence     BIGINT[] := '{}';
+    l_lease     UUID[] := '{}';
+    l_count     INTEGER := 0;
+    -- One transfer.
+    v_op        TEXT;
+    v_from      TEXT;
+    v_to        TEXT;
+    v_amount    BIGINT;
+    v_currency  TEXT;
+    v_fence     BIGINT;
+    v_lease     UUID;
+    v_fi        INTEGER;
+    v_ti        INTEGER;
+    v_k         INTEGER;
+    v_reason    TEXT;
+    v_rows      INTEGER;
+    v_touched   INTEGER;
+    -- Operations answered from a record decided before this batch, with that record's hash:
+    -- their open requests are closed here.
+    d_op        TEXT[] := '{}';
+    d_hash      TEXT[] := '{}';
+    d_count     INTEGER := 0;
+BEGIN
+    IF v_n < 1 OR v_n > c_batch_max THEN
+        RAISE EXCEPTION 'apply_transfers: between 1 and % transfers per call, got %', c_batch_max, v_n
+            USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(cardinality(p_request_hashes), -1) <> v_n OR coalesce(cardinality(p_froms), -1) <> v_n
+       OR coalesce(cardinality(p_tos), -1) <> v_n OR coalesce(cardinality(p_amounts), -1) <> v_n
+       OR coalesce(cardinality(p_currencies), -1) <> v_n OR coalesce(cardinality(p_fences), -1) <> v_n
+       OR coalesce(cardinality(p_lease_ids), -1) <> v_n THEN
+        RAISE EXCEPTION 'apply_transfers: the arrays must all have % elements', v_n
+            USING ERRCODE = '22023';
+    END IF;
+    IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
+       OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_tos, NULL) IS NOT NULL
+       OR array_position(p_amounts, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
+       OR array_position(p_lease_ids, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM unnest(p_amounts) a WHERE a <= 0)
+       OR EXISTS (SELECT 1 FROM unnest(p_fences) f WHERE f < 1) THEN
+        RAISE EXCEPTION 'apply_transfers: ids, hashes, wallets and leases must be given, amounts and fences positive'
+            USING ERRCODE = '22023';
+    END IF;
+
+    -- Every lock the batch needs, taken up front in one global order: the operations' advisory
+    -- locks by key (twins across batches queue there instead of racing into a unique
+    -- violation), then the wallet rows by id. Two batches that cross can wait for each other
+    -- but never deadlock.
+    FOR v_key IN
+        SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(v_key);
+    END LOOP;
+    SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
+      INTO w_id, w_currency, w_balance, w_fence, w_lease, w_touched
+      FROM (SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease FROM wallets w
+             WHERE w.id = ANY (p_froms || p_tos) ORDER BY w.id FOR UPDATE) l;
+
+    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
+           coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
+      INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
+      FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
+    r_count := cardinality(r_op);
+
+    FOR v_i IN 1 .. v_n LOOP
+        v_op := p_operation_ids[v_i];
+        v_from := p_froms[v_i];
+        v_to := p_tos[v_i];
+        v_amount := p_amounts[v_i];
+        v_currency := p_currencies[v_i];
+        v_fence := p_fences[v_i];
+        v_lease := p_lease_ids[v_i];
+        ord := v_i;
+
+        v_k := array_position(r_op, v_op);
+        IF v_k IS NOT NULL THEN
+            IF r_element[v_k] IS NULL THEN
+                d_count := d_count + 1;
+                d_op[d_count] := v_op;
+                d_hash[d_count] := r_hash[v_k];
+            END IF;
+            outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
+            status := r_status[v_k];
+            reason := r_reason[v_k];
+            fence := r_fence[v_k];
+            wallet_fence := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        v_fi := array_position(w_id, v_from);
+        v_ti := array_position(w_id, v_to);
+
+        -- The fence guards the source wallet only. The destination's last_fence comes from
+        -- another wallet's counter and is never compared with our token. An equal token
+        -- passes only for the lease that set it (the riders of one lease share its token):
+        -- after Redis lost increments another lease can carry the same number, and it is as
+        -- stale as a lower one. The worker then raises the counter to the wallet's fence, so
+        -- its next token is above it.
+        IF v_fi IS NOT NULL
+           AND (w_fence[v_fi] > v_fence
+                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
+            outcome := 'stale_fence';
+            status := NULL;
+            reason := NULL;
+            fence := NULL;
+            wallet_fence := w_fence[v_fi];
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        v_reason := NULL;
+        IF v_from = v_to THEN
+            v_reason := 'same_wallet';
+        ELSIF v_fi IS NULL OR v_ti IS NULL THEN
+            v_reason := 'unknown_wallet';
+        ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
+            v_reason := 'currency_mismatch';
+        ELSIF w_balance[v_fi] < v_amount THEN
+            v_reason := 'insufficient_funds';
+        END IF;
+
+        IF v_fi IS NOT NULL THEN
+            -- Every decision taken under our token raises the source's fence, refusals
+            -- included, so fences on a wallet never go down in commit order; the lease that
+            -- holds the fence is recorded with it.
+            IF v_fence >= w_fence[v_fi] THEN
+                w_fence[v_fi] := v_fence;
+                w_lease[v_fi] := v_lease;
+            END IF;
+            w_touched[v_fi] := TRUE;
+        END IF;
+        IF v_reason IS NULL THEN
+            w_balance[v_fi] := w_balance[v_fi] - v_amount;
+            w_balance[v_ti] := w_balance[v_ti] + v_amount;
+            w_touched[v_ti] := TRUE;
+            l_op[l_count + 1] := v_op;        l_op[l_count + 2] := v_op;
+            l_wallet[l_count + 1] := v_from;  l_wallet[l_count + 2] := v_to;
+            l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
+            l_amount[l_count + 1] := -v_amount; l_amount[l_count + 2] := v_amount;
+            l_fence[l_count + 1] := v_fence;  l_fence[l_count + 2] := v_fence;
+            l_lease[l_count + 1] := v_lease;  l_lease[l_count + 2] := v_lease;
+            l_count := l_count + 2;
+        END IF;
+
+        -- The record; kept here too, so a twin later in this batch answers from it.
+        r_count := r_count + 1;
+        r_op[r_count] := v_op;
+        r_hash[r_count] := p_request_hashes[v_i];
+        r_status[r_count] := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        r_reason[r_count] := v_reason;
+        r_fence[r_count] := v_fence;
+        r_element[r_count] := v_i;
+
+        outcome := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        status := outcome;
+        reason := v_reason;
+        fence := v_fence;
+        wallet_fence := CASE WHEN v_fi IS NOT NULL THEN w_fence[v_fi] ELSE NULL END;
+        RETURN NEXT;
+    END LOOP;
+
+    -- Write what the decisions did, once per table. CHECK (balance >= 0) stays the last line of
+    -- defence; a wallet that moved must be updated, or nothing commits.
+    SELECT count(*) INTO v_touched FROM unnest(w_touched) t WHERE t;
+    IF v_touched > 0 THEN
+        UPDATE wallets w
+           SET balance = u.balance, last_fence = u.last_fence, last_lease = u.last_lease,
+               updated_at = CURRENT_TIMESTAMP
+          FROM unnest(w_id, w_balance, w_fence, w_lease, w_touched) AS u(id, balance, last_fence, last_lease, touched)
+         WHERE w.id = u.id AND u.touched;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows <> v_touched THEN
+            -- Unreachable while the rows are locked; a credit that misses must never let the
+            -- debit commit alone.
+            RAISE EXCEPTION 'apply_transfers: % wallets moved but % rows were written', v_touched, v_rows
+                USING ERRCODE = 'XX000';
+        END IF;
+    END IF;
+
+    IF l_count > 0 THEN
+        -- In decision order, so ledger ids follow commit order within the batch.
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT e.op, e.wallet, e.kind, e.amount, e.fence, e.lease
+          FROM unnest(l_op, l_wallet, l_kind, l_amount, l_fence, l_lease) WITH ORDINALITY
+               AS e(op, wallet, kind, amount, fence, lease, n)
+         ORDER BY e.n;
+    END IF;
+
+    -- The records, and in the same statement what they decide: the intake's request (when the
+    -- operation came through it) is marked decided, and one outcome event per record joins the
+    -- feed's pending events.
+    -- The records are a plain INSERT: every operation of the batch is under its advisory
+    -- lock, none had a record when the locks were held, and a twin inside the batch answered
+    -- from the record decided before it (r_element is NULL for it), so each row inserted here is
+    -- new. A row that is there now was written by someone who skipped the lock: the unique
+    -- violation rolls back the whole batch, the money it moved included. ON CONFLICT DO NOTHING
+    -- would have kept that money unrecorded, and pays a speculative insertion per record.
+    WITH recorded AS (
+        INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
+                                    status, reason, fence, lease)
+        SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
+               r.status, r.reason, r.fence, p_lease_ids[r.element]
+          FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
+         WHERE r.element IS NOT NULL
+         ORDER BY r.element
+        RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
+    ), requested AS (
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+          FROM recorded d
+         WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+        RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
+                  d.request_hash AS decided_hash
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+    SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
+      FROM recorded d
+    UNION ALL
+    SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
+      FROM requested q
+     WHERE q.request_hash <> q.decided_hash;
+
+    -- Requests of operations decided before this batch (through the other door while the request
+    -- was open, or a request sent again after its decision) are decided too; one that asked for
+    -- another body than the record's gets its conflict event. Only batches with such answers pay.
+    IF d_count > 0 THEN
+        WITH closed AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM (SELECT DISTINCT x.op, x.hash FROM unnest(d_op, d_hash) AS x(op, hash)) d
+             WHERE q.operation_id = d.op AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.from_wallet, q.to_wallet, q.amount,
+                      q.currency, d.hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
+        SELECT c.operation_id, 'conflict', NULL, c.from_wallet, c.to_wallet, c.amount, c.currency
+          FROM closed c
+         WHERE c.request_hash <> c.decided_hash;
+    END IF;
+END;
+$$;
+
+REVOKE EXECUTE ON FUNCTION transfers_decide_batch(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) FROM PUBLIC;

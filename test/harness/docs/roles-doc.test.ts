@@ -51,10 +51,10 @@ describe('the roles reference', () => {
         expect(await render()).toBe(committed());
 
         await client.query(
-          'GRANT EXECUTE ON FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint,uuid,boolean,boolean,boolean) TO PUBLIC',
+          'GRANT EXECUTE ON FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint,uuid) TO PUBLIC',
         );
         expect(changedLines(committed(), await render())).toEqual([
-          '| function apply_transfer(text,text,text,text,bigint,text,bigint,uuid,boolean,boolean,boolean) | EXECUTE | EXECUTE | EXECUTE | EXECUTE | EXECUTE |',
+          '| function apply_transfer(text,text,text,text,bigint,text,bigint,uuid) | EXECUTE | EXECUTE | EXECUTE | EXECUTE | EXECUTE |',
         ]);
       } finally {
         await client.end();

@@ -1,6 +1,8 @@
--- The chaos harness's negative controls only: the same decision with the idempotency record,
--- the fence and/or the lease check switched off. Runs with the caller's rights and is
--- executable by the owner alone, so a worker role can never switch a check off.
+-- The chaos harness's negative controls only: the decision with the idempotency record, the
+-- fence and/or the lease check switched off (transfers_decide_batch_unsafe(), derived from the
+-- production decision by unsafe-decisions.ts). Installed by the harness into its own scratch
+-- databases and tests' databases, never by a migration; runs with the caller's rights and is
+-- executable by the owner alone.
 CREATE OR REPLACE FUNCTION "apply_transfers_unsafe"(
     p_operation_ids     TEXT[],
     p_request_hashes    TEXT[],
@@ -25,7 +27,7 @@ LANGUAGE sql
 VOLATILE
 AS $$
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
-      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+      FROM transfers_decide_batch_unsafe(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
                                   p_currencies, p_fences, p_lease_ids, p_check_idempotency,
                                   p_check_fence, p_check_lease) b;
 $$;

@@ -1,0 +1,315 @@
+// The negative controls' decisions, which no production database has. The production functions
+// (prisma/sql/) have no parameter and no branch that skips a check; a control needs the same
+// decision with one check off. Copies would go stale, so each variant is derived here, at install
+// time, from the current production source file: renamed `<name>_unsafe`, given one BOOLEAN
+// `p_check_<check>` per check it can skip, and each checked region of the production text guarded
+// by its switch. Every edit names the production text it guards and must find it exactly once:
+// when the decision changes under a guard, the derivation fails and says which edit, instead of
+// running a control against a decision that is not today's. The wrappers the worker calls by
+// name (apply_transfers_unsafe(), apply_payments_unsafe()) are the .sql files beside this one.
+//
+// They are installed (as the owner, never granted to anyone) only into the database the chaos
+// harness made for a run that uses such a control (chaos-services.ts), and into tests' own
+// databases (TestDatabase.installUnsafeDecisions(), test/support/test-db.ts). A worker with
+// TRANSFERS_UNSAFE pointed at any other database gets a LedgerContractError
+// `unsafe_decision_missing` (callUnsafeDecision(), src/ledger/apply-transfer.ts).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import type { UnsafeMode } from '../../../src/config/config.ts';
+import { PROJECT_ROOT } from '../../../src/config/paths.ts';
+import { SQL_SOURCES_DIR } from '../../schema/sql-sources.ts';
+
+export const UNSAFE_DECISIONS_DIR = join(PROJECT_ROOT, 'harness', 'chaos', 'unsafe');
+
+/**
+ * The worker's unsafe modes that switch a check of the SQL decision off: the worker then calls
+ * apply_transfers_unsafe() / apply_payments_unsafe() (src/ledger/apply-transfer.ts), so the
+ * database must have them, and the worker logs in as the owner (the only one who may call them).
+ */
+export const UNSAFE_DECISION_MODES: readonly UnsafeMode[] = Object.freeze([
+  'no-idempotency',
+  'no-fencing',
+  'no-lease-check',
+  'double-capture',
+  'refund-unbounded',
+]);
+
+/** Whether a worker with these TRANSFERS_UNSAFE modes calls the variants. */
+export function needsUnsafeDecisions(modes: readonly string[]): boolean {
+  return modes.some((mode) => (UNSAFE_DECISION_MODES as readonly string[]).includes(mode));
+}
+
+/** A check a variant can skip; its switch is the parameter `p_check_<check>`. */
+export type Check = 'idempotency' | 'fence' | 'lease' | 'hold_state' | 'refund_bound';
+
+/** One edit of the production text: `find` must occur exactly once (a region: from `find` through the first `through` after it). */
+interface Edit {
+  readonly what: string;
+  readonly find: string;
+  readonly through?: string;
+  readonly to: (found: string) => string;
+}
+
+interface Variant {
+  /** The production function, and its file under prisma/sql/. */
+  readonly fn: string;
+  readonly checks: readonly Check[];
+  readonly edits: readonly Edit[];
+}
+
+const switchOf = (check: Check): string => `p_check_${check}`;
+
+/** The region (whole lines) runs only when `check` is on; `otherwise` runs when it is off. */
+function guard(check: Check, otherwise?: string): (found: string) => string {
+  return (found) => {
+    const indent = /^ */.exec(found)?.[0] ?? '';
+    const body = (text: string) => text.replace(/\n$/, '').replace(/^/gm, '    ');
+    const off =
+      otherwise === undefined
+        ? ''
+        : `${indent}ELSE\n${body(otherwise.startsWith(' ') ? otherwise : indent + otherwise)}\n`;
+    return `${indent}IF ${switchOf(check)} THEN\n${body(found)}\n${off}${indent}END IF;\n`;
+  };
+}
+
+/** One replacement inside a found region, which must match exactly once. */
+function within(found: string, what: string, pattern: RegExp, replacement: string): string {
+  const global = new RegExp(pattern.source, `${pattern.flags.replace('g', '')}g`);
+  const count = [...found.matchAll(global)].length;
+  if (count !== 1) throw new Error(`unsafe decisions: ${what} found ${count} times, expected once`);
+  return found.replace(pattern, replacement);
+}
+
+// Edits shared by both batch decisions: the operations' advisory locks, the records read, the
+// answer from a record, and the fence and lease comparison on the debited wallet.
+const BATCH_IDEMPOTENCY: readonly Edit[] = [
+  {
+    what: "the operations' advisory locks",
+    find: '    FOR v_key IN\n',
+    through: '    END LOOP;\n',
+    to: guard('idempotency'),
+  },
+  {
+    what: 'the records read',
+    find: "    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),",
+    through: 'FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);\n',
+    to: guard(
+      'idempotency',
+      "r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';",
+    ),
+  },
+  {
+    what: 'the answer from a record',
+    find: '        v_k := array_position(r_op, v_op);\n',
+    through: '            CONTINUE;\n        END IF;\n',
+    to: guard('idempotency'),
+  },
+];
+const BATCH_FENCE: readonly Edit[] = [
+  {
+    what: 'the fence comparison',
+    find: '        IF v_fi IS NOT NULL\n           AND (w_fence[v_fi] > v_fence',
+    to: (found) => found.replace('IF v_fi IS NOT NULL', `IF v_fi IS NOT NULL AND ${switchOf('fence')}`),
+  },
+  {
+    what: 'the lease comparison',
+    find: 'OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)',
+    to: (found) => found.replace('OR (', `OR (${switchOf('lease')} AND `),
+  },
+];
+
+const VARIANTS: readonly Variant[] = [
+  {
+    fn: 'transfers_decide_batch',
+    checks: ['idempotency', 'fence', 'lease'],
+    edits: [
+      ...BATCH_IDEMPOTENCY,
+      ...BATCH_FENCE,
+      {
+        // Off, a record written meanwhile keeps the first outcome: the money moved again commits.
+        what: 'the records inserted',
+        find: '    WITH recorded AS (\n',
+        through: ';\n',
+        to: (found) =>
+          guard(
+            'idempotency',
+            within(
+              found,
+              'the records insert',
+              /\n(\s*)RETURNING t\.operation_id/,
+              '\n$1ON CONFLICT (operation_id) DO NOTHING\n$1RETURNING t.operation_id',
+            ),
+          )(found),
+      },
+    ],
+  },
+  {
+    fn: 'apply_transfer',
+    checks: ['idempotency', 'fence', 'lease'],
+    edits: [
+      {
+        what: "the operation's advisory lock and the answer from its record",
+        find: "    PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || p_operation_id, 0));\n",
+        through: '        RETURN;\n    END IF;\n',
+        to: guard('idempotency'),
+      },
+      {
+        what: 'the fence comparison',
+        find: '    IF v_found_from THEN\n        IF v_from.last_fence > p_fence',
+        to: (found) => found.replace('IF v_found_from THEN', `IF v_found_from AND ${switchOf('fence')} THEN`),
+      },
+      {
+        what: 'the lease comparison',
+        find: 'OR (v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id)',
+        to: (found) => found.replace('OR (', `OR (${switchOf('lease')} AND `),
+      },
+      {
+        what: 'the record inserted',
+        find: '    INSERT INTO transfers (operation_id, request_hash, from_wallet',
+        through: ';\n',
+        to: (found) =>
+          guard('idempotency', found.replace(/;\n$/, '\n    ON CONFLICT (operation_id) DO NOTHING;'))(found),
+      },
+    ],
+  },
+  {
+    fn: 'payments_decide_batch',
+    checks: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound'],
+    edits: [
+      ...BATCH_IDEMPOTENCY,
+      ...BATCH_FENCE,
+      ...[
+        "ELSIF h_state[v_k] = 'captured' THEN",
+        "ELSIF h_state[v_k] = 'voided' THEN",
+        "ELSIF h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now THEN",
+      ].map(
+        (find): Edit => ({
+          what: `the hold's state (${find})`,
+          find,
+          to: (found) => `ELSIF ${switchOf('hold_state')} AND (${found.slice('ELSIF '.length, -' THEN'.length)}) THEN`,
+        }),
+      ),
+      {
+        // Off, a refund without an amount takes the original's whole amount again.
+        what: "the refund's default amount",
+        find: 'v_moved := coalesce(v_amount, v_left);',
+        to: () =>
+          `v_moved := coalesce(v_amount, CASE WHEN v_left > 0 OR ${switchOf('refund_bound')} THEN v_left ELSE v_limit END);`,
+      },
+      {
+        what: "the refund's bound",
+        find: 'IF v_moved > v_left OR v_moved <= 0 THEN',
+        to: () => `IF ${switchOf('refund_bound')} AND (v_moved > v_left OR v_moved <= 0) THEN`,
+      },
+      {
+        // Off, an operation recorded meanwhile keeps its first record, and only the records
+        // inserted have their event.
+        what: 'the records inserted',
+        find: '    WITH recorded AS (\n',
+        through: ';\n',
+        to: (found) => {
+          const inserted = within(
+            found,
+            'the records insert',
+            /(inserted AS \(\s*INSERT INTO transfers[\s\S]*?FROM recorded d)(\s*\),)/,
+            '$1\n        ON CONFLICT (operation_id) DO NOTHING RETURNING operation_id$2',
+          );
+          const unchecked = within(
+            inserted,
+            "the records' events",
+            /FROM recorded d(\s+UNION ALL)/,
+            'FROM recorded d WHERE EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id)$1',
+          );
+          return guard('idempotency', unchecked)(found);
+        },
+      },
+    ],
+  },
+];
+
+function applyEdit(sql: string, fn: string, edit: Edit): string {
+  const count = sql.split(edit.find).length - 1;
+  if (count !== 1) {
+    throw new Error(
+      `unsafe decisions: ${edit.what} of prisma/sql/${fn}.sql found ${count} times, expected once; ` +
+        'the decision changed there: update harness/chaos/unsafe/unsafe-decisions.ts to guard its new text',
+    );
+  }
+  const start = sql.indexOf(edit.find);
+  let end = start + edit.find.length;
+  if (edit.through !== undefined) {
+    const at = sql.indexOf(edit.through, end);
+    if (at < 0) throw new Error(`unsafe decisions: ${edit.what} of prisma/sql/${fn}.sql has no end`);
+    end = at + edit.through.length;
+  }
+  return sql.slice(0, start) + edit.to(sql.slice(start, end)) + sql.slice(end);
+}
+
+/** The CREATE FUNCTION statement of `fn` in its source file, through its closing `$$;`. */
+function definitionOf(sourcesDir: string, fn: string): string {
+  const text = readFileSync(join(sourcesDir, `${fn}.sql`), 'utf8');
+  const head = `CREATE OR REPLACE FUNCTION "${fn}"(`;
+  const start = text.indexOf(head);
+  const end = text.indexOf('\n$$;\n', start);
+  if (start < 0 || end < 0 || text.indexOf(head, start + 1) >= 0) {
+    throw new Error(`unsafe decisions: prisma/sql/${fn}.sql must define ${fn}() once`);
+  }
+  return text.slice(start, end + '\n$$;\n'.length);
+}
+
+/** One variant's SQL: the production definition renamed, with switches, its checked regions guarded. */
+export function variantSql(variant: Variant, sourcesDir = SQL_SOURCES_DIR): string {
+  let sql = definitionOf(sourcesDir, variant.fn);
+  sql = sql.replace(`FUNCTION "${variant.fn}"(`, `FUNCTION "${variant.fn}_unsafe"(`);
+  const switches = variant.checks.map((c) => `    ${switchOf(c)} BOOLEAN`).join(',\n');
+  sql = applyEdit(sql, variant.fn, {
+    what: 'the parameter list',
+    find: '\n) RETURNS TABLE (',
+    to: (found) => `,\n${switches}${found}`,
+  });
+  for (const edit of variant.edits) sql = applyEdit(sql, variant.fn, edit);
+  return (
+    `-- Derived from prisma/sql/${variant.fn}.sql by harness/chaos/unsafe/unsafe-decisions.ts.\n${sql}\n` +
+    `REVOKE EXECUTE ON FUNCTION ${variant.fn}_unsafe FROM PUBLIC;\n`
+  );
+}
+
+/** The names of the functions the install defines. */
+export const UNSAFE_FUNCTIONS: readonly string[] = Object.freeze([
+  ...VARIANTS.map((v) => `${v.fn}_unsafe`),
+  'apply_transfers_unsafe',
+  'apply_payments_unsafe',
+]);
+
+/** The whole install: every derived variant, then the wrappers the worker calls by name. */
+export function unsafeDecisionsSql(sourcesDir = SQL_SOURCES_DIR): string {
+  const wrappers = ['apply_transfers_unsafe.sql', 'apply_payments_unsafe.sql'].map((file) =>
+    readFileSync(join(UNSAFE_DECISIONS_DIR, file), 'utf8'),
+  );
+  return [...VARIANTS.map((v) => variantSql(v, sourcesDir)), ...wrappers].join('\n');
+}
+
+/** Installs the variants into the connected database, in one transaction; the client must be the owner. */
+export async function installUnsafeDecisions(client: pg.ClientBase): Promise<void> {
+  const sql = unsafeDecisionsSql();
+  await client.query('BEGIN');
+  try {
+    await client.query(sql);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
+
+/** installUnsafeDecisions() over a connection of its own. */
+export async function installUnsafeDecisionsAt(databaseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl, application_name: 'unsafe-decisions' });
+  await client.connect();
+  try {
+    await installUnsafeDecisions(client);
+  } finally {
+    await client.end();
+  }
+}

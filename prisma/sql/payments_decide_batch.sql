@@ -171,11 +171,11 @@ BEGIN
         END IF;
     END LOOP;
 
-        FOR v_key IN
-            SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
-        LOOP
-            PERFORM pg_advisory_xact_lock(v_key);
-        END LOOP;
+    FOR v_key IN
+        SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(v_key);
+    END LOOP;
 
     -- The refunds' originals, read before any row lock: who they moved money between never
     -- changes, and it says which wallets to lock. A captured hold's state is read below.
@@ -281,11 +281,11 @@ BEGIN
     s_count := cardinality(s_op);
     f_count := cardinality(f_key);
 
-        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
-               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
-               coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
-          INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
-          FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
+    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
+           coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
+      INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
+      FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
     r_count := cardinality(r_op);
 
     FOR v_i IN 1 .. v_n LOOP
@@ -300,21 +300,21 @@ BEGIN
         v_lease := p_lease_ids[v_i];
         ord := v_i;
 
-            v_k := array_position(r_op, v_op);
-            IF v_k IS NOT NULL THEN
-                IF r_element[v_k] IS NULL THEN
-                    d_count := d_count + 1;
-                    d_op[d_count] := v_op;
-                    d_hash[d_count] := r_hash[v_k];
-                END IF;
-                outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
-                status := r_status[v_k];
-                reason := r_reason[v_k];
-                fence := r_fence[v_k];
-                wallet_fence := NULL;
-                RETURN NEXT;
-                CONTINUE;
+        v_k := array_position(r_op, v_op);
+        IF v_k IS NOT NULL THEN
+            IF r_element[v_k] IS NULL THEN
+                d_count := d_count + 1;
+                d_op[d_count] := v_op;
+                d_hash[d_count] := r_hash[v_k];
             END IF;
+            outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
+            status := r_status[v_k];
+            reason := r_reason[v_k];
+            fence := r_fence[v_k];
+            wallet_fence := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
 
         v_fi := array_position(w_id, v_from);
         -- The fence guards the wallet the operation debits (for a capture or a void, the hold's
@@ -645,34 +645,34 @@ BEGIN
     -- expiry released here has its own event. A plain INSERT: under the advisory locks
     -- no record of these operations can appear meanwhile, so a unique violation means somebody
     -- skipped the lock, and everything rolls back (as in transfers_decide_batch()).
-        WITH recorded AS (
-            SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
-                   p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
-                   p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
-                   p_lease_ids[t.element] AS lease, t.detail
-              FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
-                   AS t(element, status, reason, to_wallet, amount, original, detail)
-        ), inserted AS (
-            INSERT INTO transfers (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
-                                   currency, status, reason, fence, lease)
-            SELECT d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount,
-                   d.currency, d.status, d.reason, d.fence, d.lease
-              FROM recorded d
-        ), requested AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM recorded d
-             WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
-                      q.amount, q.currency, d.request_hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                     currency, detail)
-        SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
-               d.detail
+    WITH recorded AS (
+        SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
+               p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
+               p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
+               p_lease_ids[t.element] AS lease, t.detail
+          FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
+               AS t(element, status, reason, to_wallet, amount, original, detail)
+    ), inserted AS (
+        INSERT INTO transfers (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
+                               currency, status, reason, fence, lease)
+        SELECT d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount,
+               d.currency, d.status, d.reason, d.fence, d.lease
           FROM recorded d
-        UNION ALL
-        SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
-          FROM requested q WHERE q.request_hash <> q.decided_hash;
+    ), requested AS (
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+          FROM recorded d
+         WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+        RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
+                  q.amount, q.currency, d.request_hash AS decided_hash
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                 currency, detail)
+    SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
+           d.detail
+      FROM recorded d
+    UNION ALL
+    SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
+      FROM requested q WHERE q.request_hash <> q.decided_hash;
     IF x_count > 0 THEN
         INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
                                      currency, detail)

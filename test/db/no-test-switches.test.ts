@@ -17,17 +17,18 @@ import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrations.ts';
 import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
-import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
+import { dropWorkerRole, ensureLoginRole, roleUrl, WORKER_ROLE_SPEC } from '../../src/db/worker-role-grants.ts';
 import { LedgerContractError } from '../../src/errors.ts';
 import { applyPayments as applyPaymentsOf } from '../../src/ledger/apply-payments.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
+import { INVALID_REQUEST_FUNCTION } from '../../src/ledger/undecidable-request.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { applyPayments, said } from '../support/payments.ts';
 import { uniqueName } from '../support/test-db.ts';
 
-/** The migration that took the switches out. */
-const NO_TEST_SWITCHES = '20261216000000_no_test_switches';
+/** The migration that took the switches out (with the decision's edges). */
+const NO_TEST_SWITCHES = '20261217000000_decision_edges';
 const HOLD_EXPIRY_MAX_MS = 604_800_000;
 
 const config = loadConfig();
@@ -154,12 +155,28 @@ describe(`an upgraded database (${NO_TEST_SWITCHES})`, () => {
     expect((await switchableFunctions(url)).length).toBeGreaterThan(0);
     const role = uniqueName('ft_w');
     const password = 'noswitch-worker-password';
-    await ensureWorkerRole(url, role, password, config);
+    // The worker role as the release before made it: without the function this migration adds,
+    // which its re-grant then gives every role that decides.
+    const olderSpec = {
+      ...WORKER_ROLE_SPEC,
+      functions: WORKER_ROLE_SPEC.functions.filter((f) => f !== INVALID_REQUEST_FUNCTION),
+    };
+    await ensureLoginRole(olderSpec, url, role, password, config);
     roles.push({ url, role });
 
     const result = await migrate(url, MIGRATIONS_DIR);
     expect(result.applied).toEqual(fromThisOne);
     expect(await switchableFunctions(url)).toEqual([]);
+    const probe = new pg.Client({ connectionString: url });
+    await probe.connect();
+    const granted = await probe
+      .query<{ ok: boolean }>('SELECT has_function_privilege($1, $2, $3) AS ok', [
+        role,
+        INVALID_REQUEST_FUNCTION,
+        'EXECUTE',
+      ])
+      .finally(() => probe.end());
+    expect(granted.rows[0]?.ok).toBe(true);
 
     const owner = createPrisma({ ...config, databaseUrl: url });
     const asWorker = createPrisma({ ...config, databaseUrl: roleUrl(url, role, password) });

@@ -102,7 +102,7 @@ describe('outcome events: one meaning of from, to and amountMinor for every kind
     // A request given up, and one whose operation was decided straight with another amount.
     await requestTransfer(db.pg, { operationId: 'g1', from: 'w1', to: 'w2', amount: '4' }, AMOUNT_MAX);
     const given = { operationId: 'g1', from: 'w1', to: 'w2', amountMinor: 4n, currency: null };
-    await db.pg.query("SELECT record_transfer_given_up('g1', $1, 'transient_error: attempts ran out')", [
+    await db.pg.query("SELECT record_transfer_given_up('g1', $1, 'transient_error: attempts ran out', 0)", [
       requestHash(given),
     ]);
     await requestTransfer(db.pg, { operationId: 'k1', from: 'w1', to: 'w2', amount: '5' }, AMOUNT_MAX);

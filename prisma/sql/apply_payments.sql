@@ -1,4 +1,6 @@
--- The worker's decision of payments (as apply_transfers()).
+-- The worker's decision of payments: payments_decide_batch() with every check, behind a refusal of
+-- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path
+-- pinned; `npm run db:worker-role` grants it.
 CREATE OR REPLACE FUNCTION "apply_payments"(
     p_kinds              TEXT[],
     p_operation_ids      TEXT[],

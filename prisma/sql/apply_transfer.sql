@@ -1,6 +1,6 @@
--- The single decision, as in the single-decision-plain-insert migration, now closing the request
--- of an operation decided before (the duplicate path) and answering a request of another body
--- with a conflict event. Owner only, as before. Every check always on: no parameter or branch
+-- The single decision: one transfer per call, with the same steps and answers as
+-- transfers_decide_batch() (test/ledger/single-and-batch-agree.test.ts), which the bench's
+-- per-commit anchors and the tests call. Owner only. Every check always on: no parameter or branch
 -- skips one (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "apply_transfer"(
     p_operation_id      TEXT,

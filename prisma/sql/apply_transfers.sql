@@ -1,4 +1,6 @@
--- The worker's decision of transfers, as in the lease-ids migration, refusing those ids.
+-- The worker's decision of transfers: transfers_decide_batch() behind a refusal of ledger-account
+-- ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path pinned;
+-- `npm run db:worker-role` grants it.
 CREATE OR REPLACE FUNCTION "apply_transfers"(
     p_operation_ids  TEXT[],
     p_request_hashes TEXT[],

@@ -1,3 +1,7 @@
+-- The hold sweep: releases up to p_limit active holds past their expiry back to their sources
+-- (each wallet's held into its balance, with the ledger entries of `$expiry:<hold>`), ends them
+-- `expired` and appends an `expired` event per hold; raises, and releases nothing, when it wrote
+-- fewer wallet rows than it releases into. Answers how many it released.
 CREATE OR REPLACE FUNCTION "holds_expire"(p_limit INTEGER DEFAULT 1000) RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE

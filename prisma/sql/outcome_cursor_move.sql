@@ -1,3 +1,5 @@
+-- Moves a cursor forward to p_position (never back, never past the feed's last event); answers
+-- whether it moved.
 CREATE OR REPLACE FUNCTION "outcome_cursor_move"(p_name TEXT, p_position BIGINT) RETURNS BOOLEAN
 LANGUAGE sql
 VOLATILE

@@ -1,4 +1,4 @@
--- The cursor's functions, as in the relay-role migration, each with the name rule. _open makes a
+-- The cursors' functions keep names of one rule (outcome_cursor_name_checked()). _open makes a
 -- cursor at the position before the first event kept (0 on a feed never pruned), at most 8 of the
 -- rule's names (54000 past it), one _open at a time.
 CREATE OR REPLACE FUNCTION "outcome_cursor_open"(p_name TEXT) RETURNS BOOLEAN

@@ -1,3 +1,4 @@
+-- A cursor's position (0 for a cursor never opened), for the relay's gauges.
 CREATE OR REPLACE FUNCTION "outcome_cursor_position"(p_name TEXT) RETURNS BIGINT
 LANGUAGE sql
 STABLE

@@ -1,3 +1,5 @@
+-- A cursor's position, its row locked (FOR UPDATE SKIP LOCKED) until the caller's transaction
+-- ends: no row when another publisher holds it, so one publisher at a time moves it.
 CREATE OR REPLACE FUNCTION "outcome_cursor_take"(p_name TEXT) RETURNS BIGINT
 LANGUAGE sql
 VOLATILE

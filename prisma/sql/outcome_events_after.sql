@@ -1,3 +1,5 @@
+-- The outcome feed after a position: at most p_limit (1-10,000) events in order; FT001 when that
+-- position was pruned.
 CREATE OR REPLACE FUNCTION "outcome_events_after"(p_after BIGINT, p_limit INTEGER DEFAULT 1000)
 RETURNS TABLE (
     "position"     BIGINT,

@@ -1,4 +1,6 @@
--- The sequencer, as in the front-door-edges migration, carrying the new columns.
+-- The sequencer: moves up to p_limit pending events into the feed, numbered with no gap in the
+-- order they become visible; one sequencer at a time (0 when another holds its lock), in READ
+-- COMMITTED only. Answers how many it moved.
 CREATE OR REPLACE FUNCTION "outcome_feed_sequence"(p_limit INTEGER DEFAULT 10000) RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE

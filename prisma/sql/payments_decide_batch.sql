@@ -1,3 +1,10 @@
+-- The decision of payments (hold, capture, void, refund, split) for 1-1,000 operations given as
+-- parallel arrays: every lock up front in one order (advisory locks by key, then the wallets by
+-- id; a hold's payee found only once they are held is locked after them), the records, the fence
+-- and lease of the debited wallet, each kind's checks (docs/reference/outcomes.md, order of
+-- checks), then one write per table: wallets, ledger, holds, split legs, records with their
+-- requests and outcome events. Every check always on: no parameter or branch skips one (the
+-- negative controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "payments_decide_batch"(
     p_kinds              TEXT[],
     p_operation_ids      TEXT[],

@@ -1,3 +1,5 @@
+-- The relay's claim of requests never sent: up to p_limit (1-1,000) open ones, marked sent and
+-- stamped with the claim's UUID, which a give-up by the relay must show (relay_record_given_up()).
 CREATE OR REPLACE FUNCTION "relay_claim_first_sends"(p_limit INTEGER)
 RETURNS TABLE (
     operation_id  TEXT,

@@ -1,3 +1,5 @@
+-- The relay's claim of re-sends: up to p_limit (1-1,000) open requests sent more than
+-- p_due_after_ms ago, oldest first, marked sent again and stamped with the claim's UUID.
 CREATE OR REPLACE FUNCTION "relay_claim_resends"(p_limit INTEGER, p_due_after_ms DOUBLE PRECISION)
 RETURNS TABLE (
     operation_id  TEXT,

@@ -5,8 +5,7 @@
 -- `invalid_request` (a transfers record, decided_at on the request, a 'rejected' event), once. A
 -- body some worker could decide (this worker's TRANSFER_AMOUNT_MAX is merely lower) is left open,
 -- to be given up and redriven once the settings agree.
--- The terminal end of a stored request that no worker can decide (see the header). Returns
--- whether it recorded that now: false when the operation is decided already, has no open
+-- Answers whether it recorded that now: false when the operation is decided already, has no open
 -- request, or its stored body is one some worker could decide.
 CREATE OR REPLACE FUNCTION "request_decide_invalid"(p_operation_id TEXT) RETURNS BOOLEAN
 LANGUAGE plpgsql

@@ -1,5 +1,6 @@
--- The intake for every kind, as in the payments migration, checked by the one rule before
--- anything is read from the body; p_hold_expiry_max_ms NULL is the largest HOLD_EXPIRY_MAX_MS.
+-- The intake for every kind: checks the wire object by the one rule (request_operation_problem()),
+-- then stores it under the operation's advisory lock, or answers from the record or the request
+-- already there. p_hold_expiry_max_ms NULL is the largest HOLD_EXPIRY_MAX_MS.
 CREATE OR REPLACE FUNCTION "request_operation"(p_body JSONB, p_hold_expiry_max_ms BIGINT DEFAULT 604800000) RETURNS TEXT
 LANGUAGE plpgsql
 VOLATILE

@@ -1,5 +1,5 @@
--- A transfer's request, as in the front-door-edges migration, checked by the one rule: its
--- arguments are the wire object's fields (a NULL one is an absent one, refused where required).
+-- A transfer's request: its arguments are the wire object's fields (a NULL one is an absent one,
+-- refused where required), checked by the one rule (request_operation_problem()).
 CREATE OR REPLACE FUNCTION "request_transfer"(
     p_operation_id TEXT,
     p_from         TEXT,

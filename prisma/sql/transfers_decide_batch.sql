@@ -1,6 +1,9 @@
--- The batched decision, as in the batch-decision-plain-insert migration, with the same two
--- additions as apply_transfer() above. Every check always on: no parameter or branch skips one
--- (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
+-- The decision of 1-1,000 transfers given as parallel arrays (one token and one lease id each):
+-- every lock up front in one order, the records, the fence and lease of the source, the checks
+-- (same_wallet, unknown_wallet, currency_mismatch, insufficient_funds), then one write per table:
+-- wallets (every row it moved, or nothing commits), ledger, records with their requests and
+-- outcome events. Every check always on: no parameter or branch skips one (the negative
+-- controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "transfers_decide_batch"(
     p_operation_ids     TEXT[],
     p_request_hashes    TEXT[],

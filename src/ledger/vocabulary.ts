@@ -83,6 +83,16 @@ export interface CheckStep {
   readonly when: string;
 }
 
+/** What a capture and a void both check, in order, before a capture checks its amount. */
+const HOLD_ENDING_CHECKS: readonly CheckStep[] = [
+  { reason: 'hold_rejected', when: 'no hold row, the hold recorded rejected' },
+  { reason: 'hold_not_found', when: 'no hold row otherwise' },
+  { reason: 'wallet_mismatch', when: "`from` against the hold's source" },
+  { reason: 'hold_already_captured', when: "the hold's state" },
+  { reason: 'hold_already_voided', when: "the hold's state" },
+  { reason: 'hold_expired', when: "the hold's state or its expiry (releasing it when still active)" },
+];
+
 /**
  * Each kind's checks in the order its decision makes them; the first that fails is the answer.
  * Read off transfers_decide_batch.sql (and apply_transfer.sql) and payments_decide_batch.sql;
@@ -104,23 +114,8 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
     { reason: 'expiry_out_of_range', when: 'the expiry against the clock and HOLD_EXPIRY_MAX_MS' },
     { reason: 'insufficient_funds', when: "`from`'s balance" },
   ],
-  capture: [
-    { reason: 'hold_rejected', when: 'no hold row, the hold recorded rejected' },
-    { reason: 'hold_not_found', when: 'no hold row otherwise' },
-    { reason: 'wallet_mismatch', when: "`from` against the hold's source" },
-    { reason: 'hold_already_captured', when: "the hold's state" },
-    { reason: 'hold_already_voided', when: "the hold's state" },
-    { reason: 'hold_expired', when: "the hold's state or its expiry (releasing it when still active)" },
-    { reason: 'exceeds_hold_amount', when: 'the amount against the held amount' },
-  ],
-  void: [
-    { reason: 'hold_rejected', when: 'no hold row, the hold recorded rejected' },
-    { reason: 'hold_not_found', when: 'no hold row otherwise' },
-    { reason: 'wallet_mismatch', when: "`from` against the hold's source" },
-    { reason: 'hold_already_captured', when: "the hold's state" },
-    { reason: 'hold_already_voided', when: "the hold's state" },
-    { reason: 'hold_expired', when: "the hold's state or its expiry (releasing it when still active)" },
-  ],
+  capture: [...HOLD_ENDING_CHECKS, { reason: 'exceeds_hold_amount', when: 'the amount against the held amount' }],
+  void: HOLD_ENDING_CHECKS,
   refund: [
     { reason: 'original_not_found', when: 'no record of the original' },
     { reason: 'original_not_refundable', when: 'rejected, of another kind, or a hold not captured' },

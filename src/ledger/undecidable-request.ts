@@ -1,8 +1,9 @@
 // The terminal end of an intake request that no worker can decide: its stored body is outside the
 // wire format at the widest settings (stored before the intake refused such bodies, issue 41). A
-// worker that refuses a job as invalid asks request_decide_invalid() (the intake-one-rule
-// migration) to record it rejected `invalid_request`, so it is answered once in the feed and never
-// sent again, instead of failing, being given up and coming back after every redrive.
+// worker that refuses a job as invalid asks request_decide_invalid()
+// (prisma/sql/request_decide_invalid.sql) to record it rejected `invalid_request`, so it is
+// answered once in the feed and never sent again, instead of failing, being given up and coming
+// back after every redrive.
 import type { PrismaClient } from '../db/prisma.ts';
 import type { TransferOutcome } from './outcome.ts';
 import { ID_PATTERN } from './transfer-request.ts';

@@ -1,7 +1,7 @@
 // The wire format's limits, declared once. The worker's validation (transfer-request.ts) reads
-// them; the intake's SQL (request_operation() and request_transfer(), the intake-one-rule
-// migration) enforces the same numbers, and test/intake/one-rule.test.ts runs one table of bodies
-// through both, body by body, built from these values: a limit changed on one side only fails it.
+// them; the intake's SQL (prisma/sql/request_operation_problem.sql) enforces the same numbers,
+// and test/intake/one-rule.test.ts runs one table of bodies through both, body by body, built
+// from these values: a limit changed on one side only fails it.
 import { SETTINGS } from '../config/settings.ts';
 
 export const WIRE_LIMITS = {

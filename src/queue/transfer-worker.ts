@@ -722,6 +722,7 @@ export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, r
     return false;
   }
   const r = valid.request;
+  const hash = requestHash(r);
   const fields = { jobId: job.id, operationId: r.operationId };
   const triesMax = Math.max(1, retry?.triesMax ?? 1);
   let lastError: unknown = null;
@@ -737,7 +738,7 @@ export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, r
     }
     let sendCount: number | null;
     try {
-      sendCount = await giveUpSendCount(deps, r.operationId, requestHash(r));
+      sendCount = await giveUpSendCount(deps, r.operationId, hash);
     } catch (err) {
       lastError = err;
       logGiveUpRetry(deps, fields, err, tried, triesMax);
@@ -765,7 +766,7 @@ export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, r
       const rows = await deps.prisma.$queryRawUnsafe<{ recorded: boolean }[]>(
         'SELECT record_transfer_given_up($1, $2, $3, $4::integer) AS recorded',
         r.operationId,
-        requestHash(r),
+        hash,
         reason,
         sendCount,
       );

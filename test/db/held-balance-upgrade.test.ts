@@ -30,7 +30,7 @@ afterAll(async () => {
 describe(`migration ${HELD_BALANCE}`, () => {
   it("moves every holding wallet's balance into its wallet's held and drops the rows", async () => {
     // The schema as it was before: every migration up to the payments'. The later ones go too:
-    // they may redefine a function over the held column (the no-test-switches migration does).
+    // they may redefine a function over the held column (the decision-edges migration does).
     cpSync(MIGRATIONS_DIR, before, { recursive: true });
     const fromHeldBalance = readdirSync(before)
       .filter((name) => /^\d{14}_/.test(name) && name >= HELD_BALANCE)

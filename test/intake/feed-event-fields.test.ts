@@ -4,7 +4,7 @@
 // for), `amountMinor` what moved. One operation of every kind is decided in SQL, as the worker and
 // the sweep decide it, and the feed is read against the per-kind table of the wire format
 // (docs/reference/wire-format.md#who-is-debited-and-who-is-credited). A hold's expiresAt keeps
-// the database's microseconds. Before the pay-feed migration an `expired` event named the hold's
+// the database's microseconds. Before the decision-edges migration an `expired` event named the hold's
 // payee in `to`, a void named nobody, and expiresAt was cut to the millisecond.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { requestTransfer } from '../../src/intake/intake.ts';

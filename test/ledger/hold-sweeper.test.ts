@@ -3,7 +3,7 @@
 // they differ, so its statement rolls back and nothing is half-released (a hold marked expired,
 // its entries and its event written, its money still held). The fault: a trigger that makes one
 // source's row unreachable to the update, in this test's private database only. Before the
-// pay-feed migration the sweep answered 1 and left the hold expired with its money held.
+// decision-edges migration the sweep answered 1 and left the hold expired with its money held.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { serverErrorOf } from '../../src/db/database-errors.ts';
 import { expireHolds } from '../../src/ledger/hold-sweeper.ts';

@@ -21,7 +21,7 @@ CREATE FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
-    SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
         p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
      WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
 $$;
@@ -36,10 +36,12 @@ CREATE FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, 
 DECLARE
     v_existing   RECORD;
     v_wallet     RECORD;
-    v_from       RECORD;
-    v_to         RECORD;
-    v_found_from BOOLEAN := FALSE;
-    v_found_to   BOOLEAN := FALSE;
+    -- The two wallets' rows (currency NULL: no row).
+    v_from_currency TEXT;
+    v_from_balance  BIGINT;
+    v_from_fence    BIGINT;
+    v_from_lease    UUID;
+    v_to_currency   TEXT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
@@ -72,9 +74,7 @@ BEGIN
             INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
             VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
         END IF;
-        RETURN QUERY SELECT
-            CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
-            v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
+        RETURN QUERY SELECT decision_answer(v_existing.request_hash::TEXT, p_request_hash), v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
         RETURN;
     END IF;
 
@@ -82,42 +82,30 @@ BEGIN
         SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease
           FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
     LOOP
-        IF v_wallet.id = p_from THEN v_from := v_wallet; v_found_from := TRUE; END IF;
-        IF v_wallet.id = p_to THEN v_to := v_wallet; v_found_to := TRUE; END IF;
+        IF v_wallet.id = p_from THEN
+            v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance;
+            v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
+        END IF;
+        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; END IF;
     END LOOP;
 
-    -- The fence guards the source wallet only; an equal token passes only for the lease that set
-    -- it (the lease-ids migration).
-    -- (Nested: PL/pgSQL evaluates a record's fields even behind a false AND.)
-    IF v_found_from THEN
-        IF v_from.last_fence > p_fence
-           OR (v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
-            RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from.last_fence;
-            RETURN;
-        END IF;
+    IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
+        RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from_fence;
+        RETURN;
     END IF;
-
-    IF p_from = p_to THEN
-        v_reason := 'same_wallet';
-    ELSIF NOT v_found_from OR NOT v_found_to THEN
-        v_reason := 'unknown_wallet';
-    ELSIF v_from.currency <> v_to.currency OR (p_currency IS NOT NULL AND p_currency <> v_from.currency) THEN
-        v_reason := 'currency_mismatch';
-    ELSIF v_from.balance < p_amount THEN
-        v_reason := 'insufficient_funds';
-    END IF;
+    v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency, v_from_balance, p_amount);
     v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
 
-    IF v_found_from THEN
+    IF v_from_currency IS NOT NULL THEN
         -- Every decision under our token raises the source's fence, refusals included; the lease
         -- that holds the fence is recorded with it. An applied transfer moves both balances in
         -- the same statement: one row-update pass, one evaluation of the wallets' CHECK
         -- constraints (which PostgreSQL compiles afresh for every statement that writes a row).
-        v_fence_after := GREATEST(v_from.last_fence, p_fence);
+        v_fence_after := GREATEST(v_from_fence, p_fence);
         IF v_reason IS NULL THEN
             UPDATE wallets
                SET last_fence = CASE WHEN id = p_from THEN v_fence_after ELSE last_fence END,
-                   last_lease = CASE WHEN id = p_from AND p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   last_lease = CASE WHEN id = p_from AND p_fence >= v_from_fence THEN p_lease_id ELSE last_lease END,
                    balance = balance + CASE WHEN id = p_from THEN -p_amount ELSE p_amount END,
                    updated_at = CURRENT_TIMESTAMP
              WHERE id IN (p_from, p_to);
@@ -129,7 +117,7 @@ BEGIN
         ELSE
             UPDATE wallets
                SET last_fence = v_fence_after,
-                   last_lease = CASE WHEN p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   last_lease = CASE WHEN p_fence >= v_from_fence THEN p_lease_id ELSE last_lease END,
                    updated_at = CURRENT_TIMESTAMP
              WHERE id = p_from;
         END IF;
@@ -180,9 +168,701 @@ CREATE FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes 
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
-      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-                                  p_currencies, p_fences, p_lease_ids) b
+      FROM decide_batch(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_operation_ids,
+                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies,
+                        array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                        array_fill(NULL::BIGINT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                        array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                        array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_fences, p_lease_ids, 1) b
      WHERE decision_wallet_ids_checked(p_froms || p_tos);
+$$;
+
+--
+-- Name: decide_batch(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $_$
+DECLARE
+    v_n        INTEGER := coalesce(cardinality(p_operation_ids), 0);
+    v_names    BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
+    v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ;
+    -- The locked wallets, by id, as the batch's decisions leave them.
+    w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[];
+    w_touched  BOOLEAN[];
+    -- The holds named (h_read of them), then those placed here; which of the named ended here.
+    h_id TEXT[]; h holds[]; h_read INTEGER; h_ended BOOLEAN[];
+    -- Originals named (records read, then those decided here when the batch names any), split legs
+    -- (s_read read, then those placed here), what was refunded per original and payer.
+    o_id TEXT[]; o transfers[]; o_count INTEGER; s split_legs[]; s_read INTEGER; f_key TEXT[]; f_sum BIGINT[];
+    -- Records found, then decided here (r_element: the element; NULL for a record found).
+    r_op TEXT[]; r_hash TEXT[]; r_status TEXT[]; r_reason TEXT[]; r_fence BIGINT[]; r_element INTEGER[]; r_count INTEGER;
+    -- What each element decided here records (status NULL: answered from a record, or stale).
+    e_status TEXT[] := array_fill(NULL::TEXT, ARRAY[v_n]); e_reason TEXT[] := e_status; e_to TEXT[] := e_status;
+    e_amount BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_n]); e_detail JSONB[] := array_fill(NULL::JSONB, ARRAY[v_n]);
+    -- Ledger entries in decision order; holds released at expiry; requests to close.
+    l_op TEXT[] := '{}'; l_wallet TEXT[] := '{}'; l_amount BIGINT[] := '{}'; l_fence BIGINT[] := '{}'; l_lease UUID[] := '{}';
+    l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
+    -- One operation, and its kind's verdict.
+    v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
+    v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
+    v RECORD;
+BEGIN
+    v_n := decision_arguments_checked(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms);
+    v_j := decision_operations_locked(p_operation_ids);
+    v := decision_state_read(p_kinds, p_froms, p_tos, p_refs, p_legs);
+    w_id := v.w_id; w_currency := v.w_currency; w_balance := v.w_balance; w_held := v.w_held; w_fence := v.w_fence;
+    w_lease := v.w_lease; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
+    v := decision_records_found(p_operation_ids);
+    r_op := v.r_op; r_hash := v.r_hash; r_status := v.r_status; r_reason := v.r_reason; r_fence := v.r_fence;
+    w_touched := array_fill(FALSE, ARRAY[cardinality(w_id)]);
+    h_read := cardinality(h); h_ended := array_fill(FALSE, ARRAY[h_read]); s_read := cardinality(s);
+    o_count := cardinality(o); r_count := cardinality(r_op); r_element := array_fill(NULL::INTEGER, ARRAY[r_count]);
+    -- Expiries are judged once every lock is held: a capture that waited past its hold's expiry is refused.
+    v_now := clock_timestamp();
+    v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
+
+    FOR v_i IN 1 .. v_n LOOP
+        v_kind := p_kinds[v_i]; v_op := p_operation_ids[v_i]; v_from := p_froms[v_i]; v_ref := p_refs[v_i];
+        v_fence := p_fences[v_i]; v_lease := p_lease_ids[v_i]; ord := v_i;
+        v_k := array_position(r_op, v_op);
+        IF v_k IS NOT NULL THEN
+            -- Decided before this batch: the operation's open request is closed with it.
+            IF r_element[v_k] IS NULL THEN d_op := d_op || v_op; d_hash := d_hash || r_hash[v_k]; END IF;
+            outcome := decision_answer(r_hash[v_k], p_request_hashes[v_i]);
+            status := r_status[v_k]; reason := r_reason[v_k]; fence := r_fence[v_k]; wallet_fence := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        v_fi := array_position(w_id, v_from);
+        IF decision_stale(w_fence[v_fi], w_lease[v_fi], v_fence, v_lease) THEN
+            outcome := 'stale_fence'; status := NULL; reason := NULL; fence := NULL; wallet_fence := w_fence[v_fi];
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+
+        v_ti := array_position(w_id, p_tos[v_i]);
+        IF v_kind IN ('transfer', 'hold') THEN
+            v := decision_moved(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], w_currency[v_fi],
+                     w_currency[v_ti], w_balance[v_fi],
+                     coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
+        ELSE
+            v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
+                     v_now, w_id, w_currency, w_balance, h_id, h, o_id, o, s, f_key, f_sum);
+        END IF;
+        v_entries := CASE WHEN v.expiry_released THEN '$expiry:' || v_ref ELSE v_op END;
+        FOR v_j IN 1 .. coalesce(cardinality(v.wallets), 0) LOOP
+            v_wallet := v.wallets[v_j];
+            v_w := CASE WHEN v_wallet IN (v_from, '$held:' || v_from) THEN v_fi WHEN v_wallet = p_tos[v_i] THEN v_ti
+                        ELSE array_position(w_id, v_wallet) END;
+            IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j];
+            ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; END IF;
+            w_touched[v_w] := TRUE;
+            l_count := l_count + 1;
+            l_op[l_count] := v_entries; l_wallet[l_count] := v_wallet; l_amount[l_count] := v.amounts[v_j];
+            l_fence[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_fence END;
+            l_lease[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_lease END;
+        END LOOP;
+        IF v_kind = 'hold' AND v.reason IS NULL THEN
+            h_id := h_id || v_op; h := h || v.hold;
+        ELSIF v_kind IN ('capture', 'void') AND (v.reason IS NULL OR v.expiry_released) THEN
+            v_k := array_position(h_id, v_ref);
+            h[v_k] := v.hold;
+            h_ended[v_k] := v_k <= h_read;
+            IF v.expiry_released THEN x_hold := x_hold || v_ref; END IF;
+        ELSIF v_kind = 'refund' AND v.reason IS NULL THEN
+            v_f := array_position(f_key, v_ref || E'\n' || v_from);
+            IF v_f IS NULL THEN f_key := f_key || (v_ref || E'\n' || v_from); f_sum := f_sum || v.amount;
+            ELSE f_sum[v_f] := f_sum[v_f] + v.amount; END IF;
+        ELSIF v_kind = 'split' AND v.reason IS NULL THEN
+            FOR v_j IN 2 .. cardinality(v.wallets) LOOP
+                s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j])::split_legs;
+            END LOOP;
+        END IF;
+        IF v_fi IS NOT NULL THEN
+            -- Every decision under our token raises the source's fence, refusals included.
+            IF v_fence >= w_fence[v_fi] THEN w_fence[v_fi] := v_fence; w_lease[v_fi] := v_lease; END IF;
+            w_touched[v_fi] := TRUE;
+        END IF;
+
+        status := CASE WHEN v.reason IS NULL THEN 'applied' ELSE 'rejected' END;
+        r_count := r_count + 1; r_op[r_count] := v_op; r_hash[r_count] := p_request_hashes[v_i];
+        r_status[r_count] := status; r_reason[r_count] := v.reason; r_fence[r_count] := v_fence; r_element[r_count] := v_i;
+        e_status[v_i] := status; e_reason[v_i] := v.reason; e_to[v_i] := v.credited; e_amount[v_i] := v.amount;
+        e_detail[v_i] := v.detail;
+        IF v_names THEN
+            o_count := o_count + 1; o_id[o_count] := v_op;
+            o[o_count] := ROW(v_op, p_request_hashes[v_i], v_from, v.credited, v.amount, p_currencies[v_i], status,
+                              v.reason, v_fence, NULL, v_lease, v_kind, NULL)::transfers;
+        END IF;
+        outcome := status; reason := v.reason; fence := v_fence; wallet_fence := w_fence[v_fi];
+        RETURN NEXT;
+    END LOOP;
+
+    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_touched, l_op, l_wallet, l_amount, l_fence,
+                             l_lease, h, h_read, h_ended, s, s_read);
+    v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
+                              p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
+END;
+$_$;
+
+--
+-- Name: decision_answer(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_answer(p_record_hash text, p_request_hash text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN p_record_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END
+$$;
+
+--
+-- Name: decision_arguments_checked(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_arguments_checked(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    c_batch_max CONSTANT INTEGER := 1000;
+    v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
+    v_kind      TEXT;
+BEGIN
+    IF v_n < 1 OR v_n > c_batch_max THEN
+        RAISE EXCEPTION 'decision: between 1 and % operations per call, got %', c_batch_max, v_n
+            USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(cardinality(p_kinds), -1) <> v_n OR coalesce(cardinality(p_request_hashes), -1) <> v_n
+       OR coalesce(cardinality(p_froms), -1) <> v_n OR coalesce(cardinality(p_tos), -1) <> v_n
+       OR coalesce(cardinality(p_amounts), -1) <> v_n OR coalesce(cardinality(p_currencies), -1) <> v_n
+       OR coalesce(cardinality(p_refs), -1) <> v_n OR coalesce(cardinality(p_expires_in_ms), -1) <> v_n
+       OR coalesce(cardinality(p_expires_at), -1) <> v_n OR coalesce(cardinality(p_legs), -1) <> v_n
+       OR coalesce(cardinality(p_fences), -1) <> v_n OR coalesce(cardinality(p_lease_ids), -1) <> v_n THEN
+        RAISE EXCEPTION 'decision: the arrays must all have % elements', v_n USING ERRCODE = '22023';
+    END IF;
+    IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
+       OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
+       OR array_position(p_lease_ids, NULL) IS NOT NULL OR p_hold_expiry_max_ms IS NULL OR p_hold_expiry_max_ms < 1
+       OR (0 < ALL (p_amounts)) IS FALSE OR (1 <= ALL (p_fences)) IS FALSE THEN
+        RAISE EXCEPTION 'decision: ids, hashes, sources and leases must be given, amounts and fences positive'
+            USING ERRCODE = '22023';
+    END IF;
+    IF 'transfer' = ALL (p_kinds) AND array_position(p_tos, NULL) IS NULL AND array_position(p_amounts, NULL) IS NULL THEN
+        RETURN v_n;
+    END IF;
+    FOR v_i IN 1 .. v_n LOOP
+        v_kind := p_kinds[v_i];
+        IF v_kind IS NULL OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split')
+           OR (v_kind IN ('transfer', 'hold') AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL))
+           OR (v_kind = 'hold' AND (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL))
+           OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)
+           OR (v_kind = 'split' AND (jsonb_typeof(p_legs[v_i]) IS DISTINCT FROM 'array'
+                                     OR jsonb_array_length(p_legs[v_i]) NOT BETWEEN 2 AND 16)) THEN
+            RAISE EXCEPTION 'decision: element % is not a whole transfer, hold, capture, void, refund or split', v_i
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    RETURN v_n;
+END;
+$$;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: holds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.holds (
+    hold_id text NOT NULL,
+    from_wallet text NOT NULL,
+    to_wallet text NOT NULL,
+    amount bigint NOT NULL,
+    currency character(3),
+    expires_at timestamp(6) with time zone NOT NULL,
+    state text DEFAULT 'active'::text NOT NULL,
+    captured bigint DEFAULT 0 NOT NULL,
+    released bigint DEFAULT 0 NOT NULL,
+    ended_by text,
+    ended_at timestamp(6) with time zone,
+    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    CONSTRAINT holds_amount_positive CHECK ((amount > 0)),
+    CONSTRAINT holds_ended_once CHECK ((((state = 'active'::text) AND (captured = 0) AND (released = 0) AND (ended_at IS NULL) AND (ended_by IS NULL)) OR ((state <> 'active'::text) AND (captured >= 0) AND (released >= 0) AND ((captured + released) = amount) AND (ended_at IS NOT NULL) AND ((state = 'expired'::text) = (ended_by IS NULL))))),
+    CONSTRAINT holds_state_known CHECK ((state = ANY (ARRAY['active'::text, 'captured'::text, 'voided'::text, 'expired'::text])))
+);
+
+--
+-- Name: transfers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.transfers (
+    operation_id text NOT NULL,
+    request_hash character(64) NOT NULL,
+    from_wallet text NOT NULL,
+    to_wallet text,
+    amount bigint,
+    currency character(3),
+    status text NOT NULL,
+    reason text,
+    fence bigint NOT NULL,
+    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    lease uuid,
+    kind text DEFAULT 'transfer'::text NOT NULL,
+    original_id text,
+    CONSTRAINT transfers_amount_positive CHECK ((amount > 0)),
+    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
+    CONSTRAINT transfers_original_by_kind CHECK (((kind = ANY (ARRAY['capture'::text, 'void'::text, 'refund'::text])) = (original_id IS NOT NULL))),
+    CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text]))))),
+    CONSTRAINT transfers_status_known CHECK ((status = ANY (ARRAY['applied'::text, 'rejected'::text]))),
+    CONSTRAINT transfers_transfer_complete CHECK (((kind <> 'transfer'::text) OR ((to_wallet IS NOT NULL) AND (amount IS NOT NULL))))
+);
+
+--
+-- Name: decision_hold_ended(text, text, text, text, bigint, public.holds, public.transfers, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_hold_ended(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_hold public.holds, p_original public.transfers, p_now timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    v_rest BIGINT;
+BEGIN
+    amount := p_amount;
+    credited := CASE WHEN p_kind = 'void' THEN p_from ELSE p_to END;
+    hold := p_hold;
+    expiry_released := FALSE;
+    IF p_hold.hold_id IS NULL AND p_original.kind = 'hold' AND p_original.status = 'rejected' THEN
+        reason := 'hold_rejected';
+    ELSIF p_hold.hold_id IS NULL THEN
+        reason := 'hold_not_found';
+    ELSIF p_hold.from_wallet <> p_from THEN
+        reason := 'wallet_mismatch';
+    ELSIF p_hold.state = 'captured' THEN
+        reason := 'hold_already_captured';
+    ELSIF p_hold.state = 'voided' THEN
+        reason := 'hold_already_voided';
+    ELSIF p_hold.state = 'expired' OR p_hold.expires_at <= p_now THEN
+        reason := 'hold_expired';
+        IF p_hold.state = 'active' THEN
+            wallets := ARRAY['$held:' || p_hold.from_wallet, p_hold.from_wallet];
+            amounts := ARRAY[-p_hold.amount, p_hold.amount];
+            hold.state := 'expired';
+            hold.released := p_hold.amount;
+            hold.ended_at := p_now;
+            expiry_released := TRUE;
+        END IF;
+    ELSIF p_kind = 'capture' AND coalesce(p_amount, p_hold.amount) > p_hold.amount THEN
+        reason := 'exceeds_hold_amount';
+    ELSE
+        amount := CASE WHEN p_kind = 'capture' THEN coalesce(p_amount, p_hold.amount) ELSE p_hold.amount END;
+        v_rest := p_hold.amount - CASE WHEN p_kind = 'capture' THEN amount ELSE 0 END;
+        wallets := ARRAY['$held:' || p_from];
+        amounts := ARRAY[-p_hold.amount];
+        IF p_kind = 'capture' THEN
+            credited := p_hold.to_wallet;
+            wallets := wallets || p_hold.to_wallet;
+            amounts := amounts || amount;
+            detail := jsonb_build_object('released', v_rest::TEXT);
+        END IF;
+        IF v_rest > 0 THEN
+            wallets := wallets || p_from;
+            amounts := amounts || v_rest;
+        END IF;
+        hold.state := CASE WHEN p_kind = 'capture' THEN 'captured' ELSE 'voided' END;
+        hold.captured := CASE WHEN p_kind = 'capture' THEN amount ELSE 0 END;
+        hold.released := v_rest;
+        hold.ended_by := p_op;
+        hold.ended_at := p_now;
+    END IF;
+END;
+$_$;
+
+--
+-- Name: decision_moved(text, text, text, text, bigint, text, text, text, bigint, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_moved(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_from_currency text, p_to_currency text, p_balance bigint, p_expires timestamp with time zone, p_now timestamp with time zone, p_latest timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+BEGIN
+    expiry_released := FALSE;
+    amount := p_amount;
+    credited := p_to;
+    IF p_kind = 'transfer' THEN
+        reason := decision_refusal(p_from, p_to, p_from_currency, p_to_currency, p_currency, p_balance, p_amount);
+        IF reason IS NULL THEN
+            wallets := ARRAY[p_from, p_to];
+            amounts := ARRAY[-p_amount, p_amount];
+        END IF;
+        RETURN;
+    END IF;
+    reason := decision_refusal(p_from, p_to, p_from_currency, p_to_currency, p_currency, p_balance, p_amount,
+                               CASE WHEN p_expires <= p_now OR p_expires > p_latest THEN 'expiry_out_of_range' END);
+    IF reason IS NULL THEN
+        wallets := ARRAY[p_from, '$held:' || p_from];
+        amounts := ARRAY[-p_amount, p_amount];
+        hold := ROW(p_op, p_from, p_to, p_amount, p_currency, p_expires, 'active', 0, 0, NULL, NULL, NULL)::holds;
+        detail := jsonb_build_object('expiresAt', to_char(p_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+    END IF;
+END;
+$_$;
+
+--
+-- Name: decision_operations_locked(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_operations_locked(p_operation_ids text[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_key   BIGINT;
+    v_count INTEGER := 0;
+BEGIN
+    FOR v_key IN
+        SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(v_key);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END;
+$$;
+
+--
+-- Name: decision_recorded(text[], text[], text[], text[], text[], text[], bigint[], uuid[], text[], text[], text[], bigint[], jsonb[], text[], text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+DECLARE
+    v_events INTEGER;
+BEGIN
+    WITH recorded AS (
+        SELECT p_operation_ids[i] AS operation_id, p_request_hashes[i] AS request_hash, p_kinds[i] AS kind,
+               CASE WHEN p_kinds[i] IN ('capture', 'void', 'refund') THEN p_refs[i] END AS original,
+               p_froms[i] AS from_wallet, p_credited[i] AS to_wallet, p_recorded_amounts[i] AS amount,
+               p_currencies[i] AS currency, p_statuses[i] AS status, p_reasons[i] AS reason, p_fences[i] AS fence,
+               p_lease_ids[i] AS lease, p_details[i] AS detail, i AS element
+          FROM generate_subscripts(p_statuses, 1) i
+         WHERE p_statuses[i] IS NOT NULL
+    ), inserted AS (
+        INSERT INTO transfers (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
+                               currency, status, reason, fence, lease)
+        SELECT d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount,
+               d.currency, d.status, d.reason, d.fence, d.lease
+          FROM recorded d
+    ), requested AS (
+        UPDATE transfer_requests q SET decided_at = clock_timestamp()
+          FROM recorded d
+         WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
+        RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
+                  q.amount, q.currency, d.request_hash AS decided_hash
+    )
+    INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                 currency, detail)
+    SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
+           d.detail
+      FROM recorded d
+    UNION ALL
+    SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
+      FROM requested q WHERE q.request_hash <> q.decided_hash;
+    GET DIAGNOSTICS v_events = ROW_COUNT;
+
+    IF cardinality(p_expired) > 0 THEN
+        -- The release credits the source, as the sweep's does (holds_expire()).
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.from_wallet, h.amount, h.currency, NULL
+          FROM holds h WHERE h.hold_id = ANY (p_expired);
+    END IF;
+    -- Requests of operations decided before this batch (through the other door while the request
+    -- was open, or a request sent again after its decision) are decided too; one that asked for
+    -- another body than the record's gets its conflict event. Only batches with such answers pay.
+    IF cardinality(p_closed_ops) > 0 THEN
+        WITH closed AS (
+            UPDATE transfer_requests q SET decided_at = clock_timestamp()
+              FROM (SELECT DISTINCT x.op, x.hash FROM unnest(p_closed_ops, p_closed_hashes) AS x(op, hash)) d
+             WHERE q.operation_id = d.op AND q.decided_at IS NULL
+            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
+                      q.amount, q.currency, d.hash AS decided_hash
+        )
+        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
+                                     currency, detail)
+        SELECT c.operation_id, 'conflict', NULL, c.kind, NULL, c.from_wallet, c.to_wallet, c.amount, c.currency, c.body
+          FROM closed c WHERE c.request_hash <> c.decided_hash;
+    END IF;
+    RETURN v_events;
+END;
+$$;
+
+--
+-- Name: decision_records_found(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_records_found(p_operation_ids text[], OUT r_op text[], OUT r_hash text[], OUT r_status text[], OUT r_reason text[], OUT r_fence bigint[]) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+BEGIN
+    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
+           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'), coalesce(array_agg(t.fence), '{}')
+      INTO r_op, r_hash, r_status, r_reason, r_fence
+      FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
+END;
+$$;
+
+--
+-- Name: decision_refunded(text, text, bigint, public.transfers, public.holds, bigint, bigint, text, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_refunded(p_from text, p_to text, p_amount bigint, p_original public.transfers, p_hold public.holds, p_leg_amount bigint, p_refunded bigint, p_from_currency text, p_payee_currency text, p_balance bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    v_limit  BIGINT;
+    v_left   BIGINT;
+    v_moved  BIGINT;
+BEGIN
+    expiry_released := FALSE;
+    amount := p_amount;
+    credited := p_to;
+    IF p_original.operation_id IS NULL THEN
+        reason := 'original_not_found';
+    ELSIF p_original.status <> 'applied' OR p_original.kind NOT IN ('transfer', 'hold', 'split') THEN
+        reason := 'original_not_refundable';
+    ELSIF p_original.kind = 'transfer' THEN
+        IF p_original.to_wallet <> p_from THEN reason := 'wallet_mismatch'; ELSE v_limit := p_original.amount; END IF;
+    ELSIF p_original.kind = 'hold' THEN
+        IF p_hold.hold_id IS NULL OR p_hold.state <> 'captured' THEN
+            reason := 'original_not_refundable';
+        ELSIF p_hold.to_wallet <> p_from THEN
+            reason := 'wallet_mismatch';
+        ELSE
+            v_limit := p_hold.captured;
+        END IF;
+    ELSIF p_leg_amount IS NULL THEN
+        reason := 'wallet_mismatch';
+    ELSE
+        v_limit := p_leg_amount;
+    END IF;
+    IF reason IS NOT NULL THEN
+        RETURN;
+    END IF;
+    credited := p_original.from_wallet;
+    v_left := v_limit - coalesce(p_refunded, 0);
+    v_moved := coalesce(p_amount, v_left);
+    -- The original checked the wallets' currencies and that they differ: a refund checks only that
+    -- both still exist and the funds.
+    IF v_moved > v_left OR v_moved <= 0 THEN
+        reason := 'refund_exceeds_original';
+    ELSIF p_from_currency IS NULL OR p_payee_currency IS NULL THEN
+        reason := 'unknown_wallet';
+    ELSIF p_balance < v_moved THEN
+        reason := 'insufficient_funds';
+    END IF;
+    IF reason IS NULL THEN
+        amount := v_moved;
+        wallets := ARRAY[p_from, credited];
+        amounts := ARRAY[-v_moved, v_moved];
+    END IF;
+END;
+$$;
+
+--
+-- Name: decision_refusal(text, text, text, text, text, bigint, bigint, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_refusal(p_from text, p_to text, p_from_currency text, p_to_currency text, p_currency text, p_balance bigint, p_amount bigint, p_kind_refusal text DEFAULT NULL::text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE
+        WHEN p_from = p_to THEN 'same_wallet'
+        WHEN p_from_currency IS NULL OR p_to_currency IS NULL THEN 'unknown_wallet'
+        WHEN p_from_currency <> p_to_currency OR p_currency <> p_from_currency THEN 'currency_mismatch'
+        WHEN p_kind_refusal IS NOT NULL THEN p_kind_refusal
+        WHEN p_balance < p_amount THEN 'insufficient_funds'
+    END
+$$;
+
+--
+-- Name: decision_split(text, text, bigint, text, jsonb, text[], text[], bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_split(p_op text, p_from text, p_amount bigint, p_currency text, p_legs jsonb, p_wallet_ids text[], p_currencies text[], p_balance bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    v_leg    JSONB;
+    v_to     TEXT;
+    v_total  BIGINT := 0;
+    v_from_currency TEXT := p_currencies[array_position(p_wallet_ids, p_from)];
+BEGIN
+    expiry_released := FALSE;
+    wallets := ARRAY[p_from];
+    amounts := ARRAY[NULL::BIGINT];
+    FOR v_leg IN SELECT l FROM jsonb_array_elements(p_legs) l LOOP
+        IF (v_leg ->> 'amount') IS NULL OR (v_leg ->> 'amount') !~ '^[0-9]{1,19}$' OR (v_leg ->> 'amount')::NUMERIC <= 0
+           OR (v_leg ->> 'to') IS NULL THEN
+            RAISE EXCEPTION 'apply_payments: split % has a leg without a wallet or a positive amount', p_op
+                USING ERRCODE = '22023';
+        END IF;
+        v_to := v_leg ->> 'to';
+        v_total := v_total + (v_leg ->> 'amount')::BIGINT;
+        wallets := wallets || v_to;
+        amounts := amounts || (v_leg ->> 'amount')::BIGINT;
+        reason := coalesce(reason, decision_refusal(p_from, v_to, v_from_currency,
+            p_currencies[array_position(p_wallet_ids, v_to)], p_currency, NULL, NULL));
+    END LOOP;
+    IF reason IS NULL AND (SELECT count(DISTINCT l ->> 'to') FROM jsonb_array_elements(p_legs) l)
+                            <> jsonb_array_length(p_legs) THEN
+        RAISE EXCEPTION 'apply_payments: split % names one wallet in two legs', p_op USING ERRCODE = '22023';
+    END IF;
+    -- The total, as the balance check of a movement out of the source (no payee of its own).
+    reason := coalesce(reason, decision_refusal(p_from, NULL, v_from_currency, v_from_currency, NULL, p_balance, v_total));
+    amount := CASE WHEN reason IS NULL THEN v_total ELSE coalesce(p_amount, v_total) END;
+    detail := jsonb_build_object('legs', p_legs);
+    IF reason IS NULL THEN
+        amounts[1] := -v_total;
+    ELSE
+        wallets := NULL;
+        amounts := NULL;
+    END IF;
+END;
+$_$;
+
+--
+-- Name: decision_stale(bigint, uuid, bigint, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_stale(p_wallet_fence bigint, p_wallet_lease uuid, p_fence bigint, p_lease uuid) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce(p_wallet_fence > p_fence OR (p_wallet_fence = p_fence AND p_wallet_lease IS DISTINCT FROM p_lease), FALSE)
+$$;
+
+--
+-- Name: split_legs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.split_legs (
+    operation_id text NOT NULL,
+    leg integer NOT NULL,
+    to_wallet text NOT NULL,
+    amount bigint NOT NULL,
+    CONSTRAINT split_legs_amount_positive CHECK ((amount > 0)),
+    CONSTRAINT split_legs_leg_range CHECK (((leg >= 1) AND (leg <= 16)))
+);
+
+--
+-- Name: decision_state_read(text[], text[], text[], text[], jsonb[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+DECLARE
+    v_wallets TEXT[] := p_froms || p_tos;
+    v_late    TEXT[];
+    v_locked  RECORD;
+    v_names   BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
+BEGIN
+    h_id := '{}'; h := '{}'; o_id := '{}'; o := '{}'; s := '{}'; f_key := '{}'; f_sum := '{}';
+    -- The refunds' originals, read before any row lock: who they moved money between never
+    -- changes, and it says which wallets to lock. A captured hold's state is read below.
+    IF 'refund' = ANY (p_kinds) THEN
+        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t), '{}') INTO o_id, o
+          FROM transfers t
+         WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
+                                            WHERE p_kinds[i] = 'refund'));
+        v_wallets := v_wallets || ARRAY(SELECT (x).from_wallet FROM unnest(o) x);
+    END IF;
+    IF v_names THEN
+        v_wallets := v_wallets || ARRAY(SELECT x.to_wallet FROM holds x WHERE x.hold_id = ANY (p_refs));
+    END IF;
+    IF 'split' = ANY (p_kinds) THEN
+        v_wallets := v_wallets || ARRAY(SELECT l ->> 'to' FROM unnest(p_legs) g,
+            jsonb_array_elements(CASE WHEN jsonb_typeof(g) = 'array' THEN g ELSE '[]'::jsonb END) l);
+    END IF;
+    v_locked := decision_wallets_locked(v_wallets);
+    w_id := v_locked.w_id; w_currency := v_locked.w_currency; w_balance := v_locked.w_balance; w_held := v_locked.w_held;
+    w_fence := v_locked.w_fence; w_lease := v_locked.w_lease;
+    IF NOT v_names THEN
+        RETURN;
+    END IF;
+
+    -- The holds named, read once the wallets are locked. No row lock of their own: whoever
+    -- changes a hold (its capture, its void, the decision or the sweep that releases it, and the
+    -- hold's own decision) holds its source wallet's row lock, which this batch now holds for
+    -- every hold it may change (a capture or void that names another source is refused
+    -- wallet_mismatch and changes nothing). So this statement, which starts after those locks,
+    -- sees every change committed before and none can come before this batch commits.
+    SELECT coalesce(array_agg(x.hold_id), '{}'), coalesce(array_agg(x), '{}') INTO h_id, h
+      FROM holds x WHERE x.hold_id = ANY (p_refs);
+    -- A hold whose own decision committed while this batch waited for its locks is read here,
+    -- but it was not there to name its payee before them: those payees are locked now, in order
+    -- among themselves. Out of order with the wallets above, so a cycle can close here; PostgreSQL
+    -- then fails one of the two (40P01), and its batch is retried as a transient error.
+    v_late := ARRAY(SELECT DISTINCT (x).to_wallet FROM unnest(h) x WHERE NOT ((x).to_wallet = ANY (w_id)) ORDER BY 1);
+    IF cardinality(v_late) > 0 THEN
+        v_locked := decision_wallets_locked(v_late);
+        w_id := w_id || v_locked.w_id; w_currency := w_currency || v_locked.w_currency;
+        w_balance := w_balance || v_locked.w_balance; w_held := w_held || v_locked.w_held;
+        w_fence := w_fence || v_locked.w_fence; w_lease := w_lease || v_locked.w_lease;
+    END IF;
+    -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
+    -- which (hold_rejected or hold_not_found).
+    SELECT o_id || coalesce(array_agg(t.operation_id), '{}'), o || coalesce(array_agg(t), '{}') INTO o_id, o
+      FROM transfers t
+     WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
+                                        WHERE p_kinds[i] IN ('capture', 'void') AND NOT (p_refs[i] = ANY (h_id))))
+       AND NOT (t.operation_id = ANY (o_id));
+    IF 'refund' = ANY (p_kinds) THEN
+        SELECT coalesce(array_agg(x), '{}') INTO s FROM split_legs x WHERE x.operation_id = ANY (p_refs);
+        SELECT coalesce(array_agg(t.original_id || E'\n' || t.from_wallet), '{}'), coalesce(array_agg(t.total), '{}')
+          INTO f_key, f_sum
+          FROM (SELECT r.original_id, r.from_wallet, sum(r.amount)::BIGINT AS total FROM transfers r
+                 WHERE r.original_id = ANY (p_refs) AND r.kind = 'refund' AND r.status = 'applied'
+                 GROUP BY r.original_id, r.from_wallet) t;
+    END IF;
+END;
+$$;
+
+--
+-- Name: decision_verdict(text, text, text, text, bigint, text, text, jsonb, timestamp with time zone, text[], text[], bigint[], text[], public.holds[], text[], public.transfers[], public.split_legs[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], w_balance bigint[], h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    v_fi INTEGER := array_position(w_id, p_from);
+    v_k  INTEGER := array_position(h_id, p_ref);
+    v_o  INTEGER := array_position(o_id, p_ref);
+BEGIN
+    IF p_kind IN ('capture', 'void') THEN
+        RETURN decision_hold_ended(p_kind, p_op, p_from, p_to, p_amount, h[v_k], o[v_o], p_now);
+    ELSIF p_kind = 'refund' THEN
+        RETURN decision_refunded(p_from, p_to, p_amount, o[v_o], h[v_k],
+                   (SELECT (x).amount FROM unnest(s) x WHERE (x).operation_id = p_ref AND (x).to_wallet = p_from),
+                   f_sum[array_position(f_key, p_ref || E'\n' || p_from)], w_currency[v_fi],
+                   w_currency[array_position(w_id, (o[v_o]).from_wallet)], w_balance[v_fi]);
+    END IF;
+    RETURN decision_split(p_op, p_from, p_amount, p_currency, p_legs, w_id, w_currency, w_balance[v_fi]);
+END;
 $$;
 
 --
@@ -202,6 +882,86 @@ BEGIN
     RETURN TRUE;
 END;
 $_$;
+
+--
+-- Name: decision_wallets_locked(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]) RETURNS record
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    AS $$
+BEGIN
+    SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.held ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'), coalesce(array_agg(l.last_lease ORDER BY l.id), '{}')
+      INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease
+      FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease FROM wallets w
+             WHERE w.id = ANY (p_ids) ORDER BY w.id FOR UPDATE) l;
+END;
+$$;
+
+--
+-- Name: decision_written(text[], bigint[], bigint[], bigint[], uuid[], boolean[], text[], text[], bigint[], bigint[], uuid[], public.holds[], integer, boolean[], public.split_legs[], integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+DECLARE
+    v_touched INTEGER := 0;
+    v_rows    INTEGER;
+BEGIN
+    FOR v_rows IN 1 .. cardinality(p_touched) LOOP
+        IF p_touched[v_rows] THEN v_touched := v_touched + 1; END IF;
+    END LOOP;
+    IF v_touched > 0 THEN
+        UPDATE wallets w
+           SET balance = u.balance, held = u.held, last_fence = u.last_fence, last_lease = u.last_lease,
+               updated_at = CURRENT_TIMESTAMP
+          FROM unnest(p_wallet_ids, p_balances, p_helds, p_fences, p_leases, p_touched)
+               AS u(id, balance, held, last_fence, last_lease, touched)
+         WHERE w.id = u.id AND u.touched;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows <> v_touched THEN
+            -- Unreachable while the rows are locked; a credit that misses must never let the
+            -- debit commit alone.
+            RAISE EXCEPTION 'decision: % wallets moved but % rows were written', v_touched, v_rows
+                USING ERRCODE = 'XX000';
+        END IF;
+    END IF;
+    IF cardinality(p_entry_ops) > 0 THEN
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.fence, e.lease
+          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_fences, p_entry_leases) WITH ORDINALITY
+               AS e(op, wallet, amount, fence, lease, n)
+         ORDER BY e.n;
+    END IF;
+    IF cardinality(p_holds) > p_holds_read THEN
+        INSERT INTO holds (hold_id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released,
+                           ended_by, ended_at)
+        SELECT (x).hold_id, (x).from_wallet, (x).to_wallet, (x).amount, (x).currency, (x).expires_at, (x).state,
+               (x).captured, (x).released, (x).ended_by, (x).ended_at
+          FROM unnest(p_holds[p_holds_read + 1:]) x;
+    END IF;
+    IF p_holds_read > 0 AND TRUE = ANY (p_holds_ended[1:p_holds_read]) THEN
+        UPDATE holds h
+           SET state = (x).state, captured = (x).captured, released = (x).released, ended_by = (x).ended_by,
+               ended_at = (x).ended_at
+          FROM unnest(ARRAY(SELECT p_holds[i] FROM generate_subscripts(p_holds, 1) i
+                             WHERE i <= p_holds_read AND p_holds_ended[i])) x
+         WHERE h.hold_id = (x).hold_id;
+    END IF;
+    IF cardinality(p_legs) > p_legs_read THEN
+        INSERT INTO split_legs (operation_id, leg, to_wallet, amount)
+        SELECT (x).operation_id, (x).leg, (x).to_wallet, (x).amount FROM unnest(p_legs[p_legs_read + 1:]) x;
+    END IF;
+    RETURN v_touched;
+END;
+$$;
 
 --
 -- Name: give_up_send_count(text, text); Type: FUNCTION; Schema: public; Owner: -
@@ -443,684 +1203,6 @@ BEGIN
     RETURN v_moved;
 END;
 $$;
-
---
--- Name: payments_decide_batch(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
-    LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    SET enable_hashjoin TO 'off'
-    SET enable_mergejoin TO 'off'
-    AS $_$
-DECLARE
-    c_batch_max CONSTANT INTEGER := 1000;
-    v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
-    v_now       TIMESTAMPTZ := clock_timestamp();
-    v_key       BIGINT;
-    v_i         INTEGER;
-    v_j         INTEGER;
-    -- Locked wallets, by id, as the batch leaves them.
-    w_id        TEXT[];
-    w_currency  TEXT[];
-    w_balance   BIGINT[];
-    w_held      BIGINT[];
-    w_fence     BIGINT[];
-    w_lease     UUID[];
-    w_touched   BOOLEAN[];
-    v_wallets   TEXT[];
-    v_late      TEXT[];
-    -- Holds: locked rows, then the ones placed here. h_new: insert; h_ended: update.
-    h_id        TEXT[];
-    h_from      TEXT[];
-    h_to        TEXT[];
-    h_amount    BIGINT[];
-    h_currency  TEXT[];
-    h_expires   TIMESTAMPTZ[];
-    h_state     TEXT[];
-    h_captured  BIGINT[];
-    h_released  BIGINT[];
-    h_ended_by  TEXT[];
-    h_new       BOOLEAN[];
-    h_ended     BOOLEAN[];
-    h_count     INTEGER;
-    -- Records: of this batch's operations found in the table, then those decided here.
-    r_op        TEXT[];
-    r_hash      TEXT[];
-    r_status    TEXT[];
-    r_reason    TEXT[];
-    r_fence     BIGINT[];
-    r_element   INTEGER[];
-    r_count     INTEGER;
-    -- Originals named by captures, voids and refunds: their records, then those decided here.
-    o_id        TEXT[];
-    o_kind      TEXT[];
-    o_status    TEXT[];
-    o_from      TEXT[];
-    o_to        TEXT[];
-    o_amount    BIGINT[];
-    o_count     INTEGER;
-    -- Legs of the splits refunds name, then of the splits applied here.
-    s_op        TEXT[];
-    s_to        TEXT[];
-    s_amount    BIGINT[];
-    s_leg       INTEGER[];
-    s_new       BOOLEAN[];
-    s_count     INTEGER;
-    -- Refunded so far, per original and payer.
-    f_key       TEXT[];
-    f_sum       BIGINT[];
-    f_count     INTEGER;
-    -- What the decisions write.
-    l_op        TEXT[] := '{}';
-    l_wallet    TEXT[] := '{}';
-    l_kind      TEXT[] := '{}';
-    l_amount    BIGINT[] := '{}';
-    l_fence     BIGINT[] := '{}';
-    l_lease     UUID[] := '{}';
-    l_count     INTEGER := 0;
-    t_element   INTEGER[] := '{}';
-    t_status    TEXT[] := '{}';
-    t_reason    TEXT[] := '{}';
-    t_to        TEXT[] := '{}';
-    t_amount    BIGINT[] := '{}';
-    t_original  TEXT[] := '{}';
-    t_detail    JSONB[] := '{}';
-    t_count     INTEGER := 0;
-    x_hold      TEXT[] := '{}';
-    x_count     INTEGER := 0;
-    d_op        TEXT[] := '{}';
-    d_hash      TEXT[] := '{}';
-    d_count     INTEGER := 0;
-    -- One operation.
-    v_kind      TEXT;
-    v_op        TEXT;
-    v_from      TEXT;
-    v_to        TEXT;
-    v_amount    BIGINT;
-    v_currency  TEXT;
-    v_ref       TEXT;
-    v_fence     BIGINT;
-    v_lease     UUID;
-    v_fi        INTEGER;
-    v_ti        INTEGER;
-    v_k         INTEGER;
-    v_o         INTEGER;
-    v_s         INTEGER;
-    v_f         INTEGER;
-    v_reason    TEXT;
-    v_moved     BIGINT;
-    v_rest      BIGINT;
-    v_limit     BIGINT;
-    v_left      BIGINT;
-    v_payee     TEXT;
-    v_expires   TIMESTAMPTZ;
-    v_leg       JSONB;
-    v_total     BIGINT;
-    v_detail    JSONB;
-    v_rows      INTEGER;
-    v_touched   INTEGER;
-    v_names_others BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
-    v_latest    TIMESTAMPTZ;
-BEGIN
-    IF v_n < 1 OR v_n > c_batch_max THEN
-        RAISE EXCEPTION 'apply_payments: between 1 and % operations per call, got %', c_batch_max, v_n
-            USING ERRCODE = '22023';
-    END IF;
-    IF coalesce(cardinality(p_kinds), -1) <> v_n OR coalesce(cardinality(p_request_hashes), -1) <> v_n
-       OR coalesce(cardinality(p_froms), -1) <> v_n OR coalesce(cardinality(p_tos), -1) <> v_n
-       OR coalesce(cardinality(p_amounts), -1) <> v_n OR coalesce(cardinality(p_currencies), -1) <> v_n
-       OR coalesce(cardinality(p_refs), -1) <> v_n OR coalesce(cardinality(p_expires_in_ms), -1) <> v_n
-       OR coalesce(cardinality(p_expires_at), -1) <> v_n OR coalesce(cardinality(p_legs), -1) <> v_n
-       OR coalesce(cardinality(p_fences), -1) <> v_n OR coalesce(cardinality(p_lease_ids), -1) <> v_n THEN
-        RAISE EXCEPTION 'apply_payments: the arrays must all have % elements', v_n USING ERRCODE = '22023';
-    END IF;
-    IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
-       OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
-       OR array_position(p_lease_ids, NULL) IS NOT NULL OR p_hold_expiry_max_ms IS NULL OR p_hold_expiry_max_ms < 1
-       OR EXISTS (SELECT 1 FROM unnest(p_amounts) a WHERE a <= 0)
-       OR EXISTS (SELECT 1 FROM unnest(p_fences) f WHERE f < 1) THEN
-        RAISE EXCEPTION 'apply_payments: ids, hashes, sources and leases must be given, amounts and fences positive'
-            USING ERRCODE = '22023';
-    END IF;
-    FOR v_i IN 1 .. v_n LOOP
-        v_kind := p_kinds[v_i];
-        IF v_kind IS NULL OR v_kind NOT IN ('hold', 'capture', 'void', 'refund', 'split')
-           OR (v_kind = 'hold' AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL
-                                    OR (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL)))
-           OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)
-           OR (v_kind = 'split' AND (jsonb_typeof(p_legs[v_i]) IS DISTINCT FROM 'array'
-                                     OR jsonb_array_length(p_legs[v_i]) NOT BETWEEN 2 AND 16)) THEN
-            RAISE EXCEPTION 'apply_payments: element % is not a whole hold, capture, void, refund or split', v_i
-                USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
-
-    FOR v_key IN
-        SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
-    LOOP
-        PERFORM pg_advisory_xact_lock(v_key);
-    END LOOP;
-
-    -- The refunds' originals, read before any row lock: who they moved money between never
-    -- changes, and it says which wallets to lock. A captured hold's state is read below.
-    IF 'refund' = ANY (p_kinds) THEN
-        SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.kind), '{}'),
-               coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.from_wallet), '{}'),
-               coalesce(array_agg(t.to_wallet), '{}'), coalesce(array_agg(t.amount), '{}')
-          INTO o_id, o_kind, o_status, o_from, o_to, o_amount
-          FROM transfers t
-         WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
-                                            WHERE p_kinds[i] = 'refund'));
-    ELSE
-        o_id := '{}'; o_kind := '{}'; o_status := '{}'; o_from := '{}'; o_to := '{}'; o_amount := '{}';
-    END IF;
-    o_count := cardinality(o_id);
-
-    -- Every wallet the batch may touch: sources (their held money is in their own row), payees,
-    -- the holds' payees, the originals' sources (a refund's payee) and the splits' legs (repeats
-    -- and NULLs are harmless to `= ANY`).
-    v_wallets := p_froms || p_tos || o_from;
-    IF 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds) THEN
-        v_wallets := v_wallets || ARRAY(SELECT h.to_wallet FROM holds h WHERE h.hold_id = ANY (p_refs));
-    END IF;
-    IF 'split' = ANY (p_kinds) THEN
-        v_wallets := v_wallets || ARRAY(SELECT l ->> 'to' FROM unnest(p_legs) g,
-            jsonb_array_elements(CASE WHEN jsonb_typeof(g) = 'array' THEN g ELSE '[]'::jsonb END) l);
-    END IF;
-    SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
-           coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.held ORDER BY l.id), '{}'),
-           coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
-           coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
-      INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_touched
-      FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease FROM wallets w
-             WHERE w.id = ANY (v_wallets) ORDER BY w.id FOR UPDATE) l;
-
-    -- The holds named, read once the wallets are locked. No row lock of their own: whoever
-    -- changes a hold (its capture, its void, the decision or the sweep that releases it, and the
-    -- hold's own decision) holds its source wallet's row lock, which this batch now holds for
-    -- every hold it may change (a capture or void that names another source is refused
-    -- wallet_mismatch and changes nothing). So this statement, which starts after those locks,
-    -- sees every change committed before and none can come before this batch commits.
-    SELECT coalesce(array_agg(h.hold_id), '{}'), coalesce(array_agg(h.from_wallet), '{}'),
-           coalesce(array_agg(h.to_wallet), '{}'), coalesce(array_agg(h.amount), '{}'),
-           coalesce(array_agg(h.currency::TEXT), '{}'), coalesce(array_agg(h.expires_at), '{}'),
-           coalesce(array_agg(h.state), '{}'), coalesce(array_agg(h.captured), '{}'),
-           coalesce(array_agg(h.released), '{}'), coalesce(array_agg(h.ended_by), '{}'),
-           coalesce(array_agg(FALSE), '{}'), coalesce(array_agg(FALSE), '{}')
-      INTO h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new, h_ended
-      FROM holds h WHERE h.hold_id = ANY (p_refs);
-    h_count := cardinality(h_id);
-    -- A hold whose own decision committed while this batch waited for its locks is read here,
-    -- but it was not there to name its payee before them: those payees are locked now, in order
-    -- among themselves. Out of order with the wallets above, so a cycle can close here; PostgreSQL
-    -- then fails one of the two (40P01), and its batch is retried as a transient error.
-    v_late := ARRAY(SELECT DISTINCT t FROM unnest(h_to) t WHERE NOT (t = ANY (w_id)) ORDER BY t);
-    IF cardinality(v_late) > 0 THEN
-        SELECT w_id || coalesce(array_agg(l.id ORDER BY l.id), '{}'),
-               w_currency || coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
-               w_balance || coalesce(array_agg(l.balance ORDER BY l.id), '{}'),
-               w_held || coalesce(array_agg(l.held ORDER BY l.id), '{}'),
-               w_fence || coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
-               w_lease || coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'),
-               w_touched || coalesce(array_agg(FALSE), '{}')
-          INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_touched
-          FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease FROM wallets w
-                 WHERE w.id = ANY (v_late) ORDER BY w.id FOR UPDATE) l;
-    END IF;
-    -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
-    -- which (hold_rejected or hold_not_found); only batches with such an answer pay.
-    IF EXISTS (SELECT 1 FROM generate_subscripts(p_kinds, 1) i
-                WHERE p_kinds[i] IN ('capture', 'void') AND NOT (p_refs[i] = ANY (h_id))) THEN
-        SELECT o_id || coalesce(array_agg(t.operation_id), '{}'), o_kind || coalesce(array_agg(t.kind), '{}'),
-               o_status || coalesce(array_agg(t.status), '{}'), o_from || coalesce(array_agg(t.from_wallet), '{}'),
-               o_to || coalesce(array_agg(t.to_wallet), '{}'), o_amount || coalesce(array_agg(t.amount), '{}')
-          INTO o_id, o_kind, o_status, o_from, o_to, o_amount
-          FROM transfers t
-         WHERE t.operation_id = ANY (ARRAY(SELECT p_refs[i] FROM generate_subscripts(p_kinds, 1) i
-                                            WHERE p_kinds[i] IN ('capture', 'void') AND NOT (p_refs[i] = ANY (h_id))))
-           AND NOT (t.operation_id = ANY (o_id));
-        o_count := cardinality(o_id);
-    END IF;
-    -- The time every expiry is judged by, taken once every lock is held: a capture that waited
-    -- for a lock past its hold's expiry is refused, as the sweep that ran meanwhile would have it.
-    v_now := clock_timestamp();
-    v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
-
-    -- Legs of the splits named, and what was refunded of each original, per payer (serialised
-    -- by the payer's row lock, taken above).
-    IF 'refund' = ANY (p_kinds) THEN
-        SELECT coalesce(array_agg(s.operation_id), '{}'), coalesce(array_agg(s.to_wallet), '{}'),
-               coalesce(array_agg(s.amount), '{}'), coalesce(array_agg(s.leg), '{}'), coalesce(array_agg(FALSE), '{}')
-          INTO s_op, s_to, s_amount, s_leg, s_new
-          FROM split_legs s WHERE s.operation_id = ANY (p_refs);
-        SELECT coalesce(array_agg(t.original_id || E'\n' || t.from_wallet), '{}'), coalesce(array_agg(t.total), '{}')
-          INTO f_key, f_sum
-          FROM (SELECT r.original_id, r.from_wallet, sum(r.amount)::BIGINT AS total FROM transfers r
-                 WHERE r.original_id = ANY (p_refs) AND r.kind = 'refund' AND r.status = 'applied'
-                 GROUP BY r.original_id, r.from_wallet) t;
-    ELSE
-        s_op := '{}'; s_to := '{}'; s_amount := '{}'; s_leg := '{}'; s_new := '{}';
-        f_key := '{}'; f_sum := '{}';
-    END IF;
-    s_count := cardinality(s_op);
-    f_count := cardinality(f_key);
-
-    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
-           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
-           coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
-      INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
-      FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
-    r_count := cardinality(r_op);
-
-    FOR v_i IN 1 .. v_n LOOP
-        v_kind := p_kinds[v_i];
-        v_op := p_operation_ids[v_i];
-        v_from := p_froms[v_i];
-        v_to := p_tos[v_i];
-        v_amount := p_amounts[v_i];
-        v_currency := p_currencies[v_i];
-        v_ref := p_refs[v_i];
-        v_fence := p_fences[v_i];
-        v_lease := p_lease_ids[v_i];
-        ord := v_i;
-
-        v_k := array_position(r_op, v_op);
-        IF v_k IS NOT NULL THEN
-            IF r_element[v_k] IS NULL THEN
-                d_count := d_count + 1;
-                d_op[d_count] := v_op;
-                d_hash[d_count] := r_hash[v_k];
-            END IF;
-            outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
-            status := r_status[v_k];
-            reason := r_reason[v_k];
-            fence := r_fence[v_k];
-            wallet_fence := NULL;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        v_fi := array_position(w_id, v_from);
-        -- The fence guards the wallet the operation debits (for a capture or a void, the hold's
-        -- source, whose money it is), exactly as for a transfer; credits are never fenced.
-        IF v_fi IS NOT NULL
-           AND (w_fence[v_fi] > v_fence
-                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
-            outcome := 'stale_fence';
-            status := NULL;
-            reason := NULL;
-            fence := NULL;
-            wallet_fence := w_fence[v_fi];
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        v_reason := NULL;
-        v_moved := NULL;
-        v_payee := NULL;
-        v_detail := NULL;
-
-        IF v_kind = 'hold' THEN
-            v_ti := array_position(w_id, v_to);
-            v_expires := coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0));
-            IF v_from = v_to THEN
-                v_reason := 'same_wallet';
-            ELSIF v_fi IS NULL OR v_ti IS NULL THEN
-                v_reason := 'unknown_wallet';
-            ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
-                v_reason := 'currency_mismatch';
-            ELSIF v_expires <= v_now OR v_expires > v_latest THEN
-                v_reason := 'expiry_out_of_range';
-            ELSIF w_balance[v_fi] < v_amount THEN
-                v_reason := 'insufficient_funds';
-            ELSE
-                v_moved := v_amount;
-                v_payee := v_to;
-                w_balance[v_fi] := w_balance[v_fi] - v_amount;
-                w_held[v_fi] := w_held[v_fi] + v_amount;
-                l_op[l_count + 1] := v_op;        l_op[l_count + 2] := v_op;
-                l_wallet[l_count + 1] := v_from;  l_wallet[l_count + 2] := '$held:' || v_from;
-                l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
-                l_amount[l_count + 1] := -v_amount; l_amount[l_count + 2] := v_amount;
-                l_fence[l_count + 1] := v_fence;  l_fence[l_count + 2] := v_fence;
-                l_lease[l_count + 1] := v_lease;  l_lease[l_count + 2] := v_lease;
-                l_count := l_count + 2;
-                h_count := h_count + 1;
-                h_id[h_count] := v_op;           h_from[h_count] := v_from;
-                h_to[h_count] := v_to;           h_amount[h_count] := v_amount;
-                h_currency[h_count] := v_currency; h_expires[h_count] := v_expires;
-                h_state[h_count] := 'active';    h_captured[h_count] := 0;
-                h_released[h_count] := 0;        h_ended_by[h_count] := NULL;
-                h_new[h_count] := TRUE;          h_ended[h_count] := FALSE;
-                v_detail := jsonb_build_object('expiresAt', to_char(v_expires AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
-            END IF;
-        ELSIF v_kind IN ('capture', 'void') THEN
-            v_k := array_position(h_id, v_ref);
-            v_o := array_position(o_id, v_ref);
-            IF v_k IS NULL AND v_o IS NOT NULL AND o_kind[v_o] = 'hold' AND o_status[v_o] = 'rejected' THEN
-                v_reason := 'hold_rejected';
-            ELSIF v_k IS NULL THEN
-                v_reason := 'hold_not_found';
-            ELSIF h_from[v_k] <> v_from THEN
-                v_reason := 'wallet_mismatch';
-            ELSIF h_state[v_k] = 'captured' THEN
-                v_reason := 'hold_already_captured';
-            ELSIF h_state[v_k] = 'voided' THEN
-                v_reason := 'hold_already_voided';
-            ELSIF h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now THEN
-                v_reason := 'hold_expired';
-                IF h_state[v_k] = 'active' THEN
-                    -- Past its expiry and not swept yet: released here, once, as the sweep would.
-                    w_held[v_fi] := w_held[v_fi] - h_amount[v_k];
-                    w_balance[v_fi] := w_balance[v_fi] + h_amount[v_k];
-                    l_op[l_count + 1] := '$expiry:' || v_ref;     l_op[l_count + 2] := '$expiry:' || v_ref;
-                    l_wallet[l_count + 1] := '$held:' || h_from[v_k]; l_wallet[l_count + 2] := h_from[v_k];
-                    l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
-                    l_amount[l_count + 1] := -h_amount[v_k]; l_amount[l_count + 2] := h_amount[v_k];
-                    l_fence[l_count + 1] := NULL;     l_fence[l_count + 2] := NULL;
-                    l_lease[l_count + 1] := NULL;     l_lease[l_count + 2] := NULL;
-                    l_count := l_count + 2;
-                    h_state[v_k] := 'expired';
-                    h_released[v_k] := h_amount[v_k];
-                    h_ended[v_k] := TRUE;
-                    x_count := x_count + 1;
-                    x_hold[x_count] := v_ref;
-                END IF;
-            ELSIF v_kind = 'capture' AND coalesce(v_amount, h_amount[v_k]) > h_amount[v_k] THEN
-                v_reason := 'exceeds_hold_amount';
-            ELSE
-                v_ti := array_position(w_id, h_to[v_k]);
-                v_moved := CASE WHEN v_kind = 'capture' THEN coalesce(v_amount, h_amount[v_k]) ELSE h_amount[v_k] END;
-                v_rest := h_amount[v_k] - CASE WHEN v_kind = 'capture' THEN v_moved ELSE 0 END;
-                -- The whole held amount leaves the holding account: the captured part to the
-                -- payee, the rest back to the source.
-                w_held[v_fi] := w_held[v_fi] - h_amount[v_k];
-                l_op[l_count + 1] := v_op;
-                l_wallet[l_count + 1] := '$held:' || v_from;
-                l_kind[l_count + 1] := 'debit';
-                l_amount[l_count + 1] := -h_amount[v_k];
-                l_fence[l_count + 1] := v_fence;
-                l_lease[l_count + 1] := v_lease;
-                l_count := l_count + 1;
-                IF v_kind = 'capture' THEN
-                    v_payee := h_to[v_k];
-                    w_balance[v_ti] := w_balance[v_ti] + v_moved;
-                    w_touched[v_ti] := TRUE;
-                    l_count := l_count + 1;
-                    l_op[l_count] := v_op; l_wallet[l_count] := h_to[v_k]; l_kind[l_count] := 'credit';
-                    l_amount[l_count] := v_moved; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
-                    v_detail := jsonb_build_object('released', v_rest::TEXT);
-                END IF;
-                IF v_rest > 0 THEN
-                    w_balance[v_fi] := w_balance[v_fi] + v_rest;
-                    l_count := l_count + 1;
-                    l_op[l_count] := v_op; l_wallet[l_count] := v_from; l_kind[l_count] := 'credit';
-                    l_amount[l_count] := v_rest; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
-                END IF;
-                h_state[v_k] := CASE WHEN v_kind = 'capture' THEN 'captured' ELSE 'voided' END;
-                h_captured[v_k] := CASE WHEN v_kind = 'capture' THEN v_moved ELSE 0 END;
-                h_released[v_k] := v_rest;
-                h_ended_by[v_k] := v_op;
-                h_ended[v_k] := TRUE;
-            END IF;
-        ELSIF v_kind = 'refund' THEN
-            v_o := array_position(o_id, v_ref);
-            v_limit := NULL;
-            IF v_o IS NULL THEN
-                v_reason := 'original_not_found';
-            ELSIF o_status[v_o] <> 'applied' OR o_kind[v_o] NOT IN ('transfer', 'hold', 'split') THEN
-                v_reason := 'original_not_refundable';
-            ELSIF o_kind[v_o] = 'transfer' THEN
-                IF o_to[v_o] <> v_from THEN v_reason := 'wallet_mismatch'; ELSE v_limit := o_amount[v_o]; END IF;
-            ELSIF o_kind[v_o] = 'hold' THEN
-                v_k := array_position(h_id, v_ref);
-                IF v_k IS NULL OR h_state[v_k] <> 'captured' THEN
-                    v_reason := 'original_not_refundable';
-                ELSIF h_to[v_k] <> v_from THEN
-                    v_reason := 'wallet_mismatch';
-                ELSE
-                    v_limit := h_captured[v_k];
-                END IF;
-            ELSE
-                v_s := NULL;
-                FOR v_j IN 1 .. s_count LOOP
-                    IF s_op[v_j] = v_ref AND s_to[v_j] = v_from THEN v_s := v_j; EXIT; END IF;
-                END LOOP;
-                IF v_s IS NULL THEN v_reason := 'wallet_mismatch'; ELSE v_limit := s_amount[v_s]; END IF;
-            END IF;
-            IF v_reason IS NULL THEN
-                v_payee := o_from[v_o];
-                v_ti := array_position(w_id, v_payee);
-                v_f := array_position(f_key, v_ref || E'\n' || v_from);
-                v_left := v_limit - coalesce(f_sum[v_f], 0);
-                v_moved := coalesce(v_amount, v_left);
-                IF v_moved > v_left OR v_moved <= 0 THEN
-                    v_reason := 'refund_exceeds_original';
-                ELSIF v_fi IS NULL OR v_ti IS NULL THEN
-                    v_reason := 'unknown_wallet';
-                ELSIF w_balance[v_fi] < v_moved THEN
-                    v_reason := 'insufficient_funds';
-                ELSE
-                    w_balance[v_fi] := w_balance[v_fi] - v_moved;
-                    w_balance[v_ti] := w_balance[v_ti] + v_moved;
-                    w_touched[v_ti] := TRUE;
-                    l_op[l_count + 1] := v_op;        l_op[l_count + 2] := v_op;
-                    l_wallet[l_count + 1] := v_from;  l_wallet[l_count + 2] := v_payee;
-                    l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
-                    l_amount[l_count + 1] := -v_moved; l_amount[l_count + 2] := v_moved;
-                    l_fence[l_count + 1] := v_fence;  l_fence[l_count + 2] := v_fence;
-                    l_lease[l_count + 1] := v_lease;  l_lease[l_count + 2] := v_lease;
-                    l_count := l_count + 2;
-                    IF v_f IS NULL THEN
-                        f_count := f_count + 1;
-                        f_key[f_count] := v_ref || E'\n' || v_from;
-                        f_sum[f_count] := v_moved;
-                    ELSE
-                        f_sum[v_f] := f_sum[v_f] + v_moved;
-                    END IF;
-                END IF;
-            END IF;
-            IF v_reason IS NOT NULL THEN v_moved := v_amount; END IF;
-        ELSE -- split
-            v_total := 0;
-            FOR v_leg IN SELECT l FROM jsonb_array_elements(p_legs[v_i]) l LOOP
-                v_ti := array_position(w_id, v_leg ->> 'to');
-                IF (v_leg ->> 'amount') IS NULL OR (v_leg ->> 'amount') !~ '^[0-9]{1,19}$' OR (v_leg ->> 'amount')::NUMERIC <= 0
-                   OR (v_leg ->> 'to') IS NULL THEN
-                    RAISE EXCEPTION 'apply_payments: split % has a leg without a wallet or a positive amount', v_op
-                        USING ERRCODE = '22023';
-                END IF;
-                v_total := v_total + (v_leg ->> 'amount')::BIGINT;
-                IF v_reason IS NOT NULL THEN CONTINUE; END IF;
-                IF (v_leg ->> 'to') = v_from THEN
-                    v_reason := 'same_wallet';
-                ELSIF v_fi IS NULL OR v_ti IS NULL THEN
-                    v_reason := 'unknown_wallet';
-                ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
-                    v_reason := 'currency_mismatch';
-                END IF;
-            END LOOP;
-            IF v_reason IS NULL AND (SELECT count(DISTINCT l ->> 'to') FROM jsonb_array_elements(p_legs[v_i]) l)
-                                    <> jsonb_array_length(p_legs[v_i]) THEN
-                RAISE EXCEPTION 'apply_payments: split % names one wallet in two legs', v_op USING ERRCODE = '22023';
-            END IF;
-            IF v_reason IS NULL AND w_balance[v_fi] < v_total THEN
-                v_reason := 'insufficient_funds';
-            END IF;
-            v_moved := v_total;
-            IF v_reason IS NULL THEN
-                -- All legs or none: every check above passed before any balance moves.
-                w_balance[v_fi] := w_balance[v_fi] - v_total;
-                l_count := l_count + 1;
-                l_op[l_count] := v_op; l_wallet[l_count] := v_from; l_kind[l_count] := 'debit';
-                l_amount[l_count] := -v_total; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
-                v_j := 0;
-                FOR v_leg IN SELECT l FROM jsonb_array_elements(p_legs[v_i]) l LOOP
-                    v_j := v_j + 1;
-                    v_ti := array_position(w_id, v_leg ->> 'to');
-                    w_balance[v_ti] := w_balance[v_ti] + (v_leg ->> 'amount')::BIGINT;
-                    w_touched[v_ti] := TRUE;
-                    l_count := l_count + 1;
-                    l_op[l_count] := v_op; l_wallet[l_count] := v_leg ->> 'to'; l_kind[l_count] := 'credit';
-                    l_amount[l_count] := (v_leg ->> 'amount')::BIGINT; l_fence[l_count] := v_fence; l_lease[l_count] := v_lease;
-                    s_count := s_count + 1;
-                    s_op[s_count] := v_op; s_to[s_count] := v_leg ->> 'to';
-                    s_amount[s_count] := (v_leg ->> 'amount')::BIGINT; s_leg[s_count] := v_j; s_new[s_count] := TRUE;
-                END LOOP;
-            END IF;
-            v_detail := jsonb_build_object('legs', p_legs[v_i]);
-        END IF;
-
-        IF v_fi IS NOT NULL THEN
-            -- Every decision under our token raises the source's fence, refusals included.
-            IF v_fence >= w_fence[v_fi] THEN
-                w_fence[v_fi] := v_fence;
-                w_lease[v_fi] := v_lease;
-            END IF;
-            w_touched[v_fi] := TRUE;
-        END IF;
-
-        r_count := r_count + 1;
-        r_op[r_count] := v_op;
-        r_hash[r_count] := p_request_hashes[v_i];
-        r_status[r_count] := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
-        r_reason[r_count] := v_reason;
-        r_fence[r_count] := v_fence;
-        r_element[r_count] := v_i;
-        t_count := t_count + 1;
-        t_element[t_count] := v_i;
-        t_status[t_count] := r_status[r_count];
-        t_reason[t_count] := v_reason;
-        -- The wallet credited (a hold: its payee; a void gives back to its source): one meaning
-        -- for the record and the event of every kind (docs/reference/wire-format.md).
-        t_to[t_count] := CASE WHEN v_kind IN ('hold', 'capture', 'refund') THEN coalesce(v_payee, v_to)
-                              WHEN v_kind = 'void' THEN v_from END;
-        t_amount[t_count] := CASE WHEN v_reason IS NULL THEN v_moved ELSE coalesce(v_amount, CASE WHEN v_kind = 'split' THEN v_moved END) END;
-        t_original[t_count] := CASE WHEN v_kind IN ('capture', 'void', 'refund') THEN v_ref END;
-        t_detail[t_count] := v_detail;
-        -- Originals decided here can be named later in the batch (a refund of a split, of a capture
-        -- or of a refund, a capture of a hold refused here): kept whenever the batch has a kind that
-        -- names another, so that one finds it as it would find it committed.
-        IF v_names_others THEN
-            o_count := o_count + 1;
-            o_id[o_count] := v_op;
-            o_kind[o_count] := v_kind;
-            o_status[o_count] := r_status[r_count];
-            o_from[o_count] := v_from;
-            o_to[o_count] := t_to[t_count];
-            o_amount[o_count] := t_amount[t_count];
-        END IF;
-
-        outcome := r_status[r_count];
-        status := outcome;
-        reason := v_reason;
-        fence := v_fence;
-        wallet_fence := CASE WHEN v_fi IS NOT NULL THEN w_fence[v_fi] ELSE NULL END;
-        RETURN NEXT;
-    END LOOP;
-
-    -- Write what the decisions did, once per table. CHECK (balance >= 0) and CHECK (held >= 0)
-    -- stay the last line of defence.
-    SELECT count(*) INTO v_touched FROM unnest(w_touched) t WHERE t;
-    IF v_touched > 0 THEN
-        UPDATE wallets w
-           SET balance = u.balance, held = u.held, last_fence = u.last_fence, last_lease = u.last_lease,
-               updated_at = CURRENT_TIMESTAMP
-          FROM unnest(w_id, w_balance, w_held, w_fence, w_lease, w_touched)
-               AS u(id, balance, held, last_fence, last_lease, touched)
-         WHERE w.id = u.id AND u.touched;
-        GET DIAGNOSTICS v_rows = ROW_COUNT;
-        IF v_rows <> v_touched THEN
-            RAISE EXCEPTION 'apply_payments: % wallets moved but % rows were written', v_touched, v_rows
-                USING ERRCODE = 'XX000';
-        END IF;
-    END IF;
-    IF l_count > 0 THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
-        SELECT e.op, e.wallet, e.kind, e.amount, e.fence, e.lease
-          FROM unnest(l_op, l_wallet, l_kind, l_amount, l_fence, l_lease) WITH ORDINALITY
-               AS e(op, wallet, kind, amount, fence, lease, n)
-         ORDER BY e.n;
-    END IF;
-    IF 'hold' = ANY (p_kinds) THEN
-        INSERT INTO holds (hold_id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released,
-                           ended_by, ended_at)
-        SELECT h.id, h.from_wallet, h.to_wallet, h.amount, h.currency, h.expires_at, h.state, h.captured, h.released,
-               h.ended_by, CASE WHEN h.state <> 'active' THEN v_now END
-          FROM unnest(h_id, h_from, h_to, h_amount, h_currency, h_expires, h_state, h_captured, h_released, h_ended_by, h_new)
-               AS h(id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released, ended_by, is_new)
-         WHERE h.is_new;
-    END IF;
-    IF 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) THEN
-        UPDATE holds h
-           SET state = u.state, captured = u.captured, released = u.released, ended_by = u.ended_by, ended_at = v_now
-          FROM unnest(h_id, h_state, h_captured, h_released, h_ended_by, h_new, h_ended)
-               AS u(id, state, captured, released, ended_by, is_new, ended)
-         WHERE h.hold_id = u.id AND u.ended AND NOT u.is_new;
-    END IF;
-    IF 'split' = ANY (p_kinds) THEN
-        INSERT INTO split_legs (operation_id, leg, to_wallet, amount)
-        SELECT s.op, s.leg, s.to_wallet, s.amount
-          FROM unnest(s_op, s_leg, s_to, s_amount, s_new) AS s(op, leg, to_wallet, amount, is_new)
-         WHERE s.is_new;
-    END IF;
-
-    -- The records, then what they decide: the intake's request closed and one event each; an
-    -- expiry released here has its own event. A plain INSERT: under the advisory locks
-    -- no record of these operations can appear meanwhile, so a unique violation means somebody
-    -- skipped the lock, and everything rolls back (as in transfers_decide_batch()).
-    WITH recorded AS (
-        SELECT p_operation_ids[t.element] AS operation_id, p_request_hashes[t.element] AS request_hash,
-               p_kinds[t.element] AS kind, t.original, p_froms[t.element] AS from_wallet, t.to_wallet, t.amount,
-               p_currencies[t.element] AS currency, t.status, t.reason, p_fences[t.element] AS fence,
-               p_lease_ids[t.element] AS lease, t.detail
-          FROM unnest(t_element, t_status, t_reason, t_to, t_amount, t_original, t_detail)
-               AS t(element, status, reason, to_wallet, amount, original, detail)
-    ), inserted AS (
-        INSERT INTO transfers (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
-                               currency, status, reason, fence, lease)
-        SELECT d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount,
-               d.currency, d.status, d.reason, d.fence, d.lease
-          FROM recorded d
-    ), requested AS (
-        UPDATE transfer_requests q SET decided_at = clock_timestamp()
-          FROM recorded d
-         WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-        RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
-                  q.amount, q.currency, d.request_hash AS decided_hash
-    )
-    INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                 currency, detail)
-    SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
-           d.detail
-      FROM recorded d
-    UNION ALL
-    SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
-      FROM requested q WHERE q.request_hash <> q.decided_hash;
-    IF x_count > 0 THEN
-        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                     currency, detail)
-        -- The release credits the source, as the sweep's does.
-        SELECT h.hold_id, 'expired', NULL, 'hold', NULL, h.from_wallet, h.from_wallet, h.amount, h.currency, NULL
-          FROM holds h WHERE h.hold_id = ANY (x_hold);
-    END IF;
-    IF d_count > 0 THEN
-        WITH closed AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM (SELECT DISTINCT x.op, x.hash FROM unnest(d_op, d_hash) AS x(op, hash)) d
-             WHERE q.operation_id = d.op AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.kind, q.body, q.from_wallet, q.to_wallet,
-                      q.amount, q.currency, d.hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                     currency, detail)
-        SELECT c.operation_id, 'conflict', NULL, c.kind, NULL, c.from_wallet, c.to_wallet, c.amount, c.currency, c.body
-          FROM closed c WHERE c.request_hash <> c.decided_hash;
-    END IF;
-END;
-$_$;
 
 --
 -- Name: record_transfer_given_up(text, text, text, integer); Type: FUNCTION; Schema: public; Owner: -
@@ -1722,313 +1804,6 @@ END;
 $$;
 
 --
--- Name: transfers_decide_batch(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[]); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
-    LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    SET enable_hashjoin TO 'off'
-    SET enable_mergejoin TO 'off'
-    AS $$
-DECLARE
-    -- Same bound as TRANSFER_BATCH_MAX's upper limit in src/config/config.ts.
-    c_batch_max CONSTANT INTEGER := 1000;
-    v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
-    v_key       BIGINT;
-    v_i         INTEGER;
-    -- The locked wallets, by id: state as the batch's decisions leave it.
-    w_id        TEXT[];
-    w_currency  TEXT[];
-    w_balance   BIGINT[];
-    w_fence     BIGINT[];
-    w_lease     UUID[];
-    w_touched   BOOLEAN[];
-    -- Idempotency records: those found, then those decided here (so a later twin sees them).
-    r_op        TEXT[];
-    r_hash      TEXT[];
-    r_status    TEXT[];
-    r_reason    TEXT[];
-    r_fence     BIGINT[];
-    -- The batch element each record was decided from; NULL for a record found in the table.
-    r_element   INTEGER[];
-    r_count     INTEGER;
-    -- Ledger entries to write, in decision order (filled by index: no array copied per entry).
-    l_op        TEXT[] := '{}';
-    l_wallet    TEXT[] := '{}';
-    l_kind      TEXT[] := '{}';
-    l_amount    BIGINT[] := '{}';
-    l_fence     BIGINT[] := '{}';
-    l_lease     UUID[] := '{}';
-    l_count     INTEGER := 0;
-    -- One transfer.
-    v_op        TEXT;
-    v_from      TEXT;
-    v_to        TEXT;
-    v_amount    BIGINT;
-    v_currency  TEXT;
-    v_fence     BIGINT;
-    v_lease     UUID;
-    v_fi        INTEGER;
-    v_ti        INTEGER;
-    v_k         INTEGER;
-    v_reason    TEXT;
-    v_rows      INTEGER;
-    v_touched   INTEGER;
-    -- Operations answered from a record decided before this batch, with that record's hash:
-    -- their open requests are closed here.
-    d_op        TEXT[] := '{}';
-    d_hash      TEXT[] := '{}';
-    d_count     INTEGER := 0;
-BEGIN
-    IF v_n < 1 OR v_n > c_batch_max THEN
-        RAISE EXCEPTION 'apply_transfers: between 1 and % transfers per call, got %', c_batch_max, v_n
-            USING ERRCODE = '22023';
-    END IF;
-    IF coalesce(cardinality(p_request_hashes), -1) <> v_n OR coalesce(cardinality(p_froms), -1) <> v_n
-       OR coalesce(cardinality(p_tos), -1) <> v_n OR coalesce(cardinality(p_amounts), -1) <> v_n
-       OR coalesce(cardinality(p_currencies), -1) <> v_n OR coalesce(cardinality(p_fences), -1) <> v_n
-       OR coalesce(cardinality(p_lease_ids), -1) <> v_n THEN
-        RAISE EXCEPTION 'apply_transfers: the arrays must all have % elements', v_n
-            USING ERRCODE = '22023';
-    END IF;
-    IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
-       OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_tos, NULL) IS NOT NULL
-       OR array_position(p_amounts, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
-       OR array_position(p_lease_ids, NULL) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM unnest(p_amounts) a WHERE a <= 0)
-       OR EXISTS (SELECT 1 FROM unnest(p_fences) f WHERE f < 1) THEN
-        RAISE EXCEPTION 'apply_transfers: ids, hashes, wallets and leases must be given, amounts and fences positive'
-            USING ERRCODE = '22023';
-    END IF;
-
-    -- Every lock the batch needs, taken up front in one global order: the operations' advisory
-    -- locks by key (twins across batches queue there instead of racing into a unique
-    -- violation), then the wallet rows by id. Two batches that cross can wait for each other
-    -- but never deadlock.
-    FOR v_key IN
-        SELECT DISTINCT hashtextextended('transfer:' || op, 0) FROM unnest(p_operation_ids) op ORDER BY 1
-    LOOP
-        PERFORM pg_advisory_xact_lock(v_key);
-    END LOOP;
-    SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
-           coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'),
-           coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'), coalesce(array_agg(FALSE), '{}')
-      INTO w_id, w_currency, w_balance, w_fence, w_lease, w_touched
-      FROM (SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease FROM wallets w
-             WHERE w.id = ANY (p_froms || p_tos) ORDER BY w.id FOR UPDATE) l;
-
-    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
-           coalesce(array_agg(t.status), '{}'), coalesce(array_agg(t.reason), '{}'),
-           coalesce(array_agg(t.fence), '{}'), coalesce(array_agg(NULL::INTEGER), '{}')
-      INTO r_op, r_hash, r_status, r_reason, r_fence, r_element
-      FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);
-    r_count := cardinality(r_op);
-
-    FOR v_i IN 1 .. v_n LOOP
-        v_op := p_operation_ids[v_i];
-        v_from := p_froms[v_i];
-        v_to := p_tos[v_i];
-        v_amount := p_amounts[v_i];
-        v_currency := p_currencies[v_i];
-        v_fence := p_fences[v_i];
-        v_lease := p_lease_ids[v_i];
-        ord := v_i;
-
-        v_k := array_position(r_op, v_op);
-        IF v_k IS NOT NULL THEN
-            IF r_element[v_k] IS NULL THEN
-                d_count := d_count + 1;
-                d_op[d_count] := v_op;
-                d_hash[d_count] := r_hash[v_k];
-            END IF;
-            outcome := CASE WHEN r_hash[v_k] = p_request_hashes[v_i] THEN 'duplicate' ELSE 'conflict' END;
-            status := r_status[v_k];
-            reason := r_reason[v_k];
-            fence := r_fence[v_k];
-            wallet_fence := NULL;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        v_fi := array_position(w_id, v_from);
-        v_ti := array_position(w_id, v_to);
-
-        -- The fence guards the source wallet only. The destination's last_fence comes from
-        -- another wallet's counter and is never compared with our token. An equal token
-        -- passes only for the lease that set it (the riders of one lease share its token):
-        -- after Redis lost increments another lease can carry the same number, and it is as
-        -- stale as a lower one. The worker then raises the counter to the wallet's fence, so
-        -- its next token is above it.
-        IF v_fi IS NOT NULL
-           AND (w_fence[v_fi] > v_fence
-                OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)) THEN
-            outcome := 'stale_fence';
-            status := NULL;
-            reason := NULL;
-            fence := NULL;
-            wallet_fence := w_fence[v_fi];
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        v_reason := NULL;
-        IF v_from = v_to THEN
-            v_reason := 'same_wallet';
-        ELSIF v_fi IS NULL OR v_ti IS NULL THEN
-            v_reason := 'unknown_wallet';
-        ELSIF w_currency[v_fi] <> w_currency[v_ti] OR (v_currency IS NOT NULL AND v_currency <> w_currency[v_fi]) THEN
-            v_reason := 'currency_mismatch';
-        ELSIF w_balance[v_fi] < v_amount THEN
-            v_reason := 'insufficient_funds';
-        END IF;
-
-        IF v_fi IS NOT NULL THEN
-            -- Every decision taken under our token raises the source's fence, refusals
-            -- included, so fences on a wallet never go down in commit order; the lease that
-            -- holds the fence is recorded with it.
-            IF v_fence >= w_fence[v_fi] THEN
-                w_fence[v_fi] := v_fence;
-                w_lease[v_fi] := v_lease;
-            END IF;
-            w_touched[v_fi] := TRUE;
-        END IF;
-        IF v_reason IS NULL THEN
-            w_balance[v_fi] := w_balance[v_fi] - v_amount;
-            w_balance[v_ti] := w_balance[v_ti] + v_amount;
-            w_touched[v_ti] := TRUE;
-            l_op[l_count + 1] := v_op;        l_op[l_count + 2] := v_op;
-            l_wallet[l_count + 1] := v_from;  l_wallet[l_count + 2] := v_to;
-            l_kind[l_count + 1] := 'debit';   l_kind[l_count + 2] := 'credit';
-            l_amount[l_count + 1] := -v_amount; l_amount[l_count + 2] := v_amount;
-            l_fence[l_count + 1] := v_fence;  l_fence[l_count + 2] := v_fence;
-            l_lease[l_count + 1] := v_lease;  l_lease[l_count + 2] := v_lease;
-            l_count := l_count + 2;
-        END IF;
-
-        -- The record; kept here too, so a twin later in this batch answers from it.
-        r_count := r_count + 1;
-        r_op[r_count] := v_op;
-        r_hash[r_count] := p_request_hashes[v_i];
-        r_status[r_count] := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
-        r_reason[r_count] := v_reason;
-        r_fence[r_count] := v_fence;
-        r_element[r_count] := v_i;
-
-        outcome := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
-        status := outcome;
-        reason := v_reason;
-        fence := v_fence;
-        wallet_fence := CASE WHEN v_fi IS NOT NULL THEN w_fence[v_fi] ELSE NULL END;
-        RETURN NEXT;
-    END LOOP;
-
-    -- Write what the decisions did, once per table. CHECK (balance >= 0) stays the last line of
-    -- defence; a wallet that moved must be updated, or nothing commits.
-    SELECT count(*) INTO v_touched FROM unnest(w_touched) t WHERE t;
-    IF v_touched > 0 THEN
-        UPDATE wallets w
-           SET balance = u.balance, last_fence = u.last_fence, last_lease = u.last_lease,
-               updated_at = CURRENT_TIMESTAMP
-          FROM unnest(w_id, w_balance, w_fence, w_lease, w_touched) AS u(id, balance, last_fence, last_lease, touched)
-         WHERE w.id = u.id AND u.touched;
-        GET DIAGNOSTICS v_rows = ROW_COUNT;
-        IF v_rows <> v_touched THEN
-            -- Unreachable while the rows are locked; a credit that misses must never let the
-            -- debit commit alone.
-            RAISE EXCEPTION 'apply_transfers: % wallets moved but % rows were written', v_touched, v_rows
-                USING ERRCODE = 'XX000';
-        END IF;
-    END IF;
-
-    IF l_count > 0 THEN
-        -- In decision order, so ledger ids follow commit order within the batch.
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
-        SELECT e.op, e.wallet, e.kind, e.amount, e.fence, e.lease
-          FROM unnest(l_op, l_wallet, l_kind, l_amount, l_fence, l_lease) WITH ORDINALITY
-               AS e(op, wallet, kind, amount, fence, lease, n)
-         ORDER BY e.n;
-    END IF;
-
-    -- The records, and in the same statement what they decide: the intake's request (when the
-    -- operation came through it) is marked decided, and one outcome event per record joins the
-    -- feed's pending events.
-    -- The records are a plain INSERT: every operation of the batch is under its advisory
-    -- lock, none had a record when the locks were held, and a twin inside the batch answered
-    -- from the record decided before it (r_element is NULL for it), so each row inserted here is
-    -- new. A row that is there now was written by someone who skipped the lock: the unique
-    -- violation rolls back the whole batch, the money it moved included. ON CONFLICT DO NOTHING
-    -- would have kept that money unrecorded, and pays a speculative insertion per record.
-    WITH recorded AS (
-        INSERT INTO transfers AS t (operation_id, request_hash, from_wallet, to_wallet, amount, currency,
-                                    status, reason, fence, lease)
-        SELECT r.op, r.hash, p_froms[r.element], p_tos[r.element], p_amounts[r.element], p_currencies[r.element],
-               r.status, r.reason, r.fence, p_lease_ids[r.element]
-          FROM unnest(r_op, r_hash, r_status, r_reason, r_fence, r_element) AS r(op, hash, status, reason, fence, element)
-         WHERE r.element IS NOT NULL
-         ORDER BY r.element
-        RETURNING t.operation_id, t.request_hash, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency
-    ), requested AS (
-        UPDATE transfer_requests q SET decided_at = clock_timestamp()
-          FROM recorded d
-         WHERE q.operation_id = d.operation_id AND q.decided_at IS NULL
-        RETURNING q.operation_id, q.request_hash, q.from_wallet, q.to_wallet, q.amount, q.currency,
-                  d.request_hash AS decided_hash
-    )
-    INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-    SELECT d.operation_id, d.status, d.reason, d.from_wallet, d.to_wallet, d.amount, d.currency
-      FROM recorded d
-    UNION ALL
-    SELECT q.operation_id, 'conflict', NULL, q.from_wallet, q.to_wallet, q.amount, q.currency
-      FROM requested q
-     WHERE q.request_hash <> q.decided_hash;
-
-    -- Requests of operations decided before this batch (through the other door while the request
-    -- was open, or a request sent again after its decision) are decided too; one that asked for
-    -- another body than the record's gets its conflict event. Only batches with such answers pay.
-    IF d_count > 0 THEN
-        WITH closed AS (
-            UPDATE transfer_requests q SET decided_at = clock_timestamp()
-              FROM (SELECT DISTINCT x.op, x.hash FROM unnest(d_op, d_hash) AS x(op, hash)) d
-             WHERE q.operation_id = d.op AND q.decided_at IS NULL
-            RETURNING q.operation_id, q.request_hash::TEXT AS request_hash, q.from_wallet, q.to_wallet, q.amount,
-                      q.currency, d.hash AS decided_hash
-        )
-        INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
-        SELECT c.operation_id, 'conflict', NULL, c.from_wallet, c.to_wallet, c.amount, c.currency
-          FROM closed c
-         WHERE c.request_hash <> c.decided_hash;
-    END IF;
-END;
-$$;
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
---
--- Name: holds; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.holds (
-    hold_id text NOT NULL,
-    from_wallet text NOT NULL,
-    to_wallet text NOT NULL,
-    amount bigint NOT NULL,
-    currency character(3),
-    expires_at timestamp(6) with time zone NOT NULL,
-    state text DEFAULT 'active'::text NOT NULL,
-    captured bigint DEFAULT 0 NOT NULL,
-    released bigint DEFAULT 0 NOT NULL,
-    ended_by text,
-    ended_at timestamp(6) with time zone,
-    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
-    CONSTRAINT holds_amount_positive CHECK ((amount > 0)),
-    CONSTRAINT holds_ended_once CHECK ((((state = 'active'::text) AND (captured = 0) AND (released = 0) AND (ended_at IS NULL) AND (ended_by IS NULL)) OR ((state <> 'active'::text) AND (captured >= 0) AND (released >= 0) AND ((captured + released) = amount) AND (ended_at IS NOT NULL) AND ((state = 'expired'::text) = (ended_by IS NULL))))),
-    CONSTRAINT holds_state_known CHECK ((state = ANY (ARRAY['active'::text, 'captured'::text, 'voided'::text, 'expired'::text])))
-);
-
---
 -- Name: ledger_entries; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2133,19 +1908,6 @@ CREATE SEQUENCE public.outcome_pending_id_seq
 ALTER SEQUENCE public.outcome_pending_id_seq OWNED BY public.outcome_pending.id;
 
 --
--- Name: split_legs; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.split_legs (
-    operation_id text NOT NULL,
-    leg integer NOT NULL,
-    to_wallet text NOT NULL,
-    amount bigint NOT NULL,
-    CONSTRAINT split_legs_amount_positive CHECK ((amount > 0)),
-    CONSTRAINT split_legs_leg_range CHECK (((leg >= 1) AND (leg <= 16)))
-);
-
---
 -- Name: transfer_requests; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2173,32 +1935,6 @@ CREATE TABLE public.transfer_requests (
     CONSTRAINT transfer_requests_counts_non_negative CHECK (((send_count >= 0) AND (lost_count >= 0) AND (give_up_count >= 0))),
     CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
     CONSTRAINT transfer_requests_trace_context_bounded CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 1024))))
-);
-
---
--- Name: transfers; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.transfers (
-    operation_id text NOT NULL,
-    request_hash character(64) NOT NULL,
-    from_wallet text NOT NULL,
-    to_wallet text,
-    amount bigint,
-    currency character(3),
-    status text NOT NULL,
-    reason text,
-    fence bigint NOT NULL,
-    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
-    lease uuid,
-    kind text DEFAULT 'transfer'::text NOT NULL,
-    original_id text,
-    CONSTRAINT transfers_amount_positive CHECK ((amount > 0)),
-    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
-    CONSTRAINT transfers_original_by_kind CHECK (((kind = ANY (ARRAY['capture'::text, 'void'::text, 'refund'::text])) = (original_id IS NOT NULL))),
-    CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text]))))),
-    CONSTRAINT transfers_status_known CHECK ((status = ANY (ARRAY['applied'::text, 'rejected'::text]))),
-    CONSTRAINT transfers_transfer_complete CHECK (((kind <> 'transfer'::text) OR ((to_wallet IS NOT NULL) AND (amount IS NOT NULL))))
 );
 
 --
@@ -2355,10 +2091,106 @@ REVOKE ALL ON FUNCTION public.apply_transfer(p_operation_id text, p_request_hash
 REVOKE ALL ON FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_answer(p_record_hash text, p_request_hash text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_answer(p_record_hash text, p_request_hash text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_arguments_checked(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_arguments_checked(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_hold_ended(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_hold public.holds, p_original public.transfers, p_now timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_hold_ended(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_hold public.holds, p_original public.transfers, p_now timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_moved(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_from_currency text, p_to_currency text, p_balance bigint, p_expires timestamp with time zone, p_now timestamp with time zone, p_latest timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_moved(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_from_currency text, p_to_currency text, p_balance bigint, p_expires timestamp with time zone, p_now timestamp with time zone, p_latest timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_operations_locked(p_operation_ids text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_operations_locked(p_operation_ids text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_records_found(p_operation_ids text[], OUT r_op text[], OUT r_hash text[], OUT r_status text[], OUT r_reason text[], OUT r_fence bigint[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_records_found(p_operation_ids text[], OUT r_op text[], OUT r_hash text[], OUT r_status text[], OUT r_reason text[], OUT r_fence bigint[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_refunded(p_from text, p_to text, p_amount bigint, p_original public.transfers, p_hold public.holds, p_leg_amount bigint, p_refunded bigint, p_from_currency text, p_payee_currency text, p_balance bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_refunded(p_from text, p_to text, p_amount bigint, p_original public.transfers, p_hold public.holds, p_leg_amount bigint, p_refunded bigint, p_from_currency text, p_payee_currency text, p_balance bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_refusal(p_from text, p_to text, p_from_currency text, p_to_currency text, p_currency text, p_balance bigint, p_amount bigint, p_kind_refusal text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_refusal(p_from text, p_to text, p_from_currency text, p_to_currency text, p_currency text, p_balance bigint, p_amount bigint, p_kind_refusal text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_split(p_op text, p_from text, p_amount bigint, p_currency text, p_legs jsonb, p_wallet_ids text[], p_currencies text[], p_balance bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_split(p_op text, p_from text, p_amount bigint, p_currency text, p_legs jsonb, p_wallet_ids text[], p_currencies text[], p_balance bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_stale(p_wallet_fence bigint, p_wallet_lease uuid, p_fence bigint, p_lease uuid); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_stale(p_wallet_fence bigint, p_wallet_lease uuid, p_fence bigint, p_lease uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], w_balance bigint[], h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], w_balance bigint[], h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]) FROM PUBLIC;
+
+--
 -- Name: FUNCTION decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION give_up_send_count(p_operation_id text, p_request_hash text); Type: ACL; Schema: public; Owner: -
@@ -2419,12 +2251,6 @@ REVOKE ALL ON FUNCTION public.outcome_events_after(p_after bigint, p_limit integ
 --
 
 REVOKE ALL ON FUNCTION public.outcome_feed_sequence(p_limit integer) FROM PUBLIC;
-
---
--- Name: FUNCTION payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.payments_decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION record_transfer_given_up(p_operation_id text, p_request_hash text, p_reason text, p_send_count integer); Type: ACL; Schema: public; Owner: -
@@ -2521,12 +2347,6 @@ REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text,
 --
 
 REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text, p_trace_context jsonb) FROM PUBLIC;
-
---
--- Name: FUNCTION transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.transfers_decide_batch(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) FROM PUBLIC;
 
 --
 -- Name: DEFAULT PRIVILEGES FOR FUNCTIONS; Type: DEFAULT ACL; Schema: -; Owner: -

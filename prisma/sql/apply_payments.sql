@@ -1,4 +1,4 @@
--- The worker's decision of payments: payments_decide_batch() with every check, behind a refusal of
+-- The worker's decision of payments: decide_batch() with every check, behind a refusal of
 -- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path
 -- pinned; `npm run db:worker-role` grants it.
 CREATE OR REPLACE FUNCTION "apply_payments"(
@@ -20,7 +20,7 @@ CREATE OR REPLACE FUNCTION "apply_payments"(
 LANGUAGE sql
 VOLATILE
 AS $$
-    SELECT * FROM payments_decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
         p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
      WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
 $$;

@@ -1,6 +1,8 @@
--- The single decision: one transfer per call, with the same steps and answers as
--- transfers_decide_batch() (test/ledger/single-and-batch-agree.test.ts), which the bench's
--- per-commit anchors and the tests call. Owner only. Every check always on: no parameter or branch
+-- The single decision: one transfer per call, with the same rules as decide_batch()
+-- (decision_answer(), decision_stale(), decision_refusal()) and the same answers
+-- (test/ledger/single-and-batch-agree.test.ts), in single-row statements: a batch of one pays the
+-- batch's array handling, a third more per call (docs/reference/database.md). The bench's per-commit
+-- anchors and the tests call it. Owner only. Every check always on: no parameter or branch
 -- skips one (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "apply_transfer"(
     p_operation_id      TEXT,
@@ -24,10 +26,12 @@ AS $$
 DECLARE
     v_existing   RECORD;
     v_wallet     RECORD;
-    v_from       RECORD;
-    v_to         RECORD;
-    v_found_from BOOLEAN := FALSE;
-    v_found_to   BOOLEAN := FALSE;
+    -- The two wallets' rows (currency NULL: no row).
+    v_from_currency TEXT;
+    v_from_balance  BIGINT;
+    v_from_fence    BIGINT;
+    v_from_lease    UUID;
+    v_to_currency   TEXT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
@@ -60,9 +64,7 @@ BEGIN
             INSERT INTO outcome_pending (operation_id, kind, reason, from_wallet, to_wallet, amount, currency)
             VALUES (p_operation_id, 'conflict', NULL, v_req_from, v_req_to, v_req_amount, v_req_currency);
         END IF;
-        RETURN QUERY SELECT
-            CASE WHEN v_existing.request_hash = p_request_hash THEN 'duplicate' ELSE 'conflict' END,
-            v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
+        RETURN QUERY SELECT decision_answer(v_existing.request_hash::TEXT, p_request_hash), v_existing.status, v_existing.reason, v_existing.fence, NULL::BIGINT;
         RETURN;
     END IF;
 
@@ -70,42 +72,30 @@ BEGIN
         SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease
           FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
     LOOP
-        IF v_wallet.id = p_from THEN v_from := v_wallet; v_found_from := TRUE; END IF;
-        IF v_wallet.id = p_to THEN v_to := v_wallet; v_found_to := TRUE; END IF;
+        IF v_wallet.id = p_from THEN
+            v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance;
+            v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
+        END IF;
+        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; END IF;
     END LOOP;
 
-    -- The fence guards the source wallet only; an equal token passes only for the lease that set
-    -- it (the lease-ids migration).
-    -- (Nested: PL/pgSQL evaluates a record's fields even behind a false AND.)
-    IF v_found_from THEN
-        IF v_from.last_fence > p_fence
-           OR (v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id) THEN
-            RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from.last_fence;
-            RETURN;
-        END IF;
+    IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
+        RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from_fence;
+        RETURN;
     END IF;
-
-    IF p_from = p_to THEN
-        v_reason := 'same_wallet';
-    ELSIF NOT v_found_from OR NOT v_found_to THEN
-        v_reason := 'unknown_wallet';
-    ELSIF v_from.currency <> v_to.currency OR (p_currency IS NOT NULL AND p_currency <> v_from.currency) THEN
-        v_reason := 'currency_mismatch';
-    ELSIF v_from.balance < p_amount THEN
-        v_reason := 'insufficient_funds';
-    END IF;
+    v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency, v_from_balance, p_amount);
     v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
 
-    IF v_found_from THEN
+    IF v_from_currency IS NOT NULL THEN
         -- Every decision under our token raises the source's fence, refusals included; the lease
         -- that holds the fence is recorded with it. An applied transfer moves both balances in
         -- the same statement: one row-update pass, one evaluation of the wallets' CHECK
         -- constraints (which PostgreSQL compiles afresh for every statement that writes a row).
-        v_fence_after := GREATEST(v_from.last_fence, p_fence);
+        v_fence_after := GREATEST(v_from_fence, p_fence);
         IF v_reason IS NULL THEN
             UPDATE wallets
                SET last_fence = CASE WHEN id = p_from THEN v_fence_after ELSE last_fence END,
-                   last_lease = CASE WHEN id = p_from AND p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   last_lease = CASE WHEN id = p_from AND p_fence >= v_from_fence THEN p_lease_id ELSE last_lease END,
                    balance = balance + CASE WHEN id = p_from THEN -p_amount ELSE p_amount END,
                    updated_at = CURRENT_TIMESTAMP
              WHERE id IN (p_from, p_to);
@@ -117,7 +107,7 @@ BEGIN
         ELSE
             UPDATE wallets
                SET last_fence = v_fence_after,
-                   last_lease = CASE WHEN p_fence >= v_from.last_fence THEN p_lease_id ELSE last_lease END,
+                   last_lease = CASE WHEN p_fence >= v_from_fence THEN p_lease_id ELSE last_lease END,
                    updated_at = CURRENT_TIMESTAMP
              WHERE id = p_from;
         END IF;

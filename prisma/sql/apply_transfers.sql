@@ -1,5 +1,5 @@
--- The worker's decision of transfers: transfers_decide_batch() behind a refusal of ledger-account
--- ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path pinned;
+-- The worker's decision of transfers: decide_batch(), every element a transfer, behind a refusal of
+-- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path pinned;
 -- `npm run db:worker-role` grants it.
 CREATE OR REPLACE FUNCTION "apply_transfers"(
     p_operation_ids  TEXT[],
@@ -23,8 +23,12 @@ VOLATILE
 SECURITY DEFINER
 AS $$
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
-      FROM transfers_decide_batch(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-                                  p_currencies, p_fences, p_lease_ids) b
+      FROM decide_batch(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_operation_ids,
+                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies,
+                        array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                        array_fill(NULL::BIGINT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                        array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                        array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_fences, p_lease_ids, 1) b
      WHERE decision_wallet_ids_checked(p_froms || p_tos);
 $$;
 

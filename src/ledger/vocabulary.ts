@@ -95,7 +95,8 @@ const HOLD_ENDING_CHECKS: readonly CheckStep[] = [
 
 /**
  * Each kind's checks in the order its decision makes them; the first that fails is the answer.
- * Read off transfers_decide_batch.sql (and apply_transfer.sql) and payments_decide_batch.sql;
+ * Read off each kind's function in prisma/sql/ (decision_moved.sql, decision_hold_ended.sql,
+ * decision_refunded.sql, decision_split.sql) and the movement checks of decision_refusal.sql;
  * test/ledger/outcomes-reference.test.ts fails when a function's order, or the reasons a kind can
  * give, differ from this table. Before any of them a recorded operation answers `duplicate` or
  * `conflict`, and a token below the debited wallet's fence `stale_fence`.

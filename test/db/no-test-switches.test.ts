@@ -132,9 +132,9 @@ describe('a database migrated as `npm run db:migrate` does', () => {
     const named = new Set(found.map((line) => /^([a-z_]+)\(/.exec(line)?.[1]));
     expect([...named].sort()).toEqual([...UNSAFE_FUNCTIONS].sort());
     expect(found).toContain(
-      'transfers_decide_batch_unsafe(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean): parameter p_check_fence',
+      'apply_transfer_unsafe(text,text,text,text,bigint,text,bigint,uuid,boolean,boolean,boolean): parameter p_check_fence',
     );
-    expect(found.some((line) => /^payments_decide_batch_unsafe\(.*: body reads p_check_hold_state$/.test(line))).toBe(
+    expect(found.some((line) => /^decision_hold_ended_unsafe\(.*: body reads p_check_hold_state$/.test(line))).toBe(
       true,
     );
   });

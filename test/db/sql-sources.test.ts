@@ -73,7 +73,7 @@ describe('the SQL source files and the schema snapshot', () => {
     const [a, b] = await Promise.all([migrated(MIGRATIONS_DIR), migrated(MIGRATIONS_DIR)]);
     const result = await checkSqlSources(a, b, readSqlSources(), readFileSync(SCHEMA_SNAPSHOT_PATH, 'utf8'));
     expect(result.problems).toEqual([]);
-    expect(result.migratedDump).toContain('CREATE FUNCTION public.payments_decide_batch(');
+    expect(result.migratedDump).toContain('CREATE FUNCTION public.decide_batch(');
   });
 
   it('fail when a migration changes a function without its source file', async () => {
@@ -152,7 +152,7 @@ describe('npm run db:new-migration', () => {
     expect(written.startsWith('-- A test changes one function and drops another.\n')).toBe(true);
     expect(written).toContain('DROP FUNCTION relay_count_lost(text[]);');
     expect(written).toContain(POSITION_CHANGED.trimEnd());
-    expect(written).not.toContain('payments_decide_batch');
+    expect(written).not.toContain('decide_batch');
     expect(readFileSync(paths.snapshotPath, 'utf8')).not.toContain('relay_count_lost');
 
     expect(await check(dir)).toEqual([]);

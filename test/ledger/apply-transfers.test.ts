@@ -316,31 +316,55 @@ describe('crossing batches', () => {
   });
 
   it("control: the same decision locking each transfer's rows as it reaches them deadlocks", async () => {
-    // The batch body as the migration defines it, except that the wallets are read without
-    // the up-front lock in id order, and each transfer locks its source then its destination
-    // when the loop reaches it, as a naive batch would.
-    const def =
-      (await db.pg.query<{ def: string }>("SELECT pg_get_functiondef('transfers_decide_batch'::regproc) AS def"))
-        .rows[0]?.def ?? '';
+    // The batch decision as the migrations define it, except that its wallets are read without
+    // the up-front lock in id order (decision_wallets_locked() copied without it), and each
+    // transfer locks its source then its destination when the loop reaches it, as a naive batch
+    // would.
+    const defOf = async (fn: string) =>
+      (await db.pg.query<{ def: string }>(`SELECT pg_get_functiondef('${fn}'::regproc) AS def`)).rows[0]?.def ?? '';
+    const renamed = (def: string, from: string, to: string) => {
+      expect(def).toContain(from);
+      return def.replace(from, to);
+    };
     const upFrontLock = 'ORDER BY w.id FOR UPDATE) l;';
     const loopStep = 'v_fence := p_fences[v_i];';
-    expect(def).toContain(upFrontLock);
-    expect(def).toContain(loopStep);
-    const unordered = def
-      .replace(upFrontLock, ') l;')
-      .replace('public.transfers_decide_batch(', 'public.transfers_decide_batch_unordered(')
-      .replace(
-        loopStep,
-        `${loopStep}
+    const unlocked = renamed(
+      renamed(await defOf('decision_wallets_locked'), upFrontLock, ') l;'),
+      'public.decision_wallets_locked(',
+      'public.decision_wallets_unlocked(',
+    );
+    const read = renamed(
+      renamed(
+        await defOf('decision_state_read'),
+        ':= decision_wallets_locked(v_wallets)',
+        ':= decision_wallets_unlocked(v_wallets)',
+      ),
+      'public.decision_state_read(',
+      'public.decision_state_read_unordered(',
+    );
+    const decide = renamed(
+      renamed(
+        renamed(await defOf('decide_batch'), ':= decision_state_read(', ':= decision_state_read_unordered('),
+        'public.decide_batch(',
+        'public.decide_batch_unordered(',
+      ),
+      loopStep,
+      `${loopStep}
         PERFORM 1 FROM wallets w WHERE w.id = v_from FOR UPDATE;
         PERFORM pg_sleep(0.002);
-        PERFORM 1 FROM wallets w WHERE w.id = v_to FOR UPDATE;`,
-      );
-    await db.pg.query(unordered);
-    await db.pg.query(`ALTER DATABASE "${db.name}" SET deadlock_timeout = '200ms'`);
-    const { deadlocks, failures } = await crossingBatches(
-      'transfers_decide_batch_unordered($1, $2, $3, $4, $5, $6, $7, $8)',
+        PERFORM 1 FROM wallets w WHERE w.id = p_tos[v_i] FOR UPDATE;`,
     );
+    for (const def of [unlocked, read, decide]) await db.pg.query(def);
+    await db.pg.query(`
+      CREATE FUNCTION transfers_unordered(o TEXT[], h TEXT[], f TEXT[], t TEXT[], a BIGINT[], c TEXT[], n BIGINT[], l UUID[])
+      RETURNS TABLE (ord INTEGER, outcome TEXT, status TEXT, reason TEXT, fence BIGINT, wallet_fence BIGINT)
+      LANGUAGE sql AS $$
+        SELECT * FROM decide_batch_unordered(array_fill('transfer'::TEXT, ARRAY[cardinality(o)]), o, h, f, t, a, c,
+          array_fill(NULL::TEXT, ARRAY[cardinality(o)]), array_fill(NULL::BIGINT, ARRAY[cardinality(o)]),
+          array_fill(NULL::TIMESTAMPTZ, ARRAY[cardinality(o)]), array_fill(NULL::JSONB, ARRAY[cardinality(o)]), n, l, 1)
+      $$`);
+    await db.pg.query(`ALTER DATABASE "${db.name}" SET deadlock_timeout = '200ms'`);
+    const { deadlocks, failures } = await crossingBatches('transfers_unordered($1, $2, $3, $4, $5, $6, $7, $8)');
     expect(failures).toEqual([]);
     expect(deadlocks).toBeGreaterThan(0);
   });

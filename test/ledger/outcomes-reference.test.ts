@@ -1,7 +1,7 @@
 // Each kind's order of checks, as docs/reference/outcomes.md gives it (CHECK_ORDER in the
 // vocabulary), is the order of the reasons its SQL decision assigns (issue 41, item 4.8): read off
-// the current definitions in prisma/sql/, one branch per kind, each reason at its first
-// assignment. So a kind that can give a reason the table omits, or a function that checks in
+// the current definitions in prisma/sql/ (each kind's function, and the checks of a movement of
+// money it asks decision_refusal() for), each reason at its first appearance. So a kind that can give a reason the table omits, or a function that checks in
 // another order, fails here, and the reference says which check answers first.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,41 +20,74 @@ function between(text: string, start: string, end: string): string {
   return text.slice(from, to);
 }
 
-/** The reasons assigned in `text`, each at its first assignment; `skip` drops one by its guard. */
+const isReason = (word: string) => (REJECTION_REASONS as readonly string[]).includes(word);
+
+/** The index just past the parenthesis that closes the one opened at `open`. */
+function closing(text: string, open: number): number {
+  let depth = 0;
+  for (let i = open; i < text.length; i++) {
+    if (text[i] === '(') depth++;
+    if (text[i] === ')' && --depth === 0) return i + 1;
+  }
+  throw new Error('unbalanced parentheses');
+}
+
+/**
+ * The reasons `text` gives, in text order, each at its first appearance: a reason literal, or a
+ * call of decision_refusal(), which gives the refusal's own reasons with the kind's refusal (a
+ * reason literal among the call's arguments) in its place. `skip` drops a literal by its line or
+ * the line before (a check one kind of the function makes and the other does not).
+ */
 function reasonsIn(text: string, skip?: RegExp): string[] {
-  const lines = text.split('\n');
   const out: string[] = [];
-  lines.forEach((line, i) => {
-    const reason = /v_reason := '(\w+)'/.exec(line)?.[1];
-    if (reason === undefined || out.includes(reason)) return;
-    if (skip?.test(`${lines[i - 1] ?? ''}\n${line}`)) return;
-    out.push(reason);
-  });
+  const add = (reason: string) => {
+    if (!out.includes(reason)) out.push(reason);
+  };
+  const refusal = sql('decision_refusal.sql');
+  const body = refusal.slice(refusal.indexOf('AS $$'));
+  const kindAt = body.indexOf('p_kind_refusal IS NOT NULL');
+  const literals = (from: string) => [...from.matchAll(/'(\w+)'/g)].map((m) => m[1] ?? '').filter(isReason);
+  const found = /decision_refusal\(|'(\w+)'/g;
+  for (let m = found.exec(text); m !== null; m = found.exec(text)) {
+    if (m[1] === undefined) {
+      const end = closing(text, m.index + m[0].length - 1);
+      for (const reason of literals(body.slice(0, kindAt))) add(reason);
+      for (const reason of literals(text.slice(found.lastIndex, end))) add(reason);
+      for (const reason of literals(body.slice(kindAt))) add(reason);
+      found.lastIndex = end;
+    } else if (isReason(m[1])) {
+      const lineStart = text.lastIndexOf('\n', m.index);
+      const context = text.slice(text.lastIndexOf('\n', lineStart - 1) + 1, text.indexOf('\n', m.index));
+      if (skip?.test(context) !== true) add(m[1]);
+    }
+  }
   return out;
 }
 
 const declared = (kind: keyof typeof CHECK_ORDER) => CHECK_ORDER[kind].map((step) => step.reason);
 
 describe("each kind's order of checks", () => {
-  const payments = sql('payments_decide_batch.sql');
-  const branches = {
-    hold: between(payments, "IF v_kind = 'hold' THEN", "ELSIF v_kind IN ('capture', 'void') THEN"),
-    capture: between(payments, "ELSIF v_kind IN ('capture', 'void') THEN", "ELSIF v_kind = 'refund' THEN"),
-    refund: between(payments, "ELSIF v_kind = 'refund' THEN", 'ELSE -- split'),
-    split: between(payments, 'ELSE -- split', "v_detail := jsonb_build_object('legs'"),
-  };
+  const moved = sql('decision_moved.sql');
+  const transfer = between(moved, "IF p_kind = 'transfer' THEN", 'RETURN;');
+  const hold = moved.slice(moved.indexOf('RETURN;'));
 
-  it('a transfer checks as transfers_decide_batch() and apply_transfer() do', () => {
-    expect(reasonsIn(sql('transfers_decide_batch.sql'))).toEqual(declared('transfer'));
+  it('a transfer checks as decide_batch() (decision_moved()) and apply_transfer() do', () => {
+    expect(reasonsIn(transfer)).toEqual(declared('transfer'));
     expect(reasonsIn(sql('apply_transfer.sql'))).toEqual(declared('transfer'));
   });
 
-  it('each payment checks as its branch of payments_decide_batch() does', () => {
-    expect(reasonsIn(branches.hold)).toEqual(declared('hold'));
-    expect(reasonsIn(branches.capture)).toEqual(declared('capture'));
-    expect(reasonsIn(branches.capture, /v_kind = 'capture'/)).toEqual(declared('void'));
-    expect(reasonsIn(branches.refund)).toEqual(declared('refund'));
-    expect(reasonsIn(branches.split)).toEqual(declared('split'));
+  it("each payment checks as its kind's function does", () => {
+    expect(reasonsIn(hold)).toEqual(declared('hold'));
+    expect(reasonsIn(sql('decision_hold_ended.sql'))).toEqual(declared('capture'));
+    expect(reasonsIn(sql('decision_hold_ended.sql'), /p_kind = 'capture'/)).toEqual(declared('void'));
+    expect(reasonsIn(sql('decision_refunded.sql'))).toEqual(declared('refund'));
+    expect(reasonsIn(sql('decision_split.sql'))).toEqual(declared('split'));
+  });
+
+  it('counts a reason given through decision_refusal() where the call puts it', () => {
+    expect(reasonsIn("x := decision_refusal(a, b, CASE WHEN c THEN 'expiry_out_of_range' END);")).toEqual(
+      declared('hold'),
+    );
   });
 
   it('covers every kind, and every rejection reason is some kind’s', () => {

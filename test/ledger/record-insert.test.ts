@@ -1,4 +1,4 @@
-// apply_transfer() and the batch, transfers_decide_batch(), write their records with a plain
+// apply_transfer() and the batch, apply_transfers() (decide_batch()), write their records with a plain
 // INSERT when the idempotency check is on (the single- and batch-decision-plain-insert
 // migrations): a record that appears after the check, written by someone who skipped the
 // operation's advisory lock, fails the call with a unique violation and rolls back the money
@@ -6,7 +6,7 @@
 // CONFLICT DO NOTHING), created from its applied migration under another name, is run through
 // the same race as the control: it answers applied, moves the money and leaves only the
 // intruder's record, so this test fails against it. With the check off (the negative
-// control's variant, apply_transfer_unsafe() and transfers_decide_batch_unsafe(), which the
+// control's variant, apply_transfer_unsafe() and apply_transfers_unsafe(), which the
 // production database has not: installed here as the chaos harness does) a second delivery still
 // moves the money again and keeps the first record.
 import type pg from 'pg';
@@ -50,7 +50,7 @@ beforeEach(async () => {
  * check's, then the fence's and the lease's on, for the previous bodies and the controls' variants.
  */
 function switchesOf(fn: string, checked: boolean): string {
-  return fn === 'apply_transfer' || fn === 'transfers_decide_batch' ? '' : `, ${checked}, TRUE, TRUE`;
+  return fn === 'apply_transfer' || fn === 'apply_transfers' ? '' : `, ${checked}, TRUE, TRUE`;
 }
 
 function decide(client: pg.PoolClient, fn: string, operationId: string, checked = true) {
@@ -185,10 +185,10 @@ describe("apply_transfer()'s record with the idempotency check off (the negative
   });
 });
 
-describe("transfers_decide_batch()'s records with the idempotency check on", () => {
+describe("apply_transfers()'s records with the idempotency check on", () => {
   it('fails the whole call on a record written past an advisory lock, and moves no money', async () => {
     const result = await raceAnIntruder('b-intruded', (c) =>
-      decideBatch(c, 'transfers_decide_batch', [
+      decideBatch(c, 'apply_transfers', [
         ['b-intruded', 'w1', 'w2'],
         ['b-clean', 'w3', 'w4'],
       ]),
@@ -216,13 +216,13 @@ describe("transfers_decide_batch()'s records with the idempotency check on", () 
   it('answers a twin inside the batch and a later delivery as duplicates, one record each', async () => {
     const client = await db.pg.connect();
     try {
-      const first = await decideBatch(client, 'transfers_decide_batch', [
+      const first = await decideBatch(client, 'apply_transfers', [
         ['b-twin', 'w1', 'w2'],
         ['b-twin', 'w1', 'w2'],
         ['b-other', 'w3', 'w4'],
       ]);
       expect(first.rows.map((r) => r.outcome)).toEqual(['applied', 'duplicate', 'applied']);
-      const again = await decideBatch(client, 'transfers_decide_batch', [
+      const again = await decideBatch(client, 'apply_transfers', [
         ['b-twin', 'w1', 'w2'],
         ['b-other', 'w3', 'w4'],
       ]);
@@ -237,13 +237,13 @@ describe("transfers_decide_batch()'s records with the idempotency check on", () 
   });
 });
 
-describe("transfers_decide_batch()'s records with the idempotency check off (the negative control)", () => {
+describe("apply_transfers()'s records with the idempotency check off (the negative control)", () => {
   it('moves the money again for a twin and keeps the first record', async () => {
     const client = await db.pg.connect();
     try {
       const twice = await decideBatch(
         client,
-        'transfers_decide_batch_unsafe',
+        'apply_transfers_unsafe',
         [
           ['b-twice', 'w1', 'w2'],
           ['b-twice', 'w1', 'w2'],

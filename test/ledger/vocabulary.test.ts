@@ -39,10 +39,13 @@ const MIGRATIONS = join(PROJECT_ROOT, 'prisma', 'migrations');
  * request_decide_invalid() ends an intake request no worker can decide.
  */
 const DECISION_FUNCTIONS = [
-  'transfers_decide_batch',
+  'decide_batch',
+  'decision_moved',
+  'decision_hold_ended',
+  'decision_refunded',
+  'decision_split',
   'apply_transfers',
   'apply_transfer',
-  'payments_decide_batch',
   'request_decide_invalid',
 ];
 
@@ -87,19 +90,28 @@ function checkList(constraint: string, column: string): string[] {
 
 const sorted = (values: readonly string[]) => [...new Set(values)].sort();
 
+/** The quoted literals of an SQL function's body (decision_refusal()'s and decision_answer()'s CASE). */
+const literalsOf = (name: string) => [...currentBody(name).matchAll(/'([a-z_]+)'/g)].map((l) => l[1] as string);
+
 describe('the vocabulary and the SQL functions', () => {
   const bodies = DECISION_FUNCTIONS.map(currentBody).join('\n');
+  // A decision's status is its outcome when it decides; an answer from a record is decision_answer()'s.
+  const statuses = assignedLiterals(bodies, /\b(?:v_)?status/);
 
   it('agree on the rejection reasons', () => {
-    expect(sorted(assignedLiterals(bodies, /v_reason/))).toEqual(sorted(REJECTION_REASONS));
+    expect(sorted([...assignedLiterals(bodies, /\b(?:v_)?reason/), ...literalsOf('decision_refusal')])).toEqual(
+      sorted(REJECTION_REASONS),
+    );
   });
 
   it('agree on the outcomes a decision answers', () => {
-    expect(sorted(assignedLiterals(bodies, /\boutcome/))).toEqual(sorted(DECISION_OUTCOMES));
+    expect(sorted([...assignedLiterals(bodies, /\boutcome/), ...statuses, ...literalsOf('decision_answer')])).toEqual(
+      sorted(DECISION_OUTCOMES),
+    );
   });
 
   it('agree on the statuses the idempotency record stores', () => {
-    expect(sorted(assignedLiterals(bodies, /r_status\[[a-z_]+\]/))).toEqual(sorted(STORED_STATUSES));
+    expect(sorted(statuses)).toEqual(sorted(STORED_STATUSES));
   });
 
   it("agree with the transfers table's CHECK constraints", () => {
@@ -109,7 +121,9 @@ describe('the vocabulary and the SQL functions', () => {
 
   it('catch a reason the vocabulary lacks (negative control of the parser)', () => {
     const drifted = `${bodies}\n v_reason := 'frozen_wallet';`;
-    expect(sorted(assignedLiterals(drifted, /v_reason/))).not.toEqual(sorted(REJECTION_REASONS));
+    expect(sorted([...assignedLiterals(drifted, /\b(?:v_)?reason/), ...literalsOf('decision_refusal')])).not.toEqual(
+      sorted(REJECTION_REASONS),
+    );
   });
 
   it('the outcome types name exactly the terminal outcomes', () => {

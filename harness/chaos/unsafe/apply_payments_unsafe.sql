@@ -1,6 +1,6 @@
 -- The negative controls' payments (owner only, never granted): --unsafe double-capture turns the
 -- hold's state check off, --unsafe refund-unbounded the refund's bound. As apply_transfers_unsafe():
--- installed by the harness only, over payments_decide_batch_unsafe() (unsafe-decisions.ts).
+-- installed by the harness only, over decide_batch_unsafe() (unsafe-decisions.ts).
 CREATE OR REPLACE FUNCTION "apply_payments_unsafe"(
     p_kinds              TEXT[],
     p_operation_ids      TEXT[],
@@ -25,7 +25,7 @@ CREATE OR REPLACE FUNCTION "apply_payments_unsafe"(
 LANGUAGE sql
 VOLATILE
 AS $$
-    SELECT * FROM payments_decide_batch_unsafe(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
+    SELECT * FROM decide_batch_unsafe(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
         p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
         p_check_idempotency, p_check_fence, p_check_lease, p_check_hold_state, p_check_refund_bound)
      WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);

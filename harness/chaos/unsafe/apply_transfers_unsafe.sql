@@ -1,6 +1,6 @@
 -- The chaos harness's negative controls only: the decision with the idempotency record, the
--- fence and/or the lease check switched off (transfers_decide_batch_unsafe(), derived from the
--- production decision by unsafe-decisions.ts). Installed by the harness into its own scratch
+-- fence and/or the lease check switched off (decide_batch_unsafe(), derived from the production
+-- decision by unsafe-decisions.ts). Installed by the harness into its own scratch
 -- databases and tests' databases, never by a migration; runs with the caller's rights and is
 -- executable by the owner alone.
 CREATE OR REPLACE FUNCTION "apply_transfers_unsafe"(
@@ -27,9 +27,15 @@ LANGUAGE sql
 VOLATILE
 AS $$
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
-      FROM transfers_decide_batch_unsafe(p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-                                  p_currencies, p_fences, p_lease_ids, p_check_idempotency,
-                                  p_check_fence, p_check_lease) b;
+      FROM decide_batch_unsafe(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                               p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts, p_currencies,
+                               array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                               array_fill(NULL::BIGINT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                               array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                               array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
+                               p_fences, p_lease_ids, 1, p_check_idempotency, p_check_fence, p_check_lease,
+                               TRUE, TRUE) b
+     WHERE decision_wallet_ids_checked(p_froms || p_tos);
 $$;
 
 REVOKE EXECUTE ON FUNCTION apply_transfers_unsafe(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean) FROM PUBLIC;

@@ -55,6 +55,8 @@ interface Variant {
   /** The production function, and its file under prisma/sql/. */
   readonly fn: string;
   readonly checks: readonly Check[];
+  /** Switches before the function's own parameters (a helper the batch variant calls); else after them. */
+  readonly switchesFirst?: boolean;
   readonly edits: readonly Edit[];
 }
 
@@ -81,69 +83,119 @@ function within(found: string, what: string, pattern: RegExp, replacement: strin
   return found.replace(pattern, replacement);
 }
 
-// Edits shared by both batch decisions: the operations' advisory locks, the records read, the
-// answer from a record, and the fence and lease comparison on the debited wallet.
-const BATCH_IDEMPOTENCY: readonly Edit[] = [
+/** A call of `callee` inside a variant: the call goes to its variant, given `checks` first. */
+function callOfVariant(callee: string, checks: readonly Check[]): Edit {
+  return {
+    what: `the call of ${callee}()`,
+    find: `${callee}(`,
+    to: () => `${callee}_unsafe(${checks.map(switchOf).join(', ')}, `,
+  };
+}
+
+// Off, a record written meanwhile keeps the first outcome and the money moved again commits;
+// only the records inserted have their event.
+const RECORDS_INSERTED: Edit = {
+  what: 'the records inserted',
+  find: '    WITH recorded AS (\n',
+  through: ';\n',
+  to: (found) => {
+    const inserted = within(
+      found,
+      'the records insert',
+      /(inserted AS \(\s*INSERT INTO transfers[\s\S]*?FROM recorded d)(\s*\),)/,
+      '$1\n        ON CONFLICT (operation_id) DO NOTHING RETURNING operation_id$2',
+    );
+    const unchecked = within(
+      inserted,
+      "the records' events",
+      /FROM recorded d(\s+UNION ALL)/,
+      'FROM recorded d WHERE EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id) ' +
+        'AND d.element = (SELECT min(f.element) FROM recorded f WHERE f.operation_id = d.operation_id)$1',
+    );
+    return guard('idempotency', unchecked)(found);
+  },
+};
+
+// The variants: the batch decision (decide_batch(), whose idempotency, fence and lease checks are
+// its own lines, and whose hold-state, refund-bound and record checks are in the functions it
+// calls, through decision_verdict() for the first two: each given its own variant), and the single
+// decision.
+const VARIANTS: readonly Variant[] = [
   {
-    what: "the operations' advisory locks",
-    find: '    FOR v_key IN\n',
-    through: '    END LOOP;\n',
-    to: guard('idempotency'),
+    fn: 'decide_batch',
+    checks: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound'],
+    edits: [
+      {
+        what: "the operations' advisory locks",
+        find: '    v_j := decision_operations_locked(p_operation_ids);\n',
+        to: guard('idempotency'),
+      },
+      {
+        what: 'the records read',
+        find: '    v := decision_records_found(p_operation_ids);\n',
+        through: 'r_fence := v.r_fence;\n',
+        to: guard('idempotency', "r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}';"),
+      },
+      {
+        what: 'the answer from a record',
+        find: '        v_k := array_position(r_op, v_op);\n',
+        through: '            CONTINUE;\n        END IF;\n',
+        to: guard('idempotency'),
+      },
+      {
+        // Off, the lease compared is the caller's own: only a lower token is stale.
+        what: 'the fence and lease comparison',
+        find: 'IF decision_stale(w_fence[v_fi], w_lease[v_fi], v_fence, v_lease) THEN',
+        to: () =>
+          `IF ${switchOf('fence')} AND decision_stale(w_fence[v_fi], ` +
+          `CASE WHEN ${switchOf('lease')} THEN w_lease[v_fi] ELSE v_lease END, v_fence, v_lease) THEN`,
+      },
+      callOfVariant('decision_verdict', ['hold_state', 'refund_bound']),
+      callOfVariant('decision_recorded', ['idempotency']),
+    ],
   },
   {
-    what: 'the records read',
-    find: "    SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),",
-    through: 'FROM transfers t WHERE t.operation_id = ANY (p_operation_ids);\n',
-    to: guard(
-      'idempotency',
-      "r_op := '{}'; r_hash := '{}'; r_status := '{}'; r_reason := '{}'; r_fence := '{}'; r_element := '{}';",
+    fn: 'decision_verdict',
+    checks: ['hold_state', 'refund_bound'],
+    switchesFirst: true,
+    edits: [callOfVariant('decision_hold_ended', ['hold_state']), callOfVariant('decision_refunded', ['refund_bound'])],
+  },
+  {
+    fn: 'decision_hold_ended',
+    checks: ['hold_state'],
+    switchesFirst: true,
+    edits: [
+      "ELSIF p_hold.state = 'captured' THEN",
+      "ELSIF p_hold.state = 'voided' THEN",
+      "ELSIF p_hold.state = 'expired' OR p_hold.expires_at <= p_now THEN",
+    ].map(
+      (find): Edit => ({
+        what: `the hold's state (${find})`,
+        find,
+        to: (found) => `ELSIF ${switchOf('hold_state')} AND (${found.slice('ELSIF '.length, -' THEN'.length)}) THEN`,
+      }),
     ),
   },
   {
-    what: 'the answer from a record',
-    find: '        v_k := array_position(r_op, v_op);\n',
-    through: '            CONTINUE;\n        END IF;\n',
-    to: guard('idempotency'),
-  },
-];
-const BATCH_FENCE: readonly Edit[] = [
-  {
-    what: 'the fence comparison',
-    find: '        IF v_fi IS NOT NULL\n           AND (w_fence[v_fi] > v_fence',
-    to: (found) => found.replace('IF v_fi IS NOT NULL', `IF v_fi IS NOT NULL AND ${switchOf('fence')}`),
-  },
-  {
-    what: 'the lease comparison',
-    find: 'OR (w_fence[v_fi] = v_fence AND w_lease[v_fi] IS DISTINCT FROM v_lease)',
-    to: (found) => found.replace('OR (', `OR (${switchOf('lease')} AND `),
-  },
-];
-
-const VARIANTS: readonly Variant[] = [
-  {
-    fn: 'transfers_decide_batch',
-    checks: ['idempotency', 'fence', 'lease'],
+    fn: 'decision_refunded',
+    checks: ['refund_bound'],
+    switchesFirst: true,
     edits: [
-      ...BATCH_IDEMPOTENCY,
-      ...BATCH_FENCE,
       {
-        // Off, a record written meanwhile keeps the first outcome: the money moved again commits.
-        what: 'the records inserted',
-        find: '    WITH recorded AS (\n',
-        through: ';\n',
-        to: (found) =>
-          guard(
-            'idempotency',
-            within(
-              found,
-              'the records insert',
-              /\n(\s*)RETURNING t\.operation_id/,
-              '\n$1ON CONFLICT (operation_id) DO NOTHING\n$1RETURNING t.operation_id',
-            ),
-          )(found),
+        // Off, a refund without an amount takes the original's whole amount again.
+        what: "the refund's default amount",
+        find: 'v_moved := coalesce(p_amount, v_left);',
+        to: () =>
+          `v_moved := coalesce(p_amount, CASE WHEN v_left > 0 OR ${switchOf('refund_bound')} THEN v_left ELSE v_limit END);`,
+      },
+      {
+        what: "the refund's bound",
+        find: 'IF v_moved > v_left OR v_moved <= 0 THEN',
+        to: () => `IF ${switchOf('refund_bound')} AND (v_moved > v_left OR v_moved <= 0) THEN`,
       },
     ],
   },
+  { fn: 'decision_recorded', checks: ['idempotency'], switchesFirst: true, edits: [RECORDS_INSERTED] },
   {
     fn: 'apply_transfer',
     checks: ['idempotency', 'fence', 'lease'],
@@ -155,14 +207,11 @@ const VARIANTS: readonly Variant[] = [
         to: guard('idempotency'),
       },
       {
-        what: 'the fence comparison',
-        find: '    IF v_found_from THEN\n        IF v_from.last_fence > p_fence',
-        to: (found) => found.replace('IF v_found_from THEN', `IF v_found_from AND ${switchOf('fence')} THEN`),
-      },
-      {
-        what: 'the lease comparison',
-        find: 'OR (v_from.last_fence = p_fence AND v_from.last_lease IS DISTINCT FROM p_lease_id)',
-        to: (found) => found.replace('OR (', `OR (${switchOf('lease')} AND `),
+        what: 'the fence and lease comparison',
+        find: 'IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN',
+        to: () =>
+          `IF ${switchOf('fence')} AND decision_stale(v_from_fence, ` +
+          `CASE WHEN ${switchOf('lease')} THEN v_from_lease ELSE p_lease_id END, p_fence, p_lease_id) THEN`,
       },
       {
         what: 'the record inserted',
@@ -170,59 +219,6 @@ const VARIANTS: readonly Variant[] = [
         through: ';\n',
         to: (found) =>
           guard('idempotency', found.replace(/;\n$/, '\n    ON CONFLICT (operation_id) DO NOTHING;'))(found),
-      },
-    ],
-  },
-  {
-    fn: 'payments_decide_batch',
-    checks: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound'],
-    edits: [
-      ...BATCH_IDEMPOTENCY,
-      ...BATCH_FENCE,
-      ...[
-        "ELSIF h_state[v_k] = 'captured' THEN",
-        "ELSIF h_state[v_k] = 'voided' THEN",
-        "ELSIF h_state[v_k] = 'expired' OR h_expires[v_k] <= v_now THEN",
-      ].map(
-        (find): Edit => ({
-          what: `the hold's state (${find})`,
-          find,
-          to: (found) => `ELSIF ${switchOf('hold_state')} AND (${found.slice('ELSIF '.length, -' THEN'.length)}) THEN`,
-        }),
-      ),
-      {
-        // Off, a refund without an amount takes the original's whole amount again.
-        what: "the refund's default amount",
-        find: 'v_moved := coalesce(v_amount, v_left);',
-        to: () =>
-          `v_moved := coalesce(v_amount, CASE WHEN v_left > 0 OR ${switchOf('refund_bound')} THEN v_left ELSE v_limit END);`,
-      },
-      {
-        what: "the refund's bound",
-        find: 'IF v_moved > v_left OR v_moved <= 0 THEN',
-        to: () => `IF ${switchOf('refund_bound')} AND (v_moved > v_left OR v_moved <= 0) THEN`,
-      },
-      {
-        // Off, an operation recorded meanwhile keeps its first record, and only the records
-        // inserted have their event.
-        what: 'the records inserted',
-        find: '    WITH recorded AS (\n',
-        through: ';\n',
-        to: (found) => {
-          const inserted = within(
-            found,
-            'the records insert',
-            /(inserted AS \(\s*INSERT INTO transfers[\s\S]*?FROM recorded d)(\s*\),)/,
-            '$1\n        ON CONFLICT (operation_id) DO NOTHING RETURNING operation_id$2',
-          );
-          const unchecked = within(
-            inserted,
-            "the records' events",
-            /FROM recorded d(\s+UNION ALL)/,
-            'FROM recorded d WHERE EXISTS (SELECT 1 FROM inserted i WHERE i.operation_id = d.operation_id)$1',
-          );
-          return guard('idempotency', unchecked)(found);
-        },
       },
     ],
   },
@@ -261,13 +257,16 @@ function definitionOf(sourcesDir: string, fn: string): string {
 /** One variant's SQL: the production definition renamed, with switches, its checked regions guarded. */
 export function variantSql(variant: Variant, sourcesDir = SQL_SOURCES_DIR): string {
   let sql = definitionOf(sourcesDir, variant.fn);
-  sql = sql.replace(`FUNCTION "${variant.fn}"(`, `FUNCTION "${variant.fn}_unsafe"(`);
+  const head = `FUNCTION "${variant.fn}_unsafe"(`;
+  sql = sql.replace(`FUNCTION "${variant.fn}"(`, head);
   const switches = variant.checks.map((c) => `    ${switchOf(c)} BOOLEAN`).join(',\n');
-  sql = applyEdit(sql, variant.fn, {
-    what: 'the parameter list',
-    find: '\n) RETURNS TABLE (',
-    to: (found) => `,\n${switches}${found}`,
-  });
+  if (variant.switchesFirst === true) {
+    sql = sql.replace(`${head}\n`, `${head}\n${switches},\n`);
+  } else {
+    // The parameter list ends at the first line that opens with `)`.
+    const end = sql.indexOf('\n)', sql.indexOf(head));
+    sql = `${sql.slice(0, end)},\n${switches}${sql.slice(end)}`;
+  }
   for (const edit of variant.edits) sql = applyEdit(sql, variant.fn, edit);
   return (
     `-- Derived from prisma/sql/${variant.fn}.sql by harness/chaos/unsafe/unsafe-decisions.ts.\n${sql}\n` +

@@ -39,9 +39,12 @@ describe('the negative controls’ decisions', () => {
 
   it('each read every switch they take', () => {
     const switches: Record<string, string[]> = {
-      transfers_decide_batch_unsafe: ['idempotency', 'fence', 'lease'],
+      decide_batch_unsafe: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound'],
+      decision_verdict_unsafe: ['hold_state', 'refund_bound'],
+      decision_hold_ended_unsafe: ['hold_state'],
+      decision_refunded_unsafe: ['refund_bound'],
+      decision_recorded_unsafe: ['idempotency'],
       apply_transfer_unsafe: ['idempotency', 'fence', 'lease'],
-      payments_decide_batch_unsafe: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound'],
     };
     for (const [fn, checks] of Object.entries(switches)) {
       const body = bodyOf(sql, fn);
@@ -51,25 +54,32 @@ describe('the negative controls’ decisions', () => {
   });
 
   it('keep every production statement: the production files have no switch of their own', () => {
-    for (const file of ['transfers_decide_batch.sql', 'apply_transfer.sql', 'payments_decide_batch.sql']) {
+    for (const file of [
+      'decide_batch.sql',
+      'decision_hold_ended.sql',
+      'decision_refunded.sql',
+      'decision_recorded.sql',
+      'decision_stale.sql',
+      'apply_transfer.sql',
+    ]) {
       expect(readFileSync(join(SQL_SOURCES_DIR, file), 'utf8')).not.toMatch(/p_check_|p_skip_/);
     }
   });
 
   it('stop, naming the edit, when a guarded production text changes', () => {
     const changed = sourcesWith(
-      'payments_decide_batch.sql',
+      'decision_refunded.sql',
       'IF v_moved > v_left OR v_moved <= 0 THEN',
       'IF v_moved > v_left THEN',
     );
     expect(() => unsafeDecisionsSql(changed)).toThrow(
-      /the refund's bound of prisma\/sql\/payments_decide_batch\.sql found 0 times, expected once/,
+      /the refund's bound of prisma\/sql\/decision_refunded\.sql found 0 times, expected once/,
     );
     const lease = sourcesWith(
       'apply_transfer.sql',
-      'OR (v_from.last_fence = p_fence AND',
-      'OR (p_fence = v_from.last_fence AND',
+      'IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN',
+      'IF decision_stale(v_from_fence, NULL, p_fence, p_lease_id) THEN',
     );
-    expect(() => unsafeDecisionsSql(lease)).toThrow(/the lease comparison of prisma\/sql\/apply_transfer\.sql/);
+    expect(() => unsafeDecisionsSql(lease)).toThrow(/the fence and lease comparison of prisma\/sql\/apply_transfer\.sql/);
   });
 });

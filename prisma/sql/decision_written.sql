@@ -1,0 +1,82 @@
+-- What a batch's decisions did, written once per table: the wallets (every row that moved, or
+-- nothing commits; CHECK (balance >= 0) and CHECK (held >= 0) stay the last line of defence), the
+-- ledger in decision order (a negative amount is a debit), the holds placed (after p_holds_read in
+-- p_holds) and those that ended, and the legs of the splits applied (after p_legs_read in p_legs).
+-- The records and events follow (decision_recorded()). Answers how many wallet rows it wrote.
+CREATE OR REPLACE FUNCTION "decision_written"(
+    p_wallet_ids      TEXT[],
+    p_balances        BIGINT[],
+    p_helds           BIGINT[],
+    p_fences          BIGINT[],
+    p_leases          UUID[],
+    p_touched         BOOLEAN[],
+    p_entry_ops       TEXT[],
+    p_entry_wallets   TEXT[],
+    p_entry_amounts   BIGINT[],
+    p_entry_fences    BIGINT[],
+    p_entry_leases    UUID[],
+    p_holds           holds[],
+    p_holds_read      INTEGER,
+    p_holds_ended     BOOLEAN[],
+    p_legs            split_legs[],
+    p_legs_read       INTEGER
+) RETURNS INTEGER
+LANGUAGE plpgsql
+VOLATILE
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    v_touched INTEGER := 0;
+    v_rows    INTEGER;
+BEGIN
+    FOR v_rows IN 1 .. cardinality(p_touched) LOOP
+        IF p_touched[v_rows] THEN v_touched := v_touched + 1; END IF;
+    END LOOP;
+    IF v_touched > 0 THEN
+        UPDATE wallets w
+           SET balance = u.balance, held = u.held, last_fence = u.last_fence, last_lease = u.last_lease,
+               updated_at = CURRENT_TIMESTAMP
+          FROM unnest(p_wallet_ids, p_balances, p_helds, p_fences, p_leases, p_touched)
+               AS u(id, balance, held, last_fence, last_lease, touched)
+         WHERE w.id = u.id AND u.touched;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows <> v_touched THEN
+            -- Unreachable while the rows are locked; a credit that misses must never let the
+            -- debit commit alone.
+            RAISE EXCEPTION 'decision: % wallets moved but % rows were written', v_touched, v_rows
+                USING ERRCODE = 'XX000';
+        END IF;
+    END IF;
+    IF cardinality(p_entry_ops) > 0 THEN
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
+        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.fence, e.lease
+          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_fences, p_entry_leases) WITH ORDINALITY
+               AS e(op, wallet, amount, fence, lease, n)
+         ORDER BY e.n;
+    END IF;
+    IF cardinality(p_holds) > p_holds_read THEN
+        INSERT INTO holds (hold_id, from_wallet, to_wallet, amount, currency, expires_at, state, captured, released,
+                           ended_by, ended_at)
+        SELECT (x).hold_id, (x).from_wallet, (x).to_wallet, (x).amount, (x).currency, (x).expires_at, (x).state,
+               (x).captured, (x).released, (x).ended_by, (x).ended_at
+          FROM unnest(p_holds[p_holds_read + 1:]) x;
+    END IF;
+    IF p_holds_read > 0 AND TRUE = ANY (p_holds_ended[1:p_holds_read]) THEN
+        UPDATE holds h
+           SET state = (x).state, captured = (x).captured, released = (x).released, ended_by = (x).ended_by,
+               ended_at = (x).ended_at
+          FROM unnest(ARRAY(SELECT p_holds[i] FROM generate_subscripts(p_holds, 1) i
+                             WHERE i <= p_holds_read AND p_holds_ended[i])) x
+         WHERE h.hold_id = (x).hold_id;
+    END IF;
+    IF cardinality(p_legs) > p_legs_read THEN
+        INSERT INTO split_legs (operation_id, leg, to_wallet, amount)
+        SELECT (x).operation_id, (x).leg, (x).to_wallet, (x).amount FROM unnest(p_legs[p_legs_read + 1:]) x;
+    END IF;
+    RETURN v_touched;
+END;
+$$;
+
+REVOKE EXECUTE ON FUNCTION decision_written(text[],bigint[],bigint[],bigint[],uuid[],boolean[],text[],text[],bigint[],bigint[],uuid[],holds[],integer,boolean[],split_legs[],integer) FROM PUBLIC;

@@ -541,9 +541,6 @@ $$;
 
 CREATE FUNCTION public.decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[]) RETURNS integer
     LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    SET enable_hashjoin TO 'off'
-    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
     v_events INTEGER;
@@ -612,7 +609,6 @@ $$;
 
 CREATE FUNCTION public.decision_records_found(p_operation_ids text[], OUT r_op text[], OUT r_hash text[], OUT r_status text[], OUT r_reason text[], OUT r_fence bigint[]) RETURNS record
     LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
     AS $$
 BEGIN
     SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
@@ -770,9 +766,6 @@ CREATE TABLE public.split_legs (
 
 CREATE FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) RETURNS record
     LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    SET enable_hashjoin TO 'off'
-    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
     v_wallets TEXT[] := p_froms || p_tos;
@@ -889,7 +882,6 @@ $_$;
 
 CREATE FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]) RETURNS record
     LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
     AS $$
 BEGIN
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
@@ -907,9 +899,6 @@ $$;
 
 CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
     LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    SET enable_hashjoin TO 'off'
-    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
     v_touched INTEGER := 0;

@@ -16,7 +16,7 @@ export const SQL_SOURCES_DIR = join(PROJECT_ROOT, 'prisma', 'sql');
 export const SCHEMA_SNAPSHOT_PATH = join(PROJECT_ROOT, 'prisma', 'schema.sql');
 
 export interface SqlSource {
-  /** The file's name, e.g. `payments_decide_batch.sql`. */
+  /** The file's name, e.g. `decide_batch.sql`. */
   file: string;
   sql: string;
 }
@@ -190,4 +190,35 @@ export function firstDifference(expected: string, actual: string): string {
     if (a[i] !== b[i]) return `line ${i + 1}: ${JSON.stringify(a[i] ?? '(end)')} / ${JSON.stringify(b[i] ?? '(end)')}`;
   }
   return 'none';
+}
+
+/** The longest a function's definition may be, `CREATE` through its closing `$$;` (issue 41). */
+export const SQL_FUNCTION_LINES_MAX = 150;
+
+export interface FunctionLength {
+  file: string;
+  fn: string;
+  lines: number;
+}
+
+/** Every function definition in the sources, with its length in lines, longest first. */
+export function functionLengths(sources: SqlSource[]): FunctionLength[] {
+  const lengths: FunctionLength[] = [];
+  for (const source of sources) {
+    const lines = source.sql.split('\n');
+    let start: number | null = null;
+    let fn = '';
+    lines.forEach((line, i) => {
+      const head = /^CREATE (?:OR REPLACE )?FUNCTION "?([a-z_]+)"?\(/.exec(line);
+      if (head !== null) {
+        start = i;
+        fn = head[1] ?? '';
+      } else if (start !== null && line === '$$;') {
+        lengths.push({ file: source.file, fn, lines: i - start + 1 });
+        start = null;
+      }
+    });
+    if (start !== null) throw new Error(`prisma/sql/${source.file}: ${fn}() has no closing $$;`);
+  }
+  return lengths.sort((a, b) => b.lines - a.lines);
 }

@@ -13,6 +13,7 @@
 -- skipped the lock: the unique violation rolls back the whole batch, the money it moved included.
 -- ON CONFLICT DO NOTHING would have kept that money unrecorded, and pays a speculative insertion
 -- per record.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_recorded"(
     p_kinds            TEXT[],
     p_operation_ids    TEXT[],
@@ -33,9 +34,6 @@ CREATE OR REPLACE FUNCTION "decision_recorded"(
 ) RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 AS $$
 DECLARE
     v_events INTEGER;

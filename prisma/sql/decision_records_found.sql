@@ -1,6 +1,7 @@
 -- The idempotency records of the operations named, read once their advisory locks are held (so
 -- none can appear before the batch commits): what the decision answers a duplicate or a conflict
 -- with. Parallel arrays, one element per record found.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_records_found"(
     p_operation_ids TEXT[],
     OUT r_op        TEXT[],
@@ -11,7 +12,6 @@ CREATE OR REPLACE FUNCTION "decision_records_found"(
 )
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
 AS $$
 BEGIN
     SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),

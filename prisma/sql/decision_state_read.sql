@@ -4,6 +4,7 @@
 -- originals its captures, voids and refunds name, the legs of the splits refunds name and what was
 -- refunded of each original so far, per payer (serialised by the payer's row lock). A batch of
 -- transfers reads its wallets only.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_state_read"(
     p_kinds        TEXT[],
     p_froms        TEXT[],
@@ -26,9 +27,6 @@ CREATE OR REPLACE FUNCTION "decision_state_read"(
 )
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 AS $$
 DECLARE
     v_wallets TEXT[] := p_froms || p_tos;

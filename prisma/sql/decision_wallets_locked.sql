@@ -1,6 +1,7 @@
 -- The wallets named, row-locked in id order (one global order: two decisions that cross wait for
 -- each other, see the late payees in decision_state_read() for the one exception), as parallel
 -- arrays sorted by id. A wallet without a row is simply absent.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_wallets_locked"(
     p_ids          TEXT[],
     OUT w_id       TEXT[],
@@ -12,7 +13,6 @@ CREATE OR REPLACE FUNCTION "decision_wallets_locked"(
 )
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
 AS $$
 BEGIN
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),

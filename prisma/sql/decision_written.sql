@@ -3,6 +3,7 @@
 -- ledger in decision order (a negative amount is a debit), the holds placed (after p_holds_read in
 -- p_holds) and those that ended, and the legs of the splits applied (after p_legs_read in p_legs).
 -- The records and events follow (decision_recorded()). Answers how many wallet rows it wrote.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_written"(
     p_wallet_ids      TEXT[],
     p_balances        BIGINT[],
@@ -23,9 +24,6 @@ CREATE OR REPLACE FUNCTION "decision_written"(
 ) RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 AS $$
 DECLARE
     v_touched INTEGER := 0;

@@ -57,7 +57,7 @@ const REQUEST_OPERATION_TRACED_SQL = requestOperationSql(true);
 
 /**
  * Every operation's advisory lock, taken before any request in the order the decisions take theirs
- * (by key, each once: transfers_decide_batch(), payments_decide_batch()), and held to the end of
+ * (by key, each once: decision_operations_locked()), and held to the end of
  * the producer's transaction. request_transfer() and request_operation() take each one again,
  * which the transaction already holds; without this they would take them in the caller's order,
  * and two producers requesting the same operations in opposite orders would deadlock.

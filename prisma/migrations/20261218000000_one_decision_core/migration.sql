@@ -1,5 +1,6 @@
--- One decision core: decide_batch() decides every kind through shared rule functions;
--- transfers_decide_batch() and payments_decide_batch() are gone.
+-- One decision core (issue 41, item 2): decide_batch() decides every kind, each rule written once
+-- in a function of its own that every kind and both entries ask; transfers_decide_batch() and
+-- payments_decide_batch() are gone.
 --
 -- Written by `npm run db:new-migration` from prisma/sql/: apply_payments.sql, apply_transfer.sql,
 -- apply_transfers.sql, decide_batch.sql, decision_answer.sql, decision_arguments_checked.sql,
@@ -679,6 +680,7 @@ REVOKE EXECUTE ON FUNCTION decision_operations_locked(text[]) FROM PUBLIC;
 -- skipped the lock: the unique violation rolls back the whole batch, the money it moved included.
 -- ON CONFLICT DO NOTHING would have kept that money unrecorded, and pays a speculative insertion
 -- per record.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_recorded"(
     p_kinds            TEXT[],
     p_operation_ids    TEXT[],
@@ -699,9 +701,6 @@ CREATE OR REPLACE FUNCTION "decision_recorded"(
 ) RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 AS $$
 DECLARE
     v_events INTEGER;
@@ -770,6 +769,7 @@ REVOKE EXECUTE ON FUNCTION decision_recorded(text[],text[],text[],text[],text[],
 -- The idempotency records of the operations named, read once their advisory locks are held (so
 -- none can appear before the batch commits): what the decision answers a duplicate or a conflict
 -- with. Parallel arrays, one element per record found.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_records_found"(
     p_operation_ids TEXT[],
     OUT r_op        TEXT[],
@@ -780,7 +780,6 @@ CREATE OR REPLACE FUNCTION "decision_records_found"(
 )
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
 AS $$
 BEGIN
     SELECT coalesce(array_agg(t.operation_id), '{}'), coalesce(array_agg(t.request_hash::TEXT), '{}'),
@@ -996,6 +995,7 @@ REVOKE EXECUTE ON FUNCTION decision_stale(bigint,uuid,bigint,uuid) FROM PUBLIC;
 -- originals its captures, voids and refunds name, the legs of the splits refunds name and what was
 -- refunded of each original so far, per payer (serialised by the payer's row lock). A batch of
 -- transfers reads its wallets only.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_state_read"(
     p_kinds        TEXT[],
     p_froms        TEXT[],
@@ -1018,9 +1018,6 @@ CREATE OR REPLACE FUNCTION "decision_state_read"(
 )
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 AS $$
 DECLARE
     v_wallets TEXT[] := p_froms || p_tos;
@@ -1145,6 +1142,7 @@ REVOKE EXECUTE ON FUNCTION decision_verdict(text,text,text,text,bigint,text,text
 -- The wallets named, row-locked in id order (one global order: two decisions that cross wait for
 -- each other, see the late payees in decision_state_read() for the one exception), as parallel
 -- arrays sorted by id. A wallet without a row is simply absent.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_wallets_locked"(
     p_ids          TEXT[],
     OUT w_id       TEXT[],
@@ -1156,7 +1154,6 @@ CREATE OR REPLACE FUNCTION "decision_wallets_locked"(
 )
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
 AS $$
 BEGIN
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
@@ -1176,6 +1173,7 @@ REVOKE EXECUTE ON FUNCTION decision_wallets_locked(text[]) FROM PUBLIC;
 -- ledger in decision order (a negative amount is a debit), the holds placed (after p_holds_read in
 -- p_holds) and those that ended, and the legs of the splits applied (after p_legs_read in p_legs).
 -- The records and events follow (decision_recorded()). Answers how many wallet rows it wrote.
+-- Called by decide_batch() only, under its settings (index lookups, generic plans).
 CREATE OR REPLACE FUNCTION "decision_written"(
     p_wallet_ids      TEXT[],
     p_balances        BIGINT[],
@@ -1196,9 +1194,6 @@ CREATE OR REPLACE FUNCTION "decision_written"(
 ) RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 AS $$
 DECLARE
     v_touched INTEGER := 0;

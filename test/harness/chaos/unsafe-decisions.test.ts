@@ -80,6 +80,8 @@ describe('the negative controls’ decisions', () => {
       'IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN',
       'IF decision_stale(v_from_fence, NULL, p_fence, p_lease_id) THEN',
     );
-    expect(() => unsafeDecisionsSql(lease)).toThrow(/the fence and lease comparison of prisma\/sql\/apply_transfer\.sql/);
+    expect(() => unsafeDecisionsSql(lease)).toThrow(
+      /the fence and lease comparison of prisma\/sql\/apply_transfer\.sql/,
+    );
   });
 });

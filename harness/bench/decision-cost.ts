@@ -4,7 +4,9 @@
 // alternate the kinds so the machine's drift falls on all alike:
 //   - transfer: N transfers through apply_transfers();
 //   - hold:     N holds through apply_payments() (same payers, payees and amounts' shape);
-//   - capture:  the N captures of the holds of the round just before, whole.
+//   - capture:  the N captures of the holds of the round just before, whole;
+//   - single:   N transfers one call each through apply_transfer(), the single entry (a batch
+//               of one through apply_transfers() is `transfer` with --batch 1).
 // For each it prints the server process's CPU (user + system, from /proc/<pid>/stat of the
 // backend serving the connection) per operation, and its ratio to a transfer's: the figure the
 // e2e-payments case's PostgreSQL share is made of, without the queue, the lock or the workers.
@@ -15,7 +17,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { UsageError } from '../../src/errors.ts';
 import { applyPayments } from '../../src/ledger/apply-payments.ts';
-import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
+import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import type { ApplyResult } from '../../src/ledger/outcome.ts';
 import type { CaptureRequest, HoldRequest } from '../../src/ledger/transfer-request.ts';
 import { bounded } from './bench-options.ts';
@@ -24,8 +26,9 @@ import { median } from './measure.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 const WALLETS = 10_000;
-const USAGE = 'npm run bench:decision-cost -- [--batch N] [--batches B] [--rounds R] [--kinds transfer,hold,capture]';
-const KINDS = ['transfer', 'hold', 'capture'] as const;
+const USAGE =
+  'npm run bench:decision-cost -- [--batch N] [--batches B] [--rounds R] [--kinds transfer,hold,capture,single]';
+const KINDS = ['transfer', 'hold', 'capture', 'single'] as const;
 type Kind = (typeof KINDS)[number];
 const HOLD_EXPIRES_IN_MS = 86_400_000;
 const HOLD_EXPIRY_MAX_MS = 604_800_000;
@@ -101,6 +104,14 @@ await runCli(async () => {
           }
           const transfers = spreadTransfers(batch, WALLETS, kind === 'hold' ? 'h' : 't', serial);
           serial += batch;
+          if (kind === 'single') {
+            const results: ApplyResult[] = [];
+            for (const request of transfers) {
+              results.push(await applyTransfer(prisma, request, lease.fence, lease.leaseId));
+            }
+            allApplied(kind, results);
+            continue;
+          }
           if (kind === 'transfer') {
             allApplied(
               kind,

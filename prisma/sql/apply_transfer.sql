@@ -1,7 +1,7 @@
 -- The single decision: one transfer per call, with the same rules as decide_batch()
 -- (decision_answer(), decision_stale(), decision_refusal()) and the same answers
 -- (test/ledger/single-and-batch-agree.test.ts), in single-row statements: a batch of one pays the
--- batch's array handling, a third more per call (docs/reference/database.md). The bench's per-commit
+-- batch's array handling, about twice the CPU (docs/reference/database.md). The bench's per-commit
 -- anchors and the tests call it. Owner only. Every check always on: no parameter or branch
 -- skips one (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "apply_transfer"(

@@ -18,12 +18,17 @@ SET row_security = off;
 --
 
 CREATE FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
-    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
-     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+DECLARE
+    -- Raises 22023 for a ledger-account id, before any lock.
+    v_ok BOOLEAN := decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+BEGIN
+    RETURN QUERY
+    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, p_refs,
+        p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms);
+END;
 $$;
 
 --
@@ -164,17 +169,20 @@ $$;
 --
 
 CREATE FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
+DECLARE
+    v_none TEXT[] := array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]);
+    -- Raises 22023 for a ledger-account id, before any lock.
+    v_ok   BOOLEAN := decision_wallet_ids_checked(p_froms || p_tos);
+BEGIN
+    RETURN QUERY
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM decide_batch(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_operation_ids,
-                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies,
-                        array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::BIGINT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_fences, p_lease_ids, 1) b
-     WHERE decision_wallet_ids_checked(p_froms || p_tos);
+                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, v_none, v_none::BIGINT[],
+                        v_none::TIMESTAMPTZ[], v_none::JSONB[], p_fences, p_lease_ids, 1) b;
+END;
 $$;
 
 --

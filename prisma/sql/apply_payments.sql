@@ -1,6 +1,6 @@
 -- The worker's decision of payments: decide_batch() with every check, behind a refusal of
 -- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path
--- pinned; `npm run db:worker-role` grants it.
+-- pinned; `npm run db:worker-role` grants it. PL/pgSQL, as apply_transfers(): a cached plan.
 CREATE OR REPLACE FUNCTION "apply_payments"(
     p_kinds              TEXT[],
     p_operation_ids      TEXT[],
@@ -17,12 +17,17 @@ CREATE OR REPLACE FUNCTION "apply_payments"(
     p_lease_ids          UUID[],
     p_hold_expiry_max_ms BIGINT
 ) RETURNS TABLE (ord INTEGER, outcome TEXT, status TEXT, reason TEXT, fence BIGINT, wallet_fence BIGINT)
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 AS $$
-    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
-     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+DECLARE
+    -- Raises 22023 for a ledger-account id, before any lock.
+    v_ok BOOLEAN := decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+BEGIN
+    RETURN QUERY
+    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, p_refs,
+        p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms);
+END;
 $$;
 
 DO $$

@@ -1,6 +1,7 @@
 -- The worker's decision of transfers: decide_batch(), every element a transfer, behind a refusal of
 -- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path pinned;
--- `npm run db:worker-role` grants it.
+-- `npm run db:worker-role` grants it. PL/pgSQL, not SQL: its plan is cached, where an SQL
+-- function's body is parsed and planned at every call (`npm run bench:decision-cost`).
 CREATE OR REPLACE FUNCTION "apply_transfers"(
     p_operation_ids  TEXT[],
     p_request_hashes TEXT[],
@@ -18,18 +19,21 @@ CREATE OR REPLACE FUNCTION "apply_transfers"(
     fence        BIGINT,
     wallet_fence BIGINT
 )
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 AS $$
+DECLARE
+    v_none TEXT[] := array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]);
+    -- Raises 22023 for a ledger-account id, before any lock.
+    v_ok   BOOLEAN := decision_wallet_ids_checked(p_froms || p_tos);
+BEGIN
+    RETURN QUERY
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM decide_batch(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_operation_ids,
-                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies,
-                        array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::BIGINT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_fences, p_lease_ids, 1) b
-     WHERE decision_wallet_ids_checked(p_froms || p_tos);
+                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, v_none, v_none::BIGINT[],
+                        v_none::TIMESTAMPTZ[], v_none::JSONB[], p_fences, p_lease_ids, 1) b;
+END;
 $$;
 
 DO $$

@@ -18,7 +18,7 @@ DROP FUNCTION transfers_decide_batch(text[],text[],text[],text[],bigint[],text[]
 -- prisma/sql/apply_payments.sql
 -- The worker's decision of payments: decide_batch() with every check, behind a refusal of
 -- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path
--- pinned; `npm run db:worker-role` grants it.
+-- pinned; `npm run db:worker-role` grants it. PL/pgSQL, as apply_transfers(): a cached plan.
 CREATE OR REPLACE FUNCTION "apply_payments"(
     p_kinds              TEXT[],
     p_operation_ids      TEXT[],
@@ -35,12 +35,17 @@ CREATE OR REPLACE FUNCTION "apply_payments"(
     p_lease_ids          UUID[],
     p_hold_expiry_max_ms BIGINT
 ) RETURNS TABLE (ord INTEGER, outcome TEXT, status TEXT, reason TEXT, fence BIGINT, wallet_fence BIGINT)
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 AS $$
-    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms)
-     WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+DECLARE
+    -- Raises 22023 for a ledger-account id, before any lock.
+    v_ok BOOLEAN := decision_wallet_ids_checked(p_froms || p_tos, p_legs);
+BEGIN
+    RETURN QUERY
+    SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, p_refs,
+        p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms);
+END;
 $$;
 
 DO $$
@@ -55,7 +60,7 @@ REVOKE EXECUTE ON FUNCTION apply_payments(text[],text[],text[],text[],text[],big
 -- The single decision: one transfer per call, with the same rules as decide_batch()
 -- (decision_answer(), decision_stale(), decision_refusal()) and the same answers
 -- (test/ledger/single-and-batch-agree.test.ts), in single-row statements: a batch of one pays the
--- batch's array handling, a third more per call (docs/reference/database.md). The bench's per-commit
+-- batch's array handling, about twice the CPU (docs/reference/database.md). The bench's per-commit
 -- anchors and the tests call it. Owner only. Every check always on: no parameter or branch
 -- skips one (the negative controls' variant is derived from this file by harness/chaos/unsafe/).
 CREATE OR REPLACE FUNCTION "apply_transfer"(
@@ -208,7 +213,8 @@ REVOKE EXECUTE ON FUNCTION apply_transfer(text,text,text,text,bigint,text,bigint
 -- prisma/sql/apply_transfers.sql
 -- The worker's decision of transfers: decide_batch(), every element a transfer, behind a refusal of
 -- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path pinned;
--- `npm run db:worker-role` grants it.
+-- `npm run db:worker-role` grants it. PL/pgSQL, not SQL: its plan is cached, where an SQL
+-- function's body is parsed and planned at every call (`npm run bench:decision-cost`).
 CREATE OR REPLACE FUNCTION "apply_transfers"(
     p_operation_ids  TEXT[],
     p_request_hashes TEXT[],
@@ -226,18 +232,21 @@ CREATE OR REPLACE FUNCTION "apply_transfers"(
     fence        BIGINT,
     wallet_fence BIGINT
 )
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 AS $$
+DECLARE
+    v_none TEXT[] := array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]);
+    -- Raises 22023 for a ledger-account id, before any lock.
+    v_ok   BOOLEAN := decision_wallet_ids_checked(p_froms || p_tos);
+BEGIN
+    RETURN QUERY
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM decide_batch(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_operation_ids,
-                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies,
-                        array_fill(NULL::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::BIGINT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                        array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_fences, p_lease_ids, 1) b
-     WHERE decision_wallet_ids_checked(p_froms || p_tos);
+                        p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, v_none, v_none::BIGINT[],
+                        v_none::TIMESTAMPTZ[], v_none::JSONB[], p_fences, p_lease_ids, 1) b;
+END;
 $$;
 
 DO $$

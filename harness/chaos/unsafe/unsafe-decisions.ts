@@ -5,8 +5,10 @@
 // `p_check_<check>` per check it can skip, and each checked region of the production text guarded
 // by its switch. Every edit names the production text it guards and must find it exactly once:
 // when the decision changes under a guard, the derivation fails and says which edit, instead of
-// running a control against a decision that is not today's. The wrappers the worker calls by
-// name (apply_transfers_unsafe(), apply_payments_unsafe()) are the .sql files beside this one.
+// running a control against a decision that is not today's. A check that lives in a function the
+// decision calls is switched off in that function's variant, which the caller's variant calls
+// instead, its switches first. The wrappers the worker calls by name (apply_transfers_unsafe(),
+// apply_payments_unsafe()) are the .sql files beside this one.
 //
 // They are installed (as the owner, never granted to anyone) only into the database the chaos
 // harness made for a run that uses such a control (chaos-services.ts), and into tests' own

@@ -40,8 +40,9 @@ beforeAll(async () => {
   pool.on('error', () => undefined);
 });
 afterAll(async () => {
-  await pool.end();
-  await db.drop();
+  // Set-up may have failed part way: the database is dropped whatever came after it.
+  await pool?.end();
+  await db?.drop();
 });
 beforeEach(async () => {
   await db.truncateAll();

@@ -262,13 +262,13 @@ export function variantSql(variant: Variant, sourcesDir = SQL_SOURCES_DIR): stri
   const head = `FUNCTION "${variant.fn}_unsafe"(`;
   sql = sql.replace(`FUNCTION "${variant.fn}"(`, head);
   const switches = variant.checks.map((c) => `    ${switchOf(c)} BOOLEAN`).join(',\n');
-  if (variant.switchesFirst === true) {
-    sql = sql.replace(`${head}\n`, `${head}\n${switches},\n`);
-  } else {
-    // The parameter list ends at the first line that opens with `)`.
-    const end = sql.indexOf('\n)', sql.indexOf(head));
-    sql = `${sql.slice(0, end)},\n${switches}${sql.slice(end)}`;
-  }
+  sql = applyEdit(
+    sql,
+    variant.fn,
+    variant.switchesFirst === true
+      ? { what: 'the parameter list', find: `${head}\n`, to: (found) => `${found}${switches},\n` }
+      : { what: 'the parameter list', find: '\n) RETURNS TABLE (', to: (found) => `,\n${switches}${found}` },
+  );
   for (const edit of variant.edits) sql = applyEdit(sql, variant.fn, edit);
   return (
     `-- Derived from prisma/sql/${variant.fn}.sql by harness/chaos/unsafe/unsafe-decisions.ts.\n${sql}\n` +

@@ -1,4 +1,4 @@
-// A batch in the traces (DESIGN.md, "A batch in the traces"): three transfers of three traces
+// A batch in the traces (docs/concepts/batching-and-leases.md, "A batch in the traces"): three transfers of three traces
 // decided in one batch make one `decide batch` span whose parent is the first member's wait, linked
 // to every member's wait, each of which links back to it; the decision's own work runs under the
 // batch's span. Spans go through the real SDK and OTLP/HTTP exporter to a receiver in the test.

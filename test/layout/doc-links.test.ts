@@ -19,6 +19,7 @@ const README_CHARACTERS_MAX = 12_000;
  */
 const PAGE_LIMITS: Readonly<Record<string, number>> = {
   'DESIGN.md': 20_000,
+  'docs/operating/runbook.md': 20_000,
   'docs/verification/performance.md': 15_000,
   'docs/verification/chaos.md': 25_000,
   'docs/verification/bench.md': 25_000,
@@ -169,7 +170,7 @@ describe('the project docs', () => {
     expect(report.missingResults).toEqual([]);
   });
 
-  it('keep the design and the verification pages within their limits', () => {
+  it('keep the design, the runbook and the verification pages within their limits', () => {
     expect(report.oversizePages).toEqual([]);
   });
 

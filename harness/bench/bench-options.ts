@@ -180,41 +180,40 @@ export function parseModes(raw: string | undefined): Mode[] {
   return MODES.filter((m) => names.includes(m));
 }
 
-export function parseBenchArgs(argv: string[]): BenchOptions {
-  const { values } = parseFlags(
-    argv,
-    {
-      workers: { type: 'string' },
-      concurrency: { type: 'string' },
-      lanes: { type: 'string' },
-      transfers: { type: 'string' },
-      wallets: { type: 'string' },
-      runs: { type: 'string' },
-      modes: { type: 'string' },
-      quick: { type: 'boolean' },
-      out: { type: 'string' },
-      'low-rate-per-s': { type: 'string' },
-      'low-rate-s': { type: 'string' },
-      'batch-max': { type: 'string' },
-      'batch-wait-ms': { type: 'string' },
-      'cpu-prof': { type: 'boolean' },
-      'cpu-prof-dir': { type: 'string' },
-      'drain-timeout-s': { type: 'string' },
-      relays: { type: 'string' },
-      'relay-batch-max': { type: 'string' },
-    },
-    BENCH_USAGE,
-  );
+/** The flags of BENCH_USAGE, as node:util's parseArgs takes them. */
+const BENCH_FLAGS = {
+  workers: { type: 'string' },
+  concurrency: { type: 'string' },
+  lanes: { type: 'string' },
+  transfers: { type: 'string' },
+  wallets: { type: 'string' },
+  runs: { type: 'string' },
+  modes: { type: 'string' },
+  quick: { type: 'boolean' },
+  out: { type: 'string' },
+  'low-rate-per-s': { type: 'string' },
+  'low-rate-s': { type: 'string' },
+  'batch-max': { type: 'string' },
+  'batch-wait-ms': { type: 'string' },
+  'cpu-prof': { type: 'boolean' },
+  'cpu-prof-dir': { type: 'string' },
+  'drain-timeout-s': { type: 'string' },
+  relays: { type: 'string' },
+  'relay-batch-max': { type: 'string' },
+} as const;
 
+/** Where CPU profiles go: --cpu-prof-dir, else `profiles/` in the output folder with --cpu-prof, else nowhere. */
+function cpuProfDirOf(dir: string | undefined, profile: boolean | undefined, out: string): string | null {
+  if (dir !== undefined) return isAbsolute(dir) ? dir : resolve(dir);
+  return profile === true ? join(out, 'profiles') : null;
+}
+
+export function parseBenchArgs(argv: string[]): BenchOptions {
+  const { values } = parseFlags(argv, BENCH_FLAGS, BENCH_USAGE);
   const quick = values.quick === true;
   const sizes = quick ? { ...BENCH_DEFAULTS, ...BENCH_QUICK } : BENCH_DEFAULTS;
   const out = values.out === undefined ? DEFAULT_OUT_DIR : resolve(values.out);
-  let cpuProfDir: string | null = null;
-  if (values['cpu-prof-dir'] !== undefined) {
-    cpuProfDir = isAbsolute(values['cpu-prof-dir']) ? values['cpu-prof-dir'] : resolve(values['cpu-prof-dir']);
-  } else if (values['cpu-prof'] === true) {
-    cpuProfDir = join(out, 'profiles');
-  }
+  const cpuProfDir = cpuProfDirOf(values['cpu-prof-dir'], values['cpu-prof'], out);
 
   const options: BenchOptions = {
     workers: bounded(values.workers, '--workers', 1, WORKERS_MAX, sizes.workers),

@@ -384,6 +384,37 @@ function unsafeModes(env: Env): UnsafeMode[] {
 }
 
 /**
+ * TRANSFER_BATCHES_IN_FLIGHT_MAX. Left unset, it follows a smaller pool down, and without batching
+ * (one transfer per call) it is the whole pool, as one call per job slot was before batching:
+ * holding calls back only helps batches form. Set, it must fit in the pool.
+ */
+function batchesInFlightMax(env: Env, transferBatchMax: number, dbPoolMax: number): number {
+  const inFlightSet = (env.TRANSFER_BATCHES_IN_FLIGHT_MAX ?? '') !== '';
+  const inFlightMax = inFlightSet
+    ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX')
+    : transferBatchMax === 1
+      ? dbPoolMax
+      : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
+  if (inFlightMax > dbPoolMax) {
+    throw new ConfigError(
+      'TRANSFER_BATCHES_IN_FLIGHT_MAX',
+      `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${inFlightMax}`,
+    );
+  }
+  return inFlightMax;
+}
+
+/** REDIS_TLS_CA_FILE, only with a rediss:// REDIS_URL: with a plain one it would be ignored. */
+function redisTlsCaFile(env: Env, redisUrl: string): string | null {
+  const raw = read(env, 'REDIS_TLS_CA_FILE');
+  if (raw === '') return null;
+  if (new URL(redisUrl).protocol !== 'rediss:') {
+    throw new ConfigError('REDIS_TLS_CA_FILE', 'is set but REDIS_URL is not a rediss:// URL; TLS would not be used');
+  }
+  return certificateFile('REDIS_TLS_CA_FILE', raw);
+}
+
+/**
  * Reads and validates the environment once into a frozen Config: every variable of
  * docs/reference/configuration.md, each with its default when unset. `env` is process.env unless given.
  *
@@ -397,28 +428,10 @@ export function loadConfig(env: Env = process.env): Config {
   const lockTtlMs = integer(env, 'LOCK_TTL_MS');
   const dbPoolMax = integer(env, 'DB_POOL_MAX');
   const transferBatchMax = integer(env, 'TRANSFER_BATCH_MAX');
-  // Left unset, it follows a smaller pool down, and without batching (one transfer per call) it
-  // is the whole pool, as one call per job slot was before batching: holding calls back only
-  // helps batches form. Set, it must fit in the pool.
-  const inFlightSet = (env.TRANSFER_BATCHES_IN_FLIGHT_MAX ?? '') !== '';
-  const transferBatchesInFlightMax = inFlightSet
-    ? integer(env, 'TRANSFER_BATCHES_IN_FLIGHT_MAX')
-    : transferBatchMax === 1
-      ? dbPoolMax
-      : Math.min(Number(CONFIG_DEFAULTS.TRANSFER_BATCHES_IN_FLIGHT_MAX), dbPoolMax);
-  if (transferBatchesInFlightMax > dbPoolMax) {
-    throw new ConfigError(
-      'TRANSFER_BATCHES_IN_FLIGHT_MAX',
-      `must not exceed DB_POOL_MAX (${dbPoolMax}): each batch in flight holds a pooled connection, got ${transferBatchesInFlightMax}`,
-    );
-  }
+  const transferBatchesInFlightMax = batchesInFlightMax(env, transferBatchMax, dbPoolMax);
   const databaseUrl = url(env, 'DATABASE_URL');
   databaseTls(databaseUrl);
   const redisUrl = url(env, 'REDIS_URL');
-  const redisTlsCaRaw = read(env, 'REDIS_TLS_CA_FILE');
-  if (redisTlsCaRaw !== '' && new URL(redisUrl).protocol !== 'rediss:') {
-    throw new ConfigError('REDIS_TLS_CA_FILE', 'is set but REDIS_URL is not a rediss:// URL; TLS would not be used');
-  }
   const workerEntryRaw = matching(env, 'WORKER_ENTRY');
   const queueShards = integer(env, 'QUEUE_SHARDS');
   const config: Config = {
@@ -426,7 +439,7 @@ export function loadConfig(env: Env = process.env): Config {
     databasePooler: oneOf(env, 'DATABASE_POOLER', SETTINGS.DATABASE_POOLER.values),
     redisUrl,
     redisCluster: redisCluster(env),
-    redisTlsCaFile: redisTlsCaRaw === '' ? null : certificateFile('REDIS_TLS_CA_FILE', redisTlsCaRaw),
+    redisTlsCaFile: redisTlsCaFile(env, redisUrl),
     queueName: matching(env, 'QUEUE_NAME'),
     queueShards,
     queueShardsConsumed: shardsConsumed(env, queueShards),

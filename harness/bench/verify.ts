@@ -5,7 +5,7 @@
 import type { Queue } from 'bullmq';
 import { OUTCOME_READ_LIMIT_MAX, readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
-import { sequenceWholeFeed } from '../chaos/intake-checks.ts';
+import { sequenceWholeFeed } from '../chaos/intake-state.ts';
 import { PAYMENT_PART_KINDS, type PaymentPart } from './bench-options.ts';
 import { type BenchPayments, paymentPrefixesOf } from './bench-workload.ts';
 import type { Verification } from './case-result.ts';

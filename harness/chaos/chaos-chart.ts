@@ -3,8 +3,8 @@
 // spec compiled and rendered to SVG in Node by vega (no browser, no canvas).
 import * as vega from 'vega';
 import * as vl from 'vega-lite';
-import type { FinalJob } from './checker.ts';
 import type { FaultRecord } from './faults.ts';
+import type { FinalJob } from './final-job.ts';
 import { answerOf } from './report.ts';
 
 /** Latency points drawn at most (evenly thinned beyond), to keep the SVG light. */

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ChartInput, renderTimelineSvg } from './chaos-chart.ts';
 import type { ChaosOptions } from './chaos-options.ts';
-import type { FinalJob } from './checker.ts';
+import type { FinalJob } from './final-job.ts';
 import type { History } from './history.ts';
 import { answerOf, quantile, type RunFigures, renderMarkdown } from './report.ts';
 

@@ -4,7 +4,7 @@ import { type Queue, QueueEvents } from 'bullmq';
 import type { TransferQueues } from '../../src/queue/producer.ts';
 import type { RedisClient } from '../../src/queue/redis-connection.ts';
 import { jobRef } from './chaos-enqueue.ts';
-import type { FinalJob } from './checker.ts';
+import type { FinalJob } from './final-job.ts';
 import type { History } from './history.ts';
 
 /** Jobs read per page after the drain. */

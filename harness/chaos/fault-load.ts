@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { lockKeysOf } from '../../src/lock/lock-keys.ts';
 import type { RedisClient } from '../../src/queue/redis-connection.ts';
 import type { ChaosMessage } from './chaos-workload.ts';
-import type { FinalJob } from './checker.ts';
 import type { FaultRecord } from './faults.ts';
+import type { FinalJob } from './final-job.ts';
 import type { History } from './history.ts';
 
 /** Faults shorter than this are measured over this long from their start. */

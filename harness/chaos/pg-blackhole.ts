@@ -8,7 +8,7 @@ import { CONFIG_DEFAULTS } from '../../src/config/config.ts';
 import { dbCallDeadlineMs } from '../../src/db/prisma.ts';
 import type { RedisClient } from '../../src/queue/redis-connection.ts';
 import { dataNodesOf, scanNode } from '../../src/queue/redis-scan.ts';
-import type { CheckResult, Counterexample } from './checker.ts';
+import type { CheckResult, Counterexample } from './check-result.ts';
 
 /** How often the lock keys are read during a blackhole: the resolution of the hold times. */
 export const BLACKHOLE_POLL_MS = 100;

@@ -5,7 +5,7 @@
 // answer: walletHoldBoundMs, the same bound a pg-blackhole is judged by).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '../../src/queue/redis-connection.ts';
-import { Check, type CheckResult } from './checker.ts';
+import { Check, type CheckResult } from './check-result.ts';
 import { type BlackholeFigures, BlackholeWatch } from './pg-blackhole.ts';
 
 /** How often each worker's /readyz is read during a formation fault. */

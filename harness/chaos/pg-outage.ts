@@ -14,8 +14,9 @@
 // acknowledged requests and the feed's positions read have their own checks (intake-checks.ts).
 import type pg from 'pg';
 import type { ChaosMessage } from './chaos-workload.ts';
-import { Check, type CheckResult, type FinalJob, outcomeOf } from './checker.ts';
+import { Check, type CheckResult } from './check-result.ts';
 import type { FaultRecord } from './faults.ts';
+import { type FinalJob, outcomeOf } from './final-job.ts';
 
 export const OUTAGE_MARGIN_MS = 1_000;
 /** How far after a fault's start its outage may end. */

@@ -8,12 +8,14 @@ import type { IntakeProducerFigures } from './chaos-intake.ts';
 import type { ChaosOptions, FaultKind } from './chaos-options.ts';
 import { ASYNC_STANDBY, DIRECT_ENQUEUE, faultKindsOf } from './chaos-options.ts';
 import type { ChaosWorkload } from './chaos-workload.ts';
-import { type CheckResult, type FinalJob, TERMINAL_OUTCOME_CHECK } from './checker.ts';
+import type { CheckResult } from './check-result.ts';
 import { FAULT_AFTERMATH_MS, RECOVERY_WINDOW_MS } from './fault-load.ts';
 import type { FaultRecord } from './faults.ts';
 import type { FeedReaderFigures } from './feed-readers.ts';
-import type { IntakeFigures } from './intake-checks.ts';
-import type { PaymentFigures } from './payment-checks.ts';
+import type { FinalJob } from './final-job.ts';
+import type { IntakeFigures } from './intake-figures.ts';
+import { TERMINAL_OUTCOME_CHECK } from './operation-checks.ts';
+import type { PaymentFigures } from './payment-figures.ts';
 import { BLACKHOLE_POLL_MS, type BlackholeFigures } from './pg-blackhole.ts';
 
 export type Expectation = 'all-hold' | 'violation-detected' | 'money-holds';

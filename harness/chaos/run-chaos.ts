@@ -37,13 +37,15 @@ import {
   pairSafeEnd,
   WALLET_PREFIX,
 } from './chaos-workload.ts';
-import { type CheckOutput, type FinalJob, runChecks } from './checker.ts';
+import { type CheckOutput, runChecks } from './checker.ts';
 import { ClusterFaults } from './cluster-faults.ts';
 import { attachFaultLoads, attachRecovery } from './fault-load.ts';
 import { type ClusterTargets, FaultInjector } from './faults.ts';
 import { type FeedReaderFigures, FeedReaders } from './feed-readers.ts';
+import type { FinalJob } from './final-job.ts';
 import { History } from './history.ts';
-import { type IntakeFigures, runIntakeChecks } from './intake-checks.ts';
+import { runIntakeChecks } from './intake-checks.ts';
+import type { IntakeFigures } from './intake-figures.ts';
 import { blackholeCheck } from './pg-blackhole.ts';
 import { PgFaults } from './pg-faults.ts';
 import { PgFleetWatch, pgFleetCheck } from './pg-fleet-watch.ts';

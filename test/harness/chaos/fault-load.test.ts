@@ -2,10 +2,10 @@
 // hand-made jobs (the chaos runs check that no fault met an idle system).
 import { describe, expect, it } from 'vitest';
 import type { ChaosMessage } from '../../../harness/chaos/chaos-workload.ts';
-import type { FinalJob } from '../../../harness/chaos/checker.ts';
 import { compareSnapshots } from '../../../harness/chaos/cluster-faults.ts';
 import { attachFaultLoads } from '../../../harness/chaos/fault-load.ts';
 import type { FaultRecord } from '../../../harness/chaos/faults.ts';
+import type { FinalJob } from '../../../harness/chaos/final-job.ts';
 
 const T0 = 1_000_000;
 

@@ -6,24 +6,26 @@
 // and a repeat in the feed's positions, a conflict not reported or reported twice or with the
 // wrong body, a request the intake refused that left a row, a give-up with another body than its
 // request's, and a feed position a reader saw with another event than the final feed holds.
+// The same rules on hand-made rows alone, with no database: intake-invariants.test.ts.
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { RefusedRequest } from '../../../harness/chaos/chaos-intake.ts';
+import { runInvariant } from '../../../harness/chaos/check-result.ts';
 import { type FeedObservation, FeedReaders } from '../../../harness/chaos/feed-readers.ts';
 import {
   conflictEventsCheck,
-  decisionEventsCheck,
-  feedPositionsCheck,
   givenUpBodyCheck,
-  type IntakeCheckInput,
-  noneLostCheck,
   observedPositionsCheck,
+  runIntakeChecks,
+} from '../../../harness/chaos/intake-checks.ts';
+import {
+  buildIntakeFacts,
+  type IntakeCheckInput,
   readDecisions,
   readRequests,
   readWholeFeed,
-  runIntakeChecks,
   sequenceWholeFeed,
-} from '../../../harness/chaos/intake-checks.ts';
+} from '../../../harness/chaos/intake-state.ts';
 import { IntakeConflictError } from '../../../src/errors.ts';
 import { requestTransfers } from '../../../src/intake/intake.ts';
 import { type OutcomeEvent, readOutcomes, sequenceOutcomeFeed } from '../../../src/intake/outcome-feed.ts';
@@ -181,33 +183,6 @@ describe('intake checks', () => {
       ['the outcome feed read from position 0 holds positions 1..N in order, no gap, no repeat', 1],
     ]);
   });
-
-  it('the feed rule finds a gap and a repeat; the event rule an event twice and an event of another status', () => {
-    expect(feedPositionsCheck([event(1, 'a'), event(2, 'b'), event(3, 'c')]).ok).toBe(true);
-    const repeat = feedPositionsCheck([event(1, 'a'), event(2, 'b'), event(2, 'c')]);
-    expect(repeat.counterexamples).toEqual([{ index: 2, position: '2', problem: 'repeated' }]);
-    const gap = feedPositionsCheck([event(1, 'a'), event(3, 'b')]);
-    expect(gap.counterexamples).toEqual([{ index: 1, position: '3', expected: '2', problem: 'gap or order' }]);
-
-    const decisions = [
-      { operation_id: 'a', status: 'applied' },
-      { operation_id: 'b', status: 'rejected' },
-    ];
-    expect(decisionEventsCheck(decisions, [event(1, 'a'), event(2, 'b', 'rejected')]).ok).toBe(true);
-    // A conflict or a give-up is no decision: neither counts as the operation's event.
-    expect(
-      decisionEventsCheck(decisions, [event(1, 'a'), event(2, 'b', 'rejected'), event(3, 'a', 'conflict')]).ok,
-    ).toBe(true);
-    expect(decisionEventsCheck(decisions, [event(1, 'a'), event(2, 'b', 'conflict')]).violations).toBe(1);
-    const twice = decisionEventsCheck(decisions, [event(1, 'a'), event(2, 'a'), event(3, 'b', 'rejected')]);
-    expect(twice.violations).toBe(1);
-    const wrongKind = decisionEventsCheck(decisions, [event(1, 'a'), event(2, 'b', 'applied')]);
-    expect(wrongKind.violations).toBe(1);
-    const orphan = decisionEventsCheck(decisions, [event(1, 'a'), event(2, 'b', 'rejected'), event(3, 'x')]);
-    expect(orphan.counterexamples).toEqual([{ operationId: 'x', events: 1, problem: 'event without a decision' }]);
-    expect(noneLostCheck(new Set(['a', 'b']), new Set(['a', 'b'])).ok).toBe(true);
-    expect(noneLostCheck(new Set(['a', 'b']), new Set(['a'])).violations).toBe(1);
-  });
 });
 
 describe('both doors: conflicts reported once', () => {
@@ -241,8 +216,8 @@ describe('both doors: conflicts reported once', () => {
     const events = await readWholeFeed(client);
     const requests = await readRequests(client);
     const decisions = await readDecisions(client);
-    const requested = input(['op-x', 'op-y', 'op-w']).requested;
-    const judge = (list: readonly OutcomeEvent[]) => conflictEventsCheck(requests, decisions, list, refused, requested);
+    const facts = buildIntakeFacts({ ...input(['op-x', 'op-y', 'op-w']), refused }, { requests, decisions, events });
+    const judge = (list: readonly OutcomeEvent[]) => runInvariant(conflictEventsCheck, { ...facts, events: list });
     expect(judge(events).ok).toBe(true);
 
     const conflict = events.find((e) => e.kind === 'conflict') as OutcomeEvent;
@@ -287,17 +262,6 @@ describe('both doors: conflicts reported once', () => {
       { operationId: 'op-z', problem: 'request of another body, no conflict event' },
       { operationId: 'op-z', problem: 'refused at once, yet a request row exists that the intake never acknowledged' },
     ]);
-
-    const unjustified = conflictEventsCheck(
-      [],
-      [],
-      [],
-      [{ operationId: 'op-n', hash: hashOf(10n), seq: 1 }],
-      new Map(),
-    );
-    expect(unjustified.counterexamples).toMatchObject([
-      { operationId: 'op-n', problem: 'refused at once, with no request or decision of another body' },
-    ]);
   });
 });
 
@@ -313,13 +277,15 @@ describe('give-ups carry the request body', () => {
     const events = await readWholeFeed(client);
     expect(events).toMatchObject([{ operationId: 'op-g', kind: 'given_up', amountMinor: 10n }]);
     const requests = await readRequests(client);
-    expect(givenUpBodyCheck(requests, events).ok).toBe(true);
+    const judge = (list: readonly OutcomeEvent[]) =>
+      runInvariant(givenUpBodyCheck, buildIntakeFacts(input([]), { requests, decisions: [], events: list }));
+    expect(judge(events).ok).toBe(true);
 
-    const forged = givenUpBodyCheck(requests, [{ ...(events[0] as OutcomeEvent), amountMinor: 11n }]);
+    const forged = judge([{ ...(events[0] as OutcomeEvent), amountMinor: 11n }]);
     expect(forged.counterexamples).toEqual([
       { operationId: 'op-g', position: '1', event: 'w1->w2 11', request: 'w1->w2 10' },
     ]);
-    const orphan = givenUpBodyCheck(requests, [event(2, 'op-h', 'given_up')]);
+    const orphan = judge([event(2, 'op-h', 'given_up')]);
     expect(orphan.counterexamples).toEqual([
       { operationId: 'op-h', position: '2', problem: 'given_up event without a request' },
     ]);
@@ -327,32 +293,6 @@ describe('give-ups carry the request body', () => {
 });
 
 describe('feed positions observed during the run', () => {
-  it('the rule passes on observations of the final events and catches another event at a position, or a position gone', () => {
-    const final = [event(1, 'a'), event(2, 'b'), event(3, 'c', 'conflict')];
-    expect(
-      observedPositionsCheck(
-        final.map((e) => observation(e)),
-        final,
-      ).ok,
-    ).toBe(true);
-    const other = observedPositionsCheck([observation(event(2, 'c'))], final);
-    expect(other.counterexamples).toEqual([
-      {
-        position: '2',
-        observed: 'c applied w1->w2 10',
-        final: 'b applied w1->w2 10',
-        reader: 1,
-        ended: 'rollback',
-        atMs: 5,
-      },
-    ]);
-    expect(observedPositionsCheck([observation(event(2, 'b', 'applied', 11n))], final).violations).toBe(1);
-    expect(observedPositionsCheck([observation(event(3, 'c', 'applied'))], final).violations).toBe(1);
-    expect(observedPositionsCheck([observation(event(4, 'd'))], final).counterexamples).toMatchObject([
-      { position: '4', final: 'no such position' },
-    ]);
-  });
-
   it('readers of the read role see only committed positions, and a reader that sequences in its transaction is caught', async () => {
     await request(['op-1', 'op-2', 'op-3']);
     await decide(['op-1', 'op-2']);
@@ -372,7 +312,7 @@ describe('feed positions observed during the run', () => {
     expect(figures).toMatchObject({ readers: 2, positionsObserved: 3, lastPositionObserved: 3 });
     expect(figures.reads).toBeGreaterThan(0);
     const final = await readWholeFeed(client);
-    expect(observedPositionsCheck(readers.observations(), final).ok).toBe(true);
+    expect(runInvariant(observedPositionsCheck, { observations: readers.observations(), events: final }).ok).toBe(true);
 
     // What reading used to do (sequencing inside the reader's transaction), done by the owner:
     // an event whose id came first commits after the reader was handed a position, and the
@@ -400,10 +340,8 @@ describe('feed positions observed during the run', () => {
         [1n, 'op-early-id'],
         [2n, 'op-later-id'],
       ]);
-      const caught = observedPositionsCheck(
-        shown.map((e) => observation(e)),
-        after,
-      );
+      const observations = shown.map((e) => observation(e));
+      const caught = runInvariant(observedPositionsCheck, { observations, events: after });
       expect(caught.counterexamples).toMatchObject([
         { position: '1', observed: 'op-later-id applied w1->w2 10', final: 'op-early-id applied w1->w2 10' },
       ]);

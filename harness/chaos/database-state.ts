@@ -1,0 +1,83 @@
+// The database after the drain, read once for every check: the ledger's own reconcile(), the
+// decided records, the wallets, the debits, the holds, the commit order of the operations, and the
+// payments' SQL invariants' counterexamples. Plain rows, so a check's unit test can build them.
+import type { PrismaClient } from '../../src/db/prisma.ts';
+import { type ReconcileReport, reconcile } from '../../src/ledger/reconciliation.ts';
+import { PAYMENT_SQL_INVARIANTS, readSqlViolations, type SqlViolations } from './payment-sql-checks.ts';
+
+/** A decided record (transfers row), with the fence it was decided under. */
+export interface RecordRow {
+  operation_id: string;
+  request_hash: string;
+  kind: string;
+  original_id: string | null;
+  from_wallet: string;
+  to_wallet: string | null;
+  amount: bigint | null;
+  status: string;
+  reason: string | null;
+  fence: bigint;
+}
+
+export interface WalletRow {
+  id: string;
+  balance: bigint;
+  held: bigint;
+  last_fence: bigint;
+}
+
+export interface DebitRow {
+  operation_id: string;
+  wallet_id: string;
+  amount: bigint;
+  fence: bigint | null;
+}
+
+export interface HoldRow {
+  hold_id: string;
+  from_wallet: string;
+  to_wallet: string;
+  amount: bigint;
+  state: string;
+  captured: bigint;
+  released: bigint;
+  ended_by: string | null;
+}
+
+export interface DatabaseState {
+  readonly ledger: ReconcileReport;
+  /** Every decided record, in the order read, and by operation id. */
+  readonly recordList: readonly RecordRow[];
+  readonly records: ReadonlyMap<string, RecordRow>;
+  readonly wallets: readonly WalletRow[];
+  readonly debits: readonly DebitRow[];
+  readonly holds: ReadonlyMap<string, HoldRow>;
+  /** Operation id (or `$expiry:<hold>`) → the id of its first ledger entry: the commit order. */
+  readonly firstEntry: ReadonlyMap<string, bigint>;
+  readonly sqlViolations: SqlViolations;
+}
+
+export async function readDatabaseState(prisma: PrismaClient): Promise<DatabaseState> {
+  const ledger = await reconcile(prisma);
+  const recordList = await prisma.$queryRaw<RecordRow[]>`
+    SELECT operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount, status, reason, fence
+      FROM transfers`;
+  const wallets = await prisma.$queryRaw<WalletRow[]>`SELECT id, balance, held, last_fence FROM wallets`;
+  const debits = await prisma.$queryRaw<DebitRow[]>`
+    SELECT operation_id, wallet_id, amount, fence FROM ledger_entries WHERE kind = 'debit'`;
+  const sqlViolations = await readSqlViolations(prisma, PAYMENT_SQL_INVARIANTS);
+  const holdRows = await prisma.$queryRaw<HoldRow[]>`
+    SELECT hold_id, from_wallet, to_wallet, amount, state, captured, released, ended_by FROM holds`;
+  const order = await prisma.$queryRaw<{ operation_id: string; first: bigint }[]>`
+    SELECT operation_id, min(id) AS first FROM ledger_entries WHERE kind IN ('debit', 'credit') GROUP BY operation_id`;
+  return {
+    ledger,
+    recordList,
+    records: new Map(recordList.map((r) => [r.operation_id, r])),
+    wallets,
+    debits,
+    holds: new Map(holdRows.map((h) => [h.hold_id, h])),
+    firstEntry: new Map(order.map((o) => [o.operation_id, o.first])),
+    sqlViolations,
+  };
+}

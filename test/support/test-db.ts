@@ -1,7 +1,10 @@
 // A private, migrated database per test file on the configured PostgreSQL server, so test
-// files run in parallel without touching each other's data; dropped again afterwards.
+// files run in parallel without touching each other's data; dropped again afterwards. It is a
+// copy of the run's migrated template (test/global-setup.ts) when the file's server is the
+// template's, and migrated from scratch otherwise.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { inject } from 'vitest';
 import { installUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
 import { type Config, loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
@@ -10,6 +13,7 @@ import { migrate } from '../../src/db/migrations.ts';
 import { endPool, trackConnections } from '../../src/db/pool-close.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { dropWorkerRole, ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
+import { copyTemplate } from './template-db.ts';
 
 export interface TestDatabase {
   name: string;
@@ -49,8 +53,13 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
   const base = loadConfig({ ...process.env, ...env });
   const name = uniqueName(prefix);
   const url = withDatabase(base.databaseUrl, name);
+  const template = inject('templateDatabase') ?? null;
   try {
-    await migrate(url, MIGRATIONS_DIR);
+    if (template !== null && withDatabase(base.databaseUrl, 'postgres') === template.server) {
+      await copyTemplate(url, template.name);
+    } else {
+      await migrate(url, MIGRATIONS_DIR);
+    }
   } catch (err) {
     await dropDatabase(url).catch(() => undefined);
     throw err;

@@ -94,8 +94,9 @@ export function describeFailures(state: HealthState): string {
 export class ProcessRuntime {
   private currentPhase: ProcessPhase = 'starting';
   private readonly host: ProcessHost;
-  /** Set when the start reaches open(): what /readyz asks while running. */ private readonly stop =
-    new AbortController();
+  /** Set when the start reaches open(): what /readyz asks while running. */
+  private life: ProcessLife | null = null;
+  private readonly stop = new AbortController();
   private readonly stopRequested: Promise<void>;
   private stopSignal = '';
   private firstSignalAtMs = 0;
@@ -113,11 +114,6 @@ export class ProcessRuntime {
 
   get phase(): ProcessPhase {
     return this.currentPhase;
-  }
-
-  /** Aborts when the stop is asked for (the first signal). */
-  get stopSignalled(): AbortSignal {
-    return this.stop.signal;
   }
 
   /** The life of the process, in order; resolves with the exit code, throws a StartupError. */
@@ -151,8 +147,6 @@ export class ProcessRuntime {
       return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
     return this.life?.readiness(health) ?? { ready: false, reason: 'starting' };
   }
-
-  private life: ProcessLife | null = null;
 
   private readonly onSignal = (signal: NodeJS.Signals): void => {
     if (this.stop.signal.aborted) {

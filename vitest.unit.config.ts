@@ -42,6 +42,7 @@ export const UNIT_TESTS = [
   'test/log/redact.test.ts',
   'test/metrics/worker-metrics.test.ts',
   'test/ops/fault-hold.test.ts',
+  'test/ops/process-runtime.test.ts',
   'test/queue/attempt-failure.test.ts',
   'test/queue/queue-drain.test.ts',
   'test/queue/queue-shards.test.ts',

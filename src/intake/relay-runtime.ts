@@ -8,12 +8,13 @@
 // after a doubling back-off (capped), and /readyz says what does not answer. stop() lets the
 // round in hand finish, then closes the connections.
 //
-// Life of a relay process (runRelayProcess): its HTTP server listens (/readyz 503), Redis and
-// PostgreSQL are probed until they answer or STARTUP_TIMEOUT_MS is up (then one error line, exit
-// 1), the loop runs; the first SIGTERM/SIGINT finishes the round in hand, closes everything and
-// exits 0; a second one, or SHUTDOWN_TIMEOUT_MS passing, exits 1 at once (the rows it claimed are
-// sent again after INTAKE_RESEND_AFTER_MS). Once ready it asks the catalogs whether the role it
-// logs in as owns tables (or is a superuser), and warns if so: a relay needs only the relay role
+// Life of a relay process (runRelayProcess, run by src/ops/process-runtime.ts like every process
+// of the product): its HTTP server listens (/readyz 503), Redis and PostgreSQL are probed until
+// they answer or STARTUP_TIMEOUT_MS is up (then one error line, exit 1), the loop runs; the first
+// SIGTERM/SIGINT finishes the round in hand, closes everything and exits 0; a second one, or
+// SHUTDOWN_TIMEOUT_MS passing, exits 1 at once (the rows it claimed are sent again after
+// INTAKE_RESEND_AFTER_MS). Once ready it asks the catalogs whether the role it logs in as owns
+// tables (or is a superuser), and warns if so: a relay needs only the relay role
 // (`npm run db:relay-role`), which may execute its functions and touch no table.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,11 +27,11 @@ import { readMigrations } from '../db/migrations.ts';
 import { endPool } from '../db/pool-close.ts';
 import { createPool } from '../db/prisma.ts';
 import { RELAY_FUNCTIONS } from '../db/relay-role-grants.ts';
-import { StartupError } from '../errors.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
-import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
+import type { OpsServer, Readiness } from '../ops/ops-server.ts';
 import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
+import { type ClosingStep, describeFailures, type ProcessLife, ProcessRuntime } from '../ops/process-runtime.ts';
 import {
   COMPLETED_JOBS_KEPT_MAX,
   COMPLETED_JOBS_KEPT_S,
@@ -39,7 +40,13 @@ import {
 } from '../queue/job-options.ts';
 import { TransferQueues } from '../queue/producer.ts';
 import { outcomesQueueOf } from '../queue/queue-shards.ts';
-import { bullmqConnection, describeRedisTarget, lockConnection, type RedisClient } from '../queue/redis-connection.ts';
+import {
+  bullmqConnection,
+  closeRedis,
+  describeRedisTarget,
+  lockConnection,
+  type RedisClient,
+} from '../queue/redis-connection.ts';
 import { outcomesCursor, publishOutcomes } from './outcome-publisher.ts';
 import { intakeBacklog, type RelayBatchResult, relayBatch } from './relay.ts';
 import { RelayMetrics } from './relay-metrics.ts';
@@ -209,8 +216,7 @@ export class Relay {
         withinMs(q.close(), RELAY_CLOSE_TIMEOUT_MS, 'Redis').catch(() => undefined),
       ),
     );
-    const connection = this.connection;
-    await withinMs(connection.quit(), RELAY_CLOSE_TIMEOUT_MS, 'Redis').catch(() => connection.disconnect());
+    await closeRedis(this.connection, RELAY_CLOSE_TIMEOUT_MS);
     await endPool(this.pool, RELAY_CLOSE_TIMEOUT_MS).catch(() => undefined);
   }
 }
@@ -259,149 +265,135 @@ export async function warnWhenRelayRoleTooStrong(pool: pg.Pool | pg.ClientBase, 
   }
 }
 
-/** A repeated signal this soon after the first is the same request (npm forwards Ctrl-C twice). */
-const SIGNAL_REPEAT_WINDOW_MS = 1_000;
-
-function describeFailures(state: HealthState): string {
-  return state.failures.map((f) => f.detail).join('; ');
-}
-
 /** Runs one relay process until it is told to stop; resolves with the exit code. */
 export async function runRelayProcess(name = 'relay'): Promise<number> {
-  const config = loadConfig();
-  const logger = createLogger(config.logLevel, name);
-  const instanceId = `${name}-${process.pid}-${randomBytes(4).toString('hex')}`;
-  process.on('unhandledRejection', (reason) => {
-    logger.fatal({ event: 'unhandled_rejection', err: reason }, 'unhandled rejection; exiting');
-    process.exit(1);
-  });
-  const stop = new AbortController();
-  let firstSignalAtMs = 0;
-  let stopSignal = '';
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stop.signal.aborted) {
-      if (performance.now() - firstSignalAtMs < SIGNAL_REPEAT_WINDOW_MS) return;
-      logger.error({ event: 'shutdown_forced', signal }, 'second signal; exiting without waiting');
-      process.exit(1);
-    }
-    stopSignal = signal;
-    firstSignalAtMs = performance.now();
-    stop.abort();
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
+  const relay = new RelayLife(name);
+  return await relay.runtime.run(relay);
+}
 
-  const metrics = new RelayMetrics({ defaultMetrics: true });
-  const redis: Redis = lockConnection(config);
-  let redisError: string | null = null;
-  redis.on('error', (err: Error) => {
-    redisError = err.message;
-  });
-  redis.on('ready', () => {
-    redisError = null;
-  });
-  // The migrations of this build must be in, and the role it logs in as must execute the relay's functions.
-  const pgProbe = new PostgresProbe(
-    config.databaseUrl,
-    readMigrations(MIGRATIONS_DIR),
-    config,
-    RELAY_FUNCTIONS,
-    'db:relay-role',
-  );
-  let relay: Relay | null = null;
-  let phase: 'starting' | 'running' | 'stopping' = 'starting';
-  const monitor = new HealthMonitor({
-    probes: [
-      (timeoutMs) => probeRedis(redis, config.redisUrl, timeoutMs, () => redisError),
-      (timeoutMs) => pgProbe.probe(timeoutMs),
-    ],
-    logger,
-  });
-  const readiness = (): Readiness => {
-    if (phase === 'stopping') return { ready: false, reason: 'shutting down' };
-    const health = monitor.state;
-    if (phase === 'starting')
-      return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
-    if (!health.healthy) return { ready: false, reason: describeFailures(health) };
-    return { ready: true };
-  };
-  const closeProbes = async () => {
-    await monitor.stop();
-    await pgProbe.close(RELAY_CLOSE_TIMEOUT_MS);
-    await withinMs(redis.quit(), RELAY_CLOSE_TIMEOUT_MS, 'Redis').catch(() => redis.disconnect());
-  };
+/**
+ * One relay process, as src/ops/process-runtime.ts runs it: the probes' connections and the HTTP
+ * server at once, the relay loop once the servers answer, and the order they close in.
+ */
+class RelayLife implements ProcessLife {
+  readonly runtime: ProcessRuntime;
+  private readonly config: Config;
+  private readonly logger: Logger;
+  private readonly instanceId: string;
+  private readonly metrics = new RelayMetrics({ defaultMetrics: true });
+  private readonly redis: Redis;
+  private readonly pgProbe: PostgresProbe;
+  private server: OpsServer | null = null;
+  /** Set once, when the servers answer. */
+  private relay: Relay | null = null;
 
-  let server: OpsServer | null = null;
-  if (config.relayMetricsPort !== null) {
-    server = await OpsServer.start({
-      host: config.metricsHost,
-      port: config.relayMetricsPort,
-      portVariable: 'RELAY_METRICS_PORT',
-      metrics,
-      readiness,
-      logger,
-    }).catch((err: unknown) => {
-      redis.disconnect();
-      throw err;
+  /** What the relay owns, in the order it closes (after the health monitor): the round in hand first. */
+  readonly closing: readonly ClosingStep[] = [
+    { name: 'relay', close: () => this.relay?.stop() },
+    { name: 'PostgreSQL probe', close: () => this.pgProbe.close(RELAY_CLOSE_TIMEOUT_MS) },
+    { name: 'probe connection', close: () => closeRedis(this.redis, RELAY_CLOSE_TIMEOUT_MS) },
+    { name: 'HTTP server', close: () => this.server?.close() },
+  ];
+
+  constructor(name: string) {
+    this.config = loadConfig();
+    const { config } = this;
+    this.logger = createLogger(config.logLevel, name);
+    this.instanceId = `${name}-${process.pid}-${randomBytes(4).toString('hex')}`;
+    this.redis = lockConnection(config);
+    let redisError: string | null = null;
+    this.redis.on('error', (err: Error) => {
+      redisError = err.message;
     });
-    reportListeningPort(server.port);
+    this.redis.on('ready', () => {
+      redisError = null;
+    });
+    // The migrations of this build must be in, and the role it logs in as must execute the relay's functions.
+    this.pgProbe = new PostgresProbe(
+      config.databaseUrl,
+      readMigrations(MIGRATIONS_DIR),
+      config,
+      RELAY_FUNCTIONS,
+      'db:relay-role',
+    );
+    const monitor = new HealthMonitor({
+      probes: [
+        (timeoutMs) => probeRedis(this.redis, config.redisUrl, timeoutMs, () => redisError),
+        (timeoutMs) => this.pgProbe.probe(timeoutMs),
+      ],
+      logger: this.logger,
+    });
+    this.runtime = new ProcessRuntime({
+      logger: this.logger,
+      monitor,
+      startupTimeoutMs: config.startupTimeoutMs,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
+    });
   }
-  logger.info(
-    {
-      event: 'relay_starting',
-      instanceId,
-      metricsPort: server?.port ?? null,
-      redis: describeRedisTarget(config),
-      database: redactUrl(config.databaseUrl),
-    },
-    'waiting for Redis and PostgreSQL',
-  );
-  const state = await monitor.waitUntilHealthy(config.startupTimeoutMs, stop.signal);
-  if (stop.signal.aborted || !state.healthy) {
-    await closeProbes();
-    await server?.close();
-    if (stop.signal.aborted) {
-      logger.info({ signal: stopSignal }, 'stopped before it was ready');
-      return 0;
+
+  async listen(): Promise<void> {
+    const { config } = this;
+    if (config.relayMetricsPort !== null) {
+      this.server = await this.runtime
+        .serve({
+          host: config.metricsHost,
+          port: config.relayMetricsPort,
+          portVariable: 'RELAY_METRICS_PORT',
+          metrics: this.metrics,
+        })
+        .catch((err: unknown) => {
+          this.redis.disconnect();
+          throw err;
+        });
     }
-    throw new StartupError(
-      [...new Set(state.failures.map((f) => f.variable))],
-      `${describeFailures(state)}; still not ready after STARTUP_TIMEOUT_MS=${config.startupTimeoutMs} ms`,
+    this.logger.info(
+      {
+        event: 'relay_starting',
+        instanceId: this.instanceId,
+        metricsPort: this.server?.port ?? null,
+        redis: describeRedisTarget(config),
+        database: redactUrl(config.databaseUrl),
+      },
+      'waiting for Redis and PostgreSQL',
     );
   }
-  relay = new Relay({ config, logger, metrics });
-  await warnWhenRelayRoleTooStrong(relay.pool, logger);
-  relay.start();
-  monitor.start();
-  phase = 'running';
-  logger.info(
-    {
-      event: 'relay_started',
-      instanceId,
-      queues: relay.queues.queues.map((q) => q.name),
-      outcomesQueue: relay.outcomesQueue.name,
-      batchMax: config.relayBatchMax,
-      idleMs: config.relayIdleMs,
-      resendAfterMs: config.intakeResendAfterMs,
-      metricsPort: server?.port ?? null,
-    },
-    'relay started',
-  );
-  await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
-  phase = 'stopping';
-  logger.info({ event: 'relay_stopping', signal: stopSignal }, 'relay stopping');
-  const force = setTimeout(() => {
-    logger.error(
-      { event: 'shutdown_timed_out', shutdownTimeoutMs: config.shutdownTimeoutMs },
-      'relay did not stop in time; exiting',
+
+  /** Opens the relay's connections, checks the role it logs in as, and starts the loop. */
+  async open(): Promise<void> {
+    const { config, logger, metrics } = this;
+    this.relay = new Relay({ config, logger, metrics });
+    await warnWhenRelayRoleTooStrong(this.relay.pool, logger);
+    this.relay.start();
+  }
+
+  begin(): void {
+    const { config, relay } = this;
+    this.logger.info(
+      {
+        event: 'relay_started',
+        instanceId: this.instanceId,
+        queues: relay?.queues.queues.map((q) => q.name),
+        outcomesQueue: relay?.outcomesQueue.name,
+        batchMax: config.relayBatchMax,
+        idleMs: config.relayIdleMs,
+        resendAfterMs: config.intakeResendAfterMs,
+        metricsPort: this.server?.port ?? null,
+      },
+      'relay started',
     );
-    process.exit(1);
-  }, config.shutdownTimeoutMs);
-  force.unref();
-  await relay.stop();
-  await closeProbes();
-  await server?.close();
-  clearTimeout(force);
-  logger.info({ event: 'relay_stopped' }, 'relay stopped');
-  return 0;
+  }
+
+  /** /readyz while running: the servers answer. */
+  readiness(health: HealthState): Readiness {
+    return health.healthy ? { ready: true } : { ready: false, reason: describeFailures(health) };
+  }
+
+  stopping(signal: string): 'graceful' {
+    this.logger.info({ event: 'relay_stopping', signal }, 'relay stopping');
+    return 'graceful';
+  }
+
+  stopped(): void {
+    this.logger.info({ event: 'relay_stopped' }, 'relay stopped');
+  }
 }

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { type Config, type RedisClusterConfig, redactUrl } from '../config/config.ts';
 import { redactText } from '../log/redact.ts';
+import { withinMs } from '../ops/probes.ts';
 
 /** A lock command that has not answered in this long has failed (the watchdog has its own bound). */
 export const LOCK_COMMAND_TIMEOUT_MS = 2_000;
@@ -157,4 +158,12 @@ export function lockConnection(target: string | RedisEndpoint | RedisTarget): Re
 export function describeRedisTarget(target: RedisTarget): string {
   if (target.redisCluster === null) return redactUrl(target.redisUrl);
   return `cluster ${target.redisCluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`;
+}
+
+/** QUIT, waited for at most timeoutMs; past it (or on an error) the socket is dropped. */
+export async function closeRedis(client: RedisClient, timeoutMs: number): Promise<void> {
+  await withinMs(client.quit(), timeoutMs, 'Redis').then(
+    () => undefined,
+    () => client.disconnect(),
+  );
 }

@@ -1,6 +1,8 @@
 // The body of a worker process, shared by `npm run worker` and the chaos harness's naive
 // worker: configuration, connections, the HTTP server (/healthz, /readyz, /metrics), the
-// readiness gate, the BullMQ worker, and the shutdown on SIGTERM/SIGINT.
+// readiness gate, the BullMQ worker, and what it owns in the order it closes. The signals, the
+// crash handlers, the start-up wait, the bounded stop and the exit codes are those of every
+// process of the product (src/ops/process-runtime.ts).
 //
 // Life of a worker:
 //   starting  the HTTP server listens (/readyz 503); Redis, PostgreSQL and the migrations are
@@ -10,7 +12,8 @@
 //             permanent failure of an attempt (src/queue/attempt-failure.ts) pauses it too, for
 //             the hold of src/ops/fault-hold.ts.
 //   stopping  first SIGTERM/SIGINT: take no new job, finish the jobs in hand, release every lock
-//             still held, flush the counters, close BullMQ, Redis and Prisma, exit 0. A second
+//             still held, flush the counters, close BullMQ, Redis and Prisma (WorkerLife.closing,
+//             in that order), exit 0. A second
 //             signal, or SHUTDOWN_TIMEOUT_MS passing, exits 1 at once (BullMQ re-queues the jobs
 //             as stalled; the database decision keeps them safe).
 import { randomBytes } from 'node:crypto';
@@ -20,38 +23,37 @@ import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient, poolUseOf } from '../db/prisma.ts';
-import { StartupError } from '../errors.ts';
 import { FeedSequencer } from '../intake/feed-sequencer.ts';
 import { HoldSweeper } from '../ledger/hold-sweeper.ts';
 import type { PermanentKind } from '../ledger/vocabulary.ts';
-import { FencedLock } from '../lock/fenced-lock.ts';
+import { FencedLock, type ReleaseAllResult } from '../lock/fenced-lock.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { aggregateKeys, CounterAggregatePublisher } from '../metrics/counter-aggregate.ts';
 import { queueDepthSource } from '../metrics/queue-depth.ts';
 import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { FaultHold } from '../ops/fault-hold.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
-import { OpsServer, type Readiness, reportListeningPort } from '../ops/ops-server.ts';
-import { PostgresProbe, probeRedis, withinMs } from '../ops/probes.ts';
+import type { OpsServer, Readiness } from '../ops/ops-server.ts';
+import { PostgresProbe, probeRedis } from '../ops/probes.ts';
+import { type ClosingStep, type ProcessLife, ProcessRuntime } from '../ops/process-runtime.ts';
 import { coalesceWrites } from './coalesced-writes.ts';
 import type { Admission } from './gated-worker.ts';
 import { consumedQueueShardsOf } from './queue-shards.ts';
-import { bullmqConnection, describeRedisTarget, lockConnection, type RedisClient } from './redis-connection.ts';
+import {
+  bullmqConnection,
+  closeRedis,
+  describeRedisTarget,
+  lockConnection,
+  type RedisClient,
+} from './redis-connection.ts';
 import { type ApplyStrategy, type FaultReporter, startTransferWorker, type TransferWorker } from './transfer-worker.ts';
 
 /** Bound on each lock release at shutdown; a lease not released in time expires by its TTL. */
 export const SHUTDOWN_LOCK_RELEASE_TIMEOUT_MS = 2_000;
 /** Bound on closing each connection at shutdown. */
 export const SHUTDOWN_CLOSE_TIMEOUT_MS = 2_000;
-/**
- * A repeated signal this soon after the first is the same request, not a second one: Ctrl-C on
- * `npm run worker` reaches the worker twice at once (from the terminal and forwarded by npm).
- */
-export const SIGNAL_REPEAT_WINDOW_MS = 1_000;
 
 export type ApplyStrategyFactory = (ctx: { config: Config; prisma: PrismaClient; logger: Logger }) => ApplyStrategy;
-
-type Phase = 'starting' | 'running' | 'stopping';
 
 /**
  * Logs the first error of an outage at warn and the repeats (one per reconnect attempt) at
@@ -70,25 +72,10 @@ function watchConnectionErrors(redis: Redis, logger: Logger, connection: string)
   return () => lastError;
 }
 
-/** An unexpected error leaves the process in an unknown state: log it and exit non-zero. */
-function exitOnCrash(logger: Logger): void {
-  process.on('unhandledRejection', (reason) => {
-    logger.fatal({ event: 'unhandled_rejection', err: reason }, 'unhandled rejection; exiting');
-    process.exit(1);
-  });
-  process.on('uncaughtException', (err) => {
-    logger.fatal({ event: 'uncaught_exception', err }, 'uncaught exception; exiting');
-    process.exit(1);
-  });
-}
-
-function describeFailures(state: HealthState): string {
-  return state.failures.map((f) => f.detail).join('; ');
-}
-
 /** Runs one worker process until it is told to stop; resolves with the exit code. */
 export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFactory): Promise<number> {
-  return await new WorkerRuntime(name, makeApply).run();
+  const worker = new WorkerLife(name, makeApply);
+  return await worker.runtime.run(worker);
 }
 
 /** What the worker opens once the servers answer, and closes at shutdown. */
@@ -105,24 +92,19 @@ interface QueueSide {
 }
 
 /**
- * One worker process: owns every resource it opens (the lock connection, the health probes and
- * monitor, the HTTP server, then Prisma, the BullMQ connection, the lock, the BullMQ workers, the
- * depth queues and the counter publisher) and takes them through starting, running, stopping.
+ * One worker process, as src/ops/process-runtime.ts runs it: opens the lock connection, the health
+ * probes and monitor and the HTTP server at once, then Prisma, the BullMQ connection, the lock,
+ * the BullMQ workers, the depth queues and the counter publisher once the servers answer, and
+ * declares the order they close in.
  */
-class WorkerRuntime {
+class WorkerLife implements ProcessLife {
+  readonly runtime: ProcessRuntime;
   private readonly config: Config;
   private readonly logger: Logger;
   /** Off with UNSAFE_MODE=no-readiness: the worker takes jobs without waiting for the servers. */
   private readonly gated: boolean;
   private readonly instanceId: string;
   private readonly metrics: WorkerMetrics;
-  private phase: Phase = 'starting';
-
-  // The first signal asks for a graceful stop; a second one forces the exit.
-  private readonly stop = new AbortController();
-  private readonly stopRequested: Promise<void>;
-  private stopSignal = '';
-  private firstSignalAtMs = 0;
 
   // Opened at once: the probes use them before anything else runs.
   private readonly redis: Redis;
@@ -133,95 +115,91 @@ class WorkerRuntime {
   private server: OpsServer | null = null;
   /** Set once, when the servers answer. */
   private queueSide: QueueSide | null = null;
+  private locksReleased: ReleaseAllResult | null = null;
+
+  /**
+   * What the worker owns, in the order it closes (after the health monitor): the jobs in hand
+   * finish first (BullMQ's close waits for their batches and the lock releases they sent), then
+   * every lease still held is released, then the rest, each close bounded. What was never opened
+   * (the queue side, when the start fails) is skipped.
+   */
+  readonly closing: readonly ClosingStep[] = [
+    { name: 'queue worker', close: () => this.queueSide?.worker.close() },
+    { name: 'leases', close: () => this.releaseLeases() },
+    { name: 'counter publisher', close: () => this.queueSide?.publisher.stop() },
+    { name: 'feed sequencer', close: () => this.queueSide?.sequencer.stop() },
+    { name: 'hold sweeper', close: () => this.queueSide?.sweeper.stop() },
+    {
+      name: 'depth queues',
+      close: () => Promise.all((this.queueSide?.depthQueues ?? []).map((q) => q.close().catch(() => undefined))),
+    },
+    { name: 'HTTP server', close: () => this.server?.close() },
+    { name: 'Prisma', close: () => this.queueSide?.prisma.$disconnect().catch(() => undefined) },
+    { name: 'PostgreSQL probe', close: () => this.pgProbe.close(SHUTDOWN_CLOSE_TIMEOUT_MS) },
+    { name: 'lock connection', close: () => closeRedis(this.redis, SHUTDOWN_CLOSE_TIMEOUT_MS) },
+    {
+      name: 'queue connection',
+      close: () =>
+        this.queueSide === null ? undefined : closeRedis(this.queueSide.connection, SHUTDOWN_CLOSE_TIMEOUT_MS),
+    },
+  ];
 
   constructor(
     name: string,
     private readonly makeApply: ApplyStrategyFactory | undefined,
   ) {
     this.config = loadConfig();
-    this.logger = createLogger(this.config.logLevel, name);
-    exitOnCrash(this.logger);
-    if (this.config.unsafe.length > 0) {
+    const { config } = this;
+    this.logger = createLogger(config.logLevel, name);
+    if (config.unsafe.length > 0) {
       this.logger.warn(
-        { unsafe: this.config.unsafe },
+        { unsafe: config.unsafe },
         'UNSAFE MODE: safety layers are switched off; never run this in production',
       );
     }
-    this.gated = !this.config.unsafe.includes('no-readiness');
+    this.gated = !config.unsafe.includes('no-readiness');
     this.instanceId = `${name}-${process.pid}-${randomBytes(4).toString('hex')}`;
     this.metrics = new WorkerMetrics({
       instanceId: this.instanceId,
-      queueName: this.config.queueName,
+      queueName: config.queueName,
       defaultMetrics: true,
     });
 
-    process.on('SIGTERM', this.onSignal);
-    process.on('SIGINT', this.onSignal);
-    this.stopRequested = new Promise<void>((resolve) =>
-      this.stop.signal.addEventListener('abort', () => resolve(), { once: true }),
-    );
-
-    this.redis = lockConnection(this.config);
+    this.redis = lockConnection(config);
     // A turn's lock calls (on a single server one release call and one acquire call) in one write.
     coalesceWrites(this.redis);
     const redisError = watchConnectionErrors(this.redis, this.logger, 'lock');
-    this.pgProbe = new PostgresProbe(this.config.databaseUrl, readMigrations(MIGRATIONS_DIR), this.config);
+    this.pgProbe = new PostgresProbe(config.databaseUrl, readMigrations(MIGRATIONS_DIR), config);
     this.monitor = new HealthMonitor({
       probes: [
-        (timeoutMs) => probeRedis(this.redis, this.config.redisUrl, timeoutMs, redisError),
+        (timeoutMs) => probeRedis(this.redis, config.redisUrl, timeoutMs, redisError),
         (timeoutMs) => this.pgProbe.probe(timeoutMs),
       ],
       logger: this.logger,
       onCheck: (state) => this.gate(state),
     });
+    this.runtime = new ProcessRuntime({
+      logger: this.logger,
+      monitor: this.monitor,
+      startupTimeoutMs: config.startupTimeoutMs,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
+      waitForHealth: this.gated,
+      inHand: () => ({ jobsInHand: this.metrics.jobsInProgress }),
+    });
   }
-
-  /** The life of the process, in order; resolves with the exit code. */
-  async run(): Promise<number> {
-    await this.startOpsServer();
-    if (this.gated && !(await this.waitForServers())) return 0;
-    const side = this.startQueueSide();
-    await this.stopRequested;
-    return await this.shutDown(side);
-  }
-
-  private readonly onSignal = (signal: NodeJS.Signals): void => {
-    if (this.stop.signal.aborted) {
-      if (performance.now() - this.firstSignalAtMs < SIGNAL_REPEAT_WINDOW_MS) return;
-      this.logger.error(
-        { event: 'shutdown_forced', signal, jobsInHand: this.metrics.jobsInProgress },
-        'second signal; exiting without waiting',
-      );
-      process.exit(1);
-    }
-    this.stopSignal = signal;
-    this.firstSignalAtMs = performance.now();
-    this.stop.abort();
-  };
 
   /** The HTTP server comes first: a port already taken is a start-up error before anything runs. */
-  private async startOpsServer(): Promise<void> {
-    const { config, metrics, logger } = this;
-    if (config.metricsPort === null) return;
-    this.server = await OpsServer.start({
-      host: config.metricsHost,
-      port: config.metricsPort,
-      metrics,
-      readiness: () => this.readiness(),
-      logger,
-    }).catch(async (err: unknown) => {
-      this.redis.disconnect();
-      throw err;
-    });
-    reportListeningPort(this.server.port);
-  }
-
-  /**
-   * Probes until Redis, PostgreSQL and the migrations pass. False when a signal came first (the
-   * connections are closed); throws a StartupError when STARTUP_TIMEOUT_MS passes.
-   */
-  private async waitForServers(): Promise<boolean> {
+  async listen(): Promise<void> {
     const { config, logger } = this;
+    if (config.metricsPort !== null) {
+      this.server = await this.runtime
+        .serve({ host: config.metricsHost, port: config.metricsPort, metrics: this.metrics })
+        .catch(async (err: unknown) => {
+          this.redis.disconnect();
+          throw err;
+        });
+    }
+    if (!this.gated) return;
     logger.info(
       {
         event: 'worker_starting',
@@ -233,35 +211,22 @@ class WorkerRuntime {
       },
       'waiting for Redis, PostgreSQL and the migrations',
     );
-    const state = await this.monitor.waitUntilHealthy(config.startupTimeoutMs, this.stop.signal);
-    if (this.stop.signal.aborted) {
-      logger.info({ signal: this.stopSignal }, 'stopped before it was ready');
-      await this.closeConnections();
-      return false;
-    }
-    if (!state.healthy) {
-      await this.closeConnections();
-      throw new StartupError(
-        [...new Set(state.failures.map((f) => f.variable))],
-        `${describeFailures(state)}; still not ready after STARTUP_TIMEOUT_MS=${config.startupTimeoutMs} ms`,
-      );
-    }
-    return true;
   }
 
-  /** Opens Prisma, the BullMQ side and the lock, starts taking jobs and the health monitor. */
-  private startQueueSide(): QueueSide {
+  /** Opens Prisma, the BullMQ side and the lock, and starts the periodic tasks. */
+  async open(): Promise<void> {
     const side = this.openQueueSide();
     this.queueSide = side;
     side.publisher.start();
     side.sequencer.start();
     side.sweeper.start();
-    this.phase = 'running';
-    if (this.gated) side.worker.run();
-    this.monitor.start();
-    this.metrics.setReady(this.readiness().ready);
+  }
+
+  /** Starts taking jobs. */
+  begin(): void {
+    if (this.gated) this.queueSide?.worker.run();
+    this.metrics.setReady(this.runtime.readiness().ready);
     this.logStarted();
-    return side;
   }
 
   private openQueueSide(): QueueSide {
@@ -279,7 +244,9 @@ class WorkerRuntime {
     });
     const apply = this.makeApply?.({ config, prisma, logger });
     const admission: Admission | undefined = this.gated
-      ? { admit: () => this.phase === 'running' && this.monitor.state.healthy && this.faults.current() === null }
+      ? {
+          admit: () => this.runtime.phase === 'running' && this.monitor.state.healthy && this.faults.current() === null,
+        }
       : undefined;
     const faults: FaultReporter = {
       permanent: (kind, reason) => this.onPermanentFault(kind, reason),
@@ -332,74 +299,40 @@ class WorkerRuntime {
     );
   }
 
-  /** The graceful stop: finish the jobs in hand, release the leases, close everything, in order. */
-  private async shutDown(side: QueueSide): Promise<number> {
+  /**
+   * The start of the stop: not ready any more, and what is in hand logged. Unsafe mode
+   * no-graceful-shutdown abandons the jobs in hand (BullMQ re-queues them as stalled).
+   */
+  stopping(signal: string): 'graceful' | 'abandon' {
     const { config, logger, metrics } = this;
-    this.phase = 'stopping';
+    const locksHeld = this.queueSide?.lock.heldCount ?? 0;
     metrics.setReady(false);
     logger.info(
       {
         event: 'worker_stopping',
-        signal: this.stopSignal,
+        signal,
         jobsInHand: metrics.jobsInProgress,
-        locksHeld: side.lock.heldCount,
+        locksHeld,
         shutdownTimeoutMs: config.shutdownTimeoutMs,
       },
       'worker stopping',
     );
-    if (config.unsafe.includes('no-graceful-shutdown')) {
-      logger.warn(
-        { jobsInHand: metrics.jobsInProgress, locksHeld: side.lock.heldCount },
-        'UNSAFE: exiting without finishing the jobs in hand',
-      );
-      return 0;
-    }
-    const force = this.exitAfterShutdownTimeout();
-    await this.monitor.stop();
-    // Takes no new job, lets the jobs in hand finish, then waits for their batches and the lock
-    // releases they sent; releaseAll() then releases whatever lease is still held.
-    await side.worker.close();
-    const released = await side.lock.releaseAll(SHUTDOWN_LOCK_RELEASE_TIMEOUT_MS);
-    await this.closeConnections();
-    clearTimeout(force);
-    logger.info({ event: 'worker_stopped', locksReleased: released }, 'worker stopped');
-    return 0;
+    if (!config.unsafe.includes('no-graceful-shutdown')) return 'graceful';
+    logger.warn(
+      { jobsInHand: metrics.jobsInProgress, locksHeld },
+      'UNSAFE: exiting without finishing the jobs in hand',
+    );
+    return 'abandon';
   }
 
-  /** SHUTDOWN_TIMEOUT_MS bounds the graceful stop: past it the process exits 1 at once. */
-  private exitAfterShutdownTimeout(): NodeJS.Timeout {
-    const { config, logger, metrics } = this;
-    const force = setTimeout(() => {
-      logger.error(
-        {
-          event: 'shutdown_timed_out',
-          shutdownTimeoutMs: config.shutdownTimeoutMs,
-          jobsInHand: metrics.jobsInProgress,
-        },
-        'jobs did not finish within SHUTDOWN_TIMEOUT_MS; exiting',
-      );
-      process.exit(1);
-    }, config.shutdownTimeoutMs);
-    force.unref();
-    return force;
+  stopped(): void {
+    this.logger.info({ event: 'worker_stopped', locksReleased: this.locksReleased }, 'worker stopped');
   }
 
-  /** Closes what is open, each close bounded; the queue side only if it was started. */
-  private async closeConnections(): Promise<void> {
-    const side = this.queueSide;
-    const { redis } = this;
-    await side?.publisher.stop();
-    await side?.sequencer.stop();
-    await side?.sweeper.stop();
-    await Promise.all((side?.depthQueues ?? []).map((q) => q.close().catch(() => undefined)));
-    await this.server?.close();
-    await side?.prisma.$disconnect().catch(() => undefined);
-    await this.pgProbe.close(SHUTDOWN_CLOSE_TIMEOUT_MS);
-    await withinMs(redis.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => redis.disconnect());
-    if (side !== null) {
-      const { connection } = side;
-      await withinMs(connection.quit(), SHUTDOWN_CLOSE_TIMEOUT_MS, 'Redis').catch(() => connection.disconnect());
-    }
+  /** Once the jobs in hand are done: releases whatever lease is still held. */
+  private async releaseLeases(): Promise<void> {
+    if (this.queueSide === null) return;
+    this.locksReleased = await this.queueSide.lock.releaseAll(SHUTDOWN_LOCK_RELEASE_TIMEOUT_MS);
   }
 
   /** Why the worker may not take jobs: the failed probes, then the fault held (if any). */
@@ -419,12 +352,8 @@ class WorkerRuntime {
     void this.gate(this.monitor.state);
   }
 
-  /** What /readyz answers, and the ready gauge. */
-  private readiness(): Readiness {
-    if (this.phase === 'stopping') return { ready: false, reason: 'shutting down' };
-    const health = this.monitor.state;
-    if (this.phase === 'starting')
-      return { ready: false, reason: `starting${health.failures.length > 0 ? `: ${describeFailures(health)}` : ''}` };
+  /** What /readyz answers while running: the servers, the fault held, the queue worker. */
+  readiness(health: HealthState): Readiness {
     const against = this.reasonsAgainst(health);
     if (against.length > 0) return { ready: false, reason: against.join('; ') };
     const worker = this.queueSide?.worker ?? null;
@@ -441,7 +370,7 @@ class WorkerRuntime {
     const worker = this.queueSide?.worker ?? null;
     const { logger, metrics } = this;
     const open = state.healthy && this.faults.current() === null;
-    if (this.phase === 'running' && worker !== null && this.gated) {
+    if (this.runtime.phase === 'running' && worker !== null && this.gated) {
       if (!open && !worker.isPaused()) {
         logger.warn(
           { event: 'worker_paused', jobsInHand: metrics.jobsInProgress, reason: this.reasonsAgainst(state).join('; ') },
@@ -457,6 +386,6 @@ class WorkerRuntime {
         worker.run();
       }
     }
-    metrics.setReady(this.readiness().ready);
+    metrics.setReady(this.runtime.readiness().ready);
   }
 }

@@ -40,9 +40,28 @@ export async function migratedTemplate(databaseUrl: string): Promise<TemplateDat
   return { name, drop: () => dropDatabase(url) };
 }
 
-/** Creates the database of `databaseUrl` as a copy of `template` (on the same server). */
+/**
+ * Creates the database of `databaseUrl` as a copy of `template` (on the same server). The copy
+ * has the template's files, not its row of pg_database: what a migration granted or revoked ON
+ * DATABASE (the least-privilege migration revokes TEMPORARY from PUBLIC) is granted again here,
+ * privilege by privilege, from the template's ACL.
+ */
 export async function copyTemplate(databaseUrl: string, template: string): Promise<void> {
   const name = databaseName(databaseUrl);
-  // databaseName() allows [A-Za-z0-9_-] only; identifiers cannot be bound as parameters.
-  await asAdmin(databaseUrl, (admin) => admin.query(`CREATE DATABASE "${name}" TEMPLATE "${template}"`));
+  await asAdmin(databaseUrl, async (admin) => {
+    // databaseName() allows [A-Za-z0-9_-] only; identifiers cannot be bound as parameters.
+    await admin.query(`CREATE DATABASE "${name}" TEMPLATE "${template}"`);
+    const acl = await admin.query<{ grantee: string; privilege: string }>(
+      `SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS grantee, a.privilege_type AS privilege
+         FROM pg_database d, aclexplode(d.datacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+        WHERE d.datname = $1`,
+      [template],
+    );
+    // A NULL ACL (no row) is the default one, which the copy has already.
+    if (acl.rows.length === 0) return;
+    await admin.query(`REVOKE ALL ON DATABASE "${name}" FROM PUBLIC`);
+    for (const { grantee, privilege } of acl.rows) {
+      await admin.query(`GRANT ${privilege} ON DATABASE "${name}" TO ${grantee}`);
+    }
+  });
 }

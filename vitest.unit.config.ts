@@ -32,6 +32,8 @@ export const UNIT_TESTS = [
   'test/layout/import-rule.test.ts',
   'test/layout/long-functions.test.ts',
   'test/layout/prerequisites.test.ts',
+  'test/layout/slow-files.test.ts',
+  'test/layout/unit-tier.test.ts',
   'test/ledger/decision-batcher.test.ts',
   'test/ledger/operation-request.test.ts',
   'test/ledger/outcomes-reference.test.ts',

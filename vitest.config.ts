@@ -2,7 +2,9 @@
 // (see test/support). The global setup makes the services reachable first, exactly as
 // `npm run services` does for the demo.
 //
-// Three projects:
+// Four projects, in two groups. First, alone:
+// - `harness`: the runs of whole fleets (HARNESS_RUNS below), one at a time.
+// Then, together:
 // - `unit`: the fast tier (vitest.unit.config.ts), with Redis and PostgreSQL out of reach, as
 //   `npm run test:unit` runs it: so a test of that tier that starts to need a server fails here;
 // - `sources`: every other test, workers from the TypeScript sources;
@@ -16,30 +18,57 @@ import { SlowFirstSequencer } from './test/support/slow-first-sequencer.ts';
 import { NO_SERVICES, UNIT_TESTS } from './vitest.unit.config.ts';
 
 /**
- * Files at once. Most of a file's time is spent waiting (on child processes, on servers, on the
- * timers of a fault), so more files than cores keep both cores busy; TEST_FILES_AT_ONCE overrides.
+ * The harness runs: each drives whole fleets (workers, private servers, a chaos run or the
+ * bench) and keeps a core busy or more. Two at once on 2 cores took each several times as long
+ * as alone and made the HA run miss its bounds, so they run one after the other, first, in a
+ * group of their own.
  */
-const FILES_AT_ONCE = Number(process.env.TEST_FILES_AT_ONCE ?? 3);
+export const HARNESS_RUNS = [
+  'test/harness/chaos/chaos-pg-ha.test.ts',
+  'test/harness/bench/bench.test.ts',
+  'test/harness/chaos/negative-controls.test.ts',
+  'test/cli/cli-errors.test.ts',
+  'test/harness/chaos/chaos-cluster.test.ts',
+  'test/harness/chaos/chaos-run.test.ts',
+];
+const HARNESS_RUNS_AT_ONCE = 1;
+
+/**
+ * Then every other file, more at once than there are cores: most of their time is spent waiting
+ * (on a worker process, a server, a fault's timer). TEST_FILES_AT_ONCE overrides.
+ */
+const FILES_AT_ONCE = Number(process.env.TEST_FILES_AT_ONCE ?? 4);
 
 export default defineConfig({
   test: {
     pool: 'forks',
     maxWorkers: FILES_AT_ONCE,
-    sequence: { sequencer: SlowFirstSequencer },
+    sequence: { sequencer: SlowFirstSequencer, groupOrder: 2 },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     teardownTimeout: 30_000,
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: UNIT_TESTS, env: NO_SERVICES },
+        test: {
+          name: 'harness',
+          include: HARNESS_RUNS,
+          globalSetup: ['test/global-setup.ts'],
+          maxWorkers: HARNESS_RUNS_AT_ONCE,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        extends: true,
+        // Pure tests: one module graph per worker, not one per file.
+        test: { name: 'unit', include: UNIT_TESTS, env: NO_SERVICES, isolate: false },
       },
       {
         extends: true,
         test: {
           name: 'sources',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/compiled/**', ...UNIT_TESTS],
+          exclude: ['test/compiled/**', ...UNIT_TESTS, ...HARNESS_RUNS],
           globalSetup: ['test/global-setup.ts'],
         },
       },

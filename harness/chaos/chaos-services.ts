@@ -16,6 +16,9 @@
 // a primary, two standbys: local-pg-formation.ts) and one endpoint in front of it that follows
 // its primary (primary-endpoint.ts): every client of the run, the harness's own included, reaches
 // the database through that endpoint, as production reaches its primary through one address.
+// ChaosServices.start() brings them up one step each (startRedis, startPostgres, prepareDatabase,
+// startPgBouncer), each noting in Started what it brought up, so that a failure part-way takes
+// down what is up (abandon()).
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -175,159 +178,44 @@ export class ChaosServices {
     return databaseName(this.databaseUrl);
   }
 
-  static async start(
-    options: {
-      redis: RedisMode;
-      redisUrl: string | null;
-      databaseUrl: string | null;
-      seed: number;
-      runDir: string;
-      pgbouncer: boolean;
-      postgres?: PostgresMode;
-      /** --unsafe async-standby: the formation's commits wait for no standby. */
-      asyncStandby?: boolean;
-      /** A control that switches a check of the SQL decision off: install its variants (harness/chaos/unsafe/). */
-      unsafeDecisions?: boolean;
-    },
-    registry: ProcessRegistry,
-  ): Promise<ChaosServices> {
-    const dirs: string[] = [];
-    let redis: LocalRedis | null = null;
-    let cluster: LocalRedisCluster | null = null;
-    const fronts: FaultProxy[] = [];
-    let postgres: LocalPostgres | null = null;
-    let bouncer: LocalPgBouncer | null = null;
-    let formation: LocalPgFormation | null = null;
-    let endpoint: PrimaryEndpoint | null = null;
-    let dropBorrowed: (() => Promise<void>) | null = null;
+  static async start(options: StartOptions, registry: ProcessRegistry): Promise<ChaosServices> {
+    const up: Started = {
+      dirs: [],
+      redis: null,
+      cluster: null,
+      fronts: [],
+      formation: null,
+      endpoint: null,
+      postgres: null,
+      dropBorrowed: null,
+      bouncer: null,
+    };
     try {
-      let redisUrl = options.redisUrl;
-      if (options.redis === 'cluster') {
-        const dir = join(options.runDir, 'redis-cluster');
-        cluster = await LocalRedisCluster.start({
-          dir,
-          masters: CHAOS_CLUSTER_MASTERS,
-          replicasPerMaster: CHAOS_CLUSTER_REPLICAS_PER_MASTER,
-          nodeTimeoutMs: CHAOS_CLUSTER_NODE_TIMEOUT_MS,
-          appendOnly: true,
-          removeDirOnStop: false,
-          front: async (index, port) => {
-            // Called again for a node that had to start on other ports: the earlier proxy goes.
-            await fronts[index]?.close();
-            const front = await FaultProxy.start(`node-${index}`, '127.0.0.1', port);
-            fronts[index] = front;
-            return front.port;
-          },
-        });
-        registry.update({
-          redisDir: dir,
-          redisClusterPids: cluster.nodes.map((n) => n.server.pid).filter((p): p is number => p !== undefined),
-        });
-        redisUrl = CLUSTER_PLACEHOLDER_URL;
-      } else if (redisUrl === null) {
-        const dir = mkdtempSync(join(tmpdir(), 'chaos-redis-'));
-        dirs.push(dir);
-        redis = await LocalRedis.start({ dir, appendOnly: true });
-        redisUrl = redis.url;
-        registry.update({ redisPid: redis.pid ?? null, redisDir: dir });
-      }
-      let databaseUrl: string;
-      let createdDatabaseOn: string | null = null;
-      if (options.postgres === 'ha') {
-        const dir = mkdtempSync(join(tmpdir(), 'chaos-pg-ha-'));
-        dirs.push(dir);
-        registry.update({ formationDir: dir });
-        formation = await LocalPgFormation.start({ dir, settings: { fsync: 'off' } });
-        if (options.asyncStandby === true) {
-          await formation.setNumberSyncStandbys(0);
-          await formation.setOnEveryNode('synchronous_commit', 'local');
-          await formation.waitHealthy();
-        }
-        endpoint = await PrimaryEndpoint.start(formation);
-        databaseUrl = endpoint.url;
-      } else if (options.databaseUrl === null) {
-        // The cluster folder itself is made here and handed to the postgres user by LocalPostgres.
-        const dir = mkdtempSync(join(tmpdir(), 'chaos-pg-'));
-        dirs.push(dir);
-        registry.update({ postgresDir: dir });
-        postgres = await LocalPostgres.start({ dir, fsync: false });
-        registry.update({ postgresPid: postgres.postmasterPid() });
-        databaseUrl = withDatabase(postgres.url, PRIVATE_DATABASE);
-      } else {
-        // Never write into the given database: a fresh one beside it, dropped afterwards.
-        databaseUrl = withDatabase(options.databaseUrl, `chaos_${options.seed}_${randomBytes(4).toString('hex')}`);
-        createdDatabaseOn = options.databaseUrl;
-      }
-      // Roles are cluster-wide: on a borrowed server the name is unique and dropped in stop().
-      const workerRole =
-        createdDatabaseOn === null
-          ? PRIVATE_WORKER_ROLE
-          : `chaos_worker_${options.seed}_${randomBytes(4).toString('hex')}`;
-      const relayRole =
-        createdDatabaseOn === null
-          ? PRIVATE_RELAY_ROLE
-          : `chaos_relay_${options.seed}_${randomBytes(4).toString('hex')}`;
-      if (createdDatabaseOn !== null) {
-        const url = databaseUrl;
-        dropBorrowed = async () => {
-          await dropDatabase(url).catch(() => undefined);
-          await dropWorkerRole(url, workerRole).catch(() => undefined);
-          await dropWorkerRole(url, relayRole).catch(() => undefined);
-        };
-      }
-      await migrate(databaseUrl, MIGRATIONS_DIR);
-      // The migrations define no decision that can skip a check; a negative control that needs
-      // one gets it here, in this run's own database only.
-      if (options.unsafeDecisions === true) await installUnsafeDecisionsAt(databaseUrl);
-      const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
-      // The workers run with the default bounds; behind PgBouncer they reach them as the roles'
-      // defaults, the owner's too (the naive negative control's workers log in as the owner).
-      const session: SessionBoundsConfig = loadConfig({
-        DATABASE_POOLER: options.pgbouncer ? 'pgbouncer' : 'none',
-      });
-      await ensureWorkerRole(databaseUrl, workerRole, workerPassword, session);
-      // The relays reach PostgreSQL straight, never through PgBouncer: their bounds are start-up parameters.
-      const relayPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
-      await ensureRelayRole(databaseUrl, relayRole, relayPassword, session);
-      if (options.pgbouncer) {
-        await setOwnerSessionBounds(databaseUrl, session);
-        const server = new URL(databaseUrl);
-        bouncer = await LocalPgBouncer.start({
-          serverHost: server.hostname,
-          serverPort: server.port === '' ? 5432 : Number(server.port),
-          authUser: decodeURIComponent(server.username) || 'postgres',
-        });
-        registry.update({ pgbouncerPid: bouncer.pid ?? null });
-      }
+      const redisUrl = await startRedis(options, registry, up);
+      const { databaseUrl, createdDatabaseOn } = await startPostgres(options, registry, up);
+      const roles = await prepareDatabase(options, databaseUrl, createdDatabaseOn, up);
+      if (options.pgbouncer) await startPgBouncer(databaseUrl, roles.session, registry, up);
       return new ChaosServices(
         redisUrl,
         databaseUrl,
-        roleUrl(databaseUrl, workerRole, workerPassword),
-        workerRole,
-        roleUrl(databaseUrl, relayRole, relayPassword),
-        relayRole,
-        redis,
-        postgres,
-        dirs,
+        roleUrl(databaseUrl, roles.workerRole, roles.workerPassword),
+        roles.workerRole,
+        roleUrl(databaseUrl, roles.relayRole, roles.relayPassword),
+        roles.relayRole,
+        up.redis,
+        up.postgres,
+        up.dirs,
         createdDatabaseOn,
         registry,
-        cluster,
-        fronts,
-        bouncer === null ? null : { bouncer, keepLogAs: join(options.runDir, 'pgbouncer.log') },
-        formation === null || endpoint === null
+        up.cluster,
+        up.fronts,
+        up.bouncer === null ? null : { bouncer: up.bouncer, keepLogAs: join(options.runDir, 'pgbouncer.log') },
+        up.formation === null || up.endpoint === null
           ? null
-          : { formation, endpoint, keepLogsIn: join(options.runDir, 'pg-ha') },
+          : { formation: up.formation, endpoint: up.endpoint, keepLogsIn: join(options.runDir, 'pg-ha') },
       );
     } catch (err) {
-      await bouncer?.stop().catch(() => undefined);
-      await endpoint?.close().catch(() => undefined);
-      await formation?.stop().catch(() => undefined);
-      await dropBorrowed?.();
-      await redis?.stop().catch(() => undefined);
-      await cluster?.stop().catch(() => undefined);
-      await Promise.all(fronts.map((f) => f.close().catch(() => undefined)));
-      await postgres?.stop('immediate').catch(() => undefined);
-      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+      await abandon(up);
       throw err;
     }
   }
@@ -424,6 +312,194 @@ export class ChaosServices {
       formationDir: null,
     });
   }
+}
+
+interface StartOptions {
+  redis: RedisMode;
+  redisUrl: string | null;
+  databaseUrl: string | null;
+  seed: number;
+  runDir: string;
+  pgbouncer: boolean;
+  postgres?: PostgresMode;
+  /** --unsafe async-standby: the formation's commits wait for no standby. */
+  asyncStandby?: boolean;
+  /** A control that switches a check of the SQL decision off: install its variants (harness/chaos/unsafe/). */
+  unsafeDecisions?: boolean;
+}
+
+/** What ChaosServices.start() has brought up so far: what abandon() takes down if a later step fails. */
+interface Started {
+  readonly dirs: string[];
+  redis: LocalRedis | null;
+  cluster: LocalRedisCluster | null;
+  /** The proxy in front of each cluster node (by node index). */
+  readonly fronts: FaultProxy[];
+  formation: LocalPgFormation | null;
+  endpoint: PrimaryEndpoint | null;
+  postgres: LocalPostgres | null;
+  /** A borrowed server: drops the run's database and roles. */
+  dropBorrowed: (() => Promise<void>) | null;
+  bouncer: LocalPgBouncer | null;
+}
+
+/** The run's Redis: a private cluster, a private server, or the one given (--redis-url); returns its URL. */
+async function startRedis(options: StartOptions, registry: ProcessRegistry, up: Started): Promise<string> {
+  if (options.redis === 'cluster') return startRedisCluster(options.runDir, registry, up);
+  if (options.redisUrl !== null) return options.redisUrl;
+  const dir = mkdtempSync(join(tmpdir(), 'chaos-redis-'));
+  up.dirs.push(dir);
+  const redis = await LocalRedis.start({ dir, appendOnly: true });
+  up.redis = redis;
+  registry.update({ redisPid: redis.pid ?? null, redisDir: dir });
+  return redis.url;
+}
+
+async function startRedisCluster(runDir: string, registry: ProcessRegistry, up: Started): Promise<string> {
+  const dir = join(runDir, 'redis-cluster');
+  const cluster = await LocalRedisCluster.start({
+    dir,
+    masters: CHAOS_CLUSTER_MASTERS,
+    replicasPerMaster: CHAOS_CLUSTER_REPLICAS_PER_MASTER,
+    nodeTimeoutMs: CHAOS_CLUSTER_NODE_TIMEOUT_MS,
+    appendOnly: true,
+    removeDirOnStop: false,
+    front: async (index, port) => {
+      // Called again for a node that had to start on other ports: the earlier proxy goes.
+      await up.fronts[index]?.close();
+      const front = await FaultProxy.start(`node-${index}`, '127.0.0.1', port);
+      up.fronts[index] = front;
+      return front.port;
+    },
+  });
+  up.cluster = cluster;
+  registry.update({
+    redisDir: dir,
+    redisClusterPids: cluster.nodes.map((n) => n.server.pid).filter((p): p is number => p !== undefined),
+  });
+  return CLUSTER_PLACEHOLDER_URL;
+}
+
+/**
+ * The run's database: on a private HA formation, on a private server, or a fresh one beside the
+ * one given (--database-url), on the server the run then borrows (`createdDatabaseOn`).
+ */
+async function startPostgres(
+  options: StartOptions,
+  registry: ProcessRegistry,
+  up: Started,
+): Promise<{ databaseUrl: string; createdDatabaseOn: string | null }> {
+  if (options.postgres === 'ha') {
+    return { databaseUrl: await startFormation(options.asyncStandby === true, registry, up), createdDatabaseOn: null };
+  }
+  if (options.databaseUrl === null) {
+    // The cluster folder itself is made here and handed to the postgres user by LocalPostgres.
+    const dir = mkdtempSync(join(tmpdir(), 'chaos-pg-'));
+    up.dirs.push(dir);
+    registry.update({ postgresDir: dir });
+    const postgres = await LocalPostgres.start({ dir, fsync: false });
+    up.postgres = postgres;
+    registry.update({ postgresPid: postgres.postmasterPid() });
+    return { databaseUrl: withDatabase(postgres.url, PRIVATE_DATABASE), createdDatabaseOn: null };
+  }
+  // Never write into the given database: a fresh one beside it, dropped afterwards.
+  return {
+    databaseUrl: withDatabase(options.databaseUrl, `chaos_${options.seed}_${randomBytes(4).toString('hex')}`),
+    createdDatabaseOn: options.databaseUrl,
+  };
+}
+
+/** --postgres ha: the formation and the endpoint in front of its primary; returns the endpoint's URL. */
+async function startFormation(asyncStandby: boolean, registry: ProcessRegistry, up: Started): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'chaos-pg-ha-'));
+  up.dirs.push(dir);
+  registry.update({ formationDir: dir });
+  const formation = await LocalPgFormation.start({ dir, settings: { fsync: 'off' } });
+  up.formation = formation;
+  if (asyncStandby) {
+    await formation.setNumberSyncStandbys(0);
+    await formation.setOnEveryNode('synchronous_commit', 'local');
+    await formation.waitHealthy();
+  }
+  const endpoint = await PrimaryEndpoint.start(formation);
+  up.endpoint = endpoint;
+  return endpoint.url;
+}
+
+/** The run's login roles, and the session bounds they were given. */
+interface RunRoles {
+  readonly workerRole: string;
+  readonly workerPassword: string;
+  readonly relayRole: string;
+  readonly relayPassword: string;
+  readonly session: SessionBoundsConfig;
+}
+
+/** Migrates the run's database, installs the unsafe decisions a control needs, and makes its roles. */
+async function prepareDatabase(
+  options: StartOptions,
+  databaseUrl: string,
+  createdDatabaseOn: string | null,
+  up: Started,
+): Promise<RunRoles> {
+  // Roles are cluster-wide: on a borrowed server the name is unique and dropped in stop().
+  const workerRole =
+    createdDatabaseOn === null ? PRIVATE_WORKER_ROLE : `chaos_worker_${options.seed}_${randomBytes(4).toString('hex')}`;
+  const relayRole =
+    createdDatabaseOn === null ? PRIVATE_RELAY_ROLE : `chaos_relay_${options.seed}_${randomBytes(4).toString('hex')}`;
+  if (createdDatabaseOn !== null) {
+    up.dropBorrowed = async () => {
+      await dropDatabase(databaseUrl).catch(() => undefined);
+      await dropWorkerRole(databaseUrl, workerRole).catch(() => undefined);
+      await dropWorkerRole(databaseUrl, relayRole).catch(() => undefined);
+    };
+  }
+  await migrate(databaseUrl, MIGRATIONS_DIR);
+  // The migrations define no decision that can skip a check; a negative control that needs
+  // one gets it here, in this run's own database only.
+  if (options.unsafeDecisions === true) await installUnsafeDecisionsAt(databaseUrl);
+  const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
+  // The workers run with the default bounds; behind PgBouncer they reach them as the roles'
+  // defaults, the owner's too (the naive negative control's workers log in as the owner).
+  const session: SessionBoundsConfig = loadConfig({
+    DATABASE_POOLER: options.pgbouncer ? 'pgbouncer' : 'none',
+  });
+  await ensureWorkerRole(databaseUrl, workerRole, workerPassword, session);
+  // The relays reach PostgreSQL straight, never through PgBouncer: their bounds are start-up parameters.
+  const relayPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
+  await ensureRelayRole(databaseUrl, relayRole, relayPassword, session);
+  return { workerRole, workerPassword, relayRole, relayPassword, session };
+}
+
+/** --pgbouncer: the owner's session bounds, then a private PgBouncer in front of the database server. */
+async function startPgBouncer(
+  databaseUrl: string,
+  session: SessionBoundsConfig,
+  registry: ProcessRegistry,
+  up: Started,
+): Promise<void> {
+  await setOwnerSessionBounds(databaseUrl, session);
+  const server = new URL(databaseUrl);
+  const bouncer = await LocalPgBouncer.start({
+    serverHost: server.hostname,
+    serverPort: server.port === '' ? 5432 : Number(server.port),
+    authUser: decodeURIComponent(server.username) || 'postgres',
+  });
+  up.bouncer = bouncer;
+  registry.update({ pgbouncerPid: bouncer.pid ?? null });
+}
+
+/** Takes down what a failed start() brought up, each step's failure ignored, and removes its folders. */
+async function abandon(up: Started): Promise<void> {
+  await up.bouncer?.stop().catch(() => undefined);
+  await up.endpoint?.close().catch(() => undefined);
+  await up.formation?.stop().catch(() => undefined);
+  await up.dropBorrowed?.();
+  await up.redis?.stop().catch(() => undefined);
+  await up.cluster?.stop().catch(() => undefined);
+  await Promise.all(up.fronts.map((f) => f.close().catch(() => undefined)));
+  await up.postgres?.stop('immediate').catch(() => undefined);
+  for (const dir of up.dirs) rmSync(dir, { recursive: true, force: true });
 }
 
 /** The owner's session bounds in the run's database, as `npm run db:session-bounds` sets them. */

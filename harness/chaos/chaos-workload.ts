@@ -4,6 +4,8 @@
 // pair of messages of one id: one to BullMQ straight, one through the intake; every second pair
 // with another amount at the straight door), and the opening balance that makes every valid
 // transfer apply, so the expected final balances are exact whatever the order of execution.
+// Each kind beside the transfers is a seeded stream of its own, placed among them (Placed):
+// buildWorkload lists the streams, and sendInOrder sends them, so a new kind is one more stream.
 
 import { CONFIG_DEFAULTS } from '../../src/config/config.ts';
 import { requestHash } from '../../src/ledger/request-hash.ts';
@@ -18,7 +20,13 @@ import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { randomInt, seededRandom } from '../../src/workload/prng.ts';
 import { randomWorkload } from '../../src/workload/random-transfers.ts';
 import type { ChaosOptions } from './chaos-options.ts';
-import { type PlacedPayment, planPayments, type RefundableTransfer, uncoverableSplits } from './chaos-payments.ts';
+import {
+  type PaymentPlan,
+  type PlacedPayment,
+  planPayments,
+  type RefundableTransfer,
+  uncoverableSplits,
+} from './chaos-payments.ts';
 
 export const WALLET_PREFIX = 'w';
 export const CURRENCY = 'EUR';
@@ -156,8 +164,116 @@ export function walletId(i: number): string {
   return `${WALLET_PREFIX}${i}`;
 }
 
+/** A valid transfer of the seeded workload (its wallets remapped for the naive apply). */
+interface ValidTransfer {
+  readonly kind: MessageKind;
+  readonly wire: TransferWire;
+}
+
+/** One operation sent at both doors at once: the intake half first, then the straight one. */
+interface DoorsPair {
+  readonly position: number;
+  readonly intake: TransferWire;
+  readonly straight: TransferWire;
+}
+
+/**
+ * Messages of a stream of their own (hostile messages, both-doors pairs, payments), sent just
+ * before the valid transfer of index `position`, or after the last one when it is their count.
+ */
+interface Placed {
+  readonly position: number;
+  readonly send: (order: SendOrder) => void;
+}
+
+/** An OperationModel while the workload is built: its requests and messages still counted. */
+type OperationDraft = Omit<OperationModel, 'variants' | 'wires' | 'messages'> & {
+  readonly variants: Map<string, bigint>;
+  readonly wires: Map<string, OperationWire>;
+  messages: number;
+};
+
+const AMOUNT_MAX = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** The messages in the order they are sent, and the model of every operation they carry. */
+class SendOrder {
+  readonly messages: ChaosMessage[] = [];
+  readonly operations = new Map<string, OperationDraft>();
+
+  /** A hostile message: it names an operation id at most, and is no operation of the model. */
+  sendInvalid(bad: { name?: string; data: unknown; defect: string }): void {
+    const data = bad.data as { operationId?: unknown } | null;
+    const named =
+      typeof data === 'object' && data !== null && typeof data.operationId === 'string' ? data.operationId : null;
+    this.messages.push({
+      seq: this.messages.length,
+      kind: 'invalid',
+      jobName: bad.name ?? TRANSFER_JOB_NAME,
+      data: bad.data,
+      operationId: named,
+      hash: null,
+      defect: bad.defect,
+    });
+  }
+
+  /** A valid operation; `outflow` is a payment's most it may debit (a transfer debits its amount). */
+  sendValid(wire: OperationWire, kind: MessageKind, door?: Door, outflow?: bigint): void {
+    const checked = validateOperationRequest(wire, AMOUNT_MAX, HOLD_EXPIRY_MAX_MS);
+    if (!checked.ok) throw new Error(`generated operation is invalid: ${checked.reason}`);
+    const hash = requestHash(checked.request);
+    this.messages.push({
+      seq: this.messages.length,
+      kind,
+      jobName: TRANSFER_JOB_NAME,
+      data: wire,
+      operationId: wire.operationId,
+      hash,
+      defect: null,
+      ...(door === undefined ? {} : { door }),
+    });
+    let op = this.operations.get(wire.operationId);
+    if (op === undefined) {
+      op = {
+        operationId: wire.operationId,
+        kind: operationKindOf(checked.request),
+        from: wire.from,
+        to: 'kind' in wire && wire.kind !== 'transfer' ? '' : (wire as TransferWire).to,
+        variants: new Map(),
+        wires: new Map(),
+        messages: 0,
+      };
+      this.operations.set(op.operationId, op);
+    }
+    const request = checked.request;
+    op.variants.set(
+      hash,
+      outflow ?? ('amountMinor' in request && request.amountMinor !== null ? request.amountMinor : 0n),
+    );
+    op.wires.set(hash, wire);
+    op.messages += 1;
+  }
+}
+
 export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
-  const opPrefix = `op-${o.seed}-`;
+  const { valid, sinkWallets } = validTransfers(o);
+  const pairs = bothDoorsPairs(o, valid.length);
+  // Payments (not with the naive apply, which decides transfers only): a stream of their own,
+  // placed among the valid transfers, so the transfers are those of a run without them.
+  const plan = o.payments && o.apply !== 'naive' ? planPayments(o, valid.length, refundableTransfers(valid)) : null;
+  const openingBalanceMinor = openingBalance(o, valid, pairs, plan);
+  const payments = plan === null ? [] : placedPayments(plan, openingBalanceMinor * BigInt(o.wallets));
+  // Where several streams place messages before one transfer, they go in this order.
+  const order = sendInOrder(valid, [
+    invalidMessages(o, valid.length),
+    pairs.map(pairMessages),
+    payments.map(paymentMessage),
+  ]);
+  const wallets = Array.from({ length: o.wallets }, (_, i) => walletId(i + 1));
+  return { messages: order.messages, wallets, openingBalanceMinor, operations: order.operations, sinkWallets };
+}
+
+/** The seeded random transfers of src/workload, and the wallets that never send. */
+function validTransfers(o: WorkloadOptions): { valid: ValidTransfer[]; sinkWallets: Set<string> } {
   const generated = randomWorkload({
     transfers: o.transfers,
     wallets: o.wallets,
@@ -166,7 +282,7 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
     conflicts: o.conflicts,
     amountMaxMinor: o.amountMaxMinor,
     seed: o.seed,
-    operationPrefix: opPrefix,
+    operationPrefix: `op-${o.seed}-`,
     hotWalletRate: o.hotWalletRate,
   });
 
@@ -187,25 +303,32 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
     kind: m.kind as MessageKind,
     wire: { ...m.wire, from: remap(m.wire.from, 'from'), to: remap(m.wire.to, 'to') } satisfies TransferWire,
   }));
+  return { valid, sinkWallets };
+}
 
-  // Hostile messages at seeded positions among the valid ones.
+/** Hostile messages at seeded positions among the valid ones. */
+function invalidMessages(o: WorkloadOptions, validCount: number): Placed[] {
   const random = seededRandom((o.seed ^ INVALID_SEED_SALT) >>> 0);
-  const invalid = Array.from({ length: o.invalid }, (_, i) => {
+  return Array.from({ length: o.invalid }, (_, i) => {
     const maker = INVALID_MAKERS[i % INVALID_MAKERS.length] as (typeof INVALID_MAKERS)[number];
-    const op = `bad-${o.seed}-${i + 1}`;
-    const made = maker.make(op, walletId);
-    return { position: Math.floor(random() * (valid.length + 1)), defect: maker.defect, op, ...made };
+    const made = maker.make(`bad-${o.seed}-${i + 1}`, walletId);
+    const bad = { defect: maker.defect, ...made };
+    return { position: Math.floor(random() * (validCount + 1)), send: (order: SendOrder) => order.sendInvalid(bad) };
   }).sort((a, b) => a.position - b.position);
+}
 
-  // Both-doors pairs at seeded positions among the valid ones (a stream of their own: the rest
-  // of the workload is what it was without them). Odd pairs carry one body at both doors, even
-  // pairs one more minor unit at the straight door.
-  const bothRandom = seededRandom((o.seed ^ BOTH_DOORS_SEED_SALT) >>> 0);
-  const pairs = Array.from({ length: o.bothDoors }, (_, i) => {
-    const from = randomInt(bothRandom, 1, o.wallets);
-    let to = randomInt(bothRandom, 1, o.wallets - 1);
+/**
+ * Both-doors pairs at seeded positions among the valid ones (a stream of their own: the rest
+ * of the workload is what it was without them). Odd pairs carry one body at both doors, even
+ * pairs one more minor unit at the straight door.
+ */
+function bothDoorsPairs(o: WorkloadOptions, validCount: number): DoorsPair[] {
+  const random = seededRandom((o.seed ^ BOTH_DOORS_SEED_SALT) >>> 0);
+  return Array.from({ length: o.bothDoors }, (_, i) => {
+    const from = randomInt(random, 1, o.wallets);
+    let to = randomInt(random, 1, o.wallets - 1);
     if (to >= from) to += 1;
-    const amount = randomInt(bothRandom, 1, o.amountMaxMinor);
+    const amount = randomInt(random, 1, o.amountMaxMinor);
     const intake: TransferWire = {
       operationId: `both-${o.seed}-${i + 1}`,
       from: walletId(from),
@@ -213,91 +336,39 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
       amount: String(amount),
     };
     const straight: TransferWire = { ...intake, amount: String(i % 2 === 1 ? amount + 1 : amount) };
-    return { position: Math.floor(bothRandom() * (valid.length + 1)), intake, straight };
+    return { position: Math.floor(random() * (validCount + 1)), intake, straight };
   }).sort((a, b) => a.position - b.position);
+}
 
-  const messages: ChaosMessage[] = [];
-  let next = 0;
-  const pushInvalid = (upTo: number) => {
-    while (next < invalid.length && (invalid[next]?.position ?? Infinity) <= upTo) {
-      const bad = invalid[next++] as (typeof invalid)[number];
-      const data = bad.data as { operationId?: unknown } | null;
-      const named =
-        typeof data === 'object' && data !== null && typeof data.operationId === 'string' ? data.operationId : null;
-      messages.push({
-        seq: messages.length,
-        kind: 'invalid',
-        jobName: bad.name ?? TRANSFER_JOB_NAME,
-        data: bad.data,
-        operationId: named,
-        hash: null,
-        defect: bad.defect,
-      });
-    }
+function pairMessages(pair: DoorsPair): Placed {
+  return {
+    position: pair.position,
+    send: (order) => {
+      order.sendValid(pair.intake, 'both-doors', 'intake');
+      order.sendValid(pair.straight, 'both-doors', 'straight');
+    },
   };
-  const amountMax = BigInt(Number.MAX_SAFE_INTEGER);
-  const operations = new Map<
-    string,
-    {
-      operationId: string;
-      kind: OperationKind;
-      from: string;
-      to: string;
-      variants: Map<string, bigint>;
-      wires: Map<string, OperationWire>;
-      messages: number;
-    }
-  >();
-  const pushValid = (wire: OperationWire, kind: MessageKind, door?: Door, outflow?: bigint) => {
-    const checked = validateOperationRequest(wire, amountMax, HOLD_EXPIRY_MAX_MS);
-    if (!checked.ok) throw new Error(`generated operation is invalid: ${checked.reason}`);
-    const hash = requestHash(checked.request);
-    messages.push({
-      seq: messages.length,
-      kind,
-      jobName: TRANSFER_JOB_NAME,
-      data: wire,
-      operationId: wire.operationId,
-      hash,
-      defect: null,
-      ...(door === undefined ? {} : { door }),
-    });
-    let op = operations.get(wire.operationId);
-    if (op === undefined) {
-      op = {
-        operationId: wire.operationId,
-        kind: operationKindOf(checked.request),
-        from: wire.from,
-        to: 'kind' in wire && wire.kind !== 'transfer' ? '' : (wire as TransferWire).to,
-        variants: new Map(),
-        wires: new Map(),
-        messages: 0,
-      };
-      operations.set(op.operationId, op);
-    }
-    const request = checked.request;
-    op.variants.set(
-      hash,
-      outflow ?? ('amountMinor' in request && request.amountMinor !== null ? request.amountMinor : 0n),
-    );
-    op.wires.set(hash, wire);
-    op.messages += 1;
-  };
-  let nextPair = 0;
-  const pushPairs = (upTo: number) => {
-    while (nextPair < pairs.length && (pairs[nextPair]?.position ?? Infinity) <= upTo) {
-      const pair = pairs[nextPair++] as (typeof pairs)[number];
-      pushValid(pair.intake, 'both-doors', 'intake');
-      pushValid(pair.straight, 'both-doors', 'straight');
-    }
-  };
-  // Payments (not with the naive apply, which decides transfers only): a stream of their own,
-  // placed among the valid transfers, so the transfers are those of a run without them.
+}
+
+/** The transfers a refund may name: originals whose id no conflicting request reuses. */
+function refundableTransfers(valid: readonly ValidTransfer[]): RefundableTransfer[] {
   const conflicted = new Set(valid.filter((m) => m.kind === 'conflict').map((m) => m.wire.operationId));
-  const refundable: RefundableTransfer[] = valid.flatMap((m, position) =>
+  return valid.flatMap((m, position) =>
     m.kind === 'original' && !conflicted.has(m.wire.operationId) ? [{ position, wire: m.wire }] : [],
   );
-  const plan = o.payments && o.apply !== 'naive' ? planPayments(o, valid.length, refundable) : null;
+}
+
+/**
+ * Every wallet's opening balance: OPENING_HEADROOM times the most one wallet could send (each
+ * transfer at its largest variant, each pair at its larger door, each payment at its outflow)
+ * and one largest amount more, so no transfer meets insufficient funds whatever the order.
+ */
+function openingBalance(
+  o: WorkloadOptions,
+  valid: readonly ValidTransfer[],
+  pairs: readonly DoorsPair[],
+  plan: PaymentPlan | null,
+): bigint {
   const paymentOutflow = new Map<string, bigint>();
   for (const p of plan?.placed ?? [])
     paymentOutflow.set(p.wire.from, (paymentOutflow.get(p.wire.from) ?? 0n) + p.outflow);
@@ -322,31 +393,36 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
   }
   for (const [from, amount] of paymentOutflow) outflow.set(from, (outflow.get(from) ?? 0n) + amount);
   const maxOutflow = [...outflow.values()].reduce((a, b) => (a > b ? a : b), 0n);
-  const openingBalanceMinor = (maxOutflow + BigInt(o.amountMaxMinor)) * OPENING_HEADROOM;
-  const payments: PlacedPayment[] =
-    plan === null
-      ? []
-      : [...plan.placed, ...uncoverableSplits(plan, openingBalanceMinor * BigInt(o.wallets))].sort(
-          (a, b) => a.position - b.position,
-        );
+  return (maxOutflow + BigInt(o.amountMaxMinor)) * OPENING_HEADROOM;
+}
 
-  let nextPayment = 0;
-  const pushPayments = (upTo: number) => {
-    while (nextPayment < payments.length && (payments[nextPayment]?.position ?? Infinity) <= upTo) {
-      const p = payments[nextPayment++] as PlacedPayment;
-      pushValid(p.wire, 'payment', undefined, p.outflow);
-    }
+/** The planned payments and the uncoverable splits (above `systemMinor`, all the money there is), in place order. */
+function placedPayments(plan: PaymentPlan, systemMinor: bigint): PlacedPayment[] {
+  return [...plan.placed, ...uncoverableSplits(plan, systemMinor)].sort((a, b) => a.position - b.position);
+}
+
+function paymentMessage(p: PlacedPayment): Placed {
+  return { position: p.position, send: (order) => order.sendValid(p.wire, 'payment', undefined, p.outflow) };
+}
+
+/**
+ * The send order: the valid transfers, and before each one what every stream places at or before
+ * it, stream after stream in the list's order; what is placed after the last transfer, at the end.
+ */
+function sendInOrder(valid: readonly ValidTransfer[], streams: readonly (readonly Placed[])[]): SendOrder {
+  const order = new SendOrder();
+  const next = streams.map(() => 0);
+  const sendUpTo = (upTo: number) => {
+    streams.forEach((stream, s) => {
+      let i = next[s] as number;
+      while (i < stream.length && (stream[i]?.position ?? Infinity) <= upTo) (stream[i++] as Placed).send(order);
+      next[s] = i;
+    });
   };
   valid.forEach((m, i) => {
-    pushInvalid(i);
-    pushPairs(i);
-    pushPayments(i);
-    pushValid(m.wire, m.kind);
+    sendUpTo(i);
+    order.sendValid(m.wire, m.kind);
   });
-  pushInvalid(Infinity);
-  pushPairs(Infinity);
-  pushPayments(Infinity);
-
-  const wallets = Array.from({ length: o.wallets }, (_, i) => walletId(i + 1));
-  return { messages, wallets, openingBalanceMinor, operations, sinkWallets };
+  sendUpTo(Infinity);
+  return order;
 }

@@ -1,9 +1,9 @@
 // Injects the scheduled faults at their offsets and heals each one when its window ends;
 // records every start and end (with what it actually did) in the history. The clock is the
 // harness's; a fault that cannot be injected (Redis down for another fault) is logged, not fatal.
+// What each fault does, and how it heals, is its starter's (fault-starters.ts).
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isCluster, type RedisClient } from '../../src/queue/redis-connection.ts';
-import { dataNodesOf, deleteMatching, deleteMatchingOnNode } from '../../src/queue/redis-scan.ts';
+import type { RedisClient } from '../../src/queue/redis-connection.ts';
 import type { SlotGroup } from '../services/local-redis-cluster.ts';
 import type { ChaosFleet } from './chaos-fleet.ts';
 import { type FaultKind, PG_HA_FAULT_KINDS } from './chaos-options.ts';
@@ -11,15 +11,11 @@ import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import type { ClusterFaults, FailoverLoss, KillMasterResult } from './cluster-faults.ts';
 import type { FailoverRecovery } from './fault-load.ts';
+import { FAULT_STARTERS, type FaultTargets } from './fault-starters.ts';
 import type { History } from './history.ts';
-import { type BlackholeFigures, BlackholeWatch } from './pg-blackhole.ts';
+import type { BlackholeFigures } from './pg-blackhole.ts';
 import type { PgFaultFigures, PgFaults } from './pg-faults.ts';
 import { describeFault, type FaultEvent } from './schedule.ts';
-
-/** kill-relay holds the relay's Redis link this long before SIGKILL (the producer requests every 100 ms). */
-export const RELAY_KILL_HOLD_MS = 300;
-/** delete-locks sweeps the lock keys this often during its window. */
-export const LOCK_SWEEP_INTERVAL_MS = 10;
 
 /** A topology fault (failover, restart of the masters) waits this long at most for the previous one to finish. */
 export const TOPOLOGY_WAIT_MAX_MS = 120_000;
@@ -79,34 +75,32 @@ export interface ClusterTargets {
   readonly queueKeyBasesOf: (group: SlotGroup) => string[];
 }
 
-function pick<T>(items: readonly T[], target: number | undefined): T | undefined {
-  return items.length === 0 ? undefined : items[(target ?? 0) % items.length];
-}
-
-const slotsOf = (g: SlotGroup) => `${g.fromSlot}-${g.toSlot}`;
-
 export class FaultInjector {
   readonly records: FaultRecord[] = [];
   private readonly pending = new Map<number, { timer: NodeJS.Timeout; heal: () => Promise<void> }>();
   /** Resolves when the topology fault in progress (if any) has ended: they never overlap. */
   private topology: Promise<void> = Promise.resolve();
+  /** What the faults' starters act on (fault-starters.ts). */
+  private readonly targets: FaultTargets;
 
   constructor(
     private readonly fleet: ChaosFleet,
-    private readonly services: ChaosServices,
+    services: ChaosServices,
     /** A harness connection straight to Redis (not through a proxy). */
-    private readonly redis: RedisClient,
-    private readonly lockKeyPrefix: string,
+    redis: RedisClient,
+    lockKeyPrefix: string,
     private readonly history: History,
     private readonly onChange?: () => void,
     private readonly cluster: ClusterTargets | null = null,
     /** The workers' LOCK_TTL_MS: part of the bound a blackhole is judged by. */
-    private readonly lockTtlMs: number = 1_000,
+    lockTtlMs: number = 1_000,
     /** An intake run's relay processes (kill-relay). */
     private readonly relays: ChaosRelays | null = null,
     /** --postgres ha: the formation's faults. */
-    private readonly pg: PgFaults | null = null,
-  ) {}
+    pg: PgFaults | null = null,
+  ) {
+    this.targets = { fleet, services, redis, lockKeyPrefix, history, cluster, lockTtlMs, relays, pg };
+  }
 
   get active(): number {
     return this.pending.size;
@@ -181,7 +175,7 @@ export class FaultInjector {
   private async injectRecorded(event: FaultEvent, record: FaultRecord): Promise<{ ended: Promise<void> } | null> {
     let ended: Promise<void> | null = null;
     try {
-      const heal = await this.start(event, record);
+      const heal = await FAULT_STARTERS[event.kind](this.targets, event, record);
       this.history.write(
         {
           type: 'fault_start',
@@ -234,218 +228,5 @@ export class FaultInjector {
     }
     this.onChange?.();
     return ended === null ? null : { ended };
-  }
-
-  private requirePg(kind: FaultKind): PgFaults {
-    if (this.pg === null) throw new Error(`${kind} needs --postgres ha`);
-    return this.pg;
-  }
-
-  private requireCluster(kind: FaultKind): ClusterTargets {
-    if (this.cluster === null) throw new Error(`${kind} needs --redis cluster`);
-    return this.cluster;
-  }
-
-  /** Starts one fault; returns how to heal it, or null when it is over already. */
-  private async start(event: FaultEvent, record: FaultRecord): Promise<(() => Promise<void>) | null> {
-    const target = () => this.fleet.worker(event.worker ?? 1);
-    const lockPattern = `${this.lockKeyPrefix}{wallet:*}:lock`;
-    const fencePattern = `${this.lockKeyPrefix}{wallet:*}:fence`;
-    switch (event.kind) {
-      case 'kill-worker': {
-        const proc = target().process;
-        await proc.kill();
-        return async () => proc.start();
-      }
-      case 'pause-worker': {
-        const proc = target().process;
-        proc.freeze();
-        return async () => proc.thaw();
-      }
-      case 'delete-locks': {
-        // Locks are held for milliseconds, so one sweep mostly finds none: sweep again and
-        // again for the fault's window, so that holders in the middle of a transfer lose theirs.
-        let deleted = 0;
-        let sweeps = 0;
-        let sweeping = true;
-        const storm = (async () => {
-          while (sweeping) {
-            // Master by master: one that is down (restarting, failing over) does not spare the others.
-            for (const node of await dataNodesOf(this.redis).catch(() => [])) {
-              try {
-                deleted += await deleteMatchingOnNode(node, lockPattern, isCluster(this.redis));
-              } catch {
-                // Down for another fault: swept again on the next tick.
-              }
-            }
-            sweeps += 1;
-            await sleep(LOCK_SWEEP_INTERVAL_MS);
-          }
-        })();
-        return async () => {
-          sweeping = false;
-          await storm;
-          record.detail += `: ${deleted} held lock keys deleted in ${sweeps} sweeps`;
-        };
-      }
-      case 'delete-fences': {
-        const n = await deleteMatching(this.redis, fencePattern);
-        record.detail += `: ${n} fence counters deleted`;
-        return null;
-      }
-      case 'restart-redis': {
-        // The lock service loses its data (DESIGN: "Redis restarted without persistence"); the
-        // queue, kept in the same AOF-backed server, survives the restart.
-        const locks = await deleteMatching(this.redis, lockPattern);
-        const fences = await deleteMatching(this.redis, fencePattern);
-        const t = performance.now();
-        const what = await this.services.restartRedis();
-        record.detail +=
-          `: ${locks} lock keys and ${fences} fence counters deleted, then SIGKILL and restart from AOF ` +
-          `(${what}) in ${Math.round(performance.now() - t)} ms`;
-        return null;
-      }
-      case 'failover-lossy': {
-        const c = this.requireCluster(event.kind);
-        const group = event.onQueue === true ? pick(c.queueGroups, event.target) : pick(c.lossyGroups, event.target);
-        if (group === undefined)
-          throw new Error(
-            'every slot group holds a queue shard: a lossy failover would lose acknowledged jobs too (lower --queue-shards, or --intake)',
-          );
-        const queueKeyBases = c.queueKeyBasesOf(group);
-        const roles = await c.faults.stallReplication(group);
-        // On a queue shard's master, the workers are partitioned from it too (the producers and
-        // relays are not): the adds it acknowledges meanwhile wait there unconsumed, and the
-        // takeover loses them, as a partition that isolates a master with its clients does.
-        const partitioned = queueKeyBases.length > 0 ? this.fleet.redisLinksTo(roles.master) : [];
-        for (const link of partitioned) link.stall();
-        record.detail +=
-          ` (slots ${slotsOf(group)}, master node ${roles.master}, replica node ${roles.replica}` +
-          `${queueKeyBases.length > 0 ? `, ${queueKeyBases.length} queue shard(s) here, workers partitioned from the master` : ''})`;
-        return async () => {
-          let loss: FailoverLoss;
-          try {
-            loss = await c.faults.lossyTakeover(
-              roles,
-              () => {
-                record.failoverAtMs = this.history.nowMs();
-              },
-              queueKeyBases,
-            );
-          } finally {
-            for (const link of partitioned) link.unstall();
-          }
-          record.failover = { kind: 'lossy', slots: slotsOf(group), ...loss };
-          record.detail +=
-            `: replica behind by ${loss.replicationLagBytes} bytes; lost ${loss.fenceIncrementsLost} fence increments ` +
-            `on ${loss.fenceKeysBehind} wallets and ${loss.lockKeysLost} of ${loss.lockKeysBefore} lock keys` +
-            (queueKeyBases.length > 0 ? `, and ${loss.queueJobsLost} of ${loss.queueJobsBefore} queue jobs` : '') +
-            `; node ${loss.replica} master after ${loss.promotionMs} ms, node ${loss.master} back as its replica after ${loss.rejoinMs} ms`;
-          this.services.recordPids();
-        };
-      }
-      case 'kill-relay': {
-        if (this.relays === null) throw new Error('kill-relay needs relays: add --intake');
-        const { process: proc, redis } = this.relays.relay(event.relay ?? 1);
-        // Mid-batch: its Redis link is held first, so the batch it claims meanwhile (rows marked
-        // sent in PostgreSQL) is waiting on its adds when SIGKILL comes; the held adds die with
-        // its connections.
-        redis.stall();
-        try {
-          await sleep(RELAY_KILL_HOLD_MS);
-          await proc.kill();
-          redis.cut();
-        } finally {
-          redis.uncut();
-          redis.unstall();
-        }
-        record.detail += ` (its Redis link held ${RELAY_KILL_HOLD_MS} ms before, to catch it mid-batch)`;
-        return async () => proc.start();
-      }
-      case 'kill-master': {
-        const c = this.requireCluster(event.kind);
-        const group = pick(c.allGroups, event.target);
-        if (group === undefined) throw new Error('no slot group');
-        const killed = await c.faults.killMaster(group);
-        this.services.recordPids();
-        record.detail += ` (slots ${slotsOf(group)}, SIGKILL of master node ${killed.master})`;
-        const startedMs = record.startMs;
-        void killed.promoted.then(
-          (ms) => {
-            record.failoverAtMs = startedMs + ms;
-          },
-          () => undefined,
-        );
-        return async () => {
-          const result = await c.faults.rejoin(killed);
-          this.services.recordPids();
-          record.failover = { kind: 'kill', slots: slotsOf(group), ...result };
-          record.detail +=
-            `: node ${result.replica} master after ${result.promotionMs} ms, node ${result.master} restarted ` +
-            `and back as its replica after ${result.rejoinMs} ms`;
-        };
-      }
-      case 'terminate-backends': {
-        const n = await this.services.terminateWorkerBackends();
-        record.detail += `: ${n} worker sessions terminated`;
-        return null;
-      }
-      case 'link-delay': {
-        const proxy = target().proxies[event.link ?? 'redis'];
-        proxy.setDelay(event.delayMs ?? 0, event.jitterMs ?? 0);
-        return async () => proxy.setDelay(0, 0);
-      }
-      case 'link-stall': {
-        const proxy = target().proxies[event.link ?? 'redis'];
-        proxy.stall();
-        return async () => proxy.unstall();
-      }
-      case 'pg-blackhole': {
-        const proxy = target().proxies.postgres;
-        const pid = target().process.pid;
-        proxy.stall();
-        const watch =
-          pid === undefined ? null : BlackholeWatch.start(this.redis, this.lockKeyPrefix, pid, this.lockTtlMs);
-        return async () => {
-          const b = await watch?.stop();
-          proxy.unstall();
-          if (b === undefined) return;
-          record.blackhole = b;
-          record.detail +=
-            (b.heldAtStart === 0
-              ? ': no wallet held at the start'
-              : `: ${b.heldAtStart} wallets held at the start, ` +
-                (b.releasedAfterMs === null ? 'not all free by the end' : `all free after ${b.releasedAfterMs} ms`)) +
-            `; ${b.heldMax} held at most, longest hold ${b.longestHoldMs} ms (bound ${b.boundMs} ms)`;
-        };
-      }
-      case 'link-cut': {
-        const proxy = target().proxies[event.link ?? 'redis'];
-        proxy.cut();
-        return async () => proxy.uncut();
-      }
-      case 'pg-failover': {
-        const { detail, heal } = await this.requirePg(event.kind).failover((f) => {
-          record.pg = f;
-        });
-        record.detail += detail;
-        return async () => {
-          record.detail += await heal();
-        };
-      }
-      case 'pg-switchover': {
-        record.detail += await this.requirePg(event.kind).switchover((f) => {
-          record.pg = f;
-        });
-        return null;
-      }
-      case 'pg-standby-kill': {
-        const { detail, heal } = await this.requirePg(event.kind).standbyKill(event.target ?? 0);
-        record.detail += detail;
-        return async () => {
-          record.detail += await heal();
-        };
-      }
-    }
   }
 }

@@ -1,6 +1,6 @@
-// The HTTP server of one worker process (node:http, no framework): /healthz answers while the
-// process is alive, /readyz only while the worker takes jobs, /metrics renders the registry in
-// Prometheus text format.
+// The HTTP server of one long-running process, a worker or a relay (node:http, no framework):
+// /healthz answers while the process is alive, /readyz only while it does its work, /metrics
+// renders the registry in Prometheus text format.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { StartupError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';

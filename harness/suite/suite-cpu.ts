@@ -2,6 +2,8 @@
 // charged to the test file whose Vitest worker started it, directly or through its own children,
 // so a file that starts worker fleets is charged for them. On 2 cores the suite is bound by CPU,
 // not by waits: this is the table that says which files and which commands to make cheaper.
+// A Vitest worker that runs several files one after the other (isolate: false, the unit project)
+// is charged to the file it held at its last sample.
 import { relative } from 'node:path';
 
 export interface ProcessSample {
@@ -112,7 +114,7 @@ export function renderSuiteCpu(cpu: SuiteCpu, wallMsByFile: ReadonlyMap<string, 
     '| --- | ---: | ---: | ---: | ---: | ---: |',
     ...cpu.files.slice(0, rowsMax).map((f) => {
       const wall = wallMsByFile.get(f.file);
-      return `| ${f.file} | ${wall === undefined ? '' : seconds(wall)} | ${seconds(f.ownCpuMs + f.childCpuMs)} | ${seconds(f.ownCpuMs)} | ${seconds(f.childCpuMs)} | ${f.children} |`;
+      return `| ${f.file} | ${wall === undefined || wall === 0 ? '' : seconds(wall)} | ${seconds(f.ownCpuMs + f.childCpuMs)} | ${seconds(f.ownCpuMs)} | ${seconds(f.childCpuMs)} | ${f.children} |`;
     }),
     '',
     '| command | CPU s | processes | per process s | started by a test file |',

@@ -1,5 +1,6 @@
 // The pipeline end to end against the real Redis and PostgreSQL: duplicates, stale holders,
 // lost fence counters, opposite transfers, overdrafts and conflicts, through real BullMQ workers.
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type { WorkerProcess } from '../../harness/fleet/worker-processes.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
@@ -13,6 +14,33 @@ const open = pipelinePerTest();
 /** Blocks the whole thread, timers included, like a stop-the-world GC pause. */
 function freezeThread(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+const FREEZE_POLL_MS = 50;
+/** How long a frozen worker waits for the other to overtake it, on a loaded machine. */
+const OVERTAKE_WAIT_MAX_MS = 30_000;
+
+/**
+ * Freezes the thread for at least minMs and then until `overtaken()` holds, at most
+ * OVERTAKE_WAIT_MAX_MS: a pause that ends only once the world moved on, however slow the other
+ * worker is. `overtaken` runs synchronously (a child process waited for), so no timer of the frozen
+ * worker, its watchdog's included, runs before the pause ends. Answers whether it was overtaken.
+ */
+function freezeUntil(minMs: number, overtaken: () => boolean): boolean {
+  freezeThread(minMs);
+  const deadline = performance.now() + OVERTAKE_WAIT_MAX_MS;
+  while (!overtaken()) {
+    if (performance.now() > deadline) return false;
+    freezeThread(FREEZE_POLL_MS);
+  }
+  return true;
+}
+
+/** Whether the operation's debit is committed, asked through psql so that the caller's thread stays blocked. */
+function debitCommitted(databaseUrl: string, operationId: string): boolean {
+  const sql = `SELECT count(*) FROM ledger_entries WHERE operation_id = '${operationId}' AND kind = 'debit'`;
+  const r = spawnSync('psql', [databaseUrl, '-Atc', sql], { encoding: 'utf8', timeout: 10_000 });
+  return r.status === 0 && r.stdout.trim() === '1';
 }
 
 describe('duplicate delivery', () => {
@@ -63,6 +91,7 @@ describe('a worker paused past its lock TTL inside the apply', () => {
   async function pauseScenario(p: Pipeline, ttlMs: number): Promise<TransferOutcome> {
     await p.seed(2, 1_000n);
     let paused = 0;
+    let overtaken = false;
     let other: WorkerProcess | null = null;
     await p.startWorker({
       beforeApply: async ({ request }) => {
@@ -71,13 +100,16 @@ describe('a worker paused past its lock TTL inside the apply', () => {
         other = await spawnWorkerProcess(p);
         const fast = await p.addRaw({ operationId: 'op-fast', from: 'w1', to: 'w2', amount: '10' });
         while ((await fast.getState()) === 'waiting') await new Promise((r) => setTimeout(r, 10));
-        freezeThread(8 * ttlMs);
+        // Past the lease, and until B has applied op-fast with the newer token: A's decision, when
+        // it wakes, always comes after B's.
+        overtaken = freezeUntil(8 * ttlMs, () => debitCommitted(p.db.url, 'op-fast'));
       },
     });
     try {
       const slow = await p.addRaw({ operationId: 'op-slow', from: 'w1', to: 'w2', amount: '100' });
       const outcome = (await p.result(slow, 50_000)) as TransferOutcome;
       expect(paused).toBe(1);
+      expect(overtaken, `the other worker did not apply op-fast within ${OVERTAKE_WAIT_MAX_MS} ms`).toBe(true);
       return outcome;
     } finally {
       await (other as WorkerProcess | null)?.stop();

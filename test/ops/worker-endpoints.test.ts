@@ -78,7 +78,7 @@ describe('npm run worker with METRICS_PORT', () => {
       startNpmWorker(workerEnv(p, { METRICS_PORT: String(port), METRICS_HOST: '127.0.0.1' })),
     );
     cleanups.push(async () => {
-      for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+      for (const w of workers) w.killAll();
     });
     for (const [i, port] of ports.entries()) {
       await waitFor(`worker ${i + 1} /readyz 200\n${workers[i]?.output()}`, READY_TIMEOUT_MS, async () =>

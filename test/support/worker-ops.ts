@@ -168,6 +168,11 @@ export interface NpmWorker {
   readonly child: ChildProcess;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   output(): string;
+  /**
+   * SIGKILLs npm and the worker under it at once (their own process group): npm cannot pass a
+   * SIGKILL on, so killing npm alone left the worker running after a test that timed out.
+   */
+  killAll(): void;
 }
 
 export function startNpmWorker(env: Record<string, string>): NpmWorker {
@@ -175,6 +180,7 @@ export function startNpmWorker(env: Record<string, string>): NpmWorker {
     cwd: PROJECT_ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   let output = '';
   child.stdout?.setEncoding('utf8').on('data', (c: string) => {
@@ -186,5 +192,13 @@ export function startNpmWorker(env: Record<string, string>): NpmWorker {
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });
-  return { child, exited, output: () => output };
+  const killAll = () => {
+    if (child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // The group has no process left.
+    }
+  };
+  return { child, exited, output: () => output, killAll };
 }

@@ -1,7 +1,7 @@
 // Runs one of the project's commands as a child process, the way a user or CI does, and
 // collects its exit code and output. Bounded: a command still running after timeoutMs is
 // killed and reported as such.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 
 export const CLI_TIMEOUT_MS = 60_000;
@@ -43,13 +43,7 @@ export function runCommand(
       stderr += chunk;
     });
     const timer = setTimeout(() => {
-      if (child.pid !== undefined) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {
-          child.kill('SIGKILL');
-        }
-      }
+      killProcessGroup(child);
       reject(
         new Error(
           `${command} ${args.join(' ')} still running after ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`,
@@ -65,6 +59,19 @@ export function runCommand(
       resolve({ code, signal, stdout, stderr, durationMs: performance.now() - startedMs });
     });
   });
+}
+
+/**
+ * SIGKILLs a child started with `detached: true` and everything in its process group: npm cannot
+ * pass a SIGKILL on, so killing npm alone would leave the node process under it running.
+ */
+export function killProcessGroup(child: ChildProcess): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    child.kill('SIGKILL');
+  }
 }
 
 /** One CLI file of src/cli through tsx, without npm's start-up cost. */

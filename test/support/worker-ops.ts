@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
+import { killProcessGroup } from './cli-process.ts';
 import { type MetricFamily, parsePrometheusText } from './prometheus-text.ts';
 
 export const HTTP_TIMEOUT_MS = 5_000;
@@ -168,10 +169,7 @@ export interface NpmWorker {
   readonly child: ChildProcess;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   output(): string;
-  /**
-   * SIGKILLs npm and the worker under it at once (their own process group): npm cannot pass a
-   * SIGKILL on, so killing npm alone left the worker running after a test that timed out.
-   */
+  /** SIGKILLs npm and the worker under it at once (their own process group). */
   killAll(): void;
 }
 
@@ -192,13 +190,5 @@ export function startNpmWorker(env: Record<string, string>): NpmWorker {
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });
-  const killAll = () => {
-    if (child.pid === undefined) return;
-    try {
-      process.kill(-child.pid, 'SIGKILL');
-    } catch {
-      // The group has no process left.
-    }
-  };
-  return { child, exited, output: () => output, killAll };
+  return { child, exited, output: () => output, killAll: () => killProcessGroup(child) };
 }

@@ -25,6 +25,7 @@ export const UNIT_TESTS = [
   'test/harness/chaos/queue-checks.test.ts',
   'test/harness/chaos/schedule.test.ts',
   'test/harness/docs/reference-docs.test.ts',
+  'test/harness/fleet/source-bundle.test.ts',
   'test/harness/suite/suite-cpu.test.ts',
   'test/layout/commit-subjects.test.ts',
   'test/layout/doc-links.test.ts',

@@ -4,8 +4,8 @@
 // METRICS_PORT=0, a port the kernel picks when the worker binds it, and the worker reports that
 // port over an IPC channel: a port picked here in advance could be taken by another process in
 // the seconds before the worker binds it, and the worker would stop at start. The entry is the
-// TypeScript source (run through tsx) or the compiled JavaScript of the production image (plain
-// node), chosen by WORKER_ENTRY (Config.workerEntry).
+// TypeScript source (run as a bundle of the sources: source-bundle.ts) or the compiled
+// JavaScript of the production image (plain node), chosen by WORKER_ENTRY (Config.workerEntry).
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
   closeSync,
@@ -17,12 +17,12 @@ import {
   readSync,
   type WriteStream,
 } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
 import { listeningPortOf } from '../../src/ops/ops-server.ts';
 import { notYet, done as pollDone, pollUntil, WaitStoppedError } from '../services/bounded-wait.ts';
+import { bundledEntry } from './source-bundle.ts';
 
 /** The worker's TypeScript source: the default entry (the default of WORKER_ENTRY). */
 export const WORKER_SOURCE_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'worker.ts');
@@ -36,13 +36,13 @@ export const LOG_TAIL_BYTES = 2_000;
 /** What a check that answered "not yet" saw (nothing worth quoting). */
 const NOT_YET = 'not yet';
 
-/** node's arguments for an entry: a .ts source through tsx (a development dependency), a .js file as is. */
+/** node's arguments for an entry: a .ts source as the bundle of its sources, a .js file as is. */
 export function nodeArgsFor(entry: string): string[] {
   if (!existsSync(entry)) {
     throw new Error(`worker entry ${entry} does not exist${entry.endsWith('.js') ? ' (run npm run build first)' : ''}`);
   }
   if (entry.endsWith('.js')) return [entry];
-  return ['--import', createRequire(import.meta.url).resolve('tsx'), entry];
+  return [bundledEntry(entry)];
 }
 
 export interface WorkerProcessOptions {

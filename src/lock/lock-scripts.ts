@@ -5,7 +5,9 @@
 // releases as one release call (the wallets of a batch: one round trip and one script run
 // instead of one each); in a cluster every call holds one wallet, whose keys share a slot.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { type Cluster, type Redis, ReplyError } from 'ioredis';
+import { PROJECT_ROOT } from '../config/paths.ts';
 import { LockProtocolError } from '../errors.ts';
 import type { LockKeys } from './lock-keys.ts';
 
@@ -24,7 +26,7 @@ const TOKEN_PATTERN = /^(0|[1-9][0-9]{0,18})$/;
  */
 export const FENCE_TARGET_MAX = 2n ** 53n - 1n;
 
-const LUA_DIRECTORY = new URL('../../lua/', import.meta.url);
+const LUA_DIRECTORY = join(PROJECT_ROOT, 'lua');
 
 interface ScriptSpec {
   /** Name of the method defineCommand adds to the client; prefixed to avoid clashing with other scripts. */
@@ -55,7 +57,7 @@ const luaSources = new Map<ScriptName, string>();
 function luaSourceOf(name: ScriptName): string {
   let source = luaSources.get(name);
   if (source === undefined) {
-    source = readFileSync(new URL(SCRIPT_SPECS[name].fileName, LUA_DIRECTORY), 'utf8');
+    source = readFileSync(join(LUA_DIRECTORY, SCRIPT_SPECS[name].fileName), 'utf8');
     luaSources.set(name, source);
   }
   return source;

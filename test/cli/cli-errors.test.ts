@@ -16,7 +16,7 @@ import { loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrations.ts';
-import { type CliResult, describeRun, runTsx } from '../support/cli-process.ts';
+import { type CliResult, describeRun, runSource } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
 
 /** Commands run at once: each is a tsx start-up (1-2 s of CPU) on a machine shared with others. */
@@ -199,7 +199,7 @@ function runAll(): void {
       (async () => {
         const release = await slot();
         try {
-          return await runTsx(c.command.file, c.command.args, { ...c.command.env, ...env }, CASE_TIMEOUT_MS);
+          return await runSource(c.command.file, c.command.args, { ...c.command.env, ...env }, CASE_TIMEOUT_MS);
         } finally {
           release();
         }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTransferQueue } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
 let db: TestDatabase;
@@ -15,7 +15,7 @@ let dir: string;
 const NO_REDIS = 'redis://127.0.0.1:1';
 
 const intake = (args: string[]) =>
-  runTsx('src/cli/enqueue.ts', ['--intake', ...args], { DATABASE_URL: db.url, REDIS_URL: NO_REDIS });
+  runSource('src/cli/enqueue.ts', ['--intake', ...args], { DATABASE_URL: db.url, REDIS_URL: NO_REDIS });
 
 async function request(op: string) {
   const { rows } = await db.pg.query<{ kind: string; body: Record<string, unknown> | null }>(
@@ -134,7 +134,7 @@ describe('npm run enqueue -- --intake --kind', () => {
 describe('npm run enqueue -- --kind (straight to BullMQ)', () => {
   it('puts a capture on the queue of the wallet it debits, its data the wire format', async () => {
     const queueName = uniqueName('q');
-    const run = await runTsx(
+    const run = await runSource(
       'src/cli/enqueue.ts',
       ['--kind', 'capture', '--from', 'w1', '--hold', 'h-9', '--operation-id', 'q-c'],
       { DATABASE_URL: db.url, QUEUE_NAME: queueName },

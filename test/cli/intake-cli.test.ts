@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundledEntry } from '../../harness/fleet/source-bundle.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { ensureIntakeRole, INTAKE_ROLES } from '../../src/db/intake-role-grants.ts';
 import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
@@ -15,7 +16,7 @@ import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { createTransferQueue } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
@@ -28,9 +29,9 @@ const NO_REDIS = 'redis://127.0.0.1:1';
 const BIG = 9_007_199_254_740_993n; // 2^53 + 1: not exact as a JSON number
 
 const enqueue = (args: string[]) =>
-  runTsx('src/cli/enqueue.ts', ['--intake', ...args], { DATABASE_URL: db.url, REDIS_URL: NO_REDIS });
+  runSource('src/cli/enqueue.ts', ['--intake', ...args], { DATABASE_URL: db.url, REDIS_URL: NO_REDIS });
 const outcomes = (args: string[], url = readUrl) =>
-  runTsx('src/cli/outcomes.ts', args, { DATABASE_URL: url, REDIS_URL: NO_REDIS });
+  runSource('src/cli/outcomes.ts', args, { DATABASE_URL: url, REDIS_URL: NO_REDIS });
 const lines = (stdout: string) =>
   stdout
     .split('\n')
@@ -131,14 +132,14 @@ describe('npm run enqueue without --intake', () => {
     try {
       const before = Number((await db.pg.query('SELECT count(*) AS n FROM transfer_requests')).rows[0].n);
       const env = { DATABASE_URL: db.url, QUEUE_NAME: queueName };
-      const one = await runTsx(
+      const one = await runSource(
         'src/cli/enqueue.ts',
         ['--from', 'w1', '--to', 'w2', '--amount', '3', '--operation-id', 'q-1'],
         env,
       );
       expect(one.code, describeRun(one)).toBe(0);
       expect(lastJsonLine(one)).toMatchObject({ operationId: 'q-1', queueName });
-      const many = await runTsx('src/cli/enqueue.ts', ['--random', '4', '--wallets', '3'], env);
+      const many = await runSource('src/cli/enqueue.ts', ['--random', '4', '--wallets', '3'], env);
       expect(many.code, describeRun(many)).toBe(0);
       expect(lastJsonLine(many)).toEqual({ enqueued: 4, duplicates: 0 });
       expect(await queue.count()).toBe(5);
@@ -168,7 +169,7 @@ describe('npm run outcomes', () => {
   it('--follow prints new events as they come and stops on SIGTERM', async () => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/outcomes.ts', '--after', '2', '--follow', '--poll-ms', '50'],
+      [bundledEntry('src/cli/outcomes.ts'), '--after', '2', '--follow', '--poll-ms', '50'],
       {
         cwd: PROJECT_ROOT,
         env: { ...process.env, DATABASE_URL: readUrl, REDIS_URL: NO_REDIS },

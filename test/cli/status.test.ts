@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { applyPayments } from '../support/payments.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
@@ -14,7 +14,7 @@ const NO_REDIS = 'redis://127.0.0.1:1';
 
 let db: TestDatabase;
 const status = (operationId: string) =>
-  runTsx('src/cli/status.ts', [operationId], { DATABASE_URL: db.url, REDIS_URL: NO_REDIS, LOG_LEVEL: 'silent' });
+  runSource('src/cli/status.ts', [operationId], { DATABASE_URL: db.url, REDIS_URL: NO_REDIS, LOG_LEVEL: 'silent' });
 
 beforeAll(async () => {
   db = await createTestDatabase('ft_statuscli');

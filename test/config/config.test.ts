@@ -13,7 +13,7 @@ import {
 } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { ConfigError } from '../../src/errors.ts';
-import { describeRun, runTsx } from '../support/cli-process.ts';
+import { describeRun, runSource } from '../support/cli-process.ts';
 
 const ALLOW_UNSAFE = 'i-understand-this-breaks-guarantees';
 
@@ -358,7 +358,7 @@ describe('a command started with a bad variable', () => {
     ['REDIS_URL', 'not a url'],
     ['LOCK_TTL_MS', 'ten-seconds'],
   ])('%s=%j: one line on stderr naming it, exit code 1', async (variable, value) => {
-    const result = await runTsx('src/cli/migrate.ts', [], { DATABASE_URL: UNREACHABLE_DB, [variable]: value });
+    const result = await runSource('src/cli/migrate.ts', [], { DATABASE_URL: UNREACHABLE_DB, [variable]: value });
     expect(result.code, describeRun(result)).toBe(1);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(new RegExp(`^configuration error: ${variable}: .+\n$`));

@@ -5,6 +5,7 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bundledEntry } from '../../harness/fleet/source-bundle.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { describeRun, runCommand } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
@@ -32,7 +33,7 @@ afterEach(() => {
 
 /** Starts the dashboard command and resolves with the line it prints once listening. */
 function startCli(env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/dashboard.ts'], {
+  const child = spawn(process.execPath, [bundledEntry('src/cli/dashboard.ts')], {
     cwd: PROJECT_ROOT,
     env: { ...process.env, DASHBOARD_PORT: '0', LOG_LEVEL: 'info', ...env },
     // Its own process group, so that afterEach can kill whatever is left of it.

@@ -11,7 +11,7 @@ import { IntakeRoleError } from '../../src/errors.ts';
 import { requestTransfer, requestTransfers } from '../../src/intake/intake.ts';
 import { readOutcomes } from '../../src/intake/outcome-feed.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
 const PASSWORD = 'intake-role-test-password-42';
@@ -82,7 +82,7 @@ afterAll(async () => {
 
 describe('npm run db:producer-role', () => {
   it('creates a login role with exactly CONNECT, USAGE and EXECUTE on request_transfer and request_operation (both forms); never prints the password', async () => {
-    const run = await runTsx('src/cli/producer-role.ts', ['--role', producerRole], {
+    const run = await runSource('src/cli/producer-role.ts', ['--role', producerRole], {
       DATABASE_URL: db.url,
       PRODUCER_DB_PASSWORD: PASSWORD,
     });
@@ -166,7 +166,7 @@ describe('npm run db:producer-role', () => {
 
 describe('npm run db:read-role', () => {
   it('creates a login role that may read the feed and nothing else', async () => {
-    const run = await runTsx('src/cli/read-role.ts', ['--role', readRole], {
+    const run = await runSource('src/cli/read-role.ts', ['--role', readRole], {
       DATABASE_URL: db.url,
       READ_DB_PASSWORD: PASSWORD,
     });
@@ -186,7 +186,7 @@ describe('npm run db:read-role', () => {
   });
 
   it('refuses a missing password in one line, without a stack', async () => {
-    const run = await runTsx('src/cli/read-role.ts', ['--role', readRole], {
+    const run = await runSource('src/cli/read-role.ts', ['--role', readRole], {
       DATABASE_URL: db.url,
       READ_DB_PASSWORD: '',
     });

@@ -12,7 +12,7 @@ import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate, readMigrations } from '../../src/db/migrations.ts';
 import { MigrationError } from '../../src/errors.ts';
-import { describeRun, lastJsonLine, runCommand, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runCommand, runSource } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
 
 const serverUrl = loadConfig().databaseUrl;
@@ -127,7 +127,7 @@ describe('npm run db:migrate', () => {
     const url = freshDatabaseUrl();
     const names = readMigrations(MIGRATIONS_DIR).map((m) => m.name);
 
-    const runs = await Promise.all([1, 2, 3].map(() => runTsx('src/cli/migrate.ts', [], { DATABASE_URL: url })));
+    const runs = await Promise.all([1, 2, 3].map(() => runSource('src/cli/migrate.ts', [], { DATABASE_URL: url })));
     for (const run of runs) expect(run.code, describeRun(run)).toBe(0);
     const results = runs.map(
       (r) => lastJsonLine(r) as { createdDatabase: boolean; applied: string[]; alreadyApplied: string[] },
@@ -208,7 +208,7 @@ describe('migrate(url, dir)', () => {
     addMigration(dir, '29990101000000_broken', 'SELECT 1 / 0;\n');
     await migrate(url, dir).catch(() => undefined);
     // The repository's own folder now meets a database with a failed migration recorded.
-    const run = await runTsx('src/cli/migrate.ts', [], { DATABASE_URL: url });
+    const run = await runSource('src/cli/migrate.ts', [], { DATABASE_URL: url });
     expect(run.code, describeRun(run)).toBe(1);
     expect(run.stderr).toMatch(/^error: migration 29990101000000_broken failed before .*P3009/);
     expect(run.stderr).toContain('division by zero');

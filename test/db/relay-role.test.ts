@@ -18,7 +18,7 @@ import {
   OUTCOMES_QUEUE_CURSOR,
 } from '../../src/intake/outcome-publisher.ts';
 import { intakeBacklog } from '../../src/intake/relay.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
 const PASSWORD = 'relay-role-test-password-42';
@@ -85,7 +85,7 @@ afterAll(async () => {
 
 describe('npm run db:relay-role', () => {
   it("creates a login role with exactly CONNECT, USAGE, SELECT on _prisma_migrations and EXECUTE on the relay's functions; never prints the password", async () => {
-    const run = await runTsx('src/cli/relay-role.ts', ['--role', relayRole], {
+    const run = await runSource('src/cli/relay-role.ts', ['--role', relayRole], {
       DATABASE_URL: db.url,
       RELAY_DB_PASSWORD: PASSWORD,
     });
@@ -262,7 +262,7 @@ describe('npm run db:relay-role', () => {
     const me = (await db.pg.query<{ me: string }>('SELECT current_user AS me')).rows[0]?.me ?? '';
     await expect(ensureRelayRole(db.url, me, PASSWORD, db.config)).rejects.toThrow(RelayRoleError);
     await expect(ensureRelayRole(db.url, 'Bad"; DROP ROLE x; --', PASSWORD, db.config)).rejects.toThrow(/role name/);
-    const run = await runTsx('src/cli/relay-role.ts', ['--role', relayRole], {
+    const run = await runSource('src/cli/relay-role.ts', ['--role', relayRole], {
       DATABASE_URL: db.url,
       RELAY_DB_PASSWORD: '',
     });

@@ -25,7 +25,7 @@ import {
 import { OUTCOME_FEED_FUNCTION } from '../../src/intake/outcome-feed.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
@@ -90,7 +90,7 @@ afterAll(async () => {
 
 describe('npm run db:worker-role', () => {
   it('creates a login role with exactly CONNECT, USAGE, EXECUTE on the decision functions and SELECT on _prisma_migrations; never prints the password', async () => {
-    const run = await runTsx('src/cli/worker-role.ts', ['--role', role], {
+    const run = await runSource('src/cli/worker-role.ts', ['--role', role], {
       DATABASE_URL: db.url,
       WORKER_DB_PASSWORD: PASSWORD,
       LOG_LEVEL: 'trace',

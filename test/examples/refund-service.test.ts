@@ -11,7 +11,7 @@ import { relayBatch } from '../../src/intake/relay.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { TransferQueues } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createPipeline, type Pipeline } from '../support/pipeline.ts';
 
@@ -58,7 +58,7 @@ async function snapshot(pool: pg.Pool): Promise<unknown> {
 
 it('a refund committed with its request survives SIGKILL, is relayed, decided, and settled once on restart', async () => {
   const env = { DATABASE_URL: p.db.url, QUEUE_NAME: p.config.queueName };
-  const crashed = await runTsx(EXAMPLE, ARGS, { ...env, REFUND_SERVICE_CRASH_AFTER_COMMIT: '1' });
+  const crashed = await runSource(EXAMPLE, ARGS, { ...env, REFUND_SERVICE_CRASH_AFTER_COMMIT: '1' });
   expect(crashed.signal, describeRun(crashed)).toBe('SIGKILL');
   expect((await p.db.pg.query("SELECT state FROM refund_service_refunds WHERE refund_id = 'R-17'")).rows).toEqual([
     { state: 'requested' },
@@ -72,7 +72,7 @@ it('a refund committed with its request survives SIGKILL, is relayed, decided, a
   await p.startWorker();
   await relayUntilDecided(OPERATION);
 
-  const restarted = await runTsx(EXAMPLE, ARGS, env);
+  const restarted = await runSource(EXAMPLE, ARGS, env);
   expect(restarted.code, describeRun(restarted)).toBe(0);
   expect(lastJsonLine(restarted)).toMatchObject({
     refund: 'R-17',
@@ -93,7 +93,7 @@ it('a refund committed with its request survives SIGKILL, is relayed, decided, a
   ).toEqual([{ kind: 'refund', original_id: PAYMENT, amount: '100' }]);
 
   const before = await snapshot(p.db.pg);
-  const again = await runTsx(EXAMPLE, ARGS, env);
+  const again = await runSource(EXAMPLE, ARGS, env);
   expect(again.code, describeRun(again)).toBe(0);
   expect(lastJsonLine(again)).toMatchObject({ intake: 'recorded before', state: 'settled', outcome: 'applied' });
   expect(await snapshot(p.db.pg)).toEqual(before);
@@ -105,7 +105,7 @@ it('a refund committed with its request survives SIGKILL, is relayed, decided, a
     [rest, 'refund:R-18'],
     [over, 'refund:R-19'],
   ] as const) {
-    const run = runTsx(EXAMPLE, [...args], env);
+    const run = runSource(EXAMPLE, [...args], env);
     await relayUntilDecided(op);
     const done = await run;
     expect(done.code, describeRun(done)).toBe(0);

@@ -9,7 +9,7 @@ import {
   seedWallets,
   validateSeedRequest,
 } from '../../src/ledger/seed-wallets.ts';
-import { describeRun, lastJsonLine, runCommand, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runCommand, runSource } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 let db: TestDatabase;
@@ -106,8 +106,8 @@ describe('npm run db:seed', () => {
     const before = await entryCount();
     const env = { DATABASE_URL: db.url };
     const [run, unknown] = await Promise.all([
-      runTsx('src/cli/seed.ts', ['--wallets', 'many', '--balance', '1000'], env),
-      runTsx('src/cli/seed.ts', ['--wallets', '2', '--balance', '1', '--walets', '3'], env),
+      runSource('src/cli/seed.ts', ['--wallets', 'many', '--balance', '1000'], env),
+      runSource('src/cli/seed.ts', ['--wallets', '2', '--balance', '1', '--walets', '3'], env),
     ]);
     expect(run.code, describeRun(run)).toBe(1);
     expect(run.stderr).toContain('--wallets must be a whole number');

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { bundledEntry } from '../../harness/fleet/source-bundle.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { StartupError } from '../../src/errors.ts';
 import { HealthMonitor } from '../../src/ops/health-monitor.ts';
@@ -297,7 +298,7 @@ function runChild(
   env: Record<string, string>,
   onRunning: (pid: number) => Promise<void> | void,
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; log: LogLine[] }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, mode], {
+  const child = spawn(process.execPath, [bundledEntry(CHILD), mode], {
     cwd: PROJECT_ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -101,7 +101,12 @@ it('a give-up whose record fails is tried again with back-off, and recorded once
 });
 
 it('a try made after the job was redriven parks nothing: the fresh job of the same id is not the one that failed', async () => {
-  const p = await openPipeline({ JOB_ATTEMPTS_MAX: '1' });
+  // The worker's reads wait for a lock as long as the test needs (below), not the default 2 s.
+  const p = await openPipeline({
+    JOB_ATTEMPTS_MAX: '1',
+    DB_LOCK_TIMEOUT_MS: '60000',
+    DB_STATEMENT_TIMEOUT_MS: '60000',
+  });
   await p.seed(2, 100n);
   const { role } = await p.db.workerRole();
   await p.db.pg.query(`REVOKE EXECUTE ON FUNCTION ${GIVE_UP_FUNCTION} FROM ${role}`);
@@ -133,24 +138,43 @@ it('a try made after the job was redriven parks nothing: the fresh job of the sa
     );
 
     // Meanwhile a relay recorded the give-up, and an operator redrove it, as redrive() does: the
-    // request open again, the failed job removed, a fresh one added under the same id.
-    const byRelay = await p.db.pg.query<{ recorded: boolean }>(
-      `SELECT record_transfer_given_up(operation_id, request_hash, $2, send_count) AS recorded
-         FROM transfer_requests WHERE operation_id = $1`,
-      [wire.operationId, 'job failed for good: seen by the relay'],
-    );
-    expect(byRelay.rows[0]?.recorded).toBe(true);
-    await p.db.pg.query(
-      'UPDATE transfer_requests SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = send_count + 1 WHERE operation_id = $1',
-      [wire.operationId],
-    );
-    await (await p.queue.getJob(id))?.remove();
-    const fresh = await p.queue.add(TRANSFER_JOB_NAME, wire, { jobId: id });
-    await waitFor('the fresh job in its attempt', SETTLE_TIMEOUT_MS, async () =>
-      (await fresh.getState()) === 'active' ? true : undefined,
-    );
+    // request open again, the failed job removed, a fresh one added under the same id. All of it
+    // under a lock on the intake's requests: the worker's next try waits on it (its first read is
+    // of that table) and is made after the redrive, whatever its random back-off; without the
+    // lock, short back-offs could use up its tries before the redrive, and nothing would be left
+    // to see the fresh job.
+    const operator = await p.db.pg.connect();
+    let fresh: Awaited<ReturnType<typeof p.queue.add>>;
+    try {
+      await operator.query('BEGIN');
+      await operator.query('LOCK TABLE transfer_requests IN ACCESS EXCLUSIVE MODE');
+      const byRelay = await operator.query<{ recorded: boolean }>(
+        `SELECT record_transfer_given_up(operation_id, request_hash, $2, send_count) AS recorded
+           FROM transfer_requests WHERE operation_id = $1`,
+        [wire.operationId, 'job failed for good: seen by the relay'],
+      );
+      expect(byRelay.rows[0]?.recorded).toBe(true);
+      await operator.query(
+        'UPDATE transfer_requests SET given_up_at = NULL, sent_at = clock_timestamp(), send_count = send_count + 1 WHERE operation_id = $1',
+        [wire.operationId],
+      );
+      await (await p.queue.getJob(id))?.remove();
+      const added = await p.queue.add(TRANSFER_JOB_NAME, wire, { jobId: id });
+      fresh = added;
+      await waitFor('the fresh job in its attempt', SETTLE_TIMEOUT_MS, async () =>
+        (await added.getState()) === 'active' ? true : undefined,
+      );
+      await operator.query(`GRANT EXECUTE ON FUNCTION ${GIVE_UP_FUNCTION} TO ${role}`);
+      await operator.query('COMMIT');
+    } catch (err) {
+      await operator.query('ROLLBACK');
+      throw err;
+    } finally {
+      operator.release();
+    }
+    // No try ran out while the redrive went on: the give-up is still being recorded.
+    expect(w.events('transfer_give_up_not_recorded')).toEqual([]);
 
-    await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${GIVE_UP_FUNCTION} TO ${role}`);
     await waitFor("the worker's give-up settled", SETTLE_TIMEOUT_MS, () =>
       GIVE_UP_SETTLED.some((e) => w.events(e).length > 0) ? true : undefined,
     );

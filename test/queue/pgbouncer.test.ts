@@ -24,7 +24,7 @@ import { applyTransfers, postgresErrorCode } from '../../src/ledger/apply-transf
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
-import { lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { lastJsonLine, runSource } from '../support/cli-process.ts';
 import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 import { createTestDatabase } from '../support/test-db.ts';
 import { spawnWorkerProcess, TEST_WORKER_LOG_ROOT } from '../support/worker-process.ts';
@@ -190,22 +190,22 @@ describe('the commands behind PgBouncer in transaction mode', () => {
     const db = await createTestDatabase('ft_bouncer_cli');
     try {
       const env = throughBouncer(db.url);
-      const before = await runTsx('src/cli/reconcile.ts', [], env);
+      const before = await runSource('src/cli/reconcile.ts', [], env);
       expect(before.code, before.stderr).toBe(1);
       expect(before.stderr).toMatch(/^error: .*session bounds not in force.*npm run db:session-bounds/m);
       expect(before.stderr.trim().split('\n')).toHaveLength(1);
 
-      const set = await runTsx('src/cli/role-session-bounds.ts', [], env);
+      const set = await runSource('src/cli/role-session-bounds.ts', [], env);
       expect(set.code, set.stderr).toBe(0);
       expect(lastJsonLine(set)).toMatchObject({ role: 'postgres', sessionDefaults: { statement_timeout: '5000' } });
       // Server connections PgBouncer opened before keep their old settings: it opens fresh ones.
       await bouncer.reconnect();
 
-      const after = await runTsx('src/cli/reconcile.ts', [], env);
+      const after = await runSource('src/cli/reconcile.ts', [], env);
       expect(after.code, after.stderr).toBe(0);
       expect(JSON.parse(after.stdout)).toMatchObject({ ok: true });
 
-      const migrate = await runTsx('src/cli/migrate.ts', [], env);
+      const migrate = await runSource('src/cli/migrate.ts', [], env);
       expect(migrate.code).toBe(1);
       expect(migrate.stderr).toMatch(/DATABASE_POOLER: is pgbouncer, but db:migrate needs a session of its own/);
     } finally {

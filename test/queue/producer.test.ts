@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { bundledEntry } from '../../harness/fleet/source-bundle.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { InvalidTransferError } from '../../src/errors.ts';
@@ -76,7 +77,7 @@ it('npm run enqueue -- --file: one job per valid line, invalid lines reported wi
     ].join('\n'),
   );
   const before = await queue.count();
-  const result = await run(process.execPath, ['--import', 'tsx', 'src/cli/enqueue.ts', '--file', file], {
+  const result = await run(process.execPath, [bundledEntry('src/cli/enqueue.ts'), '--file', file], {
     cwd: PROJECT_ROOT,
     env: { ...process.env, QUEUE_NAME: queueName },
   })

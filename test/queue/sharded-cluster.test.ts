@@ -18,7 +18,7 @@ import { TransferQueues } from '../../src/queue/producer.ts';
 import { waitForDrain } from '../../src/queue/queue-drain.ts';
 import { queueShardsOf, shardIndexOf } from '../../src/queue/queue-shards.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { describeRun, lastJsonLine, runTsx } from '../support/cli-process.ts';
+import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const SHARDS = 3;
@@ -118,7 +118,7 @@ async function mastersHolding(pattern: string, masters: readonly Redis[]): Promi
 
 describe('QUEUE_SHARDS=3 on a Redis Cluster', () => {
   it('2 worker processes and the producer: one outcome per transfer, reconciled, shards on several masters', async () => {
-    const produced = await runTsx(
+    const produced = await runSource(
       'src/cli/enqueue.ts',
       [
         '--random',

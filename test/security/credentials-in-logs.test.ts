@@ -16,7 +16,7 @@ import { LocalPostgres } from '../../harness/services/local-postgres.ts';
 import { LocalRedis } from '../../harness/services/local-redis.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { roleUrl } from '../../src/db/worker-role-grants.ts';
-import { type CliResult, describeRun, runTsx } from '../support/cli-process.ts';
+import { type CliResult, describeRun, runSource } from '../support/cli-process.ts';
 
 const WAIT_MS = 40_000;
 /** A command expected to hang on a refused Redis password is stopped after this long; its output still counts. */
@@ -56,7 +56,7 @@ async function cli(
   env: Record<string, string>,
   timeoutMs?: number,
 ): Promise<CliResult> {
-  return record(what, await runTsx(file, args, { LOG_LEVEL: 'trace', ...env }, timeoutMs));
+  return record(what, await runSource(file, args, { LOG_LEVEL: 'trace', ...env }, timeoutMs));
 }
 
 /** A command that may hang (a refused Redis password makes BullMQ retry forever): bounded, its output kept. */
@@ -158,7 +158,7 @@ describe('a run whose URLs carry passwords', () => {
 
     const w = await startWorker('good', { DATABASE_URL: workerUrl, REDIS_URL: redisUrl });
     await waitFor('the transfer to be applied', async () => {
-      const status = await runTsx('src/cli/status.ts', ['creds-1'], { ...owner, LOG_LEVEL: 'silent' });
+      const status = await runSource('src/cli/status.ts', ['creds-1'], { ...owner, LOG_LEVEL: 'silent' });
       return status.code === 0 && JSON.parse(status.stdout.trim()).status === 'applied';
     });
     await w.stop();

@@ -23,7 +23,7 @@ import { ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
-import { describeRun, runTsx } from '../support/cli-process.ts';
+import { describeRun, runSource } from '../support/cli-process.ts';
 import { uniqueName } from '../support/test-db.ts';
 import { issueServerCert, type KeyPair, makeCa } from '../support/throwaway-ca.ts';
 
@@ -269,13 +269,13 @@ describe('servers whose certificate another CA signed are refused', () => {
 
 describe('verify-full checks the host name as well as the CA', () => {
   it('a certificate the CA signed for 127.0.0.1 and localhost is refused at 127.0.0.2, by both clients', async () => {
-    const status = await runTsx('src/cli/status.ts', ['any-op'], {
+    const status = await runSource('src/cli/status.ts', ['any-op'], {
       DATABASE_URL: pgUrl(good.postgres, ca.certFile, 'verify-full', '127.0.0.2'),
       LOG_LEVEL: 'silent',
     });
     expect(status.code, describeRun(status)).toBe(1);
     expect(status.stderr).toMatch(HOST_MISMATCH);
-    const control = await runTsx('src/cli/status.ts', ['any-op'], {
+    const control = await runSource('src/cli/status.ts', ['any-op'], {
       DATABASE_URL: pgUrl(good.postgres, ca.certFile),
       LOG_LEVEL: 'silent',
     });

@@ -2,6 +2,7 @@
 // collects its exit code and output. Bounded: a command still running after timeoutMs is
 // killed and reported as such.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { bundledEntry } from '../../harness/fleet/source-bundle.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 
 export const CLI_TIMEOUT_MS = 60_000;
@@ -16,7 +17,7 @@ export interface CliResult {
 
 /**
  * `command` is run from the project root (or `cwd`) with the test's environment plus `env`.
- * Use `npm` for `npm run ...` and `node` with `--import tsx` for a single CLI file.
+ * Use `npm` for `npm run ...`, and runSource for a single CLI file.
  */
 export function runCommand(
   command: string,
@@ -74,14 +75,17 @@ export function killProcessGroup(child: ChildProcess): void {
   }
 }
 
-/** One CLI file of src/cli through tsx, without npm's start-up cost. */
-export function runTsx(
+/**
+ * One TypeScript CLI file of the project (src/cli, examples/) run as the bundle of its sources
+ * (harness/fleet/source-bundle.ts), without npm's start-up cost or tsx's loader.
+ */
+export function runSource(
   file: string,
   args: readonly string[],
   env: Record<string, string>,
   timeoutMs?: number,
 ): Promise<CliResult> {
-  return runCommand(process.execPath, ['--import', 'tsx', file, ...args], env, timeoutMs);
+  return runCommand(process.execPath, [bundledEntry(file), ...args], env, timeoutMs);
 }
 
 /** The last non-empty line a command wrote to stdout, parsed as JSON (our CLIs end with one). */

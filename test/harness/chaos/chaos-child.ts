@@ -5,17 +5,16 @@
 // failed or timed-out test leaves nothing behind.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { ProcessRecord } from '../../../harness/chaos/chaos-services.ts';
 import type { RunFigures } from '../../../harness/chaos/report.ts';
+import { bundledEntry } from '../../../harness/fleet/source-bundle.ts';
 import { killFormationLeftovers } from '../../../harness/services/local-pg-formation.ts';
 import { postgresBinDir } from '../../../harness/services/local-postgres.ts';
 import { PROJECT_ROOT } from '../../../src/config/paths.ts';
 
-const TSX_LOADER = createRequire(import.meta.url).resolve('tsx');
 const CLI = join(PROJECT_ROOT, 'harness', 'chaos', 'chaos-cli.ts');
 const STOP_GRACE_MS = 30_000;
 
@@ -56,7 +55,7 @@ export class ChaosCliRun {
 
   run(args: readonly string[], timeoutMs: number): Promise<ChaosCliResult> {
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', TSX_LOADER, CLI, ...args, '--out', this.outDir], {
+      const child = spawn(process.execPath, [bundledEntry(CLI), ...args, '--out', this.outDir], {
         cwd: PROJECT_ROOT,
         env: { ...process.env },
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -45,6 +45,14 @@ function plain(row: Row): Record<string, string | number | null> {
  */
 export const RECONCILE_TIMEOUT_MS = 600_000;
 
+/**
+ * How long the transaction may wait to start: for a pooled connection, which on a busy pool or
+ * server can take longer than Prisma's default of 2 s (seen: "Unable to start a transaction in
+ * the given time" from `npm run reconcile` on a loaded machine). A session that cannot even be
+ * opened fails sooner, after DB_CONNECTION_TIMEOUT_MS.
+ */
+export const RECONCILE_START_WAIT_MS = 30_000;
+
 export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> {
   return prisma.$transaction(
     async (tx) => {
@@ -99,7 +107,7 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
         invariants,
       };
     },
-    { timeout: RECONCILE_TIMEOUT_MS },
+    { maxWait: RECONCILE_START_WAIT_MS, timeout: RECONCILE_TIMEOUT_MS },
   );
 }
 

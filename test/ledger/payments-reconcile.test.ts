@@ -3,7 +3,8 @@
 // the data is broken on purpose: by apply_payments_unsafe() with a check off, or by a direct
 // UPDATE (with the CHECK constraint that would refuse it dropped for the test, where there is one).
 
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { type InvariantResult, type ReconcileReport, reconcile } from '../../src/ledger/reconciliation.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
@@ -307,5 +308,30 @@ describe('reconcile() on payments broken on purpose', () => {
         { wallet: 'w1', balance: '900', entries_sum: '900', held: '-1', held_entries_sum: '100' },
       ]);
     });
+  });
+});
+
+describe('reconcile() on a busy pool', () => {
+  it('waits its turn for a connection longer than Prisma would by default (2 s)', async () => {
+    // One connection, held 3 s by another query: reconcile's transaction can only start after.
+    const prisma = createPrisma({ ...db.config, dbPoolMax: 1 });
+    try {
+      // A PrismaPromise runs once awaited: Promise.resolve starts it now.
+      const busy = Promise.resolve(prisma.$queryRaw`SELECT pg_sleep(3)::text AS slept`);
+      await vi.waitFor(
+        async () => {
+          const { rows } = await db.pg.query(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep(3)%'",
+          );
+          expect(rows).toHaveLength(1);
+        },
+        { timeout: 10_000, interval: 50 },
+      );
+      const report = await reconcile(prisma);
+      await busy;
+      expect(report.ok).toBe(true);
+    } finally {
+      await closePrisma(prisma);
+    }
   });
 });

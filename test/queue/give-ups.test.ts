@@ -159,10 +159,9 @@ it('a try made after the job was redriven parks nothing: the fresh job of the sa
         [wire.operationId],
       );
       await (await p.queue.getJob(id))?.remove();
-      const added = await p.queue.add(TRANSFER_JOB_NAME, wire, { jobId: id });
-      fresh = added;
+      fresh = await p.queue.add(TRANSFER_JOB_NAME, wire, { jobId: id });
       await waitFor('the fresh job in its attempt', SETTLE_TIMEOUT_MS, async () =>
-        (await added.getState()) === 'active' ? true : undefined,
+        (await fresh.getState()) === 'active' ? true : undefined,
       );
       await operator.query(`GRANT EXECUTE ON FUNCTION ${GIVE_UP_FUNCTION} TO ${role}`);
       await operator.query('COMMIT');

@@ -7,7 +7,9 @@
 // Then, together:
 // - `unit`: the fast tier (vitest.unit.config.ts), with Redis and PostgreSQL out of reach, as
 //   `npm run test:unit` runs it: so a test of that tier that starts to need a server fails here;
-// - `sources`: every other test, workers from the TypeScript sources;
+// - `sources`: every other test, workers from the TypeScript sources, several files one after
+//   the other in each Vitest worker process (isolate: false);
+// - `traced`: the files that start the tracing SDK in their own process, one process each;
 // - `compiled`: `npm run build`, the Dockerfile's final stage replayed into
 //   .runs/compiled-image/app (test/compiled/compiled-image-setup.ts), then the pipeline tests again with
 //   every worker process started from that compiled dist/cli/worker.js with plain node, plus the
@@ -41,6 +43,23 @@ const HARNESS_RUNS_AT_ONCE = 1;
  */
 const FILES_AT_ONCE = Number(process.env.TEST_FILES_AT_ONCE ?? 4);
 
+/**
+ * The files that start OpenTelemetry in their own process: its global tracer provider, context
+ * manager and propagator outlive the file, so each of these gets a fresh process (isolate: true).
+ * Every other file of `sources` and `compiled` runs in a Vitest worker that ran other files before
+ * it, with their modules already loaded (isolate: false): loading Prisma's client, BullMQ,
+ * ioredis, pino and the product once per worker instead of once per file halved the CPU of the
+ * short database files (docs/verification/testing.md, "Where the time goes"). What such a file
+ * changes for the whole process (an environment variable, a global, a listener left on
+ * `process`) would reach the files after it: test/layout/shared-workers.test.ts refuses it.
+ */
+export const OWN_PROCESS_FILES = [
+  'test/tracing/transfer-trace.test.ts',
+  'test/tracing/tracing-env.test.ts',
+  'test/ledger/decision-batcher-trace.test.ts',
+  'test/intake/intake-trace-context.test.ts',
+];
+
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -70,7 +89,16 @@ export default defineConfig({
         test: {
           name: 'sources',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/compiled/**', ...UNIT_TESTS, ...HARNESS_RUNS],
+          exclude: ['test/compiled/**', ...UNIT_TESTS, ...HARNESS_RUNS, ...OWN_PROCESS_FILES],
+          globalSetup: ['test/global-setup.ts'],
+          isolate: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'traced',
+          include: OWN_PROCESS_FILES,
           globalSetup: ['test/global-setup.ts'],
         },
       },
@@ -85,6 +113,7 @@ export default defineConfig({
           ],
           globalSetup: ['test/global-setup.ts', 'test/compiled/compiled-image-setup.ts'],
           env: { WORKER_ENTRY: COMPILED_WORKER_ENTRY },
+          isolate: false,
         },
       },
     ],

@@ -34,6 +34,7 @@ export const UNIT_TESTS = [
   'test/layout/import-rule.test.ts',
   'test/layout/long-functions.test.ts',
   'test/layout/prerequisites.test.ts',
+  'test/layout/shared-workers.test.ts',
   'test/layout/slow-files.test.ts',
   'test/layout/unit-tier.test.ts',
   'test/ledger/decision-batcher.test.ts',

@@ -30,6 +30,14 @@ import { TEST_WORKER_LOG_ROOT } from '../support/worker-process.ts';
 
 /** The re-send delay of the relay that recovers the killed one's batch (the control sets it to its maximum). */
 const RESEND_AFTER_MS = '500';
+/**
+ * Bound on the wait for each step of the relay (a request sent, found lost, published): tens of
+ * milliseconds alone, but seen past 20 s with both cores busy beside the suite. A bound on a
+ * wait for an event, not a measure of speed.
+ */
+const STEP_WAIT_MS = 60_000;
+/** Each test: a relay start and a few steps, each within STEP_WAIT_MS. */
+const TEST_TIMEOUT_MS = 240_000;
 const RELAY_ENTRY = join(PROJECT_ROOT, 'src', 'cli', 'relay-cli.ts');
 const newPipeline = pipelinePerTest();
 
@@ -42,7 +50,7 @@ function relayProcess(env: Record<string, string>): WorkerProcess {
   });
 }
 
-describe('npm run relay', () => {
+describe('npm run relay', { timeout: TEST_TIMEOUT_MS }, () => {
   it('serves /healthz, /readyz and /metrics, sends and publishes, and stops gracefully on SIGTERM', async () => {
     const p = await newPipeline();
     const env = { ...p.workerEnv, DATABASE_URL: p.db.url, RELAY_IDLE_MS: '20' };
@@ -56,7 +64,9 @@ describe('npm run relay', () => {
       await relay.waitUntilReady(60_000);
       expect((await httpStatus(relay.url('/healthz'))).status).toBe(200);
       const metric = (m: { name: string }) => async () => sampleValue(await scrape(relay.url('/metrics')), m.name);
-      await waitFor('both sent', 20_000, async () => ((await metric(RELAY_METRICS.sent)()) === 2 ? true : undefined));
+      await waitFor('both sent', STEP_WAIT_MS, async () =>
+        (await metric(RELAY_METRICS.sent)()) === 2 ? true : undefined,
+      );
       const families = await scrape(relay.url('/metrics'));
       expect(sampleValue(families, RELAY_METRICS.lag.name)).toBe(0);
       expect(sampleValue(families, RELAY_METRICS.waiting.name)).toBe(2);
@@ -68,7 +78,7 @@ describe('npm run relay', () => {
         "SELECT record_transfer_given_up(operation_id, request_hash, 'by hand', send_count) AS recorded FROM transfer_requests WHERE operation_id = 'proc-1'",
       );
       expect(byHand.rows[0]?.recorded).toBe(true);
-      await waitFor('the event published', 20_000, async () =>
+      await waitFor('the event published', STEP_WAIT_MS, async () =>
         (await metric(RELAY_METRICS.published)()) === 1 ? true : undefined,
       );
       const after = await scrape(relay.url('/metrics'));
@@ -117,14 +127,16 @@ describe('npm run relay', () => {
       await relay.waitUntilReady(60_000);
       await requestTransfers(p.db.pg, wires, p.config.transferAmountMax);
       const metric = (m: { name: string }) => async () => sampleValue(await scrape(relay.url('/metrics')), m.name);
-      await waitFor('all sent', 20_000, async () => ((await metric(RELAY_METRICS.sent)()) === 3 ? true : undefined));
+      await waitFor('all sent', STEP_WAIT_MS, async () =>
+        (await metric(RELAY_METRICS.sent)()) === 3 ? true : undefined,
+      );
       // An add the queue lost: sent again, counted lost, through the relay role's functions.
       await (await p.queue.getJob(jobIdOf('role-1')))?.remove();
-      await waitFor('the lost add found', 20_000, async () =>
+      await waitFor('the lost add found', STEP_WAIT_MS, async () =>
         (await metric(RELAY_METRICS.lost)()) === 1 ? true : undefined,
       );
       await p.startWorker();
-      await waitFor('all published', 30_000, async () =>
+      await waitFor('all published', STEP_WAIT_MS, async () =>
         (await metric(RELAY_METRICS.published)()) === 3 ? true : undefined,
       );
       const published = await outcomes.getJobs(['waiting', 'active', 'completed']);
@@ -218,7 +230,7 @@ describe('npm run relay', () => {
     relay.start();
     try {
       await relay.waitForPort(60_000);
-      const ready = await waitFor('a reason', 20_000, async () => {
+      const ready = await waitFor('a reason', STEP_WAIT_MS, async () => {
         const r = await httpStatus(relay.url('/readyz'));
         return r.body.includes('Redis') ? r : undefined;
       });

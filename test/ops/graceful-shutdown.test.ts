@@ -38,6 +38,8 @@ const PRODUCER_BATCH = 40;
 /** The producer stops by itself here, whatever happens. */
 const PRODUCER_JOBS_MAX = 6_000;
 const SHUTDOWN_TIMEOUT_MS = 30_000;
+/** BullMQ's job lock (and stalled-check interval) of every worker: see scenario(). */
+const JOB_LOCK_MS = 15_000;
 const DRAIN_TIMEOUT_MS = 240_000;
 const ALLOW_UNSAFE = 'i-understand-this-breaks-guarantees';
 /** Wallet locks the target holds when it is signalled, so the check that it leaves none means something. */
@@ -173,8 +175,11 @@ async function scenario(p: Pipeline, targetEnv: Record<string, string>): Promise
   const targetRole = await p.db.anotherWorkerRole();
   const common = {
     // A job abandoned by a dead worker comes back after seconds (the negative control needs it).
-    JOB_LOCK_DURATION_MS: '5000',
-    JOB_STALLED_INTERVAL_MS: '5000',
+    // Not fewer: a worker renews its jobs' locks every half of this, and on a loaded machine
+    // (both cores busy beside the suite) a renewal came later than 5 s, so jobs of the two
+    // workers never signalled stalled too (seen: 8) and the check said nothing of the target.
+    JOB_LOCK_DURATION_MS: String(JOB_LOCK_MS),
+    JOB_STALLED_INTERVAL_MS: String(JOB_LOCK_MS),
     SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
     DB_LOCK_TIMEOUT_MS: String(DECISION_WAIT_MS),
     DB_STATEMENT_TIMEOUT_MS: String(DECISION_WAIT_MS),

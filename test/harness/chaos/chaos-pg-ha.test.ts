@@ -26,6 +26,27 @@ const SHORT_HA_RUN = [
   '--quiet',
 ];
 
+/**
+ * The negative control's run: one failover is all it needs (the primary killed with its WAL
+ * senders frozen loses what it acknowledged since), so one fault, half the window and half the
+ * transfers, at the same rate.
+ */
+const SHORT_HA_CONTROL_RUN = [
+  '--postgres',
+  'ha',
+  '--duration-s',
+  '15',
+  '--transfers',
+  '750',
+  '--faults',
+  'pg-failover',
+  '--faults-max',
+  '1',
+  '--fault-interval-ms',
+  '4000',
+  '--quiet',
+];
+
 const ANSWERS_SURVIVED = /^every decision a job answered survived the failovers \((\d+) answers/;
 
 describe('chaos run on the HA PostgreSQL formation (short)', () => {
@@ -68,7 +89,10 @@ describe('chaos run on the HA PostgreSQL formation (short)', () => {
   it(
     'negative control: asynchronous standbys held back lose acknowledged decisions, and the checker names them',
     async () => {
-      const result = await run.run(['--seed', '21', ...SHORT_HA_RUN, '--unsafe', 'async-standby'], RUN_TIMEOUT_MS);
+      const result = await run.run(
+        ['--seed', '21', ...SHORT_HA_CONTROL_RUN, '--unsafe', 'async-standby'],
+        RUN_TIMEOUT_MS,
+      );
       const { report, context } = expectVerdictAsExpected(result);
       const answers = report.checks.find((c) => ANSWERS_SURVIVED.test(c.name));
       expect(answers?.ok, context).toBe(false);

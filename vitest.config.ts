@@ -1,8 +1,9 @@
-// Test files run in parallel, each in its own process with its own database and key prefix
-// (see test/support). The global setup makes the services reachable first, exactly as
-// `npm run services` does for the demo.
+// Test files run in parallel, each with its own database and key prefix (see test/support), in
+// Vitest worker processes that most files share one after the other (OWN_PROCESS_FILES below).
+// The global setup makes the services reachable first, exactly as `npm run services` does for the
+// demo.
 //
-// Four projects, in two groups. First, alone:
+// Five projects, in two groups. First, alone:
 // - `harness`: the runs of whole fleets (HARNESS_RUNS below), one at a time.
 // Then, together:
 // - `unit`: the fast tier (vitest.unit.config.ts), with Redis and PostgreSQL out of reach, as

@@ -15,6 +15,8 @@ import { spawnWorkerProcess } from '../support/worker-process.ts';
 /** Longer than the shortest fault hold (FAULT_HOLD_MIN_MS) and than several retry back-offs. */
 const WATCH_MS = 8_000;
 const SETTLE_TIMEOUT_MS = 60_000;
+/** Above the waits of the test, each bounded by SETTLE_TIMEOUT_MS: a slow wait fails with its own message. */
+const TEST_TIMEOUT_MS = 240_000;
 const DECISION_FUNCTION = DECISION_FUNCTIONS[0] as string;
 
 const openPipeline = pipelinePerTest();
@@ -24,7 +26,9 @@ afterEach(async () => {
   worker = null;
 });
 
-it('a lost EXECUTE grant puts the job back with the fix, spending no attempt, makes the worker not ready, and the job completes once granted again', async () => {
+it('a lost EXECUTE grant puts the job back with the fix, spending no attempt, makes the worker not ready, and the job completes once granted again', {
+  timeout: TEST_TIMEOUT_MS,
+}, async () => {
   const p = await openPipeline({ WORKER_CONCURRENCY: '2', JOB_ATTEMPTS_MAX: '20' });
   await p.seed(2, 100n);
   const { role } = await p.db.workerRole();

@@ -10,42 +10,32 @@ import { ChaosCliRun, expectVerdictAsExpected } from './chaos-child.ts';
 /** Set-up (the formation's three nodes, Redis, four workers) + 30 s of faults + drain + checks, on a loaded machine. */
 const RUN_TIMEOUT_MS = 300_000;
 
-const SHORT_HA_RUN = [
-  '--postgres',
-  'ha',
-  '--duration-s',
-  '30',
-  '--transfers',
-  '1500',
-  '--faults',
-  'pg-failover,pg-switchover',
-  '--faults-max',
-  '2',
-  '--fault-interval-ms',
-  '4000',
-  '--quiet',
-];
+/** A short run on the formation: each of `faults` once, one every 4 s. */
+function shortHaRun(durationS: number, transfers: number, faults: readonly string[]): string[] {
+  return [
+    '--postgres',
+    'ha',
+    '--duration-s',
+    String(durationS),
+    '--transfers',
+    String(transfers),
+    '--faults',
+    faults.join(','),
+    '--faults-max',
+    String(faults.length),
+    '--fault-interval-ms',
+    '4000',
+    '--quiet',
+  ];
+}
 
+const SHORT_HA_RUN = shortHaRun(30, 1500, ['pg-failover', 'pg-switchover']);
 /**
  * The negative control's run: one failover is all it needs (the primary killed with its WAL
  * senders frozen loses what it acknowledged since), so one fault, half the window and half the
  * transfers, at the same rate.
  */
-const SHORT_HA_CONTROL_RUN = [
-  '--postgres',
-  'ha',
-  '--duration-s',
-  '15',
-  '--transfers',
-  '750',
-  '--faults',
-  'pg-failover',
-  '--faults-max',
-  '1',
-  '--fault-interval-ms',
-  '4000',
-  '--quiet',
-];
+const SHORT_HA_CONTROL_RUN = shortHaRun(15, 750, ['pg-failover']);
 
 const ANSWERS_SURVIVED = /^every decision a job answered survived the failovers \((\d+) answers/;
 

@@ -123,7 +123,7 @@ export class LocalPgFormation {
     return node;
   }
 
-  /** Starts the monitor, then the nodes one by one, each awaited; the first becomes the primary. */
+  /** Starts the monitor, then the first node, which becomes the primary, then the standbys together. */
   static async start(opts: LocalPgFormationOptions): Promise<LocalPgFormation> {
     const binDir = postgresBinDir();
     if (binDir === null) throw new Error('PostgreSQL binaries not found under /usr/lib/postgresql/*/bin');
@@ -145,10 +145,12 @@ export class LocalPgFormation {
       f.keepers.set(first.name, f.spawnKeeper(first.name, f.createArgs(first)));
       await f.waitForState(first.name, ['single'], FORMATION_START_TIMEOUT_MS);
       await f.configureFirst(first, opts.settings ?? {});
-      for (const node of rest) {
-        f.keepers.set(node.name, f.spawnKeeper(node.name, f.createArgs(node)));
-        await f.hurryBaseBackup(first, () => f.waitForState(node.name, ['secondary'], FORMATION_START_TIMEOUT_MS));
-      }
+      // The standbys join at once (pg_auto_failover registers several concurrently since 1.4):
+      // their base backups run side by side, not one after the other.
+      for (const node of rest) f.keepers.set(node.name, f.spawnKeeper(node.name, f.createArgs(node)));
+      await f.hurryBaseBackup(first, () =>
+        Promise.all(rest.map((node) => f.waitForState(node.name, ['secondary'], FORMATION_START_TIMEOUT_MS))),
+      );
       await f.setKeeperTimeouts();
       await f.waitHealthy(FORMATION_START_TIMEOUT_MS);
       return f;

@@ -91,7 +91,8 @@ function queueOn(server: LocalRedis, caFile: string, name: string): { queue: Que
   const connection = bullmqConnection(endpoint);
   const queue = new Queue(name, { connection });
   const eventsConnection = bullmqConnection(endpoint);
-  const events = new QueueEvents(name, { connection: eventsConnection });
+  // From the stream's start, as in test/support/pipeline.ts: no event lost while the reader reconnects.
+  const events = new QueueEvents(name, { connection: eventsConnection, lastEventId: '0' });
   clients.push(events, queue, { close: () => connection.disconnect() }, { close: () => eventsConnection.disconnect() });
   return { queue, events };
 }

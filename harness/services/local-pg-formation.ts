@@ -23,6 +23,7 @@ import pg from 'pg';
 import { done, errorsAsNotYet, notYet, pollUntil } from './bounded-wait.ts';
 import { freePort } from './free-port.ts';
 import { ownByServerUser, postgresBinDir, postmasterPidIn, runAsServerUser } from './local-postgres.ts';
+import { lastLines, logOffset, readFrom } from './log-tail.ts';
 
 const run = promisify(execFile);
 
@@ -37,6 +38,8 @@ export const FORMATION_START_TIMEOUT_MS = 120_000;
 export const FORMATION_RECOVERY_TIMEOUT_MS = 120_000;
 /** Bound on a killed keeper's process being gone before its node is started again. */
 const KEEPER_GONE_TIMEOUT_MS = 10_000;
+/** Lines of a keeper's log quoted when it exits unasked. */
+const KEEPER_LOG_LINES = 15;
 /** How often a standby's base backup is hurried along (a CHECKPOINT on the primary). */
 const CHECKPOINT_NUDGE_MS = 1_000;
 
@@ -179,12 +182,19 @@ export class LocalPgFormation {
 
   /** pg_autoctl as the server's user, in the foreground, its own process group, its output in <dir>/<name>.log. */
   private spawnKeeper(name: string, args: readonly string[]): Keeper {
-    const log = openSync(join(this.dir, `${name}.log`), 'a');
+    const logFile = join(this.dir, `${name}.log`);
+    const offset = logOffset(logFile);
+    const log = openSync(logFile, 'a');
     const { file, argv, env } = this.autoctlCommand(args);
     const proc = spawn(file, argv, { detached: true, stdio: ['ignore', log, log], env });
     closeSync(log);
     const exited = new Promise<string>((resolve) => {
-      proc.once('exit', (code, signal) => resolve(`pg_autoctl for ${name} exited (${signal ?? `code ${code}`})`));
+      // Why it stopped is in its log (the run's folder may be gone when the error is read).
+      proc.once('exit', (code, signal) =>
+        resolve(
+          `pg_autoctl for ${name} exited (${signal ?? `code ${code}`}); the end of its log:\n${lastLines(readFrom(logFile, offset), KEEPER_LOG_LINES)}`,
+        ),
+      );
       proc.once('error', (err) => resolve(`pg_autoctl for ${name} did not start: ${err.message}`));
     });
     return { proc, exited };

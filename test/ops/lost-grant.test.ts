@@ -20,7 +20,7 @@ const SETTLE_TIMEOUT_MS = 60_000;
 const TEST_TIMEOUT_MS = 240_000;
 const DECISION_FUNCTION = DECISION_FUNCTIONS[0] as string;
 
-/** Revokes tried before the job's attempt, not the probe, meets the lost grant (each try ~1 % alone). */
+/** Revokes tried before the job's attempt, not the probe, meets the lost grant first. */
 const REVOKE_TRIES_MAX = 5;
 /** The worker paused this long, naming the grant, with the job never attempted: the probe saw it first. */
 const PROBE_FIRST_MS = 3_000;

@@ -10,6 +10,13 @@ import type { LocalRedis } from '../../harness/services/local-redis.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import type { Logger } from '../../src/log/logger.ts';
 
+/**
+ * The TTL of a test that holds a lock across renewals for several TTLs: one that outlasts a
+ * loaded machine's pauses. With 300 ms, a test process kept off both cores that long (seen beside
+ * a full suite) rightly sees its lease lapse between renewals.
+ */
+export const PATIENT_TTL_MS = 1_500;
+
 /** Keys deleted per DEL while cleaning up. */
 const CLEANUP_BATCH_SIZE = 500;
 

@@ -12,12 +12,11 @@ import {
   connectShared,
   deleteKeysWithPrefix,
   freezeEventLoopMs,
+  PATIENT_TTL_MS,
   uniqueKeyPrefix,
 } from './lock-fixtures.ts';
 
 const TTL_MS = 300;
-/** The TTL of the one test that holds a lock across renewals for several TTLs. */
-const PATIENT_TTL_MS = 1_500;
 /** Timer latency on a loaded machine; the lease bound itself is checked without it. */
 const TIMER_SLACK_MS = 100;
 
@@ -51,8 +50,6 @@ afterAll(async () => {
 
 describe('Watchdog', () => {
   it('keeps the lock through work lasting 5 × TTL; the signal never fires', async () => {
-    // A TTL that outlasts a loaded machine's pauses: with 300 ms, a test process kept off both
-    // cores for that long (seen beside a full suite) rightly sees its lease lapse between renewals.
     const patient = new FencedLock({ redis, lockTtlMs: PATIENT_TTL_MS, keyPrefix });
     let renewals = 0;
     const counting = {

@@ -7,11 +7,16 @@ import { LockLostError } from '../../src/errors.ts';
 import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import type { HeldLease } from '../../src/lock/watchdog.ts';
 import { withLock } from '../../src/lock/with-lock.ts';
-import { abortedAt, captureLog, connectShared, deleteKeysWithPrefix, uniqueKeyPrefix } from './lock-fixtures.ts';
+import {
+  abortedAt,
+  captureLog,
+  connectShared,
+  deleteKeysWithPrefix,
+  PATIENT_TTL_MS,
+  uniqueKeyPrefix,
+} from './lock-fixtures.ts';
 
 const TTL_MS = 300;
-/** The TTL of the one test that holds a lock across renewals for several TTLs. */
-const PATIENT_TTL_MS = 1_500;
 const keyPrefix = uniqueKeyPrefix('with-lock');
 let redis: Redis;
 let lock: FencedLock;
@@ -48,8 +53,6 @@ describe('withLock', () => {
   });
 
   it('keeps the lock for work longer than the TTL', async () => {
-    // A TTL that outlasts a loaded machine's pauses: with 300 ms, a test process kept off both
-    // cores for that long (seen beside a full suite) rightly saw its lease lapse between renewals.
     const patient = new FencedLock({ redis, lockTtlMs: PATIENT_TTL_MS, keyPrefix });
     const result = await withLock(patient, 'long', async (signal, _token, lease) => {
       await sleep(3 * PATIENT_TTL_MS);

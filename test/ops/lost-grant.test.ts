@@ -48,6 +48,7 @@ async function firstToSee(
     return performance.now() - pausedSince >= PROBE_FIRST_MS ? { kind: 'probe' } : undefined;
   });
 }
+
 let worker: WorkerProcess | null = null;
 afterEach(async () => {
   await worker?.stop();
@@ -72,27 +73,27 @@ it('a lost EXECUTE grant puts the job back with the fix, spending no attempt, ma
   // after a probe round: then the grant goes back, that job completes, and the revoke is tried
   // again with a new job.
   let tries = 0;
-  let failed: Job | undefined;
-  let job: Job | undefined;
-  while (failed === undefined) {
+  let attempted: { job: Job; failed: Job } | undefined;
+  while (attempted === undefined) {
     tries += 1;
     expect(tries, 'revokes before an attempt met the lost grant first').toBeLessThanOrEqual(REVOKE_TRIES_MAX);
     await p.db.pg.query(`REVOKE EXECUTE ON FUNCTION ${DECISION_FUNCTION} FROM ${role}`);
-    job = await p.addRaw({ operationId: `after-revoke-${tries}`, from: 'w1', to: 'w2', amount: '5' });
+    const job = await p.addRaw({ operationId: `after-revoke-${tries}`, from: 'w1', to: 'w2', amount: '5' });
     const seen = await firstToSee(p, w, job.id as string);
     if (seen.kind === 'attempt') {
-      failed = seen.job;
-      break;
+      attempted = { job, failed: seen.job };
+    } else {
+      await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${DECISION_FUNCTION} TO ${role}`);
+      expect(await p.result(job, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
+      await w.waitUntilReady(SETTLE_TIMEOUT_MS);
     }
-    await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${DECISION_FUNCTION} TO ${role}`);
-    expect(await p.result(job, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
-    await w.waitUntilReady(SETTLE_TIMEOUT_MS);
   }
-  const jobId = job?.id as string;
-  const reason = ((failed?.progress ?? {}) as Partial<JobProgress>).lastPermanentFailure;
+  const { job, failed } = attempted;
+  const jobId = job.id as string;
+  const reason = (failed.progress as Partial<JobProgress>).lastPermanentFailure;
   expect(reason).toMatch(/^permission_denied: 42501 permission denied for function apply_transfers/);
   expect(reason).toContain(`run npm run db:worker-role -- --role ${role} as the database owner`);
-  expect(failed?.attemptsMade).toBe(0);
+  expect(failed.attemptsMade).toBe(0);
 
   // The probe sees it too (within a probe round): not ready, naming the function and the fix.
   const notReady = await waitFor('/readyz to name the missing grant', 10_000, async () => {
@@ -119,7 +120,7 @@ it('a lost EXECUTE grant puts the job back with the fix, spending no attempt, ma
   expect(await p.debitsOf(`after-revoke-${tries}`)).toBe(0);
 
   await p.db.pg.query(`GRANT EXECUTE ON FUNCTION ${DECISION_FUNCTION} TO ${role}`);
-  expect(await p.result(job as Job, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
+  expect(await p.result(job, SETTLE_TIMEOUT_MS)).toMatchObject({ outcome: 'applied' });
   await w.waitUntilReady(SETTLE_TIMEOUT_MS);
   // BullMQ counts the completing attempt: the only one made (the permanent failure spent none).
   expect((await p.queue.getJob(jobId))?.attemptsMade).toBe(1);

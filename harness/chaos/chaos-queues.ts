@@ -19,7 +19,10 @@ export async function watchQueueEvents(
 ): Promise<void> {
   const shardCount = queues.shards.length;
   for (const { shard } of queues.shards) {
-    const events = new QueueEvents(shard.name, { connection, prefix: shard.prefix });
+    // From the stream's first entry, not from '$' (BullMQ's default), whose reader misses what is
+    // written while it re-sends its XREAD (test/support/pipeline.ts says when). The queue is this
+    // run's own (a fresh Redis, or a name with a random suffix on one given with --redis-url).
+    const events = new QueueEvents(shard.name, { connection, prefix: shard.prefix, lastEventId: '0' });
     into.push(events);
     const ref = (jobId: string) => jobRef(shard, jobId, shardCount);
     events.on('error', () => undefined);

@@ -36,7 +36,10 @@ function sample() {
   }
 }
 
-if (dir !== undefined && dir !== '') {
+// A worker thread (esbuild's buildSync runs one) loads this file too, but process.cpuUsage() is
+// the whole process's: sampled there, under the same pid, it would overwrite the main thread's
+// record with the process's CPU and another command line, and no test files.
+if (dir !== undefined && dir !== '' && require('node:worker_threads').isMainThread) {
   setInterval(sample, SAMPLE_INTERVAL_MS).unref();
   process.on('exit', sample);
 }

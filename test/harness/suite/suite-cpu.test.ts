@@ -1,6 +1,12 @@
-// The charge of a run's processes to its test files, on a made-up process tree.
+// The charge of a run's processes to its test files, on a made-up process tree; and the sampling
+// hook's record of a real process that runs a worker thread.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { attributeCpu, type ProcessSample, renderSuiteCpu } from '../../../harness/suite/suite-cpu.ts';
+import { PROJECT_ROOT } from '../../../src/config/paths.ts';
 
 const ROOT = '/repo';
 
@@ -66,5 +72,38 @@ describe('renderSuiteCpu', () => {
     expect(text).toContain('| test/b.test.ts |  | 2.8 | 0.8 | 2.0 | 1 |');
     expect(text).not.toContain('2 files in one worker');
     expect(text).toContain('| node_modules/.bin/tsc | 9.0 | 1 | 9.0 | 0 |');
+  });
+});
+
+describe('the sampling hook (harness/suite/process-cpu-hook.cjs)', () => {
+  // The main thread samples once (about 1 s in), then is kept busy while the worker thread's
+  // clock runs past its own second sample, and the process is SIGKILLed: no exit sample. A hook
+  // that also ran in the worker thread would leave that thread's record, with its command line.
+  const PROGRAM = `
+    const { Worker } = require('node:worker_threads');
+    new Worker('setTimeout(() => {}, 10000)', { eval: true, argv: ['worker-thread-argv'] });
+    setTimeout(() => {
+      const until = Date.now() + 1500;
+      while (Date.now() < until);
+      process.kill(process.pid, 'SIGKILL');
+    }, 1200);
+  `;
+
+  it('records the main thread of a process, never a worker thread of it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ft-suite-cpu-hook-'));
+    try {
+      const child = spawnSync(
+        process.execPath,
+        ['--require', join(PROJECT_ROOT, 'harness/suite/process-cpu-hook.cjs'), '-e', PROGRAM, 'main-argv'],
+        { env: { ...process.env, SUITE_CPU_DIR: dir }, timeout: 20_000 },
+      );
+      expect(child.signal).toBe('SIGKILL');
+      const records = readdirSync(dir).map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')));
+      expect(records).toHaveLength(1);
+      expect(records[0].pid).toBe(child.pid);
+      expect(records[0].argv).toEqual(['main-argv']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

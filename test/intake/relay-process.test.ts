@@ -22,7 +22,7 @@ import { jobIdOf } from '../../src/intake/relay.ts';
 import { RELAY_METRICS } from '../../src/intake/relay-metrics.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { settledRead } from '../support/feed.ts';
-import { pipelinePerTest } from '../support/pipeline.ts';
+import { type Pipeline, pipelinePerTest } from '../support/pipeline.ts';
 import { sampleValue } from '../support/prometheus-text.ts';
 import { uniqueName } from '../support/test-db.ts';
 import { httpStatus, logEvents, scrape, waitFor } from '../support/worker-ops.ts';
@@ -53,28 +53,27 @@ function relayProcess(env: Record<string, string>): WorkerProcess {
 /** Tries at making the queue lose an add (below); one is enough unless a re-send races it each time. */
 const LOSE_ADD_TRIES_MAX = 5;
 
+/** The pipeline's transfer requests that match `where` (with `params` bound). */
+async function requestCount(p: Pipeline, where: string, params: unknown[] = []): Promise<number> {
+  const { rows } = await p.db.pg.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM transfer_requests WHERE ${where}`,
+    params,
+  );
+  return Number(rows[0]?.n);
+}
+
 /**
  * Removes the job of `operationId` until the relay has found it missing: a re-send then counts it
  * lost (in the request's lost_count, before it adds the job again). The removal can fall between
  * a re-send's look (the job there) and its add, which puts the job back uncounted: no lost add,
  * so the job is removed again.
  */
-async function loseAdd(p: Awaited<ReturnType<typeof newPipeline>>, operationId: string): Promise<void> {
-  const lostCount = async () =>
-    Number(
-      (
-        await p.db.pg.query<{ n: string }>(
-          'SELECT lost_count::text AS n FROM transfer_requests WHERE operation_id = $1',
-          [operationId],
-        )
-      ).rows[0]?.n,
-    );
+async function loseAdd(p: Pipeline, operationId: string): Promise<void> {
+  const jobId = jobIdOf(operationId);
   for (let tries = 1; tries <= LOSE_ADD_TRIES_MAX; tries += 1) {
-    await (await p.queue.getJob(jobIdOf(operationId)))?.remove();
-    await waitFor('the job added again', STEP_WAIT_MS, async () =>
-      ((await p.queue.getJob(jobIdOf(operationId))) ?? undefined) === undefined ? undefined : true,
-    );
-    if ((await lostCount()) > 0) return;
+    await (await p.queue.getJob(jobId))?.remove();
+    await waitFor('the job added again', STEP_WAIT_MS, async () => ((await p.queue.getJob(jobId)) ? true : undefined));
+    if ((await requestCount(p, 'operation_id = $1 AND lost_count > 0', [operationId])) > 0) return;
   }
   throw new Error(`every one of ${LOSE_ADD_TRIES_MAX} removals of ${operationId} was undone by a re-send uncounted`);
 }
@@ -202,11 +201,7 @@ describe('npm run relay', { timeout: TEST_TIMEOUT_MS }, () => {
       amount: '1',
     }));
     const env = { ...p.workerEnv, DATABASE_URL: p.db.url, RELAY_BATCH_MAX: '20', RELAY_IDLE_MS: '20' };
-    const count = async (where: string) =>
-      Number(
-        (await p.db.pg.query<{ n: string }>(`SELECT count(*)::text AS n FROM transfer_requests WHERE ${where}`)).rows[0]
-          ?.n,
-      );
+    const count = (where: string) => requestCount(p, where);
     // Its Redis link goes through a proxy that then holds every byte: the relay claims a batch
     // (PostgreSQL), and its addBulk() never reaches Redis; the SIGKILL lands right there.
     const redis = new URL(p.config.redisUrl);

@@ -47,6 +47,7 @@ DECLARE
     v_from_fence    BIGINT;
     v_from_lease    UUID;
     v_to_currency   TEXT;
+    v_to_balance    BIGINT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
@@ -91,7 +92,7 @@ BEGIN
             v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance;
             v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
         END IF;
-        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; END IF;
+        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance; END IF;
     END LOOP;
 
     IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
@@ -129,9 +130,9 @@ BEGIN
     END IF;
 
     IF v_reason IS NULL THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease) VALUES
-            (p_operation_id, p_from, 'debit', -p_amount, p_fence, p_lease_id),
-            (p_operation_id, p_to, 'credit', p_amount, p_fence, p_lease_id);
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at) VALUES
+            (p_operation_id, p_from, 'debit', -p_amount, v_from_balance - p_amount, p_fence, p_lease_id, clock_timestamp()),
+            (p_operation_id, p_to, 'credit', p_amount, v_to_balance + p_amount, p_fence, p_lease_id, clock_timestamp());
     END IF;
 
     -- The record, then what it decides (as in the batch): the intake's request marked decided and
@@ -214,8 +215,9 @@ DECLARE
     e_status TEXT[] := array_fill(NULL::TEXT, ARRAY[v_n]); e_reason TEXT[] := e_status; e_to TEXT[] := e_status;
     e_amount BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_n]); e_detail JSONB[] := array_fill(NULL::JSONB, ARRAY[v_n]);
     -- Ledger entries in decision order; holds released at expiry; requests to close.
+    -- Each entry's running balance: its account's balance after it (a `$held:` account's is the held amount).
     l_op TEXT[] := '{}'; l_wallet TEXT[] := '{}'; l_amount BIGINT[] := '{}'; l_fence BIGINT[] := '{}'; l_lease UUID[] := '{}';
-    l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
+    l_balance BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
     -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
@@ -269,10 +271,10 @@ BEGIN
             v_wallet := v.wallets[v_j];
             v_w := CASE WHEN v_wallet IN (v_from, '$held:' || v_from) THEN v_fi WHEN v_wallet = p_tos[v_i] THEN v_ti
                         ELSE array_position(w_id, v_wallet) END;
-            IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j];
-            ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; END IF;
-            w_touched[v_w] := TRUE;
             l_count := l_count + 1;
+            IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j]; l_balance[l_count] := w_held[v_w];
+            ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
+            w_touched[v_w] := TRUE;
             l_op[l_count] := v_entries; l_wallet[l_count] := v_wallet; l_amount[l_count] := v.amounts[v_j];
             l_fence[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_fence END;
             l_lease[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_lease END;
@@ -313,8 +315,8 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
-    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_touched, l_op, l_wallet, l_amount, l_fence,
-                             l_lease, h, h_read, h_ended, s, s_read);
+    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_touched, l_op, l_wallet, l_amount, l_balance,
+                             l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
                               p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
 END;
@@ -902,10 +904,10 @@ END;
 $$;
 
 --
--- Name: decision_written(text[], bigint[], bigint[], bigint[], uuid[], boolean[], text[], text[], bigint[], bigint[], uuid[], public.holds[], integer, boolean[], public.split_legs[], integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: decision_written(text[], bigint[], bigint[], bigint[], uuid[], boolean[], text[], text[], bigint[], bigint[], bigint[], uuid[], public.holds[], integer, boolean[], public.split_legs[], integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
+CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -931,10 +933,11 @@ BEGIN
         END IF;
     END IF;
     IF cardinality(p_entry_ops) > 0 THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
-        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.fence, e.lease
-          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_fences, p_entry_leases) WITH ORDINALITY
-               AS e(op, wallet, amount, fence, lease, n)
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at)
+        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.balance, e.fence,
+               e.lease, clock_timestamp()
+          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_balances, p_entry_fences, p_entry_leases)
+               WITH ORDINALITY AS e(op, wallet, amount, balance, fence, lease, n)
          ORDER BY e.n;
     END IF;
     IF cardinality(p_holds) > p_holds_read THEN
@@ -1009,13 +1012,22 @@ BEGIN
         UPDATE wallets w SET balance = w.balance + m.delta, held = w.held - m.delta, updated_at = CURRENT_TIMESTAMP
           FROM (SELECT e.from_wallet AS id, sum(e.amount)::BIGINT AS delta FROM ended e GROUP BY e.from_wallet) m
          WHERE w.id = m.id
-        RETURNING w.id
+        RETURNING w.id, w.balance, w.held
+    ), released AS (
+        -- A source's holds in hold-id order; each entry carries its account's balance after it,
+        -- counted back from the row as written (the later releases taken off).
+        SELECT e.hold_id, e.from_wallet, e.amount, m.balance, m.held,
+               sum(e.amount) OVER (PARTITION BY e.from_wallet ORDER BY e.hold_id
+                                   ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS later
+          FROM ended e JOIN moved m ON m.id = e.from_wallet
     ), entries AS (
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
-        SELECT '$expiry:' || e.hold_id, x.wallet, x.kind, x.amount, NULL, NULL
-          FROM ended e
-         CROSS JOIN LATERAL (VALUES ('$held:' || e.from_wallet, 'debit', -e.amount),
-                                    (e.from_wallet, 'credit', e.amount)) AS x(wallet, kind, amount)
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at)
+        SELECT '$expiry:' || r.hold_id, x.wallet, x.kind, x.amount, x.after, NULL, NULL, clock_timestamp()
+          FROM released r
+         CROSS JOIN LATERAL (VALUES (1, '$held:' || r.from_wallet, 'debit', -r.amount, r.held + coalesce(r.later, 0)),
+                                    (2, r.from_wallet, 'credit', r.amount, r.balance - coalesce(r.later, 0)))
+               AS x(n, wallet, kind, amount, after)
+         ORDER BY r.from_wallet, r.hold_id, x.n
         RETURNING 1
     ), events AS (
         -- The release debits the source's holding account and credits the source: both are its
@@ -1801,6 +1813,78 @@ END;
 $$;
 
 --
+-- Name: wallet_balance_at(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.wallet_balance_at(p_wallet text, p_at timestamp with time zone) RETURNS TABLE(wallet_id text, currency text, balance bigint, held bigint, last_entry bigint, at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+BEGIN
+    IF p_wallet IS NULL OR p_at IS NULL THEN
+        RAISE EXCEPTION 'wallet_balance_at: the wallet and the instant are required' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        SELECT w.id, w.currency::TEXT, coalesce(b.balance_after, 0), coalesce(h.balance_after, 0),
+               GREATEST(b.id, h.id), p_at
+          FROM wallets w
+          LEFT JOIN LATERAL (
+              SELECT e.id, e.balance_after FROM ledger_entries e
+               WHERE e.wallet_id = w.id AND e.created_at <= p_at
+               ORDER BY e.created_at DESC, e.id DESC LIMIT 1) b ON TRUE
+          LEFT JOIN LATERAL (
+              SELECT e.id, e.balance_after FROM ledger_entries e
+               WHERE e.wallet_id = '$held:' || w.id AND e.created_at <= p_at
+               ORDER BY e.created_at DESC, e.id DESC LIMIT 1) h ON TRUE
+         WHERE w.id = p_wallet;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'wallet_balance_at: no wallet %', p_wallet USING ERRCODE = 'P0002';
+    END IF;
+END;
+$_$;
+
+--
+-- Name: wallet_statement(text, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint, integer, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.wallet_statement(p_wallet text, p_from timestamp with time zone, p_to timestamp with time zone, p_after_at timestamp with time zone, p_after_id bigint, p_limit integer, p_held boolean DEFAULT false) RETURNS TABLE(entry_id bigint, at timestamp with time zone, operation_id text, account text, kind text, amount bigint, balance_after bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+BEGIN
+    IF p_wallet IS NULL OR p_from IS NULL OR p_to IS NULL OR p_limit IS NULL OR p_limit < 1 OR p_limit > 1000
+       OR (p_after_at IS NULL) <> (p_after_id IS NULL) OR p_held IS NULL THEN
+        RAISE EXCEPTION 'wallet_statement: a wallet, a range, a limit from 1 to 1000 and a whole cursor or none'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM 1 FROM wallets w WHERE w.id = p_wallet;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'wallet_statement: no wallet %', p_wallet USING ERRCODE = 'P0002';
+    END IF;
+    RETURN QUERY
+        SELECT x.id, x.created_at, x.operation_id, x.wallet_id, x.kind, x.amount, x.balance_after
+          FROM (
+              SELECT e.id, e.created_at, e.operation_id, e.wallet_id, e.kind, e.amount, e.balance_after
+                FROM ledger_entries e
+               WHERE e.wallet_id = p_wallet AND e.created_at >= p_from AND e.created_at < p_to
+                 AND (p_after_at IS NULL OR (e.created_at, e.id) > (p_after_at, p_after_id))
+               ORDER BY e.created_at, e.id LIMIT p_limit
+          ) x
+        UNION ALL
+        SELECT y.id, y.created_at, y.operation_id, y.wallet_id, y.kind, y.amount, y.balance_after
+          FROM (
+              SELECT e.id, e.created_at, e.operation_id, e.wallet_id, e.kind, e.amount, e.balance_after
+                FROM ledger_entries e
+               WHERE p_held AND e.wallet_id = '$held:' || p_wallet AND e.created_at >= p_from AND e.created_at < p_to
+                 AND (p_after_at IS NULL OR (e.created_at, e.id) > (p_after_at, p_after_id))
+               ORDER BY e.created_at, e.id LIMIT p_limit
+          ) y
+         ORDER BY 2, 1
+         LIMIT p_limit;
+END;
+$_$;
+
+--
 -- Name: ledger_entries; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1813,6 +1897,7 @@ CREATE TABLE public.ledger_entries (
     fence bigint,
     created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
     lease uuid,
+    balance_after bigint NOT NULL,
     CONSTRAINT ledger_entries_kind_known CHECK ((kind = ANY (ARRAY['opening'::text, 'funding'::text, 'debit'::text, 'credit'::text]))),
     CONSTRAINT ledger_entries_sign_matches_kind CHECK ((((kind = ANY (ARRAY['opening'::text, 'credit'::text])) AND (amount > 0)) OR ((kind = ANY (ARRAY['funding'::text, 'debit'::text])) AND (amount < 0))))
 );
@@ -2034,10 +2119,10 @@ CREATE INDEX holds_active_expiry_idx ON public.holds USING btree (expires_at) WH
 CREATE INDEX ledger_entries_operation_id_idx ON public.ledger_entries USING btree (operation_id);
 
 --
--- Name: ledger_entries_wallet_id_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: ledger_entries_wallet_time_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX ledger_entries_wallet_id_idx ON public.ledger_entries USING btree (wallet_id);
+CREATE INDEX ledger_entries_wallet_time_idx ON public.ledger_entries USING btree (wallet_id, created_at, id);
 
 --
 -- Name: outcome_events_operation_id_idx; Type: INDEX; Schema: public; Owner: -
@@ -2184,10 +2269,10 @@ REVOKE ALL ON FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs j
 REVOKE ALL ON FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION give_up_send_count(p_operation_id text, p_request_hash text); Type: ACL; Schema: public; Owner: -
@@ -2344,6 +2429,18 @@ REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text,
 --
 
 REVOKE ALL ON FUNCTION public.request_transfer(p_operation_id text, p_from text, p_to text, p_amount bigint, p_currency text, p_trace_context jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION wallet_balance_at(p_wallet text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.wallet_balance_at(p_wallet text, p_at timestamp with time zone) FROM PUBLIC;
+
+--
+-- Name: FUNCTION wallet_statement(p_wallet text, p_from timestamp with time zone, p_to timestamp with time zone, p_after_at timestamp with time zone, p_after_id bigint, p_limit integer, p_held boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.wallet_statement(p_wallet text, p_from timestamp with time zone, p_to timestamp with time zone, p_after_at timestamp with time zone, p_after_id bigint, p_limit integer, p_held boolean) FROM PUBLIC;
 
 --
 -- Name: DEFAULT PRIVILEGES FOR FUNCTIONS; Type: DEFAULT ACL; Schema: -; Owner: -

@@ -18,6 +18,7 @@ export const ERROR_CODES = [
   'INVALID_TRANSFER',
   'INTAKE_CONFLICT',
   'OUTCOME_FEED_PRUNED',
+  'UNKNOWN_WALLET',
   'LOCK_LOST',
   'LOCK_PROTOCOL',
   'LEDGER_CONTRACT',
@@ -126,6 +127,15 @@ export class OutcomeFeedPrunedError extends FencedTransfersError {
     super(
       `outcome feed: positions before ${firstKept} were pruned, so position ${after + 1n} is gone; read after ${firstKept - 1n} to start at the first event kept`,
     );
+  }
+}
+
+/** The wallet asked about has no row (`balanceAt()`, `statement()`): nothing was read. */
+export class UnknownWalletError extends FencedTransfersError {
+  override readonly code = 'UNKNOWN_WALLET';
+  override name = 'UnknownWalletError';
+  constructor(readonly wallet: string) {
+    super(`no wallet ${JSON.stringify(wallet)}`);
   }
 }
 

@@ -1,6 +1,7 @@
 // The public entry of the intake half, `fenced-transfers/intake`: what a producer imports to
-// request operations inside its own PostgreSQL transaction and to read and follow the outcome
-// feed, with the wire types and the errors. Nothing it imports, however indirectly, loads BullMQ
+// request operations inside its own PostgreSQL transaction, to read and follow the outcome feed
+// and to look back at a wallet (its balance at an instant, its statement), with the wire types
+// and the errors. Nothing it imports, however indirectly, loads BullMQ
 // or ioredis (a checked import rule, intake-entry-reaches-queue, and test/library/intake-entry.test.ts):
 // a producer that only talks to PostgreSQL carries no Redis client. The full entry is src/index.ts.
 // Everything not exported here or there is private and may move.
@@ -15,6 +16,7 @@ export {
   InvalidTransferError,
   isFencedTransfersError,
   OutcomeFeedPrunedError,
+  UnknownWalletError,
 } from './errors.ts';
 export {
   INTAKE_BATCH_MAX,
@@ -36,6 +38,19 @@ export {
   type OutcomeKind,
   readOutcomes,
 } from './intake/outcome-feed.ts';
+export {
+  balanceAt,
+  type HistoryClient,
+  LEDGER_ENTRY_KINDS,
+  type LedgerEntryKind,
+  STATEMENT_LIMIT_DEFAULT,
+  STATEMENT_LIMIT_MAX,
+  type StatementEntry,
+  type StatementOptions,
+  type StatementPage,
+  statement,
+  type WalletBalance,
+} from './intake/wallet-history.ts';
 export type { StoredOutcome, TransferOutcome } from './ledger/outcome.ts';
 export {
   type CaptureWire,

@@ -4,8 +4,9 @@
 // bench's scratch database under another name. The case db-ceiling-first calls it exactly as
 // db-ceiling calls today's apply_transfer(), so `singleToFirstDecisionRatio` (db-ceiling over
 // db-ceiling-first, same run) falls below 1 whenever a migration slows the single path. It
-// writes the tables of today's schema (the columns added since are nullable) and has no lease
-// check, intake or feed: an anchor, never a decision the product may call.
+// writes the tables of today's schema (the columns added since are nullable, but for the running
+// balance, which its database lets be empty: see functionOfMigration()) and has no lease check,
+// intake or feed: an anchor, never a decision the product may call.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
@@ -16,11 +17,16 @@ import { type SqlRunner, UNLOCKED_FENCE } from './decision-call.ts';
 export const FIRST_DECISION_MIGRATION = '20261130000000_init';
 export const FIRST_DECISION_FUNCTION = 'bench_first_apply_transfer';
 
+/** The migration from which every ledger entry carries its running balance (NOT NULL). */
+export const RUNNING_BALANCES_MIGRATION = '20261219000000_running_balances';
+
 /**
  * Function `fn` as `migration` defined it (CREATE FUNCTION or CREATE OR REPLACE FUNCTION, the
  * first definition in the file, its options included), as a CREATE OR REPLACE FUNCTION
  * statement named `name`; throws when the migration defines none. Applied migrations never
- * change, so this is that version's exact body.
+ * change, so this is that version's exact body. A body older than the running balances writes
+ * its entries without one, so the statement first lets `balance_after` be empty in the database
+ * it runs on (a scratch database: the bench's, a test's), which costs the other writers nothing.
  */
 export function functionOfMigration(
   migration: string,
@@ -33,7 +39,10 @@ export function functionOfMigration(
   const start = head.exec(text);
   const end = start === null ? -1 : text.indexOf('\n$$;\n', start.index);
   if (start === null || end < 0) throw new Error(`${migration} defines no ${fn}()`);
-  return text.slice(start.index, end + '\n$$;\n'.length).replace(head, `CREATE OR REPLACE FUNCTION "${name}"(`);
+  const body = text.slice(start.index, end + '\n$$;\n'.length).replace(head, `CREATE OR REPLACE FUNCTION "${name}"(`);
+  return migration < RUNNING_BALANCES_MIGRATION
+    ? `ALTER TABLE ledger_entries ALTER COLUMN balance_after DROP NOT NULL;\n${body}`
+    : body;
 }
 
 /** apply_transfer() as `migration` defined it, renamed `name` (functionOfMigration). */

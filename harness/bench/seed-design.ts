@@ -41,17 +41,23 @@ export async function seedDesignTransfer(
               ${currency}::text, 'applied', ${fence}::bigint)
       ON CONFLICT (operation_id) DO NOTHING`;
       if (recorded === 0) return 'duplicate';
-      const debited = await tx.$executeRaw`
+      const debited = await tx.$queryRaw<{ balance: bigint }[]>`
       UPDATE wallets SET balance = balance - ${amountMinor}::bigint, last_fence = ${fence}::bigint, updated_at = now()
-       WHERE id = ${from}::text AND last_fence <= ${fence}::bigint AND balance >= ${amountMinor}::bigint`;
-      if (debited !== 1) throw new DebitRefusedError(`debit of ${from} for ${operationId} matched ${debited} rows`);
-      const credited = await tx.$executeRaw`
-      UPDATE wallets SET balance = balance + ${amountMinor}::bigint, updated_at = now() WHERE id = ${to}::text`;
-      if (credited !== 1) throw new Error(`credit of ${to} for ${operationId} matched ${credited} rows`);
+       WHERE id = ${from}::text AND last_fence <= ${fence}::bigint AND balance >= ${amountMinor}::bigint
+      RETURNING balance`;
+      if (debited.length !== 1) {
+        throw new DebitRefusedError(`debit of ${from} for ${operationId} matched ${debited.length} rows`);
+      }
+      const credited = await tx.$queryRaw<{ balance: bigint }[]>`
+      UPDATE wallets SET balance = balance + ${amountMinor}::bigint, updated_at = now() WHERE id = ${to}::text
+      RETURNING balance`;
+      if (credited.length !== 1) throw new Error(`credit of ${to} for ${operationId} matched ${credited.length} rows`);
       await tx.$executeRaw`
-      INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence)
-      VALUES (${operationId}::text, ${from}::text, 'debit', ${-amountMinor}::bigint, ${fence}::bigint),
-             (${operationId}::text, ${to}::text, 'credit', ${amountMinor}::bigint, ${fence}::bigint)`;
+      INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, created_at)
+      VALUES (${operationId}::text, ${from}::text, 'debit', ${-amountMinor}::bigint, ${debited[0]?.balance}::bigint,
+              ${fence}::bigint, clock_timestamp()),
+             (${operationId}::text, ${to}::text, 'credit', ${amountMinor}::bigint, ${credited[0]?.balance}::bigint,
+              ${fence}::bigint, clock_timestamp())`;
       return 'applied';
     },
     { maxWait: SEED_DESIGN_TX_MAX_WAIT_MS, timeout: SEED_DESIGN_TX_TIMEOUT_MS },

@@ -48,6 +48,7 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   'at most one debit per operation': 'exactly-once',
   "every operation's entries sum to zero": 'money',
   'every wallet balance equals the sum of its entries': 'money',
+  "every entry's running balance equals the sum of its account's entries up to it": 'money',
   'applied transfers have one debit and one credit; others none': 'exactly-once',
   'every money movement has an operation record': 'exactly-once',
   'per wallet, debit fences never decrease in commit order': 'fence',

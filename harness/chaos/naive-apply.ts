@@ -75,6 +75,30 @@ async function reject(
   return { outcome: 'rejected', operationId: request.operationId, reason, fence: token.toString() };
 }
 
+type Transaction = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
+
+/**
+ * The credit of the payee and both entries, with the running balances as this apply believes
+ * them: the source's is the value it wrote, the payee's what its row holds after the credit.
+ */
+async function creditAndPost(
+  tx: Transaction,
+  request: TransferRequest,
+  operationId: string,
+  token: bigint,
+  computed: bigint,
+): Promise<void> {
+  const credited = await tx.$queryRaw<{ balance: bigint }[]>`
+    UPDATE wallets SET balance = balance + ${request.amountMinor}::bigint, updated_at = CURRENT_TIMESTAMP
+     WHERE id = ${request.to}::text RETURNING balance`;
+  await tx.$executeRaw`
+    INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, created_at) VALUES
+      (${operationId}::text, ${request.from}::text, 'debit', ${-request.amountMinor}::bigint, ${computed}::bigint,
+       ${token}::bigint, clock_timestamp()),
+      (${operationId}::text, ${request.to}::text, 'credit', ${request.amountMinor}::bigint,
+       ${credited[0]?.balance ?? null}::bigint, ${token}::bigint, clock_timestamp())`;
+}
+
 export async function naiveApply(
   prisma: PrismaClient,
   request: TransferRequest,
@@ -140,12 +164,7 @@ export async function naiveApply(
         >`SELECT last_fence FROM wallets WHERE id = ${request.from}::text`;
         throw new StaleWrite(rows[0]?.last_fence ?? 0n);
       }
-      await tx.$executeRaw`UPDATE wallets SET balance = balance + ${request.amountMinor}::bigint, updated_at = CURRENT_TIMESTAMP
-                            WHERE id = ${request.to}::text`;
-      await tx.$executeRaw`
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence) VALUES
-          (${operationId}::text, ${request.from}::text, 'debit', ${-request.amountMinor}::bigint, ${token}::bigint),
-          (${operationId}::text, ${request.to}::text, 'credit', ${request.amountMinor}::bigint, ${token}::bigint)`;
+      await creditAndPost(tx, request, operationId, token, computed);
       // No ON CONFLICT: a twin that got here first makes this fail and roll back; the retry
       // then answers from the record.
       await tx.$executeRaw`

@@ -32,6 +32,7 @@ DECLARE
     v_from_fence    BIGINT;
     v_from_lease    UUID;
     v_to_currency   TEXT;
+    v_to_balance    BIGINT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
@@ -76,7 +77,7 @@ BEGIN
             v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance;
             v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
         END IF;
-        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; END IF;
+        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance; END IF;
     END LOOP;
 
     IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
@@ -114,9 +115,9 @@ BEGIN
     END IF;
 
     IF v_reason IS NULL THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease) VALUES
-            (p_operation_id, p_from, 'debit', -p_amount, p_fence, p_lease_id),
-            (p_operation_id, p_to, 'credit', p_amount, p_fence, p_lease_id);
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at) VALUES
+            (p_operation_id, p_from, 'debit', -p_amount, v_from_balance - p_amount, p_fence, p_lease_id, clock_timestamp()),
+            (p_operation_id, p_to, 'credit', p_amount, v_to_balance + p_amount, p_fence, p_lease_id, clock_timestamp());
     END IF;
 
     -- The record, then what it decides (as in the batch): the intake's request marked decided and

@@ -56,8 +56,9 @@ DECLARE
     e_status TEXT[] := array_fill(NULL::TEXT, ARRAY[v_n]); e_reason TEXT[] := e_status; e_to TEXT[] := e_status;
     e_amount BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_n]); e_detail JSONB[] := array_fill(NULL::JSONB, ARRAY[v_n]);
     -- Ledger entries in decision order; holds released at expiry; requests to close.
+    -- Each entry's running balance: its account's balance after it (a `$held:` account's is the held amount).
     l_op TEXT[] := '{}'; l_wallet TEXT[] := '{}'; l_amount BIGINT[] := '{}'; l_fence BIGINT[] := '{}'; l_lease UUID[] := '{}';
-    l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
+    l_balance BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
     -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
@@ -111,10 +112,10 @@ BEGIN
             v_wallet := v.wallets[v_j];
             v_w := CASE WHEN v_wallet IN (v_from, '$held:' || v_from) THEN v_fi WHEN v_wallet = p_tos[v_i] THEN v_ti
                         ELSE array_position(w_id, v_wallet) END;
-            IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j];
-            ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; END IF;
-            w_touched[v_w] := TRUE;
             l_count := l_count + 1;
+            IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j]; l_balance[l_count] := w_held[v_w];
+            ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
+            w_touched[v_w] := TRUE;
             l_op[l_count] := v_entries; l_wallet[l_count] := v_wallet; l_amount[l_count] := v.amounts[v_j];
             l_fence[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_fence END;
             l_lease[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_lease END;
@@ -155,8 +156,8 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
-    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_touched, l_op, l_wallet, l_amount, l_fence,
-                             l_lease, h, h_read, h_ended, s, s_read);
+    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_touched, l_op, l_wallet, l_amount, l_balance,
+                             l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
                               p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
 END;

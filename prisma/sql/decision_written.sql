@@ -1,6 +1,8 @@
 -- What a batch's decisions did, written once per table: the wallets (every row that moved, or
 -- nothing commits; CHECK (balance >= 0) and CHECK (held >= 0) stay the last line of defence), the
--- ledger in decision order (a negative amount is a debit), the holds placed (after p_holds_read in
+-- ledger in decision order (a negative amount is a debit; each entry with its account's balance
+-- after it, stamped with the clock once every lock is held, so a wallet's entries ascend in time as
+-- they do in id), the holds placed (after p_holds_read in
 -- p_holds) and those that ended, and the legs of the splits applied (after p_legs_read in p_legs).
 -- The records and events follow (decision_recorded()). Answers how many wallet rows it wrote.
 -- Called by decide_batch() only, under its settings (index lookups, generic plans).
@@ -14,6 +16,7 @@ CREATE OR REPLACE FUNCTION "decision_written"(
     p_entry_ops       TEXT[],
     p_entry_wallets   TEXT[],
     p_entry_amounts   BIGINT[],
+    p_entry_balances  BIGINT[],
     p_entry_fences    BIGINT[],
     p_entry_leases    UUID[],
     p_holds           holds[],
@@ -48,10 +51,11 @@ BEGIN
         END IF;
     END IF;
     IF cardinality(p_entry_ops) > 0 THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, fence, lease)
-        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.fence, e.lease
-          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_fences, p_entry_leases) WITH ORDINALITY
-               AS e(op, wallet, amount, fence, lease, n)
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at)
+        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.balance, e.fence,
+               e.lease, clock_timestamp()
+          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_balances, p_entry_fences, p_entry_leases)
+               WITH ORDINALITY AS e(op, wallet, amount, balance, fence, lease, n)
          ORDER BY e.n;
     END IF;
     IF cardinality(p_holds) > p_holds_read THEN
@@ -77,4 +81,4 @@ BEGIN
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION decision_written(text[],bigint[],bigint[],bigint[],uuid[],boolean[],text[],text[],bigint[],bigint[],uuid[],holds[],integer,boolean[],split_legs[],integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION decision_written(text[],bigint[],bigint[],bigint[],uuid[],boolean[],text[],text[],bigint[],bigint[],bigint[],uuid[],holds[],integer,boolean[],split_legs[],integer) FROM PUBLIC;

@@ -50,3 +50,20 @@ export function amountFlag(value: string, flag: string): bigint {
     throw new UsageError(`${flag} must be an integer amount in minor units, got ${JSON.stringify(value)}`);
   return BigInt(value);
 }
+
+/**
+ * An ISO 8601 instant with its zone (`2026-12-19T10:00:00Z`, `…T11:00:00.250+01:00`) or a date
+ * alone (midnight UTC). A time without a zone would be read in the machine's, and more than
+ * milliseconds would be cut off silently: both are refused.
+ */
+const INSTANT_PATTERN = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/;
+
+/** A flag's value as an instant (see INSTANT_PATTERN). */
+export function instantFlag(value: string, flag: string): Date {
+  const instant = new Date(value);
+  if (!INSTANT_PATTERN.test(value) || Number.isNaN(instant.getTime()))
+    throw new UsageError(
+      `${flag} must be an ISO 8601 instant with its zone (2026-12-19T10:00:00Z) or a date, got ${JSON.stringify(value)}`,
+    );
+  return instant;
+}

@@ -100,7 +100,7 @@ await runCli(async () => {
         if (serverErrorOf(err)?.sqlState === '42501')
           throw new ConfigError(
             'DATABASE_URL',
-            '--prune-before needs the owner (the read role may only read the feed)',
+            "--prune-before needs the owner (the read role may only read the feed and wallets' history)",
           );
         throw err;
       } finally {

@@ -10,6 +10,7 @@ import {
   OutcomeFeedPrunedError,
   SessionBoundsError,
   StartupError,
+  UnknownWalletError,
   UsageError,
   WorkerRoleError,
 } from '../errors.ts';
@@ -25,6 +26,7 @@ const EXPECTED_ERRORS = [
   IntakeConflictError,
   InvalidTransferError,
   OutcomeFeedPrunedError,
+  UnknownWalletError,
   RangeError,
 ] as const;
 

@@ -5,8 +5,10 @@
 //   INTAKE_TRACED_OPERATION_FUNCTION):
 //   a service requests transfers and payments in its own transaction and can touch no table directly;
 // - the read role (`npm run db:read-role`) may do the same with outcome_events_after()
-//   (OUTCOME_FEED_FUNCTION): it reads the outcome feed and nothing else.
-// Both functions are SECURITY DEFINER (the intake-and-outcome-feed migration). The refusals are
+//   (OUTCOME_FEED_FUNCTION), wallet_balance_at() and wallet_statement()
+//   (WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION): it reads the outcome feed and a
+//   wallet's history, and nothing else.
+// Every such function is SECURITY DEFINER (the intake-and-outcome-feed and running-balances migrations). The refusals are
 // the worker role's: the caller itself, a role with any power, a member of a role, an owner of
 // anything. Its sessions' bounds become its defaults in the database, as for the worker role.
 import { WORKER_DB_PASSWORD_PATTERN } from '../config/config.ts';
@@ -18,6 +20,7 @@ import {
   INTAKE_TRACED_OPERATION_FUNCTION,
 } from '../intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../intake/outcome-feed.ts';
+import { WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION } from '../intake/wallet-history.ts';
 import type { SessionBoundsConfig, SessionSetting } from './session-bounds.ts';
 import { ensureLoginRole, expectedRolePrivileges, type LoginRoleSpec } from './worker-role-grants.ts';
 
@@ -37,7 +40,11 @@ export const INTAKE_ROLES: Readonly<Record<IntakeRoleKind, IntakeRoleSpec>> = Ob
     fns: [INTAKE_FUNCTION, INTAKE_OPERATION_FUNCTION, INTAKE_TRACED_FUNCTION, INTAKE_TRACED_OPERATION_FUNCTION],
     passwordVariable: 'PRODUCER_DB_PASSWORD',
   },
-  read: { kind: 'read', fns: [OUTCOME_FEED_FUNCTION], passwordVariable: 'READ_DB_PASSWORD' },
+  read: {
+    kind: 'read',
+    fns: [OUTCOME_FEED_FUNCTION, WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION],
+    passwordVariable: 'READ_DB_PASSWORD',
+  },
 });
 
 /**

@@ -136,17 +136,10 @@ async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResu
     ),
     // Both of a wallet's accounts, in one pass over the entries: its own (`balance`) and its
     // holding account `$held:<wallet>` (`held`).
+    await check('every wallet balance equals the sum of its entries', walletSums(tx, limit)),
     await check(
-      'every wallet balance equals the sum of its entries',
-      tx.$queryRaw<Row[]>`
-        SELECT w.id AS wallet, w.balance, coalesce(e.own, 0) AS entries_sum, w.held, coalesce(e.held, 0) AS held_entries_sum
-          FROM wallets w
-          LEFT JOIN (SELECT CASE WHEN starts_with(wallet_id, '$held:') THEN substr(wallet_id, 7) ELSE wallet_id END AS wallet,
-                            sum(amount) FILTER (WHERE NOT starts_with(wallet_id, '$held:')) AS own,
-                            sum(amount) FILTER (WHERE starts_with(wallet_id, '$held:')) AS held
-                       FROM ledger_entries GROUP BY 1) e
-            ON e.wallet = w.id
-         WHERE w.balance <> coalesce(e.own, 0) OR w.held <> coalesce(e.held, 0) ORDER BY w.id LIMIT ${limit}`,
+      "every entry's running balance equals the sum of its account's entries up to it",
+      runningBalances(tx, limit),
     ),
     await check('applied transfers have one debit and one credit; others none', entriesByKind(tx, limit)),
     // The sweep's releases have no record of their own: they are the expired hold's, named
@@ -191,6 +184,33 @@ async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResu
          GROUP BY wallet_id, fence HAVING count(*) > 1 ORDER BY wallet_id, fence LIMIT ${limit}`,
     ),
   ];
+}
+
+/** A wallet whose `balance` is not the sum of its entries, or whose `held` not that of `$held:<wallet>`'s. */
+function walletSums(tx: Reader, limit: number): Promise<Row[]> {
+  return tx.$queryRaw<Row[]>`
+    SELECT w.id AS wallet, w.balance, coalesce(e.own, 0) AS entries_sum, w.held, coalesce(e.held, 0) AS held_entries_sum
+      FROM wallets w
+      LEFT JOIN (SELECT CASE WHEN starts_with(wallet_id, '$held:') THEN substr(wallet_id, 7) ELSE wallet_id END AS wallet,
+                        sum(amount) FILTER (WHERE NOT starts_with(wallet_id, '$held:')) AS own,
+                        sum(amount) FILTER (WHERE starts_with(wallet_id, '$held:')) AS held
+                   FROM ledger_entries GROUP BY 1) e
+        ON e.wallet = w.id
+     WHERE w.balance <> coalesce(e.own, 0) OR w.held <> coalesce(e.held, 0) ORDER BY w.id LIMIT ${limit}`;
+}
+
+/**
+ * Each entry's running balance (its account's balance after it; a holding account's is its
+ * wallet's held) is the sum of the account's entries up to it, in id order: the order the
+ * wallet's row lock gave them.
+ */
+function runningBalances(tx: Reader, limit: number): Promise<Row[]> {
+  return tx.$queryRaw<Row[]>`
+    SELECT id AS entry, wallet_id AS account, operation_id, amount, balance_after, running AS entries_sum FROM (
+      SELECT id, wallet_id, operation_id, amount, balance_after,
+             sum(amount) OVER (PARTITION BY wallet_id ORDER BY id) AS running
+        FROM ledger_entries) r
+     WHERE balance_after <> running ORDER BY id LIMIT ${limit}`;
 }
 
 /**

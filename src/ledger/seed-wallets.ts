@@ -40,25 +40,42 @@ export function validateSeedRequest(req: SeedRequest): void {
   if (!/^[A-Z]{3}$/.test(req.currency)) throw new RangeError('--currency must be three capital letters, like EUR');
 }
 
+/** The seed's transaction: its statement bounded by the server's statement_timeout, not Prisma's 5 s. */
+const SEED_TRANSACTION = { maxWait: 60_000, timeout: 3_600_000 } as const;
+
 export async function seedWallets(prisma: PrismaClient, req: SeedRequest): Promise<SeedResult> {
   validateSeedRequest(req);
-  // One statement: the wallets that are new get their opening entry pair, the others nothing.
-  const rows = await prisma.$queryRaw<{ created: bigint; entries: bigint }[]>`
-    WITH new_wallets AS (
-      INSERT INTO wallets (id, currency, balance)
-      SELECT ${req.prefix}::text || g, ${req.currency}::text, ${req.balanceMinor}::bigint
-        FROM generate_series(1, ${req.wallets}::int) AS g
-      ON CONFLICT (id) DO NOTHING
-      RETURNING id, currency, balance
-    ), entries AS (
-      INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount)
-      SELECT ${OPENING_OPERATION_PREFIX}::text || id, id, 'opening', balance FROM new_wallets WHERE balance > 0
-      UNION ALL
-      SELECT ${OPENING_OPERATION_PREFIX}::text || id, ${FUNDING_ACCOUNT_PREFIX}::text || currency, 'funding', -balance
-        FROM new_wallets WHERE balance > 0
-      RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM new_wallets) AS created, (SELECT count(*) FROM entries) AS entries`;
+  const funding = `${FUNDING_ACCOUNT_PREFIX}${req.currency}`;
+  // One statement after the funding account's lock (two seeds of a currency post its running
+  // balance one after the other): the wallets that are new get their opening entry pair, in
+  // wallet-id order, each entry with its account's balance after it; the others nothing.
+  const rows = await prisma.$transaction(async (tx) => {
+    await tx.$queryRaw`SELECT pg_advisory_xact_lock(hashtextextended(${funding}::text, 0))::text AS locked`;
+    return tx.$queryRaw<{ created: bigint; entries: bigint }[]>`
+      WITH new_wallets AS (
+        INSERT INTO wallets (id, currency, balance)
+        SELECT ${req.prefix}::text || g, ${req.currency}::text, ${req.balanceMinor}::bigint
+          FROM generate_series(1, ${req.wallets}::int) AS g
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id, currency, balance
+      ), funded AS (
+        SELECT n.id, n.balance,
+               coalesce((SELECT e.balance_after FROM ledger_entries e WHERE e.wallet_id = ${funding}::text
+                          ORDER BY e.created_at DESC, e.id DESC LIMIT 1), 0)
+                 - sum(n.balance) OVER (ORDER BY n.id) AS funding_after
+          FROM new_wallets n WHERE n.balance > 0
+      ), entries AS (
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, created_at)
+        SELECT ${OPENING_OPERATION_PREFIX}::text || f.id, x.wallet, x.kind, x.amount, x.after, clock_timestamp()
+          FROM funded f
+         CROSS JOIN LATERAL (VALUES (1, f.id, 'opening', f.balance, f.balance),
+                                    (2, ${funding}::text, 'funding', -f.balance, f.funding_after))
+               AS x(n, wallet, kind, amount, after)
+         ORDER BY f.id, x.n
+        RETURNING 1
+      )
+      SELECT (SELECT count(*) FROM new_wallets) AS created, (SELECT count(*) FROM entries) AS entries`;
+  }, SEED_TRANSACTION);
   const row = rows[0];
   if (row === undefined) throw new Error('seed statement returned no row');
   return { requested: req.wallets, created: Number(row.created), openingEntries: Number(row.entries) };

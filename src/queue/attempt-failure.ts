@@ -69,7 +69,7 @@ export function permanentKindOfCode(code: ErrorCode): PermanentKind | undefined 
     case 'LOCK_LOST':
     case 'DECISION_TIMEOUT':
     case 'RETRYABLE_TRANSFER':
-    // Errors of the commands, the intake and the feed: never thrown inside an attempt, retried if one is.
+    // Errors of the commands, the intake, the feed and the history: never thrown inside an attempt, retried if one is.
     case 'CONFIG':
     case 'USAGE':
     case 'STARTUP':
@@ -81,6 +81,7 @@ export function permanentKindOfCode(code: ErrorCode): PermanentKind | undefined 
     case 'INVALID_TRANSFER':
     case 'INTAKE_CONFLICT':
     case 'OUTCOME_FEED_PRUNED':
+    case 'UNKNOWN_WALLET':
       return undefined;
     default: {
       const unclassified: never = code;

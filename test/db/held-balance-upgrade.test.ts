@@ -1,7 +1,7 @@
 // The held_balance migration on a database that already has holds: each holding wallet row
 // (`$held:<wallet>`, the payments migration's) becomes its wallet's `held`, the rows go, and
 // the ledger reconciles as it did, with every hold still capturable and releasable.
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -12,8 +12,9 @@ import { dropDatabase } from '../../src/db/database-admin.ts';
 import { migrate } from '../../src/db/migrations.ts';
 import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
-import { seedWallets } from '../../src/ledger/seed-wallets.ts';
+import { migrateBefore } from '../support/migrate-before.ts';
 import { applyPayments, balancesOf, said } from '../support/payments.ts';
+import { seedBeforeRunningBalances } from '../support/seed-before-running-balances.ts';
 import { uniqueName } from '../support/test-db.ts';
 
 const HELD_BALANCE = '20261211000000_held_balance';
@@ -33,18 +34,8 @@ describe(`migration ${HELD_BALANCE}`, () => {
   it("moves every holding wallet's balance into its wallet's held and drops the rows", async () => {
     // The schema as it was before: every migration up to the payments'. The later ones go too:
     // they may redefine a function over the held column (the decision-edges migration does).
-    cpSync(MIGRATIONS_DIR, before, { recursive: true });
-    const fromHeldBalance = readdirSync(before)
-      .filter((name) => /^\d{14}_/.test(name) && name >= HELD_BALANCE)
-      .sort();
-    for (const name of fromHeldBalance) rmSync(join(before, name), { recursive: true });
-    await migrate(url, before);
-    const prisma = createPrisma({ ...loadConfig(), databaseUrl: url });
-    try {
-      await seedWallets(prisma, { wallets: 3, balanceMinor: 1_000n, prefix: 'w', currency: 'EUR' });
-    } finally {
-      await closePrisma(prisma);
-    }
+    const fromHeldBalance = await migrateBefore(url, HELD_BALANCE, before);
+    await seedBeforeRunningBalances(pool, 3, 1_000n);
     const decided = await applyPayments(pool, [
       { kind: 'hold', operationId: 'h1', from: 'w1', to: 'w2', amount: 300n, expiresInMs: 600_000, fence: 1n },
       { kind: 'hold', operationId: 'h2', from: 'w1', to: 'w3', amount: 50n, expiresInMs: 600_000, fence: 1n },

@@ -1,7 +1,7 @@
 // The intake's two login roles (`npm run db:producer-role`, `npm run db:read-role`). Connected
 // as the producer role, request_transfer() works and every other statement on the tables and
 // functions of the intake, the feed and the ledger fails with 42501; the read role may only read
-// the feed. Control: a privilege granted by hand (INSERT on transfer_requests) is seen by the
+// the feed and a wallet's history (its balance at an instant, its statement). Control: a privilege granted by hand (INSERT on transfer_requests) is seen by the
 // same check, and the command takes it away again.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -165,7 +165,7 @@ describe('npm run db:producer-role', () => {
 });
 
 describe('npm run db:read-role', () => {
-  it('creates a login role that may read the feed and nothing else', async () => {
+  it("creates a login role that may read the feed and a wallet's history, and nothing else", async () => {
     const run = await runSource('src/cli/read-role.ts', ['--role', readRole], {
       DATABASE_URL: db.url,
       READ_DB_PASSWORD: PASSWORD,
@@ -174,6 +174,8 @@ describe('npm run db:read-role', () => {
     expect((lastJsonLine(run) as { privileges: string[] }).privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
       'FUNCTION public.outcome_events_after(bigint,integer) EXECUTE',
+      'FUNCTION public.wallet_balance_at(text,timestamp with time zone) EXECUTE',
+      'FUNCTION public.wallet_statement(text,timestamp with time zone,timestamp with time zone,timestamp with time zone,bigint,integer,boolean) EXECUTE',
       'SCHEMA public USAGE',
     ]);
     expect(`${run.stdout}${run.stderr}`).not.toContain(PASSWORD);

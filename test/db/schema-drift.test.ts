@@ -26,7 +26,7 @@ beforeAll(async () => {
     ALTER TABLE wallets ALTER COLUMN currency TYPE char(4);
     ALTER TABLE wallets ALTER COLUMN created_at TYPE timestamp(6) without time zone;
     ALTER TABLE wallets ADD COLUMN nickname text;
-    DROP INDEX ledger_entries_wallet_id_idx;
+    DROP INDEX ledger_entries_wallet_time_idx;
     CREATE INDEX wallets_currency_idx ON wallets (currency);
     CREATE TABLE stray (id int);
   `);
@@ -78,7 +78,7 @@ describe('the schema parser', () => {
     const entries = tables[2];
     expect(entries?.columns.find((c) => c.field === 'id')?.default).toEqual({ kind: 'autoincrement' });
     expect(entries?.indexes).toEqual([
-      { name: 'ledger_entries_wallet_id_idx', columns: ['wallet_id'] },
+      { name: 'ledger_entries_wallet_time_idx', columns: ['wallet_id', 'created_at', 'id'] },
       { name: 'ledger_entries_operation_id_idx', columns: ['operation_id'] },
     ]);
   });
@@ -134,8 +134,8 @@ describe('schema.prisma against the migrated database', () => {
         {
           kind: 'missing_index',
           table: 'ledger_entries',
-          index: 'ledger_entries_wallet_id_idx',
-          expected: 'wallet_id',
+          index: 'ledger_entries_wallet_time_idx',
+          expected: 'wallet_id, created_at, id',
         },
         { kind: 'extra_index', table: 'wallets', index: 'wallets_currency_idx', actual: 'currency' },
         { kind: 'extra_table', table: 'stray' },

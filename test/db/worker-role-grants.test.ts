@@ -23,6 +23,7 @@ import {
   INTAKE_TRACED_OPERATION_FUNCTION,
 } from '../../src/intake/intake.ts';
 import { OUTCOME_FEED_FUNCTION } from '../../src/intake/outcome-feed.ts';
+import { WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION } from '../../src/intake/wallet-history.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { describeRun, lastJsonLine, runSource } from '../support/cli-process.ts';
@@ -234,6 +235,8 @@ describe('the decision functions', () => {
           INTAKE_TRACED_FUNCTION,
           INTAKE_TRACED_OPERATION_FUNCTION,
           OUTCOME_FEED_FUNCTION,
+          WALLET_BALANCE_AT_FUNCTION,
+          WALLET_STATEMENT_FUNCTION,
           ...RELAY_FUNCTIONS,
         ]),
       ].sort(),
@@ -271,7 +274,7 @@ describe('ledger_entries is append-only for the owner too', () => {
     expect(
       await outcome(
         db.pg,
-        "INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount) VALUES ('fix-1', 'w1', 'credit', 1)",
+        "INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after) VALUES ('fix-1', 'w1', 'credit', 1, 1)",
       ),
     ).toBe('ok');
   });

@@ -44,6 +44,7 @@ DECLARE
     -- The two wallets' rows (currency NULL: no row).
     v_from_currency TEXT;
     v_from_balance  BIGINT;
+    v_from_limit    BIGINT;
     v_from_fence    BIGINT;
     v_from_lease    UUID;
     v_to_currency   TEXT;
@@ -85,11 +86,11 @@ BEGIN
     END IF;
 
     FOR v_wallet IN
-        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease
+        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease, w.credit_limit
           FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
     LOOP
         IF v_wallet.id = p_from THEN
-            v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance;
+            v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance; v_from_limit := v_wallet.credit_limit;
             v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
         END IF;
         IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance; END IF;
@@ -99,7 +100,8 @@ BEGIN
         RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from_fence;
         RETURN;
     END IF;
-    v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency, v_from_balance, p_amount);
+    v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency,
+                                 v_from_balance + v_from_limit, p_amount);
     v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
 
     IF v_from_currency IS NOT NULL THEN
@@ -202,7 +204,8 @@ DECLARE
     v_names    BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
     v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ;
     -- The locked wallets, by id, as the batch's decisions leave them.
-    w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[];
+    -- A debit may take a wallet's balance down to minus its credit limit (w_limit), never below.
+    w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[]; w_limit BIGINT[];
     w_touched  BOOLEAN[];
     -- The holds named (h_read of them), then those placed here; which of the named ended here.
     h_id TEXT[]; h holds[]; h_read INTEGER; h_ended BOOLEAN[];
@@ -228,7 +231,7 @@ BEGIN
     v_j := decision_operations_locked(p_operation_ids);
     v := decision_state_read(p_kinds, p_froms, p_tos, p_refs, p_legs);
     w_id := v.w_id; w_currency := v.w_currency; w_balance := v.w_balance; w_held := v.w_held; w_fence := v.w_fence;
-    w_lease := v.w_lease; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
+    w_lease := v.w_lease; w_limit := v.w_limit; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
     v := decision_records_found(p_operation_ids);
     r_op := v.r_op; r_hash := v.r_hash; r_status := v.r_status; r_reason := v.r_reason; r_fence := v.r_fence;
     w_touched := array_fill(FALSE, ARRAY[cardinality(w_id)]);
@@ -260,11 +263,11 @@ BEGIN
         v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
             v := decision_moved(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], w_currency[v_fi],
-                     w_currency[v_ti], w_balance[v_fi],
+                     w_currency[v_ti], w_balance[v_fi] + w_limit[v_fi],
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
-                     v_now, w_id, w_currency, w_balance, h_id, h, o_id, o, s, f_key, f_sum);
+                     v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
         END IF;
         v_entries := CASE WHEN v.expiry_released THEN '$expiry:' || v_ref ELSE v_op END;
         FOR v_j IN 1 .. coalesce(cardinality(v.wallets), 0) LOOP
@@ -774,7 +777,7 @@ CREATE TABLE public.split_legs (
 -- Name: decision_state_read(text[], text[], text[], text[], jsonb[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) RETURNS record
+CREATE FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) RETURNS record
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -802,7 +805,7 @@ BEGIN
     END IF;
     v_locked := decision_wallets_locked(v_wallets);
     w_id := v_locked.w_id; w_currency := v_locked.w_currency; w_balance := v_locked.w_balance; w_held := v_locked.w_held;
-    w_fence := v_locked.w_fence; w_lease := v_locked.w_lease;
+    w_fence := v_locked.w_fence; w_lease := v_locked.w_lease; w_limit := v_locked.w_limit;
     IF NOT v_names THEN
         RETURN;
     END IF;
@@ -825,6 +828,7 @@ BEGIN
         w_id := w_id || v_locked.w_id; w_currency := w_currency || v_locked.w_currency;
         w_balance := w_balance || v_locked.w_balance; w_held := w_held || v_locked.w_held;
         w_fence := w_fence || v_locked.w_fence; w_lease := w_lease || v_locked.w_lease;
+        w_limit := w_limit || v_locked.w_limit;
     END IF;
     -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
     -- which (hold_rejected or hold_not_found).
@@ -845,10 +849,10 @@ END;
 $$;
 
 --
--- Name: decision_verdict(text, text, text, text, bigint, text, text, jsonb, timestamp with time zone, text[], text[], bigint[], text[], public.holds[], text[], public.transfers[], public.split_legs[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: decision_verdict(text, text, text, text, bigint, text, text, jsonb, timestamp with time zone, text[], text[], bigint, text[], public.holds[], text[], public.transfers[], public.split_legs[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], w_balance bigint[], h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]) RETURNS record
+CREATE FUNCTION public.decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], p_spendable bigint, h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]) RETURNS record
     LANGUAGE plpgsql STABLE
     AS $$
 DECLARE
@@ -862,9 +866,9 @@ BEGIN
         RETURN decision_refunded(p_from, p_to, p_amount, o[v_o], h[v_k],
                    (SELECT (x).amount FROM unnest(s) x WHERE (x).operation_id = p_ref AND (x).to_wallet = p_from),
                    f_sum[array_position(f_key, p_ref || E'\n' || p_from)], w_currency[v_fi],
-                   w_currency[array_position(w_id, (o[v_o]).from_wallet)], w_balance[v_fi]);
+                   w_currency[array_position(w_id, (o[v_o]).from_wallet)], p_spendable);
     END IF;
-    RETURN decision_split(p_op, p_from, p_amount, p_currency, p_legs, w_id, w_currency, w_balance[v_fi]);
+    RETURN decision_split(p_op, p_from, p_amount, p_currency, p_legs, w_id, w_currency, p_spendable);
 END;
 $$;
 
@@ -890,15 +894,16 @@ $_$;
 -- Name: decision_wallets_locked(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]) RETURNS record
+CREATE FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[]) RETURNS record
     LANGUAGE plpgsql
     AS $$
 BEGIN
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
            coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.held ORDER BY l.id), '{}'),
-           coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'), coalesce(array_agg(l.last_lease ORDER BY l.id), '{}')
-      INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease
-      FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease FROM wallets w
+           coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'), coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'),
+           coalesce(array_agg(l.credit_limit ORDER BY l.id), '{}')
+      INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_limit
+      FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease, w.credit_limit FROM wallets w
              WHERE w.id = ANY (p_ids) ORDER BY w.id FOR UPDATE) l;
 END;
 $$;
@@ -2032,7 +2037,9 @@ CREATE TABLE public.wallets (
     updated_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
     last_lease uuid,
     held bigint DEFAULT 0 NOT NULL,
-    CONSTRAINT wallets_balance_non_negative CHECK ((balance >= 0)),
+    credit_limit bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT wallets_balance_within_limit CHECK ((balance >= (- credit_limit))),
+    CONSTRAINT wallets_credit_limit_range CHECK (((credit_limit >= 0) AND (credit_limit <= '100000000000000000'::bigint))),
     CONSTRAINT wallets_currency_format CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT wallets_held_non_negative CHECK ((held >= 0)),
     CONSTRAINT wallets_last_fence_non_negative CHECK ((last_fence >= 0))
@@ -2245,16 +2252,16 @@ REVOKE ALL ON FUNCTION public.decision_split(p_op text, p_from text, p_amount bi
 REVOKE ALL ON FUNCTION public.decision_stale(p_wallet_fence bigint, p_wallet_lease uuid, p_fence bigint, p_lease uuid) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], w_balance bigint[], h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], p_spendable bigint, h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], w_balance bigint[], h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], p_spendable bigint, h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]); Type: ACL; Schema: public; Owner: -
@@ -2263,10 +2270,10 @@ REVOKE ALL ON FUNCTION public.decision_verdict(p_kind text, p_op text, p_from te
 REVOKE ALL ON FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -

@@ -16,10 +16,11 @@ export type SqlViolations = ReadonlyMap<string, readonly Counterexample[]>;
 
 export const PAYMENT_SQL_INVARIANTS: readonly SqlInvariant[] = [
   {
-    name: 'available balance >= 0 and held >= 0 on every wallet',
+    name: 'available balance >= -credit limit and held >= 0 on every wallet',
     group: 'money',
     rows: (prisma) =>
-      prisma.$queryRaw`SELECT id AS wallet, balance, held FROM wallets WHERE balance < 0 OR held < 0 ORDER BY id`,
+      prisma.$queryRaw`SELECT id AS wallet, balance, credit_limit, held FROM wallets
+                        WHERE balance < -credit_limit OR held < 0 ORDER BY id`,
   },
   {
     name: 'every hold ended at most once, with captured + released = amount',

@@ -29,6 +29,7 @@ DECLARE
     -- The two wallets' rows (currency NULL: no row).
     v_from_currency TEXT;
     v_from_balance  BIGINT;
+    v_from_limit    BIGINT;
     v_from_fence    BIGINT;
     v_from_lease    UUID;
     v_to_currency   TEXT;
@@ -70,11 +71,11 @@ BEGIN
     END IF;
 
     FOR v_wallet IN
-        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease
+        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease, w.credit_limit
           FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
     LOOP
         IF v_wallet.id = p_from THEN
-            v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance;
+            v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance; v_from_limit := v_wallet.credit_limit;
             v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
         END IF;
         IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance; END IF;
@@ -84,7 +85,8 @@ BEGIN
         RETURN QUERY SELECT 'stale_fence'::TEXT, NULL::TEXT, NULL::TEXT, NULL::BIGINT, v_from_fence;
         RETURN;
     END IF;
-    v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency, v_from_balance, p_amount);
+    v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency,
+                                 v_from_balance + v_from_limit, p_amount);
     v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
 
     IF v_from_currency IS NOT NULL THEN

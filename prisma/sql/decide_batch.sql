@@ -43,7 +43,8 @@ DECLARE
     v_names    BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
     v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ;
     -- The locked wallets, by id, as the batch's decisions leave them.
-    w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[];
+    -- A debit may take a wallet's balance down to minus its credit limit (w_limit), never below.
+    w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[]; w_limit BIGINT[];
     w_touched  BOOLEAN[];
     -- The holds named (h_read of them), then those placed here; which of the named ended here.
     h_id TEXT[]; h holds[]; h_read INTEGER; h_ended BOOLEAN[];
@@ -69,7 +70,7 @@ BEGIN
     v_j := decision_operations_locked(p_operation_ids);
     v := decision_state_read(p_kinds, p_froms, p_tos, p_refs, p_legs);
     w_id := v.w_id; w_currency := v.w_currency; w_balance := v.w_balance; w_held := v.w_held; w_fence := v.w_fence;
-    w_lease := v.w_lease; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
+    w_lease := v.w_lease; w_limit := v.w_limit; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
     v := decision_records_found(p_operation_ids);
     r_op := v.r_op; r_hash := v.r_hash; r_status := v.r_status; r_reason := v.r_reason; r_fence := v.r_fence;
     w_touched := array_fill(FALSE, ARRAY[cardinality(w_id)]);
@@ -101,11 +102,11 @@ BEGIN
         v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
             v := decision_moved(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], w_currency[v_fi],
-                     w_currency[v_ti], w_balance[v_fi],
+                     w_currency[v_ti], w_balance[v_fi] + w_limit[v_fi],
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
-                     v_now, w_id, w_currency, w_balance, h_id, h, o_id, o, s, f_key, f_sum);
+                     v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
         END IF;
         v_entries := CASE WHEN v.expiry_released THEN '$expiry:' || v_ref ELSE v_op END;
         FOR v_j IN 1 .. coalesce(cardinality(v.wallets), 0) LOOP

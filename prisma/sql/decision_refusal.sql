@@ -2,8 +2,10 @@
 -- (docs/reference/outcomes.md): same_wallet, unknown_wallet (a wallet without a row has no
 -- currency), currency_mismatch (the two wallets' currencies, and the one the request names), the
 -- kind's own refusal when it has one (a hold's expiry_out_of_range), then insufficient_funds.
--- NULL when the money may move. A transfer, a hold, each leg of a split (no balance: the split
--- checks its total once) and a refund (after its bound) all ask it; inlined into its caller.
+-- NULL when the money may move. p_balance is what the source may still debit: its balance plus its
+-- credit limit (a debit may take the balance down to minus the limit, never below). A transfer, a
+-- hold, each leg of a split (no balance: the split checks its total once) and a refund (after its
+-- bound) all ask it; inlined into its caller.
 CREATE OR REPLACE FUNCTION "decision_refusal"(
     p_from          TEXT,
     p_to            TEXT,

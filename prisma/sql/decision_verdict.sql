@@ -3,7 +3,8 @@
 -- left it (the locked wallets, the holds, originals, split legs and refunded sums decide_batch()
 -- keeps; passed read-only). A capture and a void: decision_hold_ended(); a refund:
 -- decision_refunded(); a split: decision_split(). A transfer's and a hold's is decision_moved(),
--- which decide_batch() asks itself; every kind's verdict has the same fields.
+-- which decide_batch() asks itself; every kind's verdict has the same fields. p_spendable is what the
+-- source may still debit: its balance plus its credit limit.
 CREATE OR REPLACE FUNCTION "decision_verdict"(
     p_kind          TEXT,
     p_op            TEXT,
@@ -16,7 +17,7 @@ CREATE OR REPLACE FUNCTION "decision_verdict"(
     p_now           TIMESTAMPTZ,
     w_id            TEXT[],
     w_currency      TEXT[],
-    w_balance       BIGINT[],
+    p_spendable     BIGINT,
     h_id            TEXT[],
     h               holds[],
     o_id            TEXT[],
@@ -39,10 +40,10 @@ BEGIN
         RETURN decision_refunded(p_from, p_to, p_amount, o[v_o], h[v_k],
                    (SELECT (x).amount FROM unnest(s) x WHERE (x).operation_id = p_ref AND (x).to_wallet = p_from),
                    f_sum[array_position(f_key, p_ref || E'\n' || p_from)], w_currency[v_fi],
-                   w_currency[array_position(w_id, (o[v_o]).from_wallet)], w_balance[v_fi]);
+                   w_currency[array_position(w_id, (o[v_o]).from_wallet)], p_spendable);
     END IF;
-    RETURN decision_split(p_op, p_from, p_amount, p_currency, p_legs, w_id, w_currency, w_balance[v_fi]);
+    RETURN decision_split(p_op, p_from, p_amount, p_currency, p_legs, w_id, w_currency, p_spendable);
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION decision_verdict(text,text,text,text,bigint,text,text,jsonb,timestamp with time zone,text[],text[],bigint[],text[],holds[],text[],transfers[],split_legs[],text[],bigint[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION decision_verdict(text,text,text,text,bigint,text,text,jsonb,timestamp with time zone,text[],text[],bigint,text[],holds[],text[],transfers[],split_legs[],text[],bigint[]) FROM PUBLIC;

@@ -90,6 +90,7 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
           counterexamples:
             balanceSum === openingSum ? [] : [{ balanceSum: balanceSum.toString(), openingSum: openingSum.toString() }],
         },
+        ...(await limitInvariants(tx, check)),
         ...(await ledgerInvariants(tx, check)),
         ...(await paymentInvariants(tx, check)),
       ];
@@ -111,17 +112,41 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
   );
 }
 
+/**
+ * A wallet's balance is its available balance, which debits may take down to minus its credit
+ * limit (0 by default); what its holds reserve is its `held` (the balance of its holding account,
+ * `$held:<wallet>`), never below zero. Now, and at every entry of the ledger's history: each
+ * entry's running balance against its wallet's limit (a holding account's against zero; the
+ * funding accounts, which are negative by design, are not wallets). The limit is the wallet's
+ * limit now: no operation changes one yet (the seed sets it when it creates the wallet); once one
+ * can, each entry must be judged by the limit in force when it was written.
+ */
+async function limitInvariants(tx: Reader, check: Check): Promise<InvariantResult[]> {
+  const limit = COUNTEREXAMPLES_MAX;
+  return [
+    await check(
+      'no balance below minus its credit limit, no negative held',
+      tx.$queryRaw<Row[]>`
+        SELECT id AS wallet, balance, credit_limit, held FROM wallets
+         WHERE balance < -credit_limit OR held < 0 ORDER BY id LIMIT ${limit}`,
+    ),
+    await check(
+      "no entry's running balance below minus its wallet's credit limit",
+      tx.$queryRaw<Row[]>`
+        SELECT e.id AS entry, e.wallet_id AS account, e.operation_id, e.amount, e.balance_after, w.credit_limit
+          FROM ledger_entries e
+          JOIN wallets w ON w.id = CASE WHEN starts_with(e.wallet_id, '$held:') THEN substr(e.wallet_id, 7)
+                                        ELSE e.wallet_id END
+         WHERE e.balance_after < CASE WHEN starts_with(e.wallet_id, '$held:') THEN 0 ELSE -w.credit_limit END
+         ORDER BY e.id LIMIT ${limit}`,
+    ),
+  ];
+}
+
 /** The invariants of every movement, whatever the operation that made it. */
 async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResult[]> {
   const limit = COUNTEREXAMPLES_MAX;
   return [
-    // A wallet's balance is its available balance; what its holds reserve is its `held` (the
-    // balance of its holding account, `$held:<wallet>`): neither may go below zero.
-    await check(
-      'no negative balance',
-      tx.$queryRaw<Row[]>`
-        SELECT id AS wallet, balance, held FROM wallets WHERE balance < 0 OR held < 0 ORDER BY id LIMIT ${limit}`,
-    ),
     await check(
       'at most one debit per operation',
       tx.$queryRaw<Row[]>`

@@ -4,6 +4,11 @@ import type { PrismaClient } from '../db/prisma.ts';
 
 export const SEED_WALLETS_MAX = 1_000_000;
 export const SEED_BALANCE_MAX = 10n ** 17n;
+/**
+ * The largest credit limit a wallet may have (the table's CHECK, wallets_credit_limit_range): a
+ * balance plus its limit stays far inside a bigint whatever the ledger holds.
+ */
+export const CREDIT_LIMIT_MAX = 10n ** 17n;
 /** Total money one seed may create: below PostgreSQL's bigint maximum (about 9.2e18). */
 export const SEED_TOTAL_MAX = 10n ** 18n;
 /** Opening entries are posted against this account per currency; `$` is outside the wallet-id alphabet. */
@@ -13,6 +18,8 @@ export const OPENING_OPERATION_PREFIX = '$opening:';
 export interface SeedRequest {
   wallets: number;
   balanceMinor: bigint;
+  /** How far below zero debits may take each new wallet's balance; 0 when absent. */
+  creditLimitMinor?: bigint;
   prefix: string;
   currency: string;
 }
@@ -29,6 +36,10 @@ export function validateSeedRequest(req: SeedRequest): void {
   }
   if (req.balanceMinor < 0n || req.balanceMinor > SEED_BALANCE_MAX) {
     throw new RangeError(`--balance must be an integer amount in minor units from 0 to ${SEED_BALANCE_MAX}`);
+  }
+  const limit = req.creditLimitMinor ?? 0n;
+  if (limit < 0n || limit > CREDIT_LIMIT_MAX) {
+    throw new RangeError(`--credit-limit must be an integer amount in minor units from 0 to ${CREDIT_LIMIT_MAX}`);
   }
   // Every balance, and their sum, must fit in a bigint column however the money moves later.
   if (BigInt(req.wallets) * req.balanceMinor > SEED_TOTAL_MAX) {
@@ -53,8 +64,9 @@ export async function seedWallets(prisma: PrismaClient, req: SeedRequest): Promi
     await tx.$queryRaw`SELECT pg_advisory_xact_lock(hashtextextended(${funding}::text, 0))::text AS locked`;
     return tx.$queryRaw<{ created: bigint; entries: bigint }[]>`
       WITH new_wallets AS (
-        INSERT INTO wallets (id, currency, balance)
-        SELECT ${req.prefix}::text || g, ${req.currency}::text, ${req.balanceMinor}::bigint
+        INSERT INTO wallets (id, currency, balance, credit_limit)
+        SELECT ${req.prefix}::text || g, ${req.currency}::text, ${req.balanceMinor}::bigint,
+               ${req.creditLimitMinor ?? 0n}::bigint
           FROM generate_series(1, ${req.wallets}::int) AS g
         ON CONFLICT (id) DO NOTHING
         RETURNING id, currency, balance

@@ -106,14 +106,14 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
     { reason: 'same_wallet', when: '`from` = `to`' },
     { reason: 'unknown_wallet', when: 'either wallet' },
     { reason: 'currency_mismatch', when: "the wallets' currencies, then the message's" },
-    { reason: 'insufficient_funds', when: "`from`'s balance" },
+    { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
   ],
   hold: [
     { reason: 'same_wallet', when: '`from` = `to`' },
     { reason: 'unknown_wallet', when: 'either wallet' },
     { reason: 'currency_mismatch', when: "the wallets' currencies, then the message's" },
     { reason: 'expiry_out_of_range', when: 'the expiry against the clock and HOLD_EXPIRY_MAX_MS' },
-    { reason: 'insufficient_funds', when: "`from`'s balance" },
+    { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
   ],
   capture: [...HOLD_ENDING_CHECKS, { reason: 'exceeds_hold_amount', when: 'the amount against the held amount' }],
   void: HOLD_ENDING_CHECKS,
@@ -123,21 +123,25 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
     { reason: 'wallet_mismatch', when: "`from` against the original's payee (a split: its legs)" },
     { reason: 'refund_exceeds_original', when: 'the amount against what is left for `from`' },
     { reason: 'unknown_wallet', when: "`from` and the original's source" },
-    { reason: 'insufficient_funds', when: "`from`'s balance" },
+    { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
   ],
   split: [
     { reason: 'same_wallet', when: "a leg's `to` = `from`, leg by leg in the message's order" },
     { reason: 'unknown_wallet', when: "`from` or the leg's wallet, leg by leg" },
     { reason: 'currency_mismatch', when: "the leg's currency and `from`'s, then the message's, leg by leg" },
-    { reason: 'insufficient_funds', when: "`from`'s balance against the legs' total, once every leg passed" },
+    {
+      reason: 'insufficient_funds',
+      when: "`from`'s balance plus its credit limit against the legs' total, once every leg passed",
+    },
   ],
 };
 
 export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>> = {
   insufficient_funds: {
     meaning:
-      "The debited wallet's balance is below the amount (a split's total); the balance is what is available, held money is not in it.",
-    action: 'Fund the wallet if the transfer should happen, then send it again under a new operationId.',
+      "The amount (a split's total) would take the debited wallet's balance below minus its credit limit (0 unless set); the balance is what is available, held money is not in it.",
+    action:
+      'Fund the wallet (or raise its credit limit) if the transfer should happen, then send it again under a new operationId.',
   },
   unknown_wallet: {
     meaning: 'A wallet the operation names does not exist: its source, its destination, a leg of a split.',

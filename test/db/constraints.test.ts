@@ -1,4 +1,4 @@
-// The last line of defence lives in the tables: CHECK (balance >= 0) on wallets and
+// The last line of defence lives in the tables: CHECK (balance >= -credit_limit) on wallets and
 // CHECK (amount > 0) on transfers refuse bad rows with SQLSTATE 23514 whatever code writes them,
 // and let good rows through.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,17 +36,17 @@ const insertWallet = 'INSERT INTO wallets (id, currency, balance) VALUES ($1, $2
 const insertTransfer = `INSERT INTO transfers (operation_id, request_hash, from_wallet, to_wallet, amount, currency, status, reason, fence)
   VALUES ($1, $2, 'w-a', 'w-b', $3, 'EUR', 'applied', NULL, 1)`;
 
-describe('wallets: CHECK (balance >= 0)', () => {
+describe('wallets: CHECK (balance >= -credit_limit), with the default limit 0', () => {
   it('refuses a wallet opened with a negative balance', async () => {
     const err = await failureOf(insertWallet, ['neg-open', 'EUR', -1]);
-    expect(err).toMatchObject({ code: CHECK_VIOLATION, constraint: 'wallets_balance_non_negative' });
+    expect(err).toMatchObject({ code: CHECK_VIOLATION, constraint: 'wallets_balance_within_limit' });
     expect(await balanceOf('neg-open')).toBeUndefined();
   });
 
   it('refuses a debit that would take a balance below zero, and leaves the balance as it was', async () => {
     await db.pg.query(insertWallet, ['neg-debit', 'EUR', 100]);
     const err = await failureOf('UPDATE wallets SET balance = balance - $2 WHERE id = $1', ['neg-debit', 101]);
-    expect(err).toMatchObject({ code: CHECK_VIOLATION, constraint: 'wallets_balance_non_negative' });
+    expect(err).toMatchObject({ code: CHECK_VIOLATION, constraint: 'wallets_balance_within_limit' });
     expect(await balanceOf('neg-debit')).toBe('100');
   });
 

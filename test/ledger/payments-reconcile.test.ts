@@ -12,7 +12,7 @@ import { leaseIdFor } from '../support/lease-ids.ts';
 import { applyPayments, applyPaymentsUnsafe, holdsExpire, type PaymentOp, said } from '../support/payments.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
-const NEGATIVE = 'no negative balance';
+const NEGATIVE = 'no balance below minus its credit limit, no negative held';
 const SHAPE = 'applied transfers have one debit and one credit; others none';
 const RECORDED = 'every money movement has an operation record';
 const HOLDING = "each wallet's held equals the sum of its active holds";
@@ -302,7 +302,9 @@ describe('reconcile() on payments broken on purpose', () => {
       await db.pg.query("UPDATE wallets SET held = -1 WHERE id = 'w1'");
       const report = await reconcile(db.prisma);
       expect(failing(report)).toContain(NEGATIVE);
-      expect(named(report, NEGATIVE).counterexamples).toEqual([{ wallet: 'w1', balance: '900', held: '-1' }]);
+      expect(named(report, NEGATIVE).counterexamples).toEqual([
+        { wallet: 'w1', balance: '900', credit_limit: '0', held: '-1' },
+      ]);
       // And the held amount is no longer what its holding account's entries sum to.
       expect(named(report, 'every wallet balance equals the sum of its entries').counterexamples).toEqual([
         { wallet: 'w1', balance: '900', entries_sum: '900', held: '-1', held_entries_sum: '100' },

@@ -75,7 +75,8 @@ function traceArgument(): string | null {
   return carrier === null ? null : JSON.stringify(carrier);
 }
 
-async function query<R extends object = { answer: string }>(
+/** One statement's rows through either kind of client: Prisma's raw query, or `pg`'s. */
+export async function queryRows<R extends object = { answer: string }>(
   client: IntakeClient,
   sql: string,
   values: unknown[],
@@ -88,7 +89,7 @@ async function query<R extends object = { answer: string }>(
 /** Takes the operations' locks in one order (LOCK_SQL); one request alone needs no order. */
 async function lockInOrder(client: IntakeClient, operationIds: readonly string[]): Promise<void> {
   if (operationIds.length < 2) return;
-  await query<{ locked: number }>(client, LOCK_SQL, [operationIds]);
+  await queryRows<{ locked: number }>(client, LOCK_SQL, [operationIds]);
 }
 
 function checked(wire: unknown, amountMax: bigint, position: string): TransferWire {
@@ -148,7 +149,7 @@ async function requestInSlices<T>(
     const slice = data.slice(start, start + INTAKE_BATCH_MAX);
     let rows: { answer: string }[];
     try {
-      rows = await query(client, ...statement(slice));
+      rows = await queryRows(client, ...statement(slice));
     } catch (err) {
       const server = serverErrorOf(err);
       if (server?.sqlState === '23505' && server.message.startsWith('conflict:')) {

@@ -18,11 +18,10 @@
 // sequencer runs in statements of its own: every worker calls it every
 // OUTCOME_SEQUENCE_INTERVAL_MS (src/intake/feed-sequencer.ts), every relay's publisher at each
 // round. The read role may not call it, so no reader can hold its lock.
-import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
 import { OutcomeFeedPrunedError } from '../errors.ts';
 import { OPERATION_KINDS, type OperationKind } from '../ledger/transfer-request.ts';
-import type { PrismaTransactionClient } from './intake.ts';
+import { type IntakeClient, queryRows } from './intake.ts';
 
 /** The feed's read function, which the read role may execute (`regprocedure`). */
 export const OUTCOME_FEED_FUNCTION = 'outcome_events_after(bigint,integer)';
@@ -133,7 +132,7 @@ function eventOf(row: EventRow): OutcomeEvent {
 }
 
 /** What the feed is read through: a `pg` client or pool, or a Prisma transaction client. */
-export type FeedClient = pg.ClientBase | pg.Pool | PrismaTransactionClient;
+export type FeedClient = IntakeClient;
 
 /**
  * The events after `after` (0 for the start), oldest first, at most `limit` (1,000 unless given,
@@ -149,11 +148,7 @@ export async function readOutcomes(client: FeedClient, after: bigint, limit = 1_
   }
   const values = [after.toString(), limit];
   try {
-    const rows =
-      '$queryRawUnsafe' in client
-        ? await client.$queryRawUnsafe<EventRow[]>(READ_SQL, ...values)
-        : (await client.query<EventRow>(READ_SQL, values)).rows;
-    return rows.map(eventOf);
+    return (await queryRows<EventRow>(client, READ_SQL, values)).map(eventOf);
   } catch (err) {
     const server = serverErrorOf(err);
     if (server?.sqlState !== PRUNED_SQLSTATE) throw err;
@@ -172,10 +167,7 @@ export const OUTCOME_SEQUENCE_LIMIT = 10_000;
  */
 export async function sequenceOutcomeFeed(client: FeedClient): Promise<number> {
   const sql = 'SELECT outcome_feed_sequence($1::integer) AS moved';
-  const rows =
-    '$queryRawUnsafe' in client
-      ? await client.$queryRawUnsafe<{ moved: number }[]>(sql, OUTCOME_SEQUENCE_LIMIT)
-      : (await client.query<{ moved: number }>(sql, [OUTCOME_SEQUENCE_LIMIT])).rows;
+  const rows = await queryRows<{ moved: number }>(client, sql, [OUTCOME_SEQUENCE_LIMIT]);
   return Number(rows[0]?.moved ?? 0);
 }
 

@@ -7,11 +7,10 @@
 // Date holds milliseconds, so a cursor built from a Date would land inside a run of entries
 // decided within one millisecond and skip or repeat some. The cursor carries the time as the
 // database wrote it (UTC, six fractional digits) and the entry's id, the statement's order.
-import type pg from 'pg';
 import { serverErrorOf } from '../db/database-errors.ts';
 import { UnknownWalletError } from '../errors.ts';
 import { WIRE_LIMITS } from '../ledger/wire-limits.ts';
-import type { PrismaTransactionClient } from './intake.ts';
+import { type IntakeClient, queryRows } from './intake.ts';
 
 /** The balance function, which the read role may execute (`regprocedure`). */
 export const WALLET_BALANCE_AT_FUNCTION = 'wallet_balance_at(text,timestamp with time zone)';
@@ -35,7 +34,7 @@ const CURSOR_PATTERN = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|(\d{1,19
 const CURSOR_LENGTH_MAX = 64;
 
 /** What the history is read through: a `pg` client or pool, or a Prisma transaction client. */
-export type HistoryClient = pg.ClientBase | pg.Pool | PrismaTransactionClient;
+export type HistoryClient = IntakeClient;
 
 /** A wallet's money at an instant, as its ledger entries up to then left it. */
 export interface WalletBalance {
@@ -133,11 +132,14 @@ const STATEMENT_SQL = `
          operation_id, account, kind, amount::text AS amount, balance_after::text AS balance_after
     FROM wallet_statement($1::text, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::bigint, $6::integer, $7::boolean)`;
 
-async function query<T>(client: HistoryClient, sql: string, values: unknown[], wallet: string): Promise<T[]> {
+async function query<T extends object>(
+  client: HistoryClient,
+  sql: string,
+  values: unknown[],
+  wallet: string,
+): Promise<T[]> {
   try {
-    return '$queryRawUnsafe' in client
-      ? await client.$queryRawUnsafe<T[]>(sql, ...values)
-      : (await client.query<T & pg.QueryResultRow>(sql, values)).rows;
+    return await queryRows<T>(client, sql, values);
   } catch (err) {
     if (serverErrorOf(err)?.sqlState === NO_WALLET_SQLSTATE) throw new UnknownWalletError(wallet);
     throw err;

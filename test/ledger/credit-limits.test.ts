@@ -10,6 +10,7 @@ import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { CREDIT_LIMIT_MAX, seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
+import { waitUntilBlocked } from '../support/lock-wait.ts';
 import { applyPayments, balancesOf, type PaymentOp, said } from '../support/payments.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -59,18 +60,6 @@ function decideOn(client: pg.PoolClient, operationId: string, from: string, to: 
   );
 }
 
-async function waitUntilBlocked(pid: number): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    const { rows } = await db.pg.query<{ waiting: boolean }>(
-      "SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = $1",
-      [pid],
-    );
-    if (rows[0]?.waiting === true) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`backend ${pid} never waited for the wallet's row lock`);
-}
-
 describe('credit limits', () => {
   it('a debit may take the balance down to minus the limit, and not one unit below', async () => {
     expect(await transfers(transfer('t1', 'c1', 'p1', 550n))).toEqual(['applied']);
@@ -102,7 +91,7 @@ describe('credit limits', () => {
       expect((await decideOn(first, 'x1', 'c1', 'p1', 400n)).rows[0]).toEqual({ outcome: 'applied', reason: null });
       const pid = (await second.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? -1;
       const late = decideOn(second, 'x2', 'c1', 'p2', 400n);
-      await waitUntilBlocked(pid);
+      await waitUntilBlocked(db.pg, pid, 10_000);
       await first.query('COMMIT');
       expect((await late).rows[0]).toEqual({ outcome: 'rejected', reason: 'insufficient_funds' });
     } finally {

@@ -12,6 +12,7 @@ import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
+import { waitUntilBlocked } from '../support/lock-wait.ts';
 import {
   applyPayments,
   applyPaymentsUnsafe,
@@ -94,19 +95,6 @@ async function transfer(operationId: string, from: string, to: string, amountMin
   return result?.outcome === 'rejected' ? `rejected:${result.reason}` : result?.outcome;
 }
 
-async function waitUntilBlocked(pid: number): Promise<void> {
-  const deadline = Date.now() + BLOCKED_WAIT_MS;
-  while (Date.now() < deadline) {
-    const { rows } = await db.pg.query<{ waiting: boolean }>(
-      "SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = $1",
-      [pid],
-    );
-    if (rows[0]?.waiting === true) return;
-    await sleep(5);
-  }
-  throw new Error(`session ${pid} never waited on a lock within ${BLOCKED_WAIT_MS} ms`);
-}
-
 /**
  * Two transactions on two connections: the first decides and keeps its locks; the second is
  * sent and seen waiting on a lock; then the first commits, and the second decides on what the
@@ -123,7 +111,7 @@ async function secondWaitsForFirst<T>(first: (c: Sql) => Promise<T>, second: (c:
     const pending = second(b);
     // Until it is awaited below, a failure of the second must not count as unhandled.
     pending.catch(() => undefined);
-    await waitUntilBlocked(pid);
+    await waitUntilBlocked(db.pg, pid, BLOCKED_WAIT_MS);
     await a.query('COMMIT');
     const secondAnswer = await pending;
     await b.query('COMMIT');
@@ -406,7 +394,7 @@ describe('(f) a capture and the expiry', () => {
       expect(expiresAt.getTime()).toBeGreaterThan(Date.now());
       const pending = one(applyPayments(waiter, [capture('c1', 'h1')]));
       pending.catch(() => undefined);
-      await waitUntilBlocked(pid);
+      await waitUntilBlocked(db.pg, pid, BLOCKED_WAIT_MS);
       await sleep(Math.max(0, expiresAt.getTime() - Date.now()) + 200);
       await blocker.query('COMMIT');
       expect(await pending).toBe('rejected:hold_expired');

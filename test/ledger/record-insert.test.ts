@@ -14,6 +14,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyTransferOfMigration, functionOfMigration } from '../../harness/bench/first-decision.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
+import { waitUntilBlocked } from '../support/lock-wait.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const PREVIOUS_MIGRATION = '20261206000000_single_decision_one_wallet_update';
@@ -91,20 +92,6 @@ async function count(sql: string, operationId: string): Promise<number> {
   return rows[0]?.n ?? -1;
 }
 
-/** Waits until `pid` waits on a heavyweight lock (here: the intruder's uncommitted index entry). */
-async function waitUntilBlocked(pid: number): Promise<void> {
-  const deadline = Date.now() + LOCK_WAIT_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    const { rows } = await db.pg.query<{ waiting: boolean }>(
-      "SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = $1",
-      [pid],
-    );
-    if (rows[0]?.waiting === true) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`backend ${pid} never waited for the intruder's record`);
-}
-
 /**
  * An intruder inserts `operationId`'s record without the advisory lock and holds it uncommitted;
  * `call` decides the same operation, passes its check (the row is not visible yet), moves the
@@ -130,7 +117,7 @@ async function raceAnIntruder(
       ({ rows }) => ({ outcome: rows[0]?.outcome ?? 'none' }),
       (err: { code?: string }) => ({ code: err.code ?? 'none' }),
     );
-    await waitUntilBlocked(pid);
+    await waitUntilBlocked(db.pg, pid, LOCK_WAIT_TIMEOUT_MS);
     await intruder.query('COMMIT');
     return await result;
   } finally {

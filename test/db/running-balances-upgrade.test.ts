@@ -14,6 +14,7 @@ import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { migrateBefore } from '../support/migrate-before.ts';
 import { applyPayments, holdsExpire, said } from '../support/payments.ts';
+import { entriesWithRunningSums } from '../support/running-sums.ts';
 import { seedBeforeRunningBalances } from '../support/seed-before-running-balances.ts';
 import { uniqueName } from '../support/test-db.ts';
 
@@ -28,13 +29,6 @@ afterAll(async () => {
   await dropDatabase(url);
   rmSync(before, { recursive: true, force: true });
 });
-
-async function entries(): Promise<{ wallet_id: string; balance_after: string | null; running: string }[]> {
-  const { rows } = await pool.query(`
-    SELECT wallet_id, balance_after::text, (sum(amount) OVER (PARTITION BY wallet_id ORDER BY id))::text AS running
-      FROM ledger_entries ORDER BY ledger_entries.id`);
-  return rows;
-}
 
 describe(`migration ${RUNNING_BALANCES}`, () => {
   it('gives every entry written before it its running balance, and the decisions after go on', async () => {
@@ -62,7 +56,7 @@ describe(`migration ${RUNNING_BALANCES}`, () => {
 
     const result = await migrate(url, MIGRATIONS_DIR);
     expect(result.applied).toEqual(fromRunning);
-    const upgraded = await entries();
+    const upgraded = await entriesWithRunningSums(pool);
     expect(upgraded).toHaveLength(6 + 4 + 3 + 2);
     expect(upgraded.filter((e) => e.balance_after !== e.running)).toEqual([]);
     const { rows: indexes } = await pool.query(
@@ -81,7 +75,7 @@ describe(`migration ${RUNNING_BALANCES}`, () => {
     expect(
       (await applyPayments(pool, [{ kind: 'capture', operationId: 'c2', from: 'w1', ref: 'h2', fence: 2n }])).map(said),
     ).toEqual(['applied']);
-    expect((await entries()).filter((e) => e.balance_after !== e.running)).toEqual([]);
+    expect((await entriesWithRunningSums(pool)).filter((e) => e.balance_after !== e.running)).toEqual([]);
     const prisma = createPrisma({ ...loadConfig(), databaseUrl: url });
     try {
       expect((await reconcile(prisma)).invariants.filter((i) => !i.ok)).toEqual([]);

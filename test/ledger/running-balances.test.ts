@@ -9,6 +9,7 @@ import { reconcile } from '../../src/ledger/reconciliation.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { applyPayments, holdsExpire, said } from '../support/payments.ts';
+import { entriesWithRunningSums } from '../support/running-sums.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const RUNNING = "every entry's running balance equals the sum of its account's entries up to it";
@@ -23,25 +24,6 @@ beforeEach(async () => {
   await db.truncateAll();
   await seedWallets(db.prisma, { wallets: 4, balanceMinor: 1_000n, prefix: 'w', currency: 'EUR' });
 });
-
-interface EntryRow {
-  id: string;
-  wallet_id: string;
-  amount: string;
-  balance_after: string;
-  running: string;
-  ascending: boolean;
-}
-
-/** Every entry with the sum of its account's entries up to it, and whether its time ascends. */
-async function entries(): Promise<EntryRow[]> {
-  const { rows } = await db.pg.query<EntryRow>(`
-    SELECT id::text, wallet_id, amount::text, balance_after::text,
-           (sum(amount) OVER w)::text AS running,
-           coalesce(lag(created_at) OVER w <= created_at, TRUE) AS ascending
-      FROM ledger_entries WINDOW w AS (PARTITION BY wallet_id ORDER BY id) ORDER BY ledger_entries.id`);
-  return rows;
-}
 
 /** The last running balance of each account, beside the wallet row's figure it must equal. */
 async function lastAgainstWallets(): Promise<{ account: string; last: string; wallet: string }[]> {
@@ -119,7 +101,7 @@ describe('running balances', () => {
     expect(await holdsExpire(db.pg)).toBe(2);
     await seedWallets(db.prisma, { wallets: 2, balanceMinor: 500n, prefix: 'x', currency: 'EUR' });
 
-    const all = await entries();
+    const all = await entriesWithRunningSums(db.pg);
     expect(all.length).toBeGreaterThan(30);
     expect(all.filter((e) => e.balance_after !== e.running)).toEqual([]);
     expect(all.filter((e) => !e.ascending)).toEqual([]);
@@ -142,7 +124,7 @@ describe('running balances', () => {
         seedWallets(db.prisma, { wallets: 200, balanceMinor: 10n, prefix, currency: 'EUR' }),
       ),
     );
-    const all = await entries();
+    const all = await entriesWithRunningSums(db.pg);
     expect(all.filter((e) => e.balance_after !== e.running)).toEqual([]);
     expect(all.filter((e) => e.wallet_id === '$funding:EUR').at(-1)?.balance_after).toBe('-10000');
   });

@@ -49,6 +49,7 @@ DECLARE
     v_from_lease    UUID;
     v_to_currency   TEXT;
     v_to_balance    BIGINT;
+    v_to_limit      BIGINT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
@@ -93,7 +94,8 @@ BEGIN
             v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance; v_from_limit := v_wallet.credit_limit;
             v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
         END IF;
-        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance; END IF;
+        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance;
+                                   v_to_limit := v_wallet.credit_limit; END IF;
     END LOOP;
 
     IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
@@ -132,9 +134,9 @@ BEGIN
     END IF;
 
     IF v_reason IS NULL THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at) VALUES
-            (p_operation_id, p_from, 'debit', -p_amount, v_from_balance - p_amount, p_fence, p_lease_id, clock_timestamp()),
-            (p_operation_id, p_to, 'credit', p_amount, v_to_balance + p_amount, p_fence, p_lease_id, clock_timestamp());
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, lease, created_at)
+        VALUES (p_operation_id, p_from, 'debit', -p_amount, v_from_balance - p_amount, v_from_limit, p_fence, p_lease_id, clock_timestamp()),
+               (p_operation_id, p_to, 'credit', p_amount, v_to_balance + p_amount, v_to_limit, p_fence, p_lease_id, clock_timestamp());
     END IF;
 
     -- The record, then what it decides (as in the batch): the intake's request marked decided and
@@ -203,8 +205,7 @@ DECLARE
     v_n        INTEGER := coalesce(cardinality(p_operation_ids), 0);
     v_names    BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
     v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ;
-    -- The locked wallets, by id, as the batch's decisions leave them.
-    -- A debit may take a wallet's balance down to minus its credit limit (w_limit), never below.
+    -- The locked wallets, by id, as the batch's decisions leave them; a debit may take a balance down to minus w_limit.
     w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[]; w_limit BIGINT[];
     w_touched  BOOLEAN[];
     -- The holds named (h_read of them), then those placed here; which of the named ended here.
@@ -217,10 +218,10 @@ DECLARE
     -- What each element decided here records (status NULL: answered from a record, or stale).
     e_status TEXT[] := array_fill(NULL::TEXT, ARRAY[v_n]); e_reason TEXT[] := e_status; e_to TEXT[] := e_status;
     e_amount BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_n]); e_detail JSONB[] := array_fill(NULL::JSONB, ARRAY[v_n]);
-    -- Ledger entries in decision order; holds released at expiry; requests to close.
-    -- Each entry's running balance: its account's balance after it (a `$held:` account's is the held amount).
+    -- Ledger entries in decision order, each with its account's balance after it (a `$held:` account's is the held
+    -- amount) and a wallet's limit in force then; holds released at expiry; requests to close.
     l_op TEXT[] := '{}'; l_wallet TEXT[] := '{}'; l_amount BIGINT[] := '{}'; l_fence BIGINT[] := '{}'; l_lease UUID[] := '{}';
-    l_balance BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
+    l_balance BIGINT[] := '{}'; l_limit BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
     -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
@@ -259,12 +260,13 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-
         v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
             v := decision_moved(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], w_currency[v_fi],
                      w_currency[v_ti], w_balance[v_fi] + w_limit[v_fi],
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
+        ELSIF v_kind = 'credit_limit' THEN
+            v := decision_limit_changed(w_currency[v_fi], w_balance[v_fi], w_limit[v_fi], p_amounts[v_i]);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
                      v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
@@ -275,6 +277,7 @@ BEGIN
             v_w := CASE WHEN v_wallet IN (v_from, '$held:' || v_from) THEN v_fi WHEN v_wallet = p_tos[v_i] THEN v_ti
                         ELSE array_position(w_id, v_wallet) END;
             l_count := l_count + 1;
+            l_limit[l_count] := CASE WHEN v_wallet LIKE '$held:%' THEN NULL ELSE w_limit[v_w] END;
             IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j]; l_balance[l_count] := w_held[v_w];
             ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
             w_touched[v_w] := TRUE;
@@ -293,6 +296,7 @@ BEGIN
             v_f := array_position(f_key, v_ref || E'\n' || v_from);
             IF v_f IS NULL THEN f_key := f_key || (v_ref || E'\n' || v_from); f_sum := f_sum || v.amount;
             ELSE f_sum[v_f] := f_sum[v_f] + v.amount; END IF;
+        ELSIF v_kind = 'credit_limit' AND v.reason IS NULL THEN w_limit[v_fi] := p_amounts[v_i];
         ELSIF v_kind = 'split' AND v.reason IS NULL THEN
             FOR v_j IN 2 .. cardinality(v.wallets) LOOP
                 s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j])::split_legs;
@@ -318,8 +322,8 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
-    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_touched, l_op, l_wallet, l_amount, l_balance,
-                             l_fence, l_lease, h, h_read, h_ended, s, s_read);
+    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_limit, w_touched, l_op, l_wallet, l_amount,
+                             l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
                               p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
 END;
@@ -344,6 +348,7 @@ CREATE FUNCTION public.decision_arguments_checked(p_kinds text[], p_operation_id
     AS $$
 DECLARE
     c_batch_max CONSTANT INTEGER := 1000;
+    c_limit_max CONSTANT BIGINT := 100000000000000000;
     v_n         INTEGER := coalesce(cardinality(p_operation_ids), 0);
     v_kind      TEXT;
 BEGIN
@@ -362,22 +367,25 @@ BEGIN
     IF array_position(p_operation_ids, NULL) IS NOT NULL OR array_position(p_request_hashes, NULL) IS NOT NULL
        OR array_position(p_froms, NULL) IS NOT NULL OR array_position(p_fences, NULL) IS NOT NULL
        OR array_position(p_lease_ids, NULL) IS NOT NULL OR p_hold_expiry_max_ms IS NULL OR p_hold_expiry_max_ms < 1
-       OR (0 < ALL (p_amounts)) IS FALSE OR (1 <= ALL (p_fences)) IS FALSE THEN
+       OR (0 <= ALL (p_amounts)) IS FALSE OR (1 <= ALL (p_fences)) IS FALSE THEN
         RAISE EXCEPTION 'decision: ids, hashes, sources and leases must be given, amounts and fences positive'
             USING ERRCODE = '22023';
     END IF;
-    IF 'transfer' = ALL (p_kinds) AND array_position(p_tos, NULL) IS NULL AND array_position(p_amounts, NULL) IS NULL THEN
+    IF 'transfer' = ALL (p_kinds) AND array_position(p_tos, NULL) IS NULL AND array_position(p_amounts, NULL) IS NULL
+       AND 0 < ALL (p_amounts) THEN
         RETURN v_n;
     END IF;
     FOR v_i IN 1 .. v_n LOOP
         v_kind := p_kinds[v_i];
-        IF v_kind IS NULL OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split')
+        IF v_kind IS NULL OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit')
+           OR (v_kind <> 'credit_limit' AND p_amounts[v_i] = 0)
+           OR (v_kind = 'credit_limit' AND (p_amounts[v_i] IS NULL OR p_amounts[v_i] > c_limit_max))
            OR (v_kind IN ('transfer', 'hold') AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL))
            OR (v_kind = 'hold' AND (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL))
            OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)
            OR (v_kind = 'split' AND (jsonb_typeof(p_legs[v_i]) IS DISTINCT FROM 'array'
                                      OR jsonb_array_length(p_legs[v_i]) NOT BETWEEN 2 AND 16)) THEN
-            RAISE EXCEPTION 'decision: element % is not a whole transfer, hold, capture, void, refund or split', v_i
+            RAISE EXCEPTION 'decision: element % is not a whole transfer, hold, capture, void, refund, split or credit_limit', v_i
                 USING ERRCODE = '22023';
         END IF;
     END LOOP;
@@ -429,10 +437,10 @@ CREATE TABLE public.transfers (
     lease uuid,
     kind text DEFAULT 'transfer'::text NOT NULL,
     original_id text,
-    CONSTRAINT transfers_amount_positive CHECK ((amount > 0)),
-    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
+    CONSTRAINT transfers_amount_positive CHECK (((amount > 0) OR ((kind = 'credit_limit'::text) AND (amount = 0)))),
+    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text]))),
     CONSTRAINT transfers_original_by_kind CHECK (((kind = ANY (ARRAY['capture'::text, 'void'::text, 'refund'::text])) = (original_id IS NOT NULL))),
-    CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text]))))),
+    CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text, 'limit_below_used'::text]))))),
     CONSTRAINT transfers_status_known CHECK ((status = ANY (ARRAY['applied'::text, 'rejected'::text]))),
     CONSTRAINT transfers_transfer_complete CHECK (((kind <> 'transfer'::text) OR ((to_wallet IS NOT NULL) AND (amount IS NOT NULL))))
 );
@@ -496,6 +504,28 @@ BEGIN
     END IF;
 END;
 $_$;
+
+--
+-- Name: decision_limit_changed(text, bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_limit_changed(p_currency text, p_balance bigint, p_limit bigint, p_new_limit bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    expiry_released := FALSE;
+    amount := p_new_limit;
+    IF p_currency IS NULL THEN
+        reason := 'unknown_wallet';
+    ELSIF p_balance + p_new_limit < 0 THEN
+        reason := 'limit_below_used';
+    END IF;
+    IF p_currency IS NOT NULL THEN
+        detail := jsonb_build_object('creditLimit', p_new_limit::TEXT, 'previousCreditLimit', p_limit::TEXT,
+                                     'used', GREATEST(-p_balance, 0)::TEXT);
+    END IF;
+END;
+$$;
 
 --
 -- Name: decision_moved(text, text, text, text, bigint, text, text, text, bigint, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
@@ -909,10 +939,10 @@ END;
 $$;
 
 --
--- Name: decision_written(text[], bigint[], bigint[], bigint[], uuid[], boolean[], text[], text[], bigint[], bigint[], bigint[], uuid[], public.holds[], integer, boolean[], public.split_legs[], integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: decision_written(text[], bigint[], bigint[], bigint[], uuid[], bigint[], boolean[], text[], text[], bigint[], bigint[], bigint[], bigint[], uuid[], public.holds[], integer, boolean[], public.split_legs[], integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
+CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -925,9 +955,9 @@ BEGIN
     IF v_touched > 0 THEN
         UPDATE wallets w
            SET balance = u.balance, held = u.held, last_fence = u.last_fence, last_lease = u.last_lease,
-               updated_at = CURRENT_TIMESTAMP
-          FROM unnest(p_wallet_ids, p_balances, p_helds, p_fences, p_leases, p_touched)
-               AS u(id, balance, held, last_fence, last_lease, touched)
+               credit_limit = u.credit_limit, updated_at = CURRENT_TIMESTAMP
+          FROM unnest(p_wallet_ids, p_balances, p_helds, p_fences, p_leases, p_limits, p_touched)
+               AS u(id, balance, held, last_fence, last_lease, credit_limit, touched)
          WHERE w.id = u.id AND u.touched;
         GET DIAGNOSTICS v_rows = ROW_COUNT;
         IF v_rows <> v_touched THEN
@@ -938,11 +968,13 @@ BEGIN
         END IF;
     END IF;
     IF cardinality(p_entry_ops) > 0 THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at)
-        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.balance, e.fence,
-               e.lease, clock_timestamp()
-          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_balances, p_entry_fences, p_entry_leases)
-               WITH ORDINALITY AS e(op, wallet, amount, balance, fence, lease, n)
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, lease,
+                                    created_at)
+        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.balance, e.credit_limit,
+               e.fence, e.lease, clock_timestamp()
+          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_balances, p_entry_limits, p_entry_fences,
+                      p_entry_leases)
+               WITH ORDINALITY AS e(op, wallet, amount, balance, credit_limit, fence, lease, n)
          ORDER BY e.n;
     END IF;
     IF cardinality(p_holds) > p_holds_read THEN
@@ -1017,21 +1049,22 @@ BEGIN
         UPDATE wallets w SET balance = w.balance + m.delta, held = w.held - m.delta, updated_at = CURRENT_TIMESTAMP
           FROM (SELECT e.from_wallet AS id, sum(e.amount)::BIGINT AS delta FROM ended e GROUP BY e.from_wallet) m
          WHERE w.id = m.id
-        RETURNING w.id, w.balance, w.held
+        RETURNING w.id, w.balance, w.held, w.credit_limit
     ), released AS (
         -- A source's holds in hold-id order; each entry carries its account's balance after it,
         -- counted back from the row as written (the later releases taken off).
-        SELECT e.hold_id, e.from_wallet, e.amount, m.balance, m.held,
+        SELECT e.hold_id, e.from_wallet, e.amount, m.balance, m.held, m.credit_limit,
                sum(e.amount) OVER (PARTITION BY e.from_wallet ORDER BY e.hold_id
                                    ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS later
           FROM ended e JOIN moved m ON m.id = e.from_wallet
     ), entries AS (
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at)
-        SELECT '$expiry:' || r.hold_id, x.wallet, x.kind, x.amount, x.after, NULL, NULL, clock_timestamp()
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, lease,
+                                    created_at)
+        SELECT '$expiry:' || r.hold_id, x.wallet, x.kind, x.amount, x.after, x.credit_limit, NULL, NULL, clock_timestamp()
           FROM released r
-         CROSS JOIN LATERAL (VALUES (1, '$held:' || r.from_wallet, 'debit', -r.amount, r.held + coalesce(r.later, 0)),
-                                    (2, r.from_wallet, 'credit', r.amount, r.balance - coalesce(r.later, 0)))
-               AS x(n, wallet, kind, amount, after)
+         CROSS JOIN LATERAL (VALUES (1, '$held:' || r.from_wallet, 'debit', -r.amount, r.held + coalesce(r.later, 0), NULL),
+                                    (2, r.from_wallet, 'credit', r.amount, r.balance - coalesce(r.later, 0), r.credit_limit))
+               AS x(n, wallet, kind, amount, after, credit_limit)
          ORDER BY r.from_wallet, r.hold_id, x.n
         RETURNING 1
     ), events AS (
@@ -1533,6 +1566,8 @@ BEGIN
         v_lines := ARRAY['v2', 'void', v_from, p_body ->> 'hold'];
     ELSIF v_kind = 'refund' THEN
         v_lines := ARRAY['v2', 'refund', v_from, p_body ->> 'original', coalesce(v_amount::TEXT, '')];
+    ELSIF v_kind = 'credit_limit' THEN
+        v_lines := ARRAY['v2', 'credit_limit', v_from, ((p_body ->> 'limit')::NUMERIC)::TEXT];
     ELSE
         FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
             v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);
@@ -1597,6 +1632,7 @@ DECLARE
     c_id_pattern         CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
     c_amount_pattern     CONSTANT TEXT := '^[0-9]{1,19}$';
     c_amount_ceiling     CONSTANT NUMERIC := 999999999999999999;
+    c_limit_ceiling      CONSTANT NUMERIC := 100000000000000000;
     c_currency_pattern   CONSTANT TEXT := '^[A-Z]{3}$';
     c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
     c_expires_in_min_ms  CONSTANT BIGINT := 1000;
@@ -1631,9 +1667,10 @@ BEGIN
         WHEN 'void'     THEN ARRAY['kind', 'operationId', 'from', 'hold']
         WHEN 'refund'   THEN ARRAY['kind', 'operationId', 'from', 'original', 'amount']
         WHEN 'split'    THEN ARRAY['kind', 'operationId', 'from', 'legs', 'currency']
+        WHEN 'credit_limit' THEN ARRAY['kind', 'operationId', 'from', 'limit']
     END;
     IF v_allowed IS NULL THEN
-        RETURN 'kind must be one of transfer, hold, capture, void, refund, split';
+        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit';
     END IF;
     SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
     IF v_extra IS NOT NULL THEN
@@ -1665,7 +1702,12 @@ BEGIN
         RETURN 'currency must be three capital letters, like EUR';
     END IF;
 
-    IF v_kind = 'hold' THEN
+    IF v_kind = 'credit_limit' THEN
+        IF jsonb_typeof(p_body -> 'limit') IS DISTINCT FROM 'string' OR (p_body ->> 'limit') !~ c_amount_pattern
+           OR (p_body ->> 'limit')::NUMERIC > c_limit_ceiling THEN
+            RETURN format('limit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);
+        END IF;
+    ELSIF v_kind = 'hold' THEN
         IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
             RETURN 'a hold needs exactly one of expiresInMs and expiresAt';
         END IF;
@@ -1903,6 +1945,7 @@ CREATE TABLE public.ledger_entries (
     created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
     lease uuid,
     balance_after bigint NOT NULL,
+    credit_limit bigint,
     CONSTRAINT ledger_entries_kind_known CHECK ((kind = ANY (ARRAY['opening'::text, 'funding'::text, 'debit'::text, 'credit'::text]))),
     CONSTRAINT ledger_entries_sign_matches_kind CHECK ((((kind = ANY (ARRAY['opening'::text, 'credit'::text])) AND (amount > 0)) OR ((kind = ANY (ARRAY['funding'::text, 'debit'::text])) AND (amount < 0))))
 );
@@ -1953,7 +1996,7 @@ CREATE TABLE public.outcome_events (
     original_id text,
     detail jsonb,
     CONSTRAINT outcome_events_kind_known CHECK ((kind = ANY (ARRAY['applied'::text, 'rejected'::text, 'given_up'::text, 'conflict'::text, 'expired'::text]))),
-    CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
+    CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text]))),
     CONSTRAINT outcome_events_position_positive CHECK (("position" > 0))
 );
 
@@ -2020,7 +2063,7 @@ CREATE TABLE public.transfer_requests (
     CONSTRAINT transfer_requests_amount_positive CHECK ((amount > 0)),
     CONSTRAINT transfer_requests_body_by_kind CHECK ((((kind = 'transfer'::text) AND (body IS NULL) AND (to_wallet IS NOT NULL) AND (amount IS NOT NULL)) OR ((kind <> 'transfer'::text) AND (jsonb_typeof(body) = 'object'::text)))),
     CONSTRAINT transfer_requests_counts_non_negative CHECK (((send_count >= 0) AND (lost_count >= 0) AND (give_up_count >= 0))),
-    CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text]))),
+    CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text]))),
     CONSTRAINT transfer_requests_trace_context_bounded CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 1024))))
 );
 
@@ -2204,6 +2247,12 @@ REVOKE ALL ON FUNCTION public.decision_arguments_checked(p_kinds text[], p_opera
 REVOKE ALL ON FUNCTION public.decision_hold_ended(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_hold public.holds, p_original public.transfers, p_now timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
 
 --
+-- Name: FUNCTION decision_limit_changed(p_currency text, p_balance bigint, p_limit bigint, p_new_limit bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_limit_changed(p_currency text, p_balance bigint, p_limit bigint, p_new_limit bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
+
+--
 -- Name: FUNCTION decision_moved(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_from_currency text, p_to_currency text, p_balance bigint, p_expires timestamp with time zone, p_now timestamp with time zone, p_latest timestamp with time zone, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2276,10 +2325,10 @@ REVOKE ALL ON FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs j
 REVOKE ALL ON FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION give_up_send_count(p_operation_id text, p_request_hash text); Type: ACL; Schema: public; Owner: -

@@ -41,23 +41,23 @@ export async function seedDesignTransfer(
               ${currency}::text, 'applied', ${fence}::bigint)
       ON CONFLICT (operation_id) DO NOTHING`;
       if (recorded === 0) return 'duplicate';
-      const debited = await tx.$queryRaw<{ balance: bigint }[]>`
+      const debited = await tx.$queryRaw<{ balance: bigint; credit_limit: bigint }[]>`
       UPDATE wallets SET balance = balance - ${amountMinor}::bigint, last_fence = ${fence}::bigint, updated_at = now()
        WHERE id = ${from}::text AND last_fence <= ${fence}::bigint AND balance >= ${amountMinor}::bigint
-      RETURNING balance`;
+      RETURNING balance, credit_limit`;
       if (debited.length !== 1) {
         throw new DebitRefusedError(`debit of ${from} for ${operationId} matched ${debited.length} rows`);
       }
-      const credited = await tx.$queryRaw<{ balance: bigint }[]>`
+      const credited = await tx.$queryRaw<{ balance: bigint; credit_limit: bigint }[]>`
       UPDATE wallets SET balance = balance + ${amountMinor}::bigint, updated_at = now() WHERE id = ${to}::text
-      RETURNING balance`;
+      RETURNING balance, credit_limit`;
       if (credited.length !== 1) throw new Error(`credit of ${to} for ${operationId} matched ${credited.length} rows`);
       await tx.$executeRaw`
-      INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, created_at)
+      INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, created_at)
       VALUES (${operationId}::text, ${from}::text, 'debit', ${-amountMinor}::bigint, ${debited[0]?.balance}::bigint,
-              ${fence}::bigint, clock_timestamp()),
+              ${debited[0]?.credit_limit}::bigint, ${fence}::bigint, clock_timestamp()),
              (${operationId}::text, ${to}::text, 'credit', ${amountMinor}::bigint, ${credited[0]?.balance}::bigint,
-              ${fence}::bigint, clock_timestamp())`;
+              ${credited[0]?.credit_limit}::bigint, ${fence}::bigint, clock_timestamp())`;
       return 'applied';
     },
     { maxWait: SEED_DESIGN_TX_MAX_WAIT_MS, timeout: SEED_DESIGN_TX_TIMEOUT_MS },

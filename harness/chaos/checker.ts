@@ -45,7 +45,7 @@ export const CHECKS: readonly Invariant<CheckFacts>[] = [
 const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   'conservation: sum of balances equals sum of opening balances': 'money',
   'no balance below minus its credit limit, no negative held': 'money',
-  "no entry's running balance below minus its wallet's credit limit": 'money',
+  "no entry's running balance below minus the credit limit in force then": 'money',
   'at most one debit per operation': 'exactly-once',
   "every operation's entries sum to zero": 'money',
   'every wallet balance equals the sum of its entries': 'money',

@@ -92,11 +92,13 @@ async function creditAndPost(
     UPDATE wallets SET balance = balance + ${request.amountMinor}::bigint, updated_at = CURRENT_TIMESTAMP
      WHERE id = ${request.to}::text RETURNING balance`;
   await tx.$executeRaw`
-    INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, created_at) VALUES
-      (${operationId}::text, ${request.from}::text, 'debit', ${-request.amountMinor}::bigint, ${computed}::bigint,
-       ${token}::bigint, clock_timestamp()),
-      (${operationId}::text, ${request.to}::text, 'credit', ${request.amountMinor}::bigint,
-       ${credited[0]?.balance ?? null}::bigint, ${token}::bigint, clock_timestamp())`;
+    INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, created_at)
+    SELECT x.op, x.wallet, x.kind, x.amount, x.after, w.credit_limit, x.fence, clock_timestamp()
+      FROM (VALUES (1, ${operationId}::text, ${request.from}::text, 'debit', ${-request.amountMinor}::bigint,
+                    ${computed}::bigint, ${token}::bigint),
+                   (2, ${operationId}::text, ${request.to}::text, 'credit', ${request.amountMinor}::bigint,
+                    ${credited[0]?.balance ?? null}::bigint, ${token}::bigint)) AS x(n, op, wallet, kind, amount, after, fence)
+      JOIN wallets w ON w.id = x.wallet ORDER BY x.n`;
 }
 
 export async function naiveApply(

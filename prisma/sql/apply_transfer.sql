@@ -34,6 +34,7 @@ DECLARE
     v_from_lease    UUID;
     v_to_currency   TEXT;
     v_to_balance    BIGINT;
+    v_to_limit      BIGINT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
@@ -78,7 +79,8 @@ BEGIN
             v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance; v_from_limit := v_wallet.credit_limit;
             v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
         END IF;
-        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance; END IF;
+        IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance;
+                                   v_to_limit := v_wallet.credit_limit; END IF;
     END LOOP;
 
     IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
@@ -117,9 +119,9 @@ BEGIN
     END IF;
 
     IF v_reason IS NULL THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at) VALUES
-            (p_operation_id, p_from, 'debit', -p_amount, v_from_balance - p_amount, p_fence, p_lease_id, clock_timestamp()),
-            (p_operation_id, p_to, 'credit', p_amount, v_to_balance + p_amount, p_fence, p_lease_id, clock_timestamp());
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, lease, created_at)
+        VALUES (p_operation_id, p_from, 'debit', -p_amount, v_from_balance - p_amount, v_from_limit, p_fence, p_lease_id, clock_timestamp()),
+               (p_operation_id, p_to, 'credit', p_amount, v_to_balance + p_amount, v_to_limit, p_fence, p_lease_id, clock_timestamp());
     END IF;
 
     -- The record, then what it decides (as in the batch): the intake's request marked decided and

@@ -1,9 +1,11 @@
--- The one decision: 1-1,000 operations of any kind (transfer, hold, capture, void, refund, split)
+-- The one decision: 1-1,000 operations of any kind (transfer, hold, capture, void, refund, split,
+-- credit_limit)
 -- given as parallel arrays, decided in order as if each committed before the next. Every lock up
 -- front in one order (decision_operations_locked(), decision_state_read()), then per operation:
 -- its record answers a duplicate or a conflict (decision_answer()), the debited wallet's fence and
 -- lease (decision_stale()), the kind's checks and postings (decision_moved() for a transfer and a
--- hold, decision_verdict() for the kinds that name another operation or have legs), the postings
+-- hold, decision_verdict() for the kinds that name another operation or have legs,
+-- decision_limit_changed() for a credit limit change, which p_amounts carries), the postings
 -- applied to the balances (a `$held:<wallet>` posting to its held money) and the ledger (a release
 -- at expiry recorded as the hold's own, unfenced), the fence advanced, and the record kept: a later
 -- twin in the batch answers from it, and a later operation naming it finds it as it would find it
@@ -42,8 +44,7 @@ DECLARE
     v_n        INTEGER := coalesce(cardinality(p_operation_ids), 0);
     v_names    BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
     v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ;
-    -- The locked wallets, by id, as the batch's decisions leave them.
-    -- A debit may take a wallet's balance down to minus its credit limit (w_limit), never below.
+    -- The locked wallets, by id, as the batch's decisions leave them; a debit may take a balance down to minus w_limit.
     w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[]; w_limit BIGINT[];
     w_touched  BOOLEAN[];
     -- The holds named (h_read of them), then those placed here; which of the named ended here.
@@ -56,10 +57,10 @@ DECLARE
     -- What each element decided here records (status NULL: answered from a record, or stale).
     e_status TEXT[] := array_fill(NULL::TEXT, ARRAY[v_n]); e_reason TEXT[] := e_status; e_to TEXT[] := e_status;
     e_amount BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_n]); e_detail JSONB[] := array_fill(NULL::JSONB, ARRAY[v_n]);
-    -- Ledger entries in decision order; holds released at expiry; requests to close.
-    -- Each entry's running balance: its account's balance after it (a `$held:` account's is the held amount).
+    -- Ledger entries in decision order, each with its account's balance after it (a `$held:` account's is the held
+    -- amount) and a wallet's limit in force then; holds released at expiry; requests to close.
     l_op TEXT[] := '{}'; l_wallet TEXT[] := '{}'; l_amount BIGINT[] := '{}'; l_fence BIGINT[] := '{}'; l_lease UUID[] := '{}';
-    l_balance BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
+    l_balance BIGINT[] := '{}'; l_limit BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
     -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
@@ -98,12 +99,13 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-
         v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
             v := decision_moved(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], w_currency[v_fi],
                      w_currency[v_ti], w_balance[v_fi] + w_limit[v_fi],
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
+        ELSIF v_kind = 'credit_limit' THEN
+            v := decision_limit_changed(w_currency[v_fi], w_balance[v_fi], w_limit[v_fi], p_amounts[v_i]);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
                      v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
@@ -114,6 +116,7 @@ BEGIN
             v_w := CASE WHEN v_wallet IN (v_from, '$held:' || v_from) THEN v_fi WHEN v_wallet = p_tos[v_i] THEN v_ti
                         ELSE array_position(w_id, v_wallet) END;
             l_count := l_count + 1;
+            l_limit[l_count] := CASE WHEN v_wallet LIKE '$held:%' THEN NULL ELSE w_limit[v_w] END;
             IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j]; l_balance[l_count] := w_held[v_w];
             ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
             w_touched[v_w] := TRUE;
@@ -132,6 +135,7 @@ BEGIN
             v_f := array_position(f_key, v_ref || E'\n' || v_from);
             IF v_f IS NULL THEN f_key := f_key || (v_ref || E'\n' || v_from); f_sum := f_sum || v.amount;
             ELSE f_sum[v_f] := f_sum[v_f] + v.amount; END IF;
+        ELSIF v_kind = 'credit_limit' AND v.reason IS NULL THEN w_limit[v_fi] := p_amounts[v_i];
         ELSIF v_kind = 'split' AND v.reason IS NULL THEN
             FOR v_j IN 2 .. cardinality(v.wallets) LOOP
                 s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j])::split_legs;
@@ -157,8 +161,8 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
-    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_touched, l_op, l_wallet, l_amount, l_balance,
-                             l_fence, l_lease, h, h_read, h_ended, s, s_read);
+    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_limit, w_touched, l_op, l_wallet, l_amount,
+                             l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
                               p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
 END;

@@ -1,8 +1,9 @@
--- What a batch's decisions did, written once per table: the wallets (every row that moved, or
--- nothing commits; CHECK (balance >= 0) and CHECK (held >= 0) stay the last line of defence), the
--- ledger in decision order (a negative amount is a debit; each entry with its account's balance
--- after it, stamped with the clock once every lock is held, so a wallet's entries ascend in time as
--- they do in id), the holds placed (after p_holds_read in
+-- What a batch's decisions did, written once per table: the wallets (every row that moved or had
+-- its credit limit changed, or nothing commits; CHECK (balance >= -credit_limit) and
+-- CHECK (held >= 0) stay the last line of defence), the ledger in decision order (a negative amount
+-- is a debit; each entry with its account's balance after it and, on a wallet's entry, the credit
+-- limit in force then, stamped with the clock once every lock is held, so a wallet's entries
+-- ascend in time as they do in id), the holds placed (after p_holds_read in
 -- p_holds) and those that ended, and the legs of the splits applied (after p_legs_read in p_legs).
 -- The records and events follow (decision_recorded()). Answers how many wallet rows it wrote.
 -- Called by decide_batch() only, under its settings (index lookups, generic plans).
@@ -12,11 +13,13 @@ CREATE OR REPLACE FUNCTION "decision_written"(
     p_helds           BIGINT[],
     p_fences          BIGINT[],
     p_leases          UUID[],
+    p_limits          BIGINT[],
     p_touched         BOOLEAN[],
     p_entry_ops       TEXT[],
     p_entry_wallets   TEXT[],
     p_entry_amounts   BIGINT[],
     p_entry_balances  BIGINT[],
+    p_entry_limits    BIGINT[],
     p_entry_fences    BIGINT[],
     p_entry_leases    UUID[],
     p_holds           holds[],
@@ -38,9 +41,9 @@ BEGIN
     IF v_touched > 0 THEN
         UPDATE wallets w
            SET balance = u.balance, held = u.held, last_fence = u.last_fence, last_lease = u.last_lease,
-               updated_at = CURRENT_TIMESTAMP
-          FROM unnest(p_wallet_ids, p_balances, p_helds, p_fences, p_leases, p_touched)
-               AS u(id, balance, held, last_fence, last_lease, touched)
+               credit_limit = u.credit_limit, updated_at = CURRENT_TIMESTAMP
+          FROM unnest(p_wallet_ids, p_balances, p_helds, p_fences, p_leases, p_limits, p_touched)
+               AS u(id, balance, held, last_fence, last_lease, credit_limit, touched)
          WHERE w.id = u.id AND u.touched;
         GET DIAGNOSTICS v_rows = ROW_COUNT;
         IF v_rows <> v_touched THEN
@@ -51,11 +54,13 @@ BEGIN
         END IF;
     END IF;
     IF cardinality(p_entry_ops) > 0 THEN
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at)
-        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.balance, e.fence,
-               e.lease, clock_timestamp()
-          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_balances, p_entry_fences, p_entry_leases)
-               WITH ORDINALITY AS e(op, wallet, amount, balance, fence, lease, n)
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, lease,
+                                    created_at)
+        SELECT e.op, e.wallet, CASE WHEN e.amount < 0 THEN 'debit' ELSE 'credit' END, e.amount, e.balance, e.credit_limit,
+               e.fence, e.lease, clock_timestamp()
+          FROM unnest(p_entry_ops, p_entry_wallets, p_entry_amounts, p_entry_balances, p_entry_limits, p_entry_fences,
+                      p_entry_leases)
+               WITH ORDINALITY AS e(op, wallet, amount, balance, credit_limit, fence, lease, n)
          ORDER BY e.n;
     END IF;
     IF cardinality(p_holds) > p_holds_read THEN
@@ -81,4 +86,4 @@ BEGIN
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION decision_written(text[],bigint[],bigint[],bigint[],uuid[],boolean[],text[],text[],bigint[],bigint[],bigint[],uuid[],holds[],integer,boolean[],split_legs[],integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION decision_written(text[],bigint[],bigint[],bigint[],uuid[],bigint[],boolean[],text[],text[],bigint[],bigint[],bigint[],bigint[],uuid[],holds[],integer,boolean[],split_legs[],integer) FROM PUBLIC;

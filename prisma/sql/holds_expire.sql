@@ -1,6 +1,6 @@
 -- The hold sweep: releases up to p_limit active holds past their expiry back to their sources
--- (each wallet's held into its balance, with the ledger entries of `$expiry:<hold>` and their
--- running balances), ends them `expired` and appends an `expired` event per hold; raises, and
+-- (each wallet's held into its balance, with the ledger entries of `$expiry:<hold>`, their
+-- running balances and the wallet's credit limit), ends them `expired` and appends an `expired` event per hold; raises, and
 -- releases nothing, when it wrote fewer wallet rows than it releases into. Answers how many it
 -- released.
 CREATE OR REPLACE FUNCTION "holds_expire"(p_limit INTEGER DEFAULT 1000) RETURNS INTEGER
@@ -35,21 +35,22 @@ BEGIN
         UPDATE wallets w SET balance = w.balance + m.delta, held = w.held - m.delta, updated_at = CURRENT_TIMESTAMP
           FROM (SELECT e.from_wallet AS id, sum(e.amount)::BIGINT AS delta FROM ended e GROUP BY e.from_wallet) m
          WHERE w.id = m.id
-        RETURNING w.id, w.balance, w.held
+        RETURNING w.id, w.balance, w.held, w.credit_limit
     ), released AS (
         -- A source's holds in hold-id order; each entry carries its account's balance after it,
         -- counted back from the row as written (the later releases taken off).
-        SELECT e.hold_id, e.from_wallet, e.amount, m.balance, m.held,
+        SELECT e.hold_id, e.from_wallet, e.amount, m.balance, m.held, m.credit_limit,
                sum(e.amount) OVER (PARTITION BY e.from_wallet ORDER BY e.hold_id
                                    ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS later
           FROM ended e JOIN moved m ON m.id = e.from_wallet
     ), entries AS (
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, fence, lease, created_at)
-        SELECT '$expiry:' || r.hold_id, x.wallet, x.kind, x.amount, x.after, NULL, NULL, clock_timestamp()
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, fence, lease,
+                                    created_at)
+        SELECT '$expiry:' || r.hold_id, x.wallet, x.kind, x.amount, x.after, x.credit_limit, NULL, NULL, clock_timestamp()
           FROM released r
-         CROSS JOIN LATERAL (VALUES (1, '$held:' || r.from_wallet, 'debit', -r.amount, r.held + coalesce(r.later, 0)),
-                                    (2, r.from_wallet, 'credit', r.amount, r.balance - coalesce(r.later, 0)))
-               AS x(n, wallet, kind, amount, after)
+         CROSS JOIN LATERAL (VALUES (1, '$held:' || r.from_wallet, 'debit', -r.amount, r.held + coalesce(r.later, 0), NULL),
+                                    (2, r.from_wallet, 'credit', r.amount, r.balance - coalesce(r.later, 0), r.credit_limit))
+               AS x(n, wallet, kind, amount, after, credit_limit)
          ORDER BY r.from_wallet, r.hold_id, x.n
         RETURNING 1
     ), events AS (

@@ -45,6 +45,8 @@ BEGIN
         v_lines := ARRAY['v2', 'void', v_from, p_body ->> 'hold'];
     ELSIF v_kind = 'refund' THEN
         v_lines := ARRAY['v2', 'refund', v_from, p_body ->> 'original', coalesce(v_amount::TEXT, '')];
+    ELSIF v_kind = 'credit_limit' THEN
+        v_lines := ARRAY['v2', 'credit_limit', v_from, ((p_body ->> 'limit')::NUMERIC)::TEXT];
     ELSE
         FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
             v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);

@@ -1,6 +1,6 @@
 -- What is wrong with an operation's wire object, or NULL when nothing is: the intake's one rule.
 -- Its limits are WIRE_LIMITS (src/ledger/wire-limits.ts) at the widest a worker may be set:
--- amounts up to 10^18 - 1, a hold's expiresInMs from 1000 to the given maximum (or the largest
+-- amounts up to 10^18 - 1, a credit limit up to 10^17, a hold's expiresInMs from 1000 to the given maximum (or the largest
 -- HOLD_EXPIRY_MAX_MS when it is NULL), expiresAt a real calendar instant, 2 to 16 legs.
 -- request_operation() and request_transfer() refuse with its answer (22023), and
 -- test/intake/one-rule.test.ts runs one table of bodies through it and through the worker's
@@ -13,6 +13,7 @@ DECLARE
     c_id_pattern         CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,128}$';
     c_amount_pattern     CONSTANT TEXT := '^[0-9]{1,19}$';
     c_amount_ceiling     CONSTANT NUMERIC := 999999999999999999;
+    c_limit_ceiling      CONSTANT NUMERIC := 100000000000000000;
     c_currency_pattern   CONSTANT TEXT := '^[A-Z]{3}$';
     c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
     c_expires_in_min_ms  CONSTANT BIGINT := 1000;
@@ -47,9 +48,10 @@ BEGIN
         WHEN 'void'     THEN ARRAY['kind', 'operationId', 'from', 'hold']
         WHEN 'refund'   THEN ARRAY['kind', 'operationId', 'from', 'original', 'amount']
         WHEN 'split'    THEN ARRAY['kind', 'operationId', 'from', 'legs', 'currency']
+        WHEN 'credit_limit' THEN ARRAY['kind', 'operationId', 'from', 'limit']
     END;
     IF v_allowed IS NULL THEN
-        RETURN 'kind must be one of transfer, hold, capture, void, refund, split';
+        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit';
     END IF;
     SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
     IF v_extra IS NOT NULL THEN
@@ -81,7 +83,12 @@ BEGIN
         RETURN 'currency must be three capital letters, like EUR';
     END IF;
 
-    IF v_kind = 'hold' THEN
+    IF v_kind = 'credit_limit' THEN
+        IF jsonb_typeof(p_body -> 'limit') IS DISTINCT FROM 'string' OR (p_body ->> 'limit') !~ c_amount_pattern
+           OR (p_body ->> 'limit')::NUMERIC > c_limit_ceiling THEN
+            RETURN format('limit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);
+        END IF;
+    ELSIF v_kind = 'hold' THEN
         IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
             RETURN 'a hold needs exactly one of expiresInMs and expiresAt';
         END IF;

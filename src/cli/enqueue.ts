@@ -23,7 +23,7 @@ import {
   OPERATION_KINDS,
   type OperationKind,
   type OperationWire,
-  validateOperationRequest,
+  validateOperationWithin,
 } from '../ledger/transfer-request.ts';
 import { redactText } from '../log/redact.ts';
 import { ENQUEUE_BATCH_MAX, enqueueOperation, enqueueOperations, TransferQueues } from '../queue/producer.ts';
@@ -40,6 +40,7 @@ const USAGE = [
   '       npm run enqueue -- [--intake] --kind void --from A --hold H [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind refund --from B --original O [--amount N] [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind split --from A --leg B:N --leg C:N [--currency EUR] [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind credit_limit --from A --limit N [--operation-id ID]',
   '       npm run enqueue -- [--intake] --file operations.ndjson',
   '       npm run enqueue -- [--intake] --random N --wallets W [--kind transfer|hold] [--expires-in-ms MS] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]',
 ].join('\n');
@@ -56,8 +57,9 @@ const FLAGS_OF_KIND: Readonly<Record<OperationKind, readonly string[]>> = {
   void: ['hold'],
   refund: ['original', 'amount'],
   split: ['leg', 'currency'],
+  credit_limit: ['limit'],
 };
-const KIND_FLAGS = ['to', 'amount', 'currency', 'expires-in-ms', 'expires-at', 'hold', 'original', 'leg'];
+const KIND_FLAGS = ['to', 'amount', 'currency', 'expires-in-ms', 'expires-at', 'hold', 'original', 'leg', 'limit'];
 
 function rate(value: string, flag: string): number {
   const n = Number(value);
@@ -65,32 +67,31 @@ function rate(value: string, flag: string): number {
   return n;
 }
 
+const FLAGS = {
+  from: { type: 'string' },
+  to: { type: 'string' },
+  amount: { type: 'string' },
+  currency: { type: 'string' },
+  'operation-id': { type: 'string' },
+  file: { type: 'string' },
+  random: { type: 'string' },
+  wallets: { type: 'string' },
+  duplicates: { type: 'string', default: '0' },
+  seed: { type: 'string', default: '1' },
+  prefix: { type: 'string', default: 'wallet-' },
+  'amount-max': { type: 'string', default: '100' },
+  intake: { type: 'boolean', default: false },
+  kind: { type: 'string' },
+  hold: { type: 'string' },
+  original: { type: 'string' },
+  'expires-in-ms': { type: 'string' },
+  'expires-at': { type: 'string' },
+  leg: { type: 'string', multiple: true },
+  limit: { type: 'string' },
+} as const;
+
 await runCli(async () => {
-  const { values } = parseFlags(
-    process.argv.slice(2),
-    {
-      from: { type: 'string' },
-      to: { type: 'string' },
-      amount: { type: 'string' },
-      currency: { type: 'string' },
-      'operation-id': { type: 'string' },
-      file: { type: 'string' },
-      random: { type: 'string' },
-      wallets: { type: 'string' },
-      duplicates: { type: 'string', default: '0' },
-      seed: { type: 'string', default: '1' },
-      prefix: { type: 'string', default: 'wallet-' },
-      'amount-max': { type: 'string', default: '100' },
-      intake: { type: 'boolean', default: false },
-      kind: { type: 'string' },
-      hold: { type: 'string' },
-      original: { type: 'string' },
-      'expires-in-ms': { type: 'string' },
-      'expires-at': { type: 'string' },
-      leg: { type: 'string', multiple: true },
-    },
-    USAGE,
-  );
+  const { values } = parseFlags(process.argv.slice(2), FLAGS, USAGE);
   const kind = kindFlag(values.kind);
   const modes = [
     values.from !== undefined || values.to !== undefined || values.amount !== undefined,
@@ -204,7 +205,7 @@ async function readOperationFile(
       report('not valid JSON');
       continue;
     }
-    const verdict = validateOperationRequest(parsed, config.transferAmountMax, config.holdExpiryMaxMs);
+    const verdict = validateOperationWithin(parsed, config);
     if (!verdict.ok) {
       report(verdict.reason);
       continue;
@@ -279,8 +280,11 @@ function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config
       wire = { kind, operationId, from, legs, ...withCurrency };
       break;
     }
+    case 'credit_limit':
+      wire = { kind, operationId, from, limit: text(values.limit) ?? '' };
+      break;
   }
-  const verdict = validateOperationRequest(wire, config.transferAmountMax, config.holdExpiryMaxMs);
+  const verdict = validateOperationWithin(wire, config);
   if (!verdict.ok) throw new UsageError(verdict.reason);
   return wire;
 }

@@ -66,6 +66,8 @@ export interface Config {
   readonly logLevel: LogLevel;
   readonly transferAmountMax: bigint;
   readonly holdExpiryMaxMs: number;
+  /** CREDIT_LIMIT_MAX: the largest credit limit a credit_limit operation may set. */
+  readonly creditLimitMax: bigint;
   readonly dbPoolMax: number;
   readonly dbStatementTimeoutMs: number;
   readonly dbLockTimeoutMs: number;
@@ -449,6 +451,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     transferAmountMax: BigInt(amountMaxRaw),
     holdExpiryMaxMs: integer(env, 'HOLD_EXPIRY_MAX_MS'),
+    creditLimitMax: BigInt(matching(env, 'CREDIT_LIMIT_MAX')),
     dbPoolMax,
     dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS'),
     dbLockTimeoutMs: integer(env, 'DB_LOCK_TIMEOUT_MS'),

@@ -1,4 +1,5 @@
-// The decision of payments (holds, captures, voids, refunds, splits): one call of
+// The decision of payments (holds, captures, voids, refunds, splits) and of credit limit changes
+// (a credit_limit's new limit travels in the amounts array): one call of
 // apply_payments() for many, in one round trip and one commit, as applyTransfers() does for
 // transfers (the payments migration has every rule). decideOperations() is what the worker's
 // batcher calls: a batch's transfers go to apply_transfers() exactly as before, its payments to
@@ -83,7 +84,13 @@ function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
     c.hashes.push(requestHash(r));
     c.froms.push(r.from);
     c.tos.push(r.kind === 'hold' ? r.to : null);
-    c.amounts.push(r.kind === 'hold' || r.kind === 'capture' || r.kind === 'refund' ? r.amountMinor : null);
+    c.amounts.push(
+      r.kind === 'hold' || r.kind === 'capture' || r.kind === 'refund'
+        ? r.amountMinor
+        : r.kind === 'credit_limit'
+          ? r.limitMinor
+          : null,
+    );
     c.currencies.push(r.kind === 'hold' || r.kind === 'split' ? r.currency : null);
     c.refs.push(r.kind === 'capture' || r.kind === 'void' ? r.hold : r.kind === 'refund' ? r.original : null);
     c.expiresInMs.push(r.kind === 'hold' ? r.expiresInMs : null);
@@ -164,6 +171,7 @@ const DECIDED_IN_ORDER: Readonly<Record<PaymentRequest['kind'], number>> = {
   capture: 1,
   void: 1,
   refund: 2,
+  credit_limit: 0,
 };
 
 /**

@@ -41,6 +41,8 @@ export function requestHashLines(request: OperationRequest): string[] {
         request.currency ?? '',
         ...request.legs.flatMap((leg) => [leg.to, leg.amountMinor.toString()]),
       ];
+    case 'credit_limit':
+      return ['v2', 'credit_limit', request.from, request.limitMinor.toString()];
   }
 }
 

@@ -69,20 +69,21 @@ export async function seedWallets(prisma: PrismaClient, req: SeedRequest): Promi
                ${req.creditLimitMinor ?? 0n}::bigint
           FROM generate_series(1, ${req.wallets}::int) AS g
         ON CONFLICT (id) DO NOTHING
-        RETURNING id, currency, balance
+        RETURNING id, currency, balance, credit_limit
       ), funded AS (
-        SELECT n.id, n.balance,
+        SELECT n.id, n.balance, n.credit_limit,
                coalesce((SELECT e.balance_after FROM ledger_entries e WHERE e.wallet_id = ${funding}::text
                           ORDER BY e.created_at DESC, e.id DESC LIMIT 1), 0)
                  - sum(n.balance) OVER (ORDER BY n.id) AS funding_after
           FROM new_wallets n WHERE n.balance > 0
       ), entries AS (
-        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, created_at)
-        SELECT ${OPENING_OPERATION_PREFIX}::text || f.id, x.wallet, x.kind, x.amount, x.after, clock_timestamp()
+        INSERT INTO ledger_entries (operation_id, wallet_id, kind, amount, balance_after, credit_limit, created_at)
+        SELECT ${OPENING_OPERATION_PREFIX}::text || f.id, x.wallet, x.kind, x.amount, x.after, x.credit_limit,
+               clock_timestamp()
           FROM funded f
-         CROSS JOIN LATERAL (VALUES (1, f.id, 'opening', f.balance, f.balance),
-                                    (2, ${funding}::text, 'funding', -f.balance, f.funding_after))
-               AS x(n, wallet, kind, amount, after)
+         CROSS JOIN LATERAL (VALUES (1, f.id, 'opening', f.balance, f.balance, f.credit_limit),
+                                    (2, ${funding}::text, 'funding', -f.balance, f.funding_after, NULL::bigint))
+               AS x(n, wallet, kind, amount, after, credit_limit)
          ORDER BY f.id, x.n
         RETURNING 1
       )

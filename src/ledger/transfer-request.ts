@@ -1,5 +1,5 @@
-// The wire format of a transfer job and of the payment operations (hold, capture, void, refund,
-// split), and their validation: a pure function that either returns a typed request or names
+// The wire format of a transfer job, of the payment operations (hold, capture, void, refund,
+// split) and of a credit limit change (credit_limit), and their validation: a pure function that either returns a typed request or names
 // precisely what is wrong. Nothing outside the format reaches the ledger. Its limits are
 // WIRE_LIMITS (wire-limits.ts), which the intake's SQL enforces too.
 import { WIRE_LIMITS } from './wire-limits.ts';
@@ -112,8 +112,8 @@ export function toWire(request: TransferRequest): TransferWire {
 // Payment operations. Every kind but a transfer names itself in `kind`; `from` is always the
 // wallet the operation debits, the one the worker locks and fences and the queue shard follows.
 
-/** Every kind of operation: a transfer and the payment operations. */
-export const OPERATION_KINDS = ['transfer', 'hold', 'capture', 'void', 'refund', 'split'] as const;
+/** Every kind of operation: a transfer, the payment operations and a credit limit change. */
+export const OPERATION_KINDS = ['transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit'] as const;
 /** One of OPERATION_KINDS. */
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 export type PaymentKind = Exclude<OperationKind, 'transfer'>;
@@ -134,6 +134,7 @@ export const OPERATION_WIRE_FIELDS: Readonly<Record<OperationKind, readonly stri
   void: ['operationId', 'kind', 'from', 'hold'],
   refund: ['operationId', 'kind', 'from', 'original', 'amount'],
   split: ['operationId', 'kind', 'from', 'legs', 'currency'],
+  credit_limit: ['operationId', 'kind', 'from', 'limit'],
 };
 
 /** Moves `amountMinor` from `from` to its holding wallet until a capture, a void or the expiry. */
@@ -197,7 +198,28 @@ export interface SplitRequest {
   readonly currency: string | null;
 }
 
-export type PaymentRequest = HoldRequest | CaptureRequest | VoidRequest | RefundRequest | SplitRequest;
+/**
+ * Sets the credit limit of `from`: how far below zero its debits may take its balance. Decided and
+ * fenced on that wallet like a debit; a limit below what the wallet already uses (its balance below
+ * zero) is refused `limit_below_used`.
+ */
+export interface CreditLimitRequest {
+  readonly kind: 'credit_limit';
+  readonly operationId: string;
+  /** The wallet whose limit changes. */
+  readonly from: string;
+  /** The new limit in minor units, 0 to CREDIT_LIMIT_MAX. */
+  readonly limitMinor: bigint;
+}
+
+/** Every request that names its kind (all but a transfer). */
+export type PaymentRequest =
+  | HoldRequest
+  | CaptureRequest
+  | VoidRequest
+  | RefundRequest
+  | SplitRequest
+  | CreditLimitRequest;
 /** A transfer carries no `kind`: it is the same TransferRequest it always was. */
 export type OperationRequest = TransferRequest | PaymentRequest;
 
@@ -268,8 +290,16 @@ export interface SplitWire {
   currency?: string;
 }
 
-/** Any payment operation on the wire. */
-export type PaymentWire = HoldWire | CaptureWire | VoidWire | RefundWire | SplitWire;
+/** A credit limit change on the wire: `limit` (decimal string, 0 allowed) becomes `from`'s credit limit. */
+export interface CreditLimitWire {
+  operationId: string;
+  kind: 'credit_limit';
+  from: string;
+  limit: string;
+}
+
+/** Any operation on the wire that names its kind. */
+export type PaymentWire = HoldWire | CaptureWire | VoidWire | RefundWire | SplitWire | CreditLimitWire;
 /** Any operation on the wire: what requestOperation() and enqueueOperation() take. */
 export type OperationWire = TransferOperationWire | PaymentWire;
 
@@ -312,12 +342,14 @@ function optionalAmount(record: Readonly<Record<string, unknown>>, amountMax: bi
  * Any operation's wire object, validated. Without `kind`, or with `kind: "transfer"`, it is
  * exactly validateTransferRequest (same answers, same messages) and gives the same
  * TransferRequest, without the kind, so its request hash does not depend on the kind being said.
+ * `creditLimitMax` is CREDIT_LIMIT_MAX (the widest, WIRE_LIMITS' ceiling, when not given).
  * Never throws: a refusal is `{ ok: false, reason }`.
  */
 export function validateOperationRequest(
   data: unknown,
   amountMax: bigint,
   holdExpiryMaxMs: number,
+  creditLimitMax: bigint = WIRE_LIMITS.creditLimitCeilingMinor,
 ): OperationValidationResult {
   if (typeof data !== 'object' || data === null || Array.isArray(data) || !('kind' in data)) {
     return validateTransferRequest(data, amountMax);
@@ -332,26 +364,41 @@ export function validateOperationRequest(
   const extra = Object.keys(record).find((k) => !OPERATION_WIRE_FIELDS[kind].includes(k));
   if (extra !== undefined) return { ok: false, reason: `unknown field ${JSON.stringify(extra.slice(0, 40))}` };
   try {
-    return { ok: true, request: PAYMENT_READERS[kind](record, amountMax, holdExpiryMaxMs) };
+    return { ok: true, request: PAYMENT_READERS[kind](record, { amountMax, holdExpiryMaxMs, creditLimitMax }) };
   } catch (err) {
     if (err instanceof FieldProblem) return { ok: false, reason: err.message };
     throw err;
   }
 }
 
+/** The settings a worker validates by (TRANSFER_AMOUNT_MAX, HOLD_EXPIRY_MAX_MS, CREDIT_LIMIT_MAX). */
+export interface OperationBounds {
+  readonly transferAmountMax: bigint;
+  readonly holdExpiryMaxMs: number;
+  readonly creditLimitMax: bigint;
+}
+
+/** validateOperationRequest() by a worker's settings. */
+export function validateOperationWithin(data: unknown, bounds: OperationBounds): OperationValidationResult {
+  return validateOperationRequest(data, bounds.transferAmountMax, bounds.holdExpiryMaxMs, bounds.creditLimitMax);
+}
+
 function isPaymentKind(value: unknown): value is PaymentKind {
   return typeof value === 'string' && value !== 'transfer' && (OPERATION_KINDS as readonly string[]).includes(value);
 }
 
-type PaymentReader = (
-  record: Readonly<Record<string, unknown>>,
-  amountMax: bigint,
-  holdExpiryMaxMs: number,
-) => PaymentRequest;
+/** The bounds a worker is configured with. */
+interface ReaderLimits {
+  readonly amountMax: bigint;
+  readonly holdExpiryMaxMs: number;
+  readonly creditLimitMax: bigint;
+}
+
+type PaymentReader = (record: Readonly<Record<string, unknown>>, limits: ReaderLimits) => PaymentRequest;
 
 /** One reader per kind; each throws a FieldProblem naming the first field that is wrong. */
 const PAYMENT_READERS: Readonly<Record<PaymentKind, PaymentReader>> = {
-  hold: (record, amountMax, holdExpiryMaxMs) => {
+  hold: (record, { amountMax, holdExpiryMaxMs }) => {
     const operationId = id(record, 'operationId');
     const from = id(record, 'from');
     const to = id(record, 'to');
@@ -361,7 +408,7 @@ const PAYMENT_READERS: Readonly<Record<PaymentKind, PaymentReader>> = {
     const { expiresInMs, expiresAt } = holdExpiry(record, holdExpiryMaxMs);
     return { kind: 'hold', operationId, from, to, amountMinor, currency, expiresInMs, expiresAt };
   },
-  capture: (record, amountMax) => {
+  capture: (record, { amountMax }) => {
     const operationId = id(record, 'operationId');
     const from = id(record, 'from');
     const hold = id(record, 'hold');
@@ -372,19 +419,35 @@ const PAYMENT_READERS: Readonly<Record<PaymentKind, PaymentReader>> = {
     const from = id(record, 'from');
     return { kind: 'void', operationId, from, hold: id(record, 'hold') };
   },
-  refund: (record, amountMax) => {
+  refund: (record, { amountMax }) => {
     const operationId = id(record, 'operationId');
     const from = id(record, 'from');
     const original = id(record, 'original');
     return { kind: 'refund', operationId, from, original, amountMinor: optionalAmount(record, amountMax) };
   },
-  split: (record, amountMax) => {
+  split: (record, { amountMax }) => {
     const operationId = id(record, 'operationId');
     const from = id(record, 'from');
     const legs = splitLegs(record.legs, from, amountMax);
     return { kind: 'split', operationId, from, legs, currency: currencyOf(record) };
   },
+  credit_limit: (record, { creditLimitMax }) => {
+    const operationId = id(record, 'operationId');
+    const from = id(record, 'from');
+    return { kind: 'credit_limit', operationId, from, limitMinor: creditLimit(record.limit, creditLimitMax) };
+  },
 };
+
+/** A credit limit in minor units, 0 to `max`, from its decimal string. */
+function creditLimit(value: unknown, max: bigint): bigint {
+  if (typeof value !== 'string' || !/^\d+$/.test(value)) {
+    throw new FieldProblem(`limit must be a string of decimal digits (0 to ${max}), got ${describe(value)}`);
+  }
+  if (value.length > AMOUNT_DIGITS_MAX || BigInt(value) > max) {
+    throw new FieldProblem(`limit exceeds the maximum of ${max}`);
+  }
+  return BigInt(value);
+}
 
 /**
  * Exactly one of the two expiry fields. Whether the instant lies ahead and within the maximum is
@@ -524,5 +587,7 @@ export function toOperationWire(request: OperationRequest): OperationWire {
       if (request.currency !== null) wire.currency = request.currency;
       return wire;
     }
+    case 'credit_limit':
+      return { operationId, kind: 'credit_limit', from, limit: request.limitMinor.toString() };
   }
 }

@@ -1,11 +1,12 @@
 // Reads the stored outcome of one operation (for `npm run status`), of any kind. A transfer's
 // record keeps the fields it always had and gains its kind, original (none) and what was
-// refunded of it; a payment's says what it refers to, and a hold or a split what became of it.
+// refunded of it; a payment's says what it refers to, and a hold or a split what became of it; a
+// credit limit change the limit it set.
 // One statement, so the record, the hold and the refunds are read at one instant.
 import type { PrismaClient } from '../db/prisma.ts';
 import type { StoredStatus } from './vocabulary.ts';
 
-export type OperationKind = 'transfer' | 'hold' | 'capture' | 'void' | 'refund' | 'split';
+export type OperationKind = 'transfer' | 'hold' | 'capture' | 'void' | 'refund' | 'split' | 'credit_limit';
 
 interface RecordFields {
   operationId: string;
@@ -17,7 +18,7 @@ interface RecordFields {
    * payee, a void's own `from` (the money goes back), a refund's original source; none for a split.
    */
   to: string | null;
-  /** What moved, was held, captured, released (void) or refunded; a split's total. */
+  /** What moved, was held, captured, released (void) or refunded; a split's total; the limit a credit_limit asked for. */
   amount: string | null;
   currency: string | null;
   fence: string;
@@ -71,7 +72,13 @@ export interface EndingOrRefundRecord extends RecordFields {
   kind: 'capture' | 'void' | 'refund';
 }
 
-export type OperationRecord = TransferRecord | HoldRecord | SplitRecord | EndingOrRefundRecord;
+/** A credit limit change: `limit` is the limit it set (applied) or asked for (rejected). */
+export interface CreditLimitRecord extends RecordFields {
+  kind: 'credit_limit';
+  limit: string;
+}
+
+export type OperationRecord = TransferRecord | HoldRecord | SplitRecord | EndingOrRefundRecord | CreditLimitRecord;
 
 interface Row {
   operation_id: string;
@@ -139,6 +146,8 @@ function recordOf(row: Row): OperationRecord {
       return { ...fields, kind: 'hold', hold: holdStateOf(row), refunded };
     case 'split':
       return { ...fields, kind: 'split', legs: row.legs, refunded };
+    case 'credit_limit':
+      return { ...fields, kind: 'credit_limit', limit: fields.amount ?? '' };
     default:
       return { ...fields, kind: row.kind };
   }

@@ -53,7 +53,7 @@ export type StoredStatus = (typeof STORED_STATUSES)[number];
 
 /**
  * Why an operation was rejected: exactly the reasons the SQL functions can answer, a transfer's
- * first, then the payment operations', then `invalid_request` (an intake request no worker can
+ * first, then the payment operations', then a credit limit change's, then `invalid_request` (an intake request no worker can
  * decide). The database's CHECK constraint on `transfers.reason` allows exactly these.
  */
 export const REJECTION_REASONS = [
@@ -72,6 +72,7 @@ export const REJECTION_REASONS = [
   'original_not_refundable',
   'refund_exceeds_original',
   'wallet_mismatch',
+  'limit_below_used',
   'invalid_request',
 ] as const;
 /** One of REJECTION_REASONS. */
@@ -133,6 +134,10 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
       reason: 'insufficient_funds',
       when: "`from`'s balance plus its credit limit against the legs' total, once every leg passed",
     },
+  ],
+  credit_limit: [
+    { reason: 'unknown_wallet', when: '`from`' },
+    { reason: 'limit_below_used', when: 'the new limit against what `from` uses (its balance below zero)' },
   ],
 };
 
@@ -206,6 +211,12 @@ export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>>
     meaning:
       "The message's `from` is not the wallet the operation must debit: the hold's source for a capture or a void, the original's destination for a refund.",
     action: 'Fix the producer: send the operation with that wallet as `from` (it is the wallet the worker locks).',
+  },
+  limit_below_used: {
+    meaning:
+      "A credit_limit would set the wallet's limit below what it already uses (its balance below zero): the balance would lie below minus the new limit. Nothing changed; the limit in force stays.",
+    action:
+      'Bring the balance up to at least minus the wanted limit (a credit, a refund), or ask for a limit that covers what is used, under a new operationId.',
   },
   invalid_request: {
     meaning:

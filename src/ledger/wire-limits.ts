@@ -15,6 +15,11 @@ export const WIRE_LIMITS = {
    * decide such a body; a worker's own TRANSFER_AMOUNT_MAX may be lower.
    */
   amountCeilingMinor: 10n ** 18n - 1n,
+  /**
+   * The largest credit limit any worker may set: the largest CREDIT_LIMIT_MAX, and the wallets'
+   * CHECK (wallets_credit_limit_range). The intake's SQL refuses above it.
+   */
+  creditLimitCeilingMinor: 10n ** 17n,
   /** The shortest hold a producer may ask for with `expiresInMs`. */
   holdExpiresInMsMin: 1_000,
   /**

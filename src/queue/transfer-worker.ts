@@ -11,7 +11,12 @@ import { decideOperations } from '../ledger/apply-payments.ts';
 import { type BatchItem, type BatchStats, DecisionBatcher, type ExpectedDecision } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
 import { requestHash } from '../ledger/request-hash.ts';
-import { type OperationRequest, operationKindOf, validateOperationRequest } from '../ledger/transfer-request.ts';
+import {
+  type OperationRequest,
+  operationKindOf,
+  type validateOperationRequest,
+  validateOperationWithin,
+} from '../ledger/transfer-request.ts';
 import { decideInvalidRequest } from '../ledger/undecidable-request.ts';
 import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
@@ -231,7 +236,7 @@ export class TransferProcessor {
     };
     const verdict =
       job.name === TRANSFER_JOB_NAME
-        ? validateOperationRequest(job.data, this.deps.config.transferAmountMax, this.deps.config.holdExpiryMaxMs)
+        ? validateOperationWithin(job.data, this.deps.config)
         : { ok: false as const, reason: `unknown job name ${JSON.stringify(job.name.slice(0, 64))}` };
     if (!verdict.ok) {
       this.metrics.invalidMessage();
@@ -711,7 +716,7 @@ type GiveUpDeps = Pick<TransferWorkerDeps, 'prisma' | 'logger' | 'config'> & { r
 export async function recordGiveUp(job: Job, reason: string, deps: GiveUpDeps, retry?: GiveUpRetry): Promise<boolean> {
   const valid: ReturnType<typeof validateOperationRequest> =
     job.name === TRANSFER_JOB_NAME
-      ? validateOperationRequest(job.data, deps.config.transferAmountMax, deps.config.holdExpiryMaxMs)
+      ? validateOperationWithin(job.data, deps.config)
       : { ok: false, reason: `job name ${JSON.stringify(job.name)} is not ${JSON.stringify(TRANSFER_JOB_NAME)}` };
   if (!valid.ok) {
     deps.metrics?.givenUp('invalid_job');

@@ -53,6 +53,7 @@ describe('loadConfig defaults', () => {
       logLevel: 'info',
       transferAmountMax: 1_000_000_000_000_000n,
       holdExpiryMaxMs: 604_800_000,
+      creditLimitMax: 1_000_000_000_000_000n,
       dbPoolMax: 8,
       dbStatementTimeoutMs: 5_000,
       dbLockTimeoutMs: 2_000,

@@ -261,6 +261,43 @@ const ROWS: readonly Row[] = [
     valid: false,
   },
   { name: 'a refund', body: { operationId: op(), kind: 'refund', from: 'b', original: 'o', amount: '2' }, valid: true },
+  { name: 'a credit limit', body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: '5' }, valid: true },
+  {
+    name: 'a credit limit of 0',
+    body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: '0' },
+    valid: true,
+  },
+  {
+    name: 'a credit limit at the ceiling',
+    body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: L.creditLimitCeilingMinor.toString() },
+    valid: true,
+  },
+  {
+    name: 'a credit limit one above the ceiling',
+    body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: (L.creditLimitCeilingMinor + 1n).toString() },
+    valid: false,
+  },
+  {
+    name: 'a credit limit of 20 digits',
+    body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: '9'.repeat(20) },
+    valid: false,
+  },
+  {
+    name: 'a credit limit below zero',
+    body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: '-1' },
+    valid: false,
+  },
+  {
+    name: 'a credit limit as a number',
+    body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: 5 },
+    valid: false,
+  },
+  { name: 'a credit limit without one', body: { operationId: op(), kind: 'credit_limit', from: 'a' }, valid: false },
+  {
+    name: 'a credit limit with an amount',
+    body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: '5', amount: '5' },
+    valid: false,
+  },
   { name: 'an unknown kind', body: transfer({ kind: 'payout' }), valid: false },
   { name: 'a kind of null', body: transfer({ kind: null }), valid: false },
   { name: 'a kind that is a number', body: transfer({ kind: 5 }), valid: false },

@@ -43,6 +43,8 @@ const BODIES: OperationWire[] = [
       { to: 'c:1', amount: '3' },
     ],
   },
+  { kind: 'credit_limit', operationId: 'x-l1', from: 'a', limit: '0' },
+  { kind: 'credit_limit', operationId: 'x-l2', from: 'a', limit: '000250' },
 ];
 
 describe('request_operation() and requestHash()', () => {

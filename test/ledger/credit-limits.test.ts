@@ -4,6 +4,7 @@
 // each fit but not together (in one batch, and in two transactions at once), a hold that takes the
 // last of the limit and a transfer behind it. A wallet seeded without a limit decides as before
 // (limit 0), and the table's CHECK refuses a balance below minus the limit written by hand.
+// Changing a limit, and the history judged by the limit in force: credit-limit-changes.test.ts.
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
@@ -163,23 +164,6 @@ describe('credit limits', () => {
       ),
     ).toEqual(['rejected:insufficient_funds', 'applied']);
     expect(await balancesOf(db.pg, ['c2'])).toEqual({ c2: -500n });
-  });
-
-  it("reconcile() finds a wallet that went below minus its limit in the ledger's history", async () => {
-    expect(await transfers(transfer('t1', 'c1', 'p1', 400n), transfer('t2', 'p1', 'c1', 300n))).toEqual([
-      'applied',
-      'applied',
-    ]);
-    const history = "no entry's running balance below minus its wallet's credit limit";
-    expect((await reconcile(db.prisma)).invariants.filter((i) => !i.ok)).toEqual([]);
-    // The limit taken away by hand once the balance is back at zero: the row is within it now,
-    // but its debit of -300 was not.
-    await db.pg.query("UPDATE wallets SET credit_limit = 0 WHERE id = 'c1'");
-    const report = await reconcile(db.prisma);
-    expect(report.invariants.filter((i) => !i.ok).map((i) => i.name)).toEqual([history]);
-    expect(report.invariants.find((i) => i.name === history)?.counterexamples).toEqual([
-      expect.objectContaining({ account: 'c1', operation_id: 't1', balance_after: '-300', credit_limit: '0' }),
-    ]);
   });
 
   it('the table refuses a balance below minus the limit, and a limit out of range', async () => {

@@ -23,6 +23,7 @@ const hold = { operationId: 'h-1', kind: 'hold', from: 'a', to: 'b', amount: '10
 const capture = { operationId: 'c-1', kind: 'capture', from: 'a', hold: 'h-1' };
 const voidOp = { operationId: 'v-1', kind: 'void', from: 'a', hold: 'h-1' };
 const refund = { operationId: 'r-1', kind: 'refund', from: 'b', original: 'op-1' };
+const creditLimit = { operationId: 'l-1', kind: 'credit_limit', from: 'a', limit: '5000' };
 const split = {
   operationId: 's-1',
   kind: 'split',
@@ -65,6 +66,9 @@ describe('validateOperationRequest accepts every kind, and toOperationWire gives
     ['a partial refund', { ...refund, amount: '1' }],
     ['a split', split],
     ['a split with currency', { ...split, currency: 'EUR' }],
+    ['a credit limit', creditLimit],
+    ['a credit limit of zero', { ...creditLimit, limit: '0' }],
+    ['a credit limit at the ceiling', { ...creditLimit, limit: (10n ** 17n).toString() }],
     [
       'a split of sixteen legs totalling the maximum',
       {
@@ -115,12 +119,13 @@ describe('validateOperationRequest accepts every kind, and toOperationWire gives
       ],
       currency: null,
     });
+    expect(accepted(creditLimit)).toEqual({ kind: 'credit_limit', operationId: 'l-1', from: 'a', limitMinor: 5000n });
   });
 
   it('names the kind of every request, a transfer by its absence', () => {
     expect(operationKindOf(accepted(transfer))).toBe('transfer');
     expect(isPaymentRequest(accepted(transfer))).toBe(false);
-    for (const body of [hold, capture, voidOp, refund, split]) {
+    for (const body of [hold, capture, voidOp, refund, split, creditLimit]) {
       expect(operationKindOf(accepted(body))).toBe(body.kind);
       expect(isPaymentRequest(accepted(body))).toBe(true);
     }
@@ -158,7 +163,7 @@ describe('a transfer, with or without its kind', () => {
   });
 });
 
-const KINDS = 'transfer, hold, capture, void, refund, split';
+const KINDS = 'transfer, hold, capture, void, refund, split, credit_limit';
 
 /** A case: its name, the job data, and the reason it is refused with. */
 type Refusal = readonly [string, unknown, string];
@@ -176,6 +181,33 @@ describe('validateOperationRequest refuses', () => {
     ['a refund with a hold', { ...refund, hold: 'h-1' }, 'unknown field "hold"'],
     ['a split with a to', { ...split, to: 'b' }, 'unknown field "to"'],
     ['a void with a currency', { ...voidOp, currency: 'EUR' }, 'unknown field "currency"'],
+    ['a credit limit with an amount', { ...creditLimit, amount: '1' }, 'unknown field "amount"'],
+    // Credit limit.
+    [
+      'a credit limit without a limit',
+      { ...creditLimit, limit: undefined },
+      `limit must be a string of decimal digits (0 to ${10n ** 17n}), got a undefined`,
+    ],
+    [
+      'a negative credit limit',
+      { ...creditLimit, limit: '-1' },
+      `limit must be a string of decimal digits (0 to ${10n ** 17n}), got a string`,
+    ],
+    [
+      'a credit limit as a number',
+      { ...creditLimit, limit: 5 },
+      `limit must be a string of decimal digits (0 to ${10n ** 17n}), got a number`,
+    ],
+    [
+      'a credit limit over the ceiling',
+      { ...creditLimit, limit: (10n ** 17n + 1n).toString() },
+      `limit exceeds the maximum of ${10n ** 17n}`,
+    ],
+    [
+      'a credit limit of twenty digits',
+      { ...creditLimit, limit: '1'.repeat(20) },
+      `limit exceeds the maximum of ${10n ** 17n}`,
+    ],
     // Ids.
     ['a missing operationId', { ...voidOp, operationId: undefined }, 'operationId must be a string, got a undefined'],
     ['an empty from', { ...hold, from: '' }, 'from is empty'],
@@ -353,6 +385,14 @@ describe('validateOperationRequest refuses', () => {
       reason: 'expiresInMs must be between 1000 and 59999, got 60000',
     });
   });
+
+  it("holds a credit limit to the worker's CREDIT_LIMIT_MAX when given one", () => {
+    expect(validateOperationRequest(creditLimit, MAX, EXPIRY_MAX_MS, 5000n).ok).toBe(true);
+    expect(validateOperationRequest(creditLimit, MAX, EXPIRY_MAX_MS, 4999n)).toEqual({
+      ok: false,
+      reason: 'limit exceeds the maximum of 4999',
+    });
+  });
 });
 
 describe('requestHash of a payment operation', () => {
@@ -372,6 +412,8 @@ describe('requestHash of a payment operation', () => {
     ['a partial refund', { ...refund, amount: '5' }, 'v2\nrefund\nb\nop-1\n5'],
     ['a split', split, 'v2\nsplit\na\n\nb\n70\nc\n30'],
     ['a split with currency', { ...split, currency: 'EUR' }, 'v2\nsplit\na\nEUR\nb\n70\nc\n30'],
+    ['a credit limit', creditLimit, 'v2\ncredit_limit\na\n5000'],
+    ['a credit limit with leading zeros', { ...creditLimit, limit: '007' }, 'v2\ncredit_limit\na\n7'],
   ])('%s is the sha256 of its canonical lines', (_name, body, canonical) => {
     const request = accepted(JSON.parse(JSON.stringify(body)));
     expect(requestHashLines(request).join('\n')).toBe(canonical);
@@ -379,7 +421,7 @@ describe('requestHash of a payment operation', () => {
   });
 
   it('ignores the operationId and differs when any other field differs', () => {
-    const bases = [hold, capture, voidOp, refund, split];
+    const bases = [hold, capture, voidOp, refund, split, creditLimit];
     const variants: Record<string, unknown>[] = [
       { ...hold, from: 'c' },
       { ...hold, to: 'c' },
@@ -401,6 +443,8 @@ describe('requestHash of a payment operation', () => {
       { ...split, legs: [split.legs[0], { to: 'c', amount: '31' }] },
       { ...split, legs: [split.legs[1], split.legs[0]] },
       { ...split, legs: [...split.legs, { to: 'd', amount: '1' }] },
+      { ...creditLimit, from: 'b' },
+      { ...creditLimit, limit: '5001' },
     ];
     const hashes = [...bases, ...variants, transfer].map((body) => requestHash(accepted(body)));
     expect(new Set(hashes).size).toBe(hashes.length);

@@ -9,7 +9,7 @@ import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { type InvariantResult, type ReconcileReport, reconcile } from '../../src/ledger/reconciliation.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
-import { applyPayments, applyPaymentsUnsafe, holdsExpire, type PaymentOp, said } from '../support/payments.ts';
+import { applyPaymentsUnsafe, decidedAs, holdsExpire, type PaymentOp, said, splitOp } from '../support/payments.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const NEGATIVE = 'no balance below minus its credit limit, no negative held';
@@ -67,17 +67,10 @@ const refund = (operationId: string, from: string, ref: string, amount?: bigint)
   ...(amount === undefined ? {} : { amount }),
   fence: FENCE,
 });
-const split = (operationId: string, from: string, legs: [string, bigint][]): PaymentOp => ({
-  kind: 'split',
-  operationId,
-  from,
-  legs: legs.map(([to, amount]) => ({ to, amount })),
-  fence: FENCE,
-});
+const split = (operationId: string, from: string, legs: [string, bigint][]): PaymentOp =>
+  splitOp(operationId, from, legs, FENCE);
 
-async function decide(...ops: PaymentOp[]): Promise<string[]> {
-  return (await applyPayments(db.pg, ops)).map(said);
-}
+const decide = (...ops: PaymentOp[]): Promise<string[]> => decidedAs(db.pg, ops);
 
 async function transfer(operationId: string, from: string, to: string, amountMinor: bigint): Promise<void> {
   const [result] = await applyTransfers(db.prisma, [

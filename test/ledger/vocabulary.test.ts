@@ -44,6 +44,7 @@ const DECISION_FUNCTIONS = [
   'decision_hold_ended',
   'decision_refunded',
   'decision_split',
+  'decision_limit_changed',
   'apply_transfers',
   'apply_transfer',
   'request_decide_invalid',

@@ -229,3 +229,57 @@ describe('payments through the intake', () => {
     });
   });
 });
+
+describe('credit limits through both doors', () => {
+  it('a credit_limit sent straight and one requested through the intake set the limit the next debit is held to', async () => {
+    const p = await newPipeline();
+    await p.seed(2, 100n);
+    await p.startWorker();
+    expect(await send(p, { kind: 'credit_limit', operationId: 'l1', from: 'w1', limit: '400' })).toMatchObject({
+      outcome: 'applied',
+    });
+    expect(await send(p, { operationId: 't1', from: 'w1', to: 'w2', amount: '450' })).toMatchObject({
+      outcome: 'applied',
+    });
+    expect(await send(p, { kind: 'credit_limit', operationId: 'l2', from: 'w1', limit: '349' })).toMatchObject({
+      outcome: 'rejected',
+      reason: 'limit_below_used',
+    });
+    expect(await send(p, { kind: 'credit_limit', operationId: 'l1', from: 'w1', limit: '400' })).toMatchObject({
+      outcome: 'duplicate',
+    });
+    const config = loadConfig({ ...process.env, ...p.workerEnv, DATABASE_URL: p.db.url });
+    const relay = new Relay({ config, logger: silent, publishOutcomes: false });
+    const lowered: OperationWire = { kind: 'credit_limit', operationId: 'il1', from: 'w1', limit: '350' };
+    expect(await requestOperations(p.db.pg, [lowered], config.transferAmountMax, config.holdExpiryMaxMs)).toEqual([
+      'requested',
+    ]);
+    try {
+      await waitFor('the intake credit limit decided', async () => {
+        await relay.round();
+        const { rows } = await p.db.pg.query("SELECT 1 FROM transfers WHERE operation_id = 'il1'");
+        return rows.length === 1;
+      });
+    } finally {
+      await relay.stop();
+    }
+    // At its new limit, w1 (at -350) can spend nothing more.
+    expect(await send(p, { operationId: 't2', from: 'w1', to: 'w2', amount: '1' })).toMatchObject({
+      outcome: 'rejected',
+      reason: 'insufficient_funds',
+    });
+    const { rows } = await p.db.pg.query<{ credit_limit: string; balance: string }>(
+      "SELECT credit_limit::text, balance::text FROM wallets WHERE id = 'w1'",
+    );
+    expect(rows).toEqual([{ credit_limit: '350', balance: '-350' }]);
+    await waitFor('the credit limits in the feed', async () =>
+      (await settledRead(p.db.pg, 0n, 100)).some((e) => e.operationId === 'il1'),
+    );
+    const events = (await settledRead(p.db.pg, 0n, 100)).filter((e) => e.operation === 'credit_limit');
+    expect(events.map((e) => [e.operationId, e.kind, e.reason, e.amountMinor, e.detail])).toEqual([
+      ['l1', 'applied', null, 400n, { creditLimit: '400', previousCreditLimit: '0', used: '0' }],
+      ['l2', 'rejected', 'limit_below_used', 349n, { creditLimit: '349', previousCreditLimit: '400', used: '350' }],
+      ['il1', 'applied', null, 350n, { creditLimit: '350', previousCreditLimit: '400', used: '350' }],
+    ]);
+  });
+});

@@ -10,7 +10,7 @@ import { leaseIdFor } from './lease-ids.ts';
 /** The default of HOLD_EXPIRY_MAX_MS: 7 days. */
 export const HOLD_EXPIRY_MAX_MS = 604_800_000;
 
-export type PaymentKind = 'hold' | 'capture' | 'void' | 'refund' | 'split';
+export type PaymentKind = 'hold' | 'capture' | 'void' | 'refund' | 'split' | 'credit_limit';
 
 export interface PaymentOp {
   readonly kind: PaymentKind;
@@ -18,6 +18,7 @@ export interface PaymentOp {
   /** The wallet the operation debits, and whose fence it carries. */
   readonly from: string;
   readonly to?: string;
+  /** A credit_limit's new limit, 0 allowed. */
   readonly amount?: bigint;
   readonly currency?: string;
   /** The hold of a capture or a void, the original of a refund. */
@@ -100,6 +101,21 @@ export async function applyPaymentsUnsafe(
     [...columns(ops), on(off.idempotency), on(off.fence), on(off.lease), on(off.holdState), on(off.refundBound)],
   );
   return rows;
+}
+
+/** A split of `from` to each [wallet, amount] leg, in order. */
+export function splitOp(
+  operationId: string,
+  from: string,
+  legs: readonly [string, bigint][],
+  fence: bigint,
+): PaymentOp {
+  return { kind: 'split', operationId, from, legs: legs.map(([to, amount]) => ({ to, amount })), fence };
+}
+
+/** One call of apply_payments(), each answer as said() puts it. */
+export async function decidedAs(sql: Sql, ops: readonly PaymentOp[]): Promise<string[]> {
+  return (await applyPayments(sql, ops)).map(said);
 }
 
 /** One answer as a short word: `applied`, `rejected:<reason>`, or the outcome. */

@@ -233,6 +233,8 @@ BEGIN
     v := decision_state_read(p_kinds, p_froms, p_tos, p_refs, p_legs);
     w_id := v.w_id; w_currency := v.w_currency; w_balance := v.w_balance; w_held := v.w_held; w_fence := v.w_fence;
     w_lease := v.w_lease; w_limit := v.w_limit; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
+    v := decision_settlements_locked(p_kinds, p_currencies);
+    w_id := w_id || v.w_id; w_currency := w_currency || v.w_currency; w_balance := w_balance || v.w_balance;
     v := decision_records_found(p_operation_ids);
     r_op := v.r_op; r_hash := v.r_hash; r_status := v.r_status; r_reason := v.r_reason; r_fence := v.r_fence;
     w_touched := array_fill(FALSE, ARRAY[cardinality(w_id)]);
@@ -251,14 +253,12 @@ BEGIN
             IF r_element[v_k] IS NULL THEN d_op := d_op || v_op; d_hash := d_hash || r_hash[v_k]; END IF;
             outcome := decision_answer(r_hash[v_k], p_request_hashes[v_i]);
             status := r_status[v_k]; reason := r_reason[v_k]; fence := r_fence[v_k]; wallet_fence := NULL;
-            RETURN NEXT;
-            CONTINUE;
+            RETURN NEXT; CONTINUE;
         END IF;
         v_fi := array_position(w_id, v_from);
         IF decision_stale(w_fence[v_fi], w_lease[v_fi], v_fence, v_lease) THEN
             outcome := 'stale_fence'; status := NULL; reason := NULL; fence := NULL; wallet_fence := w_fence[v_fi];
-            RETURN NEXT;
-            CONTINUE;
+            RETURN NEXT; CONTINUE;
         END IF;
         v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
@@ -267,6 +267,8 @@ BEGIN
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
         ELSIF v_kind = 'credit_limit' THEN
             v := decision_limit_changed(w_currency[v_fi], w_balance[v_fi], w_limit[v_fi], p_amounts[v_i]);
+        ELSIF v_kind IN ('deposit', 'withdrawal') THEN
+            v := decision_settled(v_kind, v_from, p_amounts[v_i], p_currencies[v_i], v_ref, w_currency[v_fi], w_balance[v_fi] + w_limit[v_fi]);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
                      v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
@@ -282,14 +284,12 @@ BEGIN
             ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
             w_touched[v_w] := TRUE;
             l_op[l_count] := v_entries; l_wallet[l_count] := v_wallet; l_amount[l_count] := v.amounts[v_j];
-            l_fence[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_fence END;
-            l_lease[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_lease END;
+            l_fence[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_fence END;
+            l_lease[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_lease END;
         END LOOP;
-        IF v_kind = 'hold' AND v.reason IS NULL THEN
-            h_id := h_id || v_op; h := h || v.hold;
+        IF v_kind = 'hold' AND v.reason IS NULL THEN h_id := h_id || v_op; h := h || v.hold;
         ELSIF v_kind IN ('capture', 'void') AND (v.reason IS NULL OR v.expiry_released) THEN
-            v_k := array_position(h_id, v_ref);
-            h[v_k] := v.hold;
+            v_k := array_position(h_id, v_ref); h[v_k] := v.hold;
             h_ended[v_k] := v_k <= h_read;
             IF v.expiry_released THEN x_hold := x_hold || v_ref; END IF;
         ELSIF v_kind = 'refund' AND v.reason IS NULL THEN
@@ -316,7 +316,7 @@ BEGIN
         IF v_names THEN
             o_count := o_count + 1; o_id[o_count] := v_op;
             o[o_count] := ROW(v_op, p_request_hashes[v_i], v_from, v.credited, v.amount, p_currencies[v_i], status,
-                              v.reason, v_fence, NULL, v_lease, v_kind, NULL)::transfers;
+                              v.reason, v_fence, NULL, v_lease, v_kind, NULL, v.detail ->> 'reference')::transfers;
         END IF;
         outcome := status; reason := v.reason; fence := v_fence; wallet_fence := w_fence[v_fi];
         RETURN NEXT;
@@ -377,15 +377,18 @@ BEGIN
     END IF;
     FOR v_i IN 1 .. v_n LOOP
         v_kind := p_kinds[v_i];
-        IF v_kind IS NULL OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit')
+        IF v_kind IS NULL
+           OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit', 'deposit', 'withdrawal')
            OR (v_kind <> 'credit_limit' AND p_amounts[v_i] = 0)
            OR (v_kind = 'credit_limit' AND (p_amounts[v_i] IS NULL OR p_amounts[v_i] > c_limit_max))
            OR (v_kind IN ('transfer', 'hold') AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL))
            OR (v_kind = 'hold' AND (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL))
            OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)
+           OR (v_kind IN ('deposit', 'withdrawal')
+               AND (p_amounts[v_i] IS NULL OR p_currencies[v_i] IS NULL OR p_refs[v_i] IS NULL))
            OR (v_kind = 'split' AND (jsonb_typeof(p_legs[v_i]) IS DISTINCT FROM 'array'
                                      OR jsonb_array_length(p_legs[v_i]) NOT BETWEEN 2 AND 16)) THEN
-            RAISE EXCEPTION 'decision: element % is not a whole transfer, hold, capture, void, refund, split or credit_limit', v_i
+            RAISE EXCEPTION 'decision: element % is not a whole operation of its kind', v_i
                 USING ERRCODE = '22023';
         END IF;
     END LOOP;
@@ -437,10 +440,12 @@ CREATE TABLE public.transfers (
     lease uuid,
     kind text DEFAULT 'transfer'::text NOT NULL,
     original_id text,
+    reference text,
     CONSTRAINT transfers_amount_positive CHECK (((amount > 0) OR ((kind = 'credit_limit'::text) AND (amount = 0)))),
-    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text]))),
+    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text]))),
     CONSTRAINT transfers_original_by_kind CHECK (((kind = ANY (ARRAY['capture'::text, 'void'::text, 'refund'::text])) = (original_id IS NOT NULL))),
     CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text, 'limit_below_used'::text]))))),
+    CONSTRAINT transfers_reference_by_kind CHECK (((kind = ANY (ARRAY['deposit'::text, 'withdrawal'::text])) = (reference IS NOT NULL))),
     CONSTRAINT transfers_status_known CHECK ((status = ANY (ARRAY['applied'::text, 'rejected'::text]))),
     CONSTRAINT transfers_transfer_complete CHECK (((kind <> 'transfer'::text) OR ((to_wallet IS NOT NULL) AND (amount IS NOT NULL))))
 );
@@ -591,15 +596,16 @@ BEGIN
     WITH recorded AS (
         SELECT p_operation_ids[i] AS operation_id, p_request_hashes[i] AS request_hash, p_kinds[i] AS kind,
                CASE WHEN p_kinds[i] IN ('capture', 'void', 'refund') THEN p_refs[i] END AS original,
+               CASE WHEN p_kinds[i] IN ('deposit', 'withdrawal') THEN p_refs[i] END AS reference,
                p_froms[i] AS from_wallet, p_credited[i] AS to_wallet, p_recorded_amounts[i] AS amount,
                p_currencies[i] AS currency, p_statuses[i] AS status, p_reasons[i] AS reason, p_fences[i] AS fence,
                p_lease_ids[i] AS lease, p_details[i] AS detail, i AS element
           FROM generate_subscripts(p_statuses, 1) i
          WHERE p_statuses[i] IS NOT NULL
     ), inserted AS (
-        INSERT INTO transfers (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
+        INSERT INTO transfers (operation_id, request_hash, kind, original_id, reference, from_wallet, to_wallet, amount,
                                currency, status, reason, fence, lease)
-        SELECT d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount,
+        SELECT d.operation_id, d.request_hash, d.kind, d.original, d.reference, d.from_wallet, d.to_wallet, d.amount,
                d.currency, d.status, d.reason, d.fence, d.lease
           FROM recorded d
     ), requested AS (
@@ -733,6 +739,59 @@ CREATE FUNCTION public.decision_refusal(p_from text, p_to text, p_from_currency 
         WHEN p_balance < p_amount THEN 'insufficient_funds'
     END
 $$;
+
+--
+-- Name: decision_settled(text, text, bigint, text, text, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_settled(p_kind text, p_wallet text, p_amount bigint, p_currency text, p_reference text, p_wallet_currency text, p_spendable bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+DECLARE
+    v_settlement TEXT := '$settlement:' || p_currency;
+BEGIN
+    expiry_released := FALSE;
+    amount := p_amount;
+    credited := CASE WHEN p_kind = 'deposit' THEN p_wallet END;
+    detail := jsonb_build_object('reference', p_reference, 'settlement', v_settlement);
+    IF p_wallet_currency IS NULL THEN
+        reason := 'unknown_wallet';
+    ELSIF p_wallet_currency <> p_currency THEN
+        reason := 'currency_mismatch';
+    ELSIF p_kind = 'withdrawal' AND p_spendable < p_amount THEN
+        reason := 'insufficient_funds';
+    ELSIF p_kind = 'deposit' THEN
+        wallets := ARRAY[v_settlement, p_wallet];
+        amounts := ARRAY[-p_amount, p_amount];
+    ELSE
+        wallets := ARRAY[p_wallet, v_settlement];
+        amounts := ARRAY[-p_amount, p_amount];
+    END IF;
+END;
+$_$;
+
+--
+-- Name: decision_settlements_locked(text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_settlements_locked(p_kinds text[], p_currencies text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[]) RETURNS record
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+    w_id := '{}'; w_currency := '{}'; w_balance := '{}';
+    IF NOT ('deposit' = ANY (p_kinds) OR 'withdrawal' = ANY (p_kinds)) THEN
+        RETURN;
+    END IF;
+    w_id := ARRAY(SELECT DISTINCT '$settlement:' || p_currencies[i] FROM generate_subscripts(p_kinds, 1) i
+                   WHERE p_kinds[i] IN ('deposit', 'withdrawal') ORDER BY 1);
+    PERFORM pg_advisory_xact_lock(hashtextextended(a.id, 0)) FROM unnest(w_id) WITH ORDINALITY AS a(id, n) ORDER BY a.n;
+    SELECT array_agg(substr(a.id, 13) ORDER BY a.n),
+           array_agg(coalesce((SELECT e.balance_after FROM ledger_entries e WHERE e.wallet_id = a.id
+                                ORDER BY e.created_at DESC, e.id DESC LIMIT 1), 0) ORDER BY a.n)
+      INTO w_currency, w_balance
+      FROM unnest(w_id) WITH ORDINALITY AS a(id, n);
+END;
+$_$;
 
 --
 -- Name: decision_split(text, text, bigint, text, jsonb, text[], text[], bigint); Type: FUNCTION; Schema: public; Owner: -
@@ -944,13 +1003,14 @@ $$;
 
 CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
 DECLARE
     v_touched INTEGER := 0;
     v_rows    INTEGER;
 BEGIN
+    -- A settlement account (`$settlement:`) has no row: its entries are all there is of it.
     FOR v_rows IN 1 .. cardinality(p_touched) LOOP
-        IF p_touched[v_rows] THEN v_touched := v_touched + 1; END IF;
+        IF p_touched[v_rows] AND p_wallet_ids[v_rows] NOT LIKE '$%' THEN v_touched := v_touched + 1; END IF;
     END LOOP;
     IF v_touched > 0 THEN
         UPDATE wallets w
@@ -998,7 +1058,7 @@ BEGIN
     END IF;
     RETURN v_touched;
 END;
-$$;
+$_$;
 
 --
 -- Name: give_up_send_count(text, text); Type: FUNCTION; Schema: public; Owner: -
@@ -1568,6 +1628,10 @@ BEGIN
         v_lines := ARRAY['v2', 'refund', v_from, p_body ->> 'original', coalesce(v_amount::TEXT, '')];
     ELSIF v_kind = 'credit_limit' THEN
         v_lines := ARRAY['v2', 'credit_limit', v_from, ((p_body ->> 'limit')::NUMERIC)::TEXT];
+    ELSIF v_kind IN ('deposit', 'withdrawal') THEN
+        -- A deposit is decided on the wallet it credits: its `to` is the request's wallet.
+        v_from := coalesce(v_from, v_to);
+        v_lines := ARRAY['v2', v_kind, v_from, v_amount::TEXT, v_currency, p_body ->> 'reference'];
     ELSE
         FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
             v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);
@@ -1633,6 +1697,7 @@ DECLARE
     c_amount_pattern     CONSTANT TEXT := '^[0-9]{1,19}$';
     c_amount_ceiling     CONSTANT NUMERIC := 999999999999999999;
     c_limit_ceiling      CONSTANT NUMERIC := 100000000000000000;
+    c_reference_pattern  CONSTANT TEXT := '^[!-~]{1,128}$';
     c_currency_pattern   CONSTANT TEXT := '^[A-Z]{3}$';
     c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
     c_expires_in_min_ms  CONSTANT BIGINT := 1000;
@@ -1668,17 +1733,19 @@ BEGIN
         WHEN 'refund'   THEN ARRAY['kind', 'operationId', 'from', 'original', 'amount']
         WHEN 'split'    THEN ARRAY['kind', 'operationId', 'from', 'legs', 'currency']
         WHEN 'credit_limit' THEN ARRAY['kind', 'operationId', 'from', 'limit']
+        WHEN 'deposit'  THEN ARRAY['kind', 'operationId', 'to', 'amount', 'currency', 'reference']
+        WHEN 'withdrawal' THEN ARRAY['kind', 'operationId', 'from', 'amount', 'currency', 'reference']
     END;
     IF v_allowed IS NULL THEN
-        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit';
+        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal';
     END IF;
     SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
     IF v_extra IS NOT NULL THEN
         RETURN format('unknown field %s for a %s', left(v_extra, 40), v_kind);
     END IF;
 
-    -- The ids each kind names: its own, the wallet it debits, and the payee, hold or original.
-    FOREACH v_field IN ARRAY ARRAY['operationId', 'from'] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
+    -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`), and the payee, hold or original.
+    FOREACH v_field IN ARRAY ARRAY['operationId', CASE v_kind WHEN 'deposit' THEN 'to' ELSE 'from' END] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
                                                                    WHEN 'hold' THEN ARRAY['to']
                                                                    WHEN 'capture' THEN ARRAY['hold']
                                                                    WHEN 'void' THEN ARRAY['hold']
@@ -1691,7 +1758,7 @@ BEGIN
     IF v_kind IN ('transfer', 'hold') AND (p_body ->> 'from') = (p_body ->> 'to') THEN
         RETURN 'from and to are the same wallet';
     END IF;
-    IF v_kind IN ('transfer', 'hold') AND NOT p_body ? 'amount' THEN
+    IF v_kind IN ('transfer', 'hold', 'deposit', 'withdrawal') AND NOT p_body ? 'amount' THEN
         RETURN format('a %s needs an amount', v_kind);
     END IF;
     IF p_body ? 'amount' AND NOT request_amount_valid(p_body -> 'amount') THEN
@@ -1702,7 +1769,12 @@ BEGIN
         RETURN 'currency must be three capital letters, like EUR';
     END IF;
 
-    IF v_kind = 'credit_limit' THEN
+    IF v_kind IN ('deposit', 'withdrawal') THEN
+        IF NOT p_body ? 'currency' THEN RETURN format('a %s needs its currency', v_kind); END IF;
+        IF jsonb_typeof(p_body -> 'reference') IS DISTINCT FROM 'string' OR (p_body ->> 'reference') !~ c_reference_pattern THEN
+            RETURN 'reference must be a string of 1-128 printable ASCII characters without spaces';
+        END IF;
+    ELSIF v_kind = 'credit_limit' THEN
         IF jsonb_typeof(p_body -> 'limit') IS DISTINCT FROM 'string' OR (p_body ->> 'limit') !~ c_amount_pattern
            OR (p_body ->> 'limit')::NUMERIC > c_limit_ceiling THEN
             RETURN format('limit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);
@@ -1996,7 +2068,7 @@ CREATE TABLE public.outcome_events (
     original_id text,
     detail jsonb,
     CONSTRAINT outcome_events_kind_known CHECK ((kind = ANY (ARRAY['applied'::text, 'rejected'::text, 'given_up'::text, 'conflict'::text, 'expired'::text]))),
-    CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text]))),
+    CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text]))),
     CONSTRAINT outcome_events_position_positive CHECK (("position" > 0))
 );
 
@@ -2063,7 +2135,7 @@ CREATE TABLE public.transfer_requests (
     CONSTRAINT transfer_requests_amount_positive CHECK ((amount > 0)),
     CONSTRAINT transfer_requests_body_by_kind CHECK ((((kind = 'transfer'::text) AND (body IS NULL) AND (to_wallet IS NOT NULL) AND (amount IS NOT NULL)) OR ((kind <> 'transfer'::text) AND (jsonb_typeof(body) = 'object'::text)))),
     CONSTRAINT transfer_requests_counts_non_negative CHECK (((send_count >= 0) AND (lost_count >= 0) AND (give_up_count >= 0))),
-    CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text]))),
+    CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text]))),
     CONSTRAINT transfer_requests_trace_context_bounded CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 1024))))
 );
 
@@ -2287,6 +2359,18 @@ REVOKE ALL ON FUNCTION public.decision_refunded(p_from text, p_to text, p_amount
 --
 
 REVOKE ALL ON FUNCTION public.decision_refusal(p_from text, p_to text, p_from_currency text, p_to_currency text, p_currency text, p_balance bigint, p_amount bigint, p_kind_refusal text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_settled(p_kind text, p_wallet text, p_amount bigint, p_currency text, p_reference text, p_wallet_currency text, p_spendable bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_settled(p_kind text, p_wallet text, p_amount bigint, p_currency text, p_reference text, p_wallet_currency text, p_spendable bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_settlements_locked(p_kinds text[], p_currencies text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_settlements_locked(p_kinds text[], p_currencies text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION decision_split(p_op text, p_from text, p_amount bigint, p_currency text, p_legs jsonb, p_wallet_ids text[], p_currencies text[], p_balance bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -

@@ -54,6 +54,8 @@ export {
 export type { StoredOutcome, TransferOutcome } from './ledger/outcome.ts';
 export {
   type CaptureWire,
+  type CreditLimitWire,
+  type DepositWire,
   type HoldWire,
   OPERATION_KINDS,
   type OperationKind,
@@ -69,5 +71,7 @@ export {
   type VoidWire,
   validateOperationRequest,
   validateTransferRequest,
+  type WithdrawalWire,
+  walletOf,
 } from './ledger/transfer-request.ts';
 export { REJECTION_REASONS, type RejectionReason } from './ledger/vocabulary.ts';

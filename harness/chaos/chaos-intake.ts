@@ -14,7 +14,7 @@ import { CONFIG_DEFAULTS } from '../../src/config/config.ts';
 import { IntakeConflictError } from '../../src/errors.ts';
 import { requestOperations } from '../../src/intake/intake.ts';
 import { intakeBacklog, jobIdOf } from '../../src/intake/relay.ts';
-import type { OperationWire } from '../../src/ledger/transfer-request.ts';
+import { type OperationWire, walletOf } from '../../src/ledger/transfer-request.ts';
 import type { TransferQueues } from '../../src/queue/producer.ts';
 import { seededRandom } from '../../src/workload/prng.ts';
 import { notYet, done as pollDone, pollUntil } from '../services/bounded-wait.ts';
@@ -93,10 +93,10 @@ export interface IntakeSentRecord extends SentRecord {
 }
 
 /** The job reference (chaos-enqueue.ts jobRef) the relay's job of an operation has. */
-export function intakeJobRef(queues: TransferQueues, wire: Pick<OperationWire, 'operationId' | 'from'>): string {
-  const queue = queues.queueOf(wire.from);
+export function intakeJobRef(queues: TransferQueues, wire: OperationWire): string {
+  const queue = queues.queueOf(walletOf(wire));
   const entry = queues.shards.find((s) => s.queue === queue);
-  if (entry === undefined) throw new Error(`no shard for wallet ${wire.from}`);
+  if (entry === undefined) throw new Error(`no shard for wallet ${walletOf(wire)}`);
   return jobRef(entry.shard, jobIdOf(wire.operationId), queues.shards.length);
 }
 
@@ -162,7 +162,7 @@ function acknowledge(
     operationId: wire.operationId,
     effect: {
       kind: 'kind' in wire ? wire.kind : 'transfer',
-      from: wire.from,
+      from: walletOf(wire),
       to: 'to' in wire ? wire.to : undefined,
       amount: 'amount' in wire ? wire.amount : undefined,
     },

@@ -15,6 +15,7 @@ import {
   operationKindOf,
   type TransferWire,
   validateOperationRequest,
+  walletOf,
 } from '../../src/ledger/transfer-request.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { randomInt, seededRandom } from '../../src/workload/prng.ts';
@@ -236,7 +237,7 @@ class SendOrder {
       op = {
         operationId: wire.operationId,
         kind: operationKindOf(checked.request),
-        from: wire.from,
+        from: walletOf(wire),
         to: 'kind' in wire && wire.kind !== 'transfer' ? '' : (wire as TransferWire).to,
         variants: new Map(),
         wires: new Map(),
@@ -371,7 +372,7 @@ function openingBalance(
 ): bigint {
   const paymentOutflow = new Map<string, bigint>();
   for (const p of plan?.placed ?? [])
-    paymentOutflow.set(p.wire.from, (paymentOutflow.get(p.wire.from) ?? 0n) + p.outflow);
+    paymentOutflow.set(walletOf(p.wire), (paymentOutflow.get(walletOf(p.wire)) ?? 0n) + p.outflow);
   const transferOutflow = new Map<string, bigint>();
   for (const m of valid) {
     const op = m.wire.operationId;

@@ -43,7 +43,7 @@ export const CHECKS: readonly Invariant<CheckFacts>[] = [
 ];
 
 const RECONCILE_GROUPS: Record<string, CheckGroup> = {
-  'conservation: sum of balances equals sum of opening balances': 'money',
+  'conservation: sum of balances equals the opening balances plus what entered less what left': 'money',
   'no balance below minus its credit limit, no negative held': 'money',
   "no entry's running balance below minus the credit limit in force then": 'money',
   'at most one debit per operation': 'exactly-once',
@@ -51,6 +51,7 @@ const RECONCILE_GROUPS: Record<string, CheckGroup> = {
   'every wallet balance equals the sum of its entries': 'money',
   "every entry's running balance equals the sum of its account's entries up to it": 'money',
   'applied transfers have one debit and one credit; others none': 'exactly-once',
+  'each settlement account mirrors the deposits and withdrawals of its currency': 'money',
   'every money movement has an operation record': 'exactly-once',
   'per wallet, debit fences never decrease in commit order': 'fence',
   'per wallet, no token was used by two leases': 'fence',

@@ -1,17 +1,19 @@
 -- The one decision: 1-1,000 operations of any kind (transfer, hold, capture, void, refund, split,
--- credit_limit)
--- given as parallel arrays, decided in order as if each committed before the next. Every lock up
--- front in one order (decision_operations_locked(), decision_state_read()), then per operation:
--- its record answers a duplicate or a conflict (decision_answer()), the debited wallet's fence and
--- lease (decision_stale()), the kind's checks and postings (decision_moved() for a transfer and a
--- hold, decision_verdict() for the kinds that name another operation or have legs,
--- decision_limit_changed() for a credit limit change, which p_amounts carries), the postings
--- applied to the balances (a `$held:<wallet>` posting to its held money) and the ledger (a release
--- at expiry recorded as the hold's own, unfenced), the fence advanced, and the record kept: a later
--- twin in the batch answers from it, and a later operation naming it finds it as it would find it
--- committed. Then one write per table (decision_written(), decision_recorded()). Every check always
--- on: no parameter or branch skips one (the negative controls' variants are derived from these
--- files by harness/chaos/unsafe/).
+-- credit_limit, deposit, withdrawal) given as parallel arrays, decided in order as if each committed
+-- before the next. Every lock up front in one order (decision_operations_locked(),
+-- decision_state_read(), then the settlement accounts, decision_settlements_locked()), then per
+-- operation: its record answers a duplicate or a conflict (decision_answer()), the fence and lease
+-- of the wallet it is decided on (decision_stale()), the kind's checks and postings
+-- (decision_moved() for a transfer and a hold, decision_verdict() for the kinds that name another
+-- operation or have legs, decision_limit_changed() for a credit limit, which p_amounts carries,
+-- decision_settled() for money entering or leaving, whose external reference p_refs carries), the
+-- postings applied to the balances (a `$held:<wallet>` posting to its held money; a settlement
+-- account's, unfenced, to its balance alone) and the ledger (a release at expiry recorded as the
+-- hold's own, unfenced), the fence advanced, and the record kept: a later twin in the batch answers
+-- from it, and a later operation naming it finds it as it would find it committed. Then one write
+-- per table (decision_written(), decision_recorded()). Every check always on: no parameter or
+-- branch skips one (the negative controls' variants are derived from these files by
+-- harness/chaos/unsafe/).
 --
 -- Every statement reaches its rows by key, a few dozen at a time. On a small or freshly loaded
 -- table the planner prefers a sequential scan that tests each row against the whole id array and
@@ -72,6 +74,8 @@ BEGIN
     v := decision_state_read(p_kinds, p_froms, p_tos, p_refs, p_legs);
     w_id := v.w_id; w_currency := v.w_currency; w_balance := v.w_balance; w_held := v.w_held; w_fence := v.w_fence;
     w_lease := v.w_lease; w_limit := v.w_limit; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
+    v := decision_settlements_locked(p_kinds, p_currencies);
+    w_id := w_id || v.w_id; w_currency := w_currency || v.w_currency; w_balance := w_balance || v.w_balance;
     v := decision_records_found(p_operation_ids);
     r_op := v.r_op; r_hash := v.r_hash; r_status := v.r_status; r_reason := v.r_reason; r_fence := v.r_fence;
     w_touched := array_fill(FALSE, ARRAY[cardinality(w_id)]);
@@ -90,14 +94,12 @@ BEGIN
             IF r_element[v_k] IS NULL THEN d_op := d_op || v_op; d_hash := d_hash || r_hash[v_k]; END IF;
             outcome := decision_answer(r_hash[v_k], p_request_hashes[v_i]);
             status := r_status[v_k]; reason := r_reason[v_k]; fence := r_fence[v_k]; wallet_fence := NULL;
-            RETURN NEXT;
-            CONTINUE;
+            RETURN NEXT; CONTINUE;
         END IF;
         v_fi := array_position(w_id, v_from);
         IF decision_stale(w_fence[v_fi], w_lease[v_fi], v_fence, v_lease) THEN
             outcome := 'stale_fence'; status := NULL; reason := NULL; fence := NULL; wallet_fence := w_fence[v_fi];
-            RETURN NEXT;
-            CONTINUE;
+            RETURN NEXT; CONTINUE;
         END IF;
         v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
@@ -106,6 +108,8 @@ BEGIN
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
         ELSIF v_kind = 'credit_limit' THEN
             v := decision_limit_changed(w_currency[v_fi], w_balance[v_fi], w_limit[v_fi], p_amounts[v_i]);
+        ELSIF v_kind IN ('deposit', 'withdrawal') THEN
+            v := decision_settled(v_kind, v_from, p_amounts[v_i], p_currencies[v_i], v_ref, w_currency[v_fi], w_balance[v_fi] + w_limit[v_fi]);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
                      v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
@@ -121,14 +125,12 @@ BEGIN
             ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
             w_touched[v_w] := TRUE;
             l_op[l_count] := v_entries; l_wallet[l_count] := v_wallet; l_amount[l_count] := v.amounts[v_j];
-            l_fence[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_fence END;
-            l_lease[l_count] := CASE WHEN v.expiry_released THEN NULL ELSE v_lease END;
+            l_fence[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_fence END;
+            l_lease[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_lease END;
         END LOOP;
-        IF v_kind = 'hold' AND v.reason IS NULL THEN
-            h_id := h_id || v_op; h := h || v.hold;
+        IF v_kind = 'hold' AND v.reason IS NULL THEN h_id := h_id || v_op; h := h || v.hold;
         ELSIF v_kind IN ('capture', 'void') AND (v.reason IS NULL OR v.expiry_released) THEN
-            v_k := array_position(h_id, v_ref);
-            h[v_k] := v.hold;
+            v_k := array_position(h_id, v_ref); h[v_k] := v.hold;
             h_ended[v_k] := v_k <= h_read;
             IF v.expiry_released THEN x_hold := x_hold || v_ref; END IF;
         ELSIF v_kind = 'refund' AND v.reason IS NULL THEN
@@ -155,7 +157,7 @@ BEGIN
         IF v_names THEN
             o_count := o_count + 1; o_id[o_count] := v_op;
             o[o_count] := ROW(v_op, p_request_hashes[v_i], v_from, v.credited, v.amount, p_currencies[v_i], status,
-                              v.reason, v_fence, NULL, v_lease, v_kind, NULL)::transfers;
+                              v.reason, v_fence, NULL, v_lease, v_kind, NULL, v.detail ->> 'reference')::transfers;
         END IF;
         outcome := status; reason := v.reason; fence := v_fence; wallet_fence := w_fence[v_fi];
         RETURN NEXT;

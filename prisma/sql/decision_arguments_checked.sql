@@ -54,15 +54,18 @@ BEGIN
     END IF;
     FOR v_i IN 1 .. v_n LOOP
         v_kind := p_kinds[v_i];
-        IF v_kind IS NULL OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit')
+        IF v_kind IS NULL
+           OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit', 'deposit', 'withdrawal')
            OR (v_kind <> 'credit_limit' AND p_amounts[v_i] = 0)
            OR (v_kind = 'credit_limit' AND (p_amounts[v_i] IS NULL OR p_amounts[v_i] > c_limit_max))
            OR (v_kind IN ('transfer', 'hold') AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL))
            OR (v_kind = 'hold' AND (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL))
            OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)
+           OR (v_kind IN ('deposit', 'withdrawal')
+               AND (p_amounts[v_i] IS NULL OR p_currencies[v_i] IS NULL OR p_refs[v_i] IS NULL))
            OR (v_kind = 'split' AND (jsonb_typeof(p_legs[v_i]) IS DISTINCT FROM 'array'
                                      OR jsonb_array_length(p_legs[v_i]) NOT BETWEEN 2 AND 16)) THEN
-            RAISE EXCEPTION 'decision: element % is not a whole transfer, hold, capture, void, refund, split or credit_limit', v_i
+            RAISE EXCEPTION 'decision: element % is not a whole operation of its kind', v_i
                 USING ERRCODE = '22023';
         END IF;
     END LOOP;

@@ -41,15 +41,16 @@ BEGIN
     WITH recorded AS (
         SELECT p_operation_ids[i] AS operation_id, p_request_hashes[i] AS request_hash, p_kinds[i] AS kind,
                CASE WHEN p_kinds[i] IN ('capture', 'void', 'refund') THEN p_refs[i] END AS original,
+               CASE WHEN p_kinds[i] IN ('deposit', 'withdrawal') THEN p_refs[i] END AS reference,
                p_froms[i] AS from_wallet, p_credited[i] AS to_wallet, p_recorded_amounts[i] AS amount,
                p_currencies[i] AS currency, p_statuses[i] AS status, p_reasons[i] AS reason, p_fences[i] AS fence,
                p_lease_ids[i] AS lease, p_details[i] AS detail, i AS element
           FROM generate_subscripts(p_statuses, 1) i
          WHERE p_statuses[i] IS NOT NULL
     ), inserted AS (
-        INSERT INTO transfers (operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount,
+        INSERT INTO transfers (operation_id, request_hash, kind, original_id, reference, from_wallet, to_wallet, amount,
                                currency, status, reason, fence, lease)
-        SELECT d.operation_id, d.request_hash, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount,
+        SELECT d.operation_id, d.request_hash, d.kind, d.original, d.reference, d.from_wallet, d.to_wallet, d.amount,
                d.currency, d.status, d.reason, d.fence, d.lease
           FROM recorded d
     ), requested AS (

@@ -35,8 +35,9 @@ DECLARE
     v_touched INTEGER := 0;
     v_rows    INTEGER;
 BEGIN
+    -- A settlement account (`$settlement:`) has no row: its entries are all there is of it.
     FOR v_rows IN 1 .. cardinality(p_touched) LOOP
-        IF p_touched[v_rows] THEN v_touched := v_touched + 1; END IF;
+        IF p_touched[v_rows] AND p_wallet_ids[v_rows] NOT LIKE '$%' THEN v_touched := v_touched + 1; END IF;
     END LOOP;
     IF v_touched > 0 THEN
         UPDATE wallets w

@@ -47,6 +47,10 @@ BEGIN
         v_lines := ARRAY['v2', 'refund', v_from, p_body ->> 'original', coalesce(v_amount::TEXT, '')];
     ELSIF v_kind = 'credit_limit' THEN
         v_lines := ARRAY['v2', 'credit_limit', v_from, ((p_body ->> 'limit')::NUMERIC)::TEXT];
+    ELSIF v_kind IN ('deposit', 'withdrawal') THEN
+        -- A deposit is decided on the wallet it credits: its `to` is the request's wallet.
+        v_from := coalesce(v_from, v_to);
+        v_lines := ARRAY['v2', v_kind, v_from, v_amount::TEXT, v_currency, p_body ->> 'reference'];
     ELSE
         FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
             v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);

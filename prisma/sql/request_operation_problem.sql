@@ -14,6 +14,7 @@ DECLARE
     c_amount_pattern     CONSTANT TEXT := '^[0-9]{1,19}$';
     c_amount_ceiling     CONSTANT NUMERIC := 999999999999999999;
     c_limit_ceiling      CONSTANT NUMERIC := 100000000000000000;
+    c_reference_pattern  CONSTANT TEXT := '^[!-~]{1,128}$';
     c_currency_pattern   CONSTANT TEXT := '^[A-Z]{3}$';
     c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
     c_expires_in_min_ms  CONSTANT BIGINT := 1000;
@@ -49,17 +50,19 @@ BEGIN
         WHEN 'refund'   THEN ARRAY['kind', 'operationId', 'from', 'original', 'amount']
         WHEN 'split'    THEN ARRAY['kind', 'operationId', 'from', 'legs', 'currency']
         WHEN 'credit_limit' THEN ARRAY['kind', 'operationId', 'from', 'limit']
+        WHEN 'deposit'  THEN ARRAY['kind', 'operationId', 'to', 'amount', 'currency', 'reference']
+        WHEN 'withdrawal' THEN ARRAY['kind', 'operationId', 'from', 'amount', 'currency', 'reference']
     END;
     IF v_allowed IS NULL THEN
-        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit';
+        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal';
     END IF;
     SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
     IF v_extra IS NOT NULL THEN
         RETURN format('unknown field %s for a %s', left(v_extra, 40), v_kind);
     END IF;
 
-    -- The ids each kind names: its own, the wallet it debits, and the payee, hold or original.
-    FOREACH v_field IN ARRAY ARRAY['operationId', 'from'] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
+    -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`), and the payee, hold or original.
+    FOREACH v_field IN ARRAY ARRAY['operationId', CASE v_kind WHEN 'deposit' THEN 'to' ELSE 'from' END] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
                                                                    WHEN 'hold' THEN ARRAY['to']
                                                                    WHEN 'capture' THEN ARRAY['hold']
                                                                    WHEN 'void' THEN ARRAY['hold']
@@ -72,7 +75,7 @@ BEGIN
     IF v_kind IN ('transfer', 'hold') AND (p_body ->> 'from') = (p_body ->> 'to') THEN
         RETURN 'from and to are the same wallet';
     END IF;
-    IF v_kind IN ('transfer', 'hold') AND NOT p_body ? 'amount' THEN
+    IF v_kind IN ('transfer', 'hold', 'deposit', 'withdrawal') AND NOT p_body ? 'amount' THEN
         RETURN format('a %s needs an amount', v_kind);
     END IF;
     IF p_body ? 'amount' AND NOT request_amount_valid(p_body -> 'amount') THEN
@@ -83,7 +86,12 @@ BEGIN
         RETURN 'currency must be three capital letters, like EUR';
     END IF;
 
-    IF v_kind = 'credit_limit' THEN
+    IF v_kind IN ('deposit', 'withdrawal') THEN
+        IF NOT p_body ? 'currency' THEN RETURN format('a %s needs its currency', v_kind); END IF;
+        IF jsonb_typeof(p_body -> 'reference') IS DISTINCT FROM 'string' OR (p_body ->> 'reference') !~ c_reference_pattern THEN
+            RETURN 'reference must be a string of 1-128 printable ASCII characters without spaces';
+        END IF;
+    ELSIF v_kind = 'credit_limit' THEN
         IF jsonb_typeof(p_body -> 'limit') IS DISTINCT FROM 'string' OR (p_body ->> 'limit') !~ c_amount_pattern
            OR (p_body ->> 'limit')::NUMERIC > c_limit_ceiling THEN
             RETURN format('limit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);

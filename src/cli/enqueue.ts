@@ -41,6 +41,8 @@ const USAGE = [
   '       npm run enqueue -- [--intake] --kind refund --from B --original O [--amount N] [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind split --from A --leg B:N --leg C:N [--currency EUR] [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind credit_limit --from A --limit N [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind deposit --to A --amount N --currency EUR --reference R [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind withdrawal --from A --amount N --currency EUR --reference R [--operation-id ID]',
   '       npm run enqueue -- [--intake] --file operations.ndjson',
   '       npm run enqueue -- [--intake] --random N --wallets W [--kind transfer|hold] [--expires-in-ms MS] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]',
 ].join('\n');
@@ -58,8 +60,21 @@ const FLAGS_OF_KIND: Readonly<Record<OperationKind, readonly string[]>> = {
   refund: ['original', 'amount'],
   split: ['leg', 'currency'],
   credit_limit: ['limit'],
+  deposit: ['to', 'amount', 'currency', 'reference'],
+  withdrawal: ['amount', 'currency', 'reference'],
 };
-const KIND_FLAGS = ['to', 'amount', 'currency', 'expires-in-ms', 'expires-at', 'hold', 'original', 'leg', 'limit'];
+const KIND_FLAGS = [
+  'to',
+  'amount',
+  'currency',
+  'expires-in-ms',
+  'expires-at',
+  'hold',
+  'original',
+  'leg',
+  'limit',
+  'reference',
+];
 
 function rate(value: string, flag: string): number {
   const n = Number(value);
@@ -88,6 +103,7 @@ const FLAGS = {
   'expires-at': { type: 'string' },
   leg: { type: 'string', multiple: true },
   limit: { type: 'string' },
+  reference: { type: 'string' },
 } as const;
 
 await runCli(async () => {
@@ -283,6 +299,17 @@ function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config
     case 'credit_limit':
       wire = { kind, operationId, from, limit: text(values.limit) ?? '' };
       break;
+    case 'deposit':
+    case 'withdrawal': {
+      const settled = {
+        operationId,
+        amount: amount ?? '',
+        currency: currency ?? '',
+        reference: text(values.reference) ?? '',
+      };
+      wire = kind === 'deposit' ? { kind, to: text(values.to) ?? '', ...settled } : { kind, from, ...settled };
+      break;
+    }
   }
   const verdict = validateOperationWithin(wire, config);
   if (!verdict.ok) throw new UsageError(verdict.reason);

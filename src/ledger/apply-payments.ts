@@ -18,7 +18,7 @@ import {
 } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
 import { requestHash } from './request-hash.ts';
-import { isPaymentRequest, type OperationRequest, type PaymentRequest } from './transfer-request.ts';
+import { isPaymentRequest, type OperationRequest, type PaymentRequest, walletOf } from './transfer-request.ts';
 
 /** The worker's decision of payments (`regprocedure`), granted to the worker role. */
 export const PAYMENT_DECISION_FUNCTION =
@@ -82,17 +82,23 @@ function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
     c.kinds.push(r.kind);
     c.operationIds.push(r.operationId);
     c.hashes.push(requestHash(r));
-    c.froms.push(r.from);
+    c.froms.push(walletOf(r));
     c.tos.push(r.kind === 'hold' ? r.to : null);
     c.amounts.push(
-      r.kind === 'hold' || r.kind === 'capture' || r.kind === 'refund'
+      r.kind === 'hold' ||
+        r.kind === 'capture' ||
+        r.kind === 'refund' ||
+        r.kind === 'deposit' ||
+        r.kind === 'withdrawal'
         ? r.amountMinor
         : r.kind === 'credit_limit'
           ? r.limitMinor
           : null,
     );
-    c.currencies.push(r.kind === 'hold' || r.kind === 'split' ? r.currency : null);
-    c.refs.push(r.kind === 'capture' || r.kind === 'void' ? r.hold : r.kind === 'refund' ? r.original : null);
+    c.currencies.push(
+      r.kind === 'hold' || r.kind === 'split' || r.kind === 'deposit' || r.kind === 'withdrawal' ? r.currency : null,
+    );
+    c.refs.push(refOf(r));
     c.expiresInMs.push(r.kind === 'hold' ? r.expiresInMs : null);
     c.expiresAt.push(r.kind === 'hold' ? r.expiresAt : null);
     c.legs.push(
@@ -104,6 +110,22 @@ function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
     c.leaseIds.push(leaseId);
   }
   return c;
+}
+
+/** What p_refs carries: a capture's or void's hold, a refund's original, a deposit's or withdrawal's reference. */
+function refOf(r: PaymentRequest): string | null {
+  switch (r.kind) {
+    case 'capture':
+    case 'void':
+      return r.hold;
+    case 'refund':
+      return r.original;
+    case 'deposit':
+    case 'withdrawal':
+      return r.reference;
+    default:
+      return null;
+  }
 }
 
 interface FencedPayment extends FencedOperation {
@@ -172,6 +194,8 @@ const DECIDED_IN_ORDER: Readonly<Record<PaymentRequest['kind'], number>> = {
   void: 1,
   refund: 2,
   credit_limit: 0,
+  deposit: 0,
+  withdrawal: 0,
 };
 
 /**

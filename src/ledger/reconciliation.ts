@@ -67,6 +67,7 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
           wallets: bigint;
           balance_sum: bigint | null;
           opening_sum: bigint | null;
+          settled_sum: bigint | null;
           applied: bigint;
           rejected: bigint;
           entries: bigint;
@@ -76,19 +77,30 @@ export async function reconcile(prisma: PrismaClient): Promise<ReconcileReport> 
              -- Every account: each wallet's own (balance) and its holding account (held).
              (SELECT sum(balance + held) FROM wallets)::bigint AS balance_sum,
              (SELECT sum(amount) FROM ledger_entries WHERE kind = 'opening')::bigint AS opening_sum,
+             -- What entered less what left: minus the settlement accounts' entries.
+             (SELECT -sum(amount) FROM ledger_entries WHERE starts_with(wallet_id, '$settlement:'))::bigint AS settled_sum,
              (SELECT count(*) FROM transfers WHERE status = 'applied') AS applied,
              (SELECT count(*) FROM transfers WHERE status = 'rejected') AS rejected,
              (SELECT count(*) FROM ledger_entries) AS entries`;
       if (totals === undefined) throw new Error('totals query returned no row');
       const balanceSum = totals.balance_sum ?? 0n;
       const openingSum = totals.opening_sum ?? 0n;
+      const expectedSum = openingSum + (totals.settled_sum ?? 0n);
 
       const invariants: InvariantResult[] = [
         {
-          name: 'conservation: sum of balances equals sum of opening balances',
-          ok: balanceSum === openingSum,
+          name: 'conservation: sum of balances equals the opening balances plus what entered less what left',
+          ok: balanceSum === expectedSum,
           counterexamples:
-            balanceSum === openingSum ? [] : [{ balanceSum: balanceSum.toString(), openingSum: openingSum.toString() }],
+            balanceSum === expectedSum
+              ? []
+              : [
+                  {
+                    balanceSum: balanceSum.toString(),
+                    openingSum: openingSum.toString(),
+                    settledSum: (totals.settled_sum ?? 0n).toString(),
+                  },
+                ],
         },
         ...(await limitInvariants(tx, check)),
         ...(await ledgerInvariants(tx, check)),
@@ -169,6 +181,7 @@ async function ledgerInvariants(tx: Reader, check: Check): Promise<InvariantResu
       runningBalances(tx, limit),
     ),
     await check('applied transfers have one debit and one credit; others none', entriesByKind(tx, limit)),
+    await check('each settlement account mirrors the deposits and withdrawals of its currency', settlements(tx, limit)),
     // The sweep's releases have no record of their own: they are the expired hold's, named
     // `$expiry:<holdId>`, and only a hold that did expire may have them.
     await check(
@@ -245,7 +258,8 @@ function runningBalances(tx: Reader, limit: number): Promise<Row[]> {
  * source, or of its holding account for a capture or a void) and the credits of its kind; a
  * transfer to its payee, a hold to the source's holding account, a capture to its payee and
  * perhaps back to the source, a void back to the source, a refund to the original's source,
- * a split one credit per leg, each matching its leg. A rejected operation moves nothing, and
+ * a split one credit per leg, each matching its leg, a deposit from its currency's settlement
+ * account to its wallet and a withdrawal the other way. A rejected operation moves nothing, and
  * neither does a credit limit change.
  */
 function entriesByKind(tx: Reader, limit: number): Promise<Row[]> {
@@ -258,13 +272,18 @@ function entriesByKind(tx: Reader, limit: number): Promise<Row[]> {
       LEFT JOIN ledger_entries e ON e.operation_id = t.operation_id AND e.kind IN ('debit', 'credit')
       LEFT JOIN split_legs l ON t.kind = 'split' AND e.kind = 'credit'
                             AND l.operation_id = e.operation_id AND l.to_wallet = e.wallet_id AND l.amount = e.amount
-     GROUP BY t.operation_id, t.kind, t.status, t.from_wallet, t.to_wallet
+     GROUP BY t.operation_id, t.kind, t.status, t.from_wallet, t.to_wallet, t.currency
     HAVING ((t.status = 'rejected' OR t.kind = 'credit_limit') AND count(e.id) > 0)
         OR (t.status = 'applied' AND t.kind <> 'credit_limit' AND NOT (
               count(e.id) FILTER (WHERE e.kind = 'debit') = 1
           AND count(e.id) FILTER (WHERE e.kind = 'debit' AND e.wallet_id = CASE
-                WHEN t.kind IN ('capture', 'void') THEN '$held:' || t.from_wallet ELSE t.from_wallet END) = 1
+                WHEN t.kind IN ('capture', 'void') THEN '$held:' || t.from_wallet
+                WHEN t.kind = 'deposit' THEN '$settlement:' || t.currency ELSE t.from_wallet END) = 1
           AND CASE t.kind
+                WHEN 'deposit' THEN count(e.id) FILTER (WHERE e.kind = 'credit') = 1
+                  AND count(e.id) FILTER (WHERE e.kind = 'credit' AND e.wallet_id = t.from_wallet) = 1
+                WHEN 'withdrawal' THEN count(e.id) FILTER (WHERE e.kind = 'credit') = 1
+                  AND count(e.id) FILTER (WHERE e.kind = 'credit' AND e.wallet_id = '$settlement:' || t.currency) = 1
                 WHEN 'transfer' THEN count(e.id) FILTER (WHERE e.kind = 'credit') = 1
                 WHEN 'refund' THEN count(e.id) FILTER (WHERE e.kind = 'credit') = 1
                   AND count(e.id) FILTER (WHERE e.kind = 'credit' AND e.wallet_id = t.to_wallet) = 1
@@ -280,6 +299,22 @@ function entriesByKind(tx: Reader, limit: number): Promise<Row[]> {
                 ELSE FALSE
               END))
      ORDER BY t.operation_id LIMIT ${limit}`;
+}
+
+/**
+ * Money that entered and left: each settlement account's entries sum to minus the applied deposits
+ * plus the applied withdrawals of its currency, no more, no less.
+ */
+function settlements(tx: Reader, limit: number): Promise<Row[]> {
+  return tx.$queryRaw<Row[]>`
+    SELECT coalesce(s.account, d.account) AS account, s.entries_sum, d.settled_sum
+      FROM (SELECT wallet_id AS account, sum(amount) AS entries_sum FROM ledger_entries
+             WHERE starts_with(wallet_id, '$settlement:') GROUP BY wallet_id) s
+      FULL JOIN (SELECT '$settlement:' || currency AS account,
+                        sum(CASE kind WHEN 'deposit' THEN -amount ELSE amount END) AS settled_sum
+                   FROM transfers WHERE kind IN ('deposit', 'withdrawal') AND status = 'applied'
+                  GROUP BY currency) d ON d.account = s.account
+     WHERE s.entries_sum IS DISTINCT FROM d.settled_sum ORDER BY 1 LIMIT ${limit}`;
 }
 
 /** The invariants of holds, refunds and splits, beyond the movements they made. */

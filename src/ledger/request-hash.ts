@@ -43,6 +43,10 @@ export function requestHashLines(request: OperationRequest): string[] {
       ];
     case 'credit_limit':
       return ['v2', 'credit_limit', request.from, request.limitMinor.toString()];
+    case 'deposit':
+      return ['v2', 'deposit', request.to, request.amountMinor.toString(), request.currency, request.reference];
+    case 'withdrawal':
+      return ['v2', 'withdrawal', request.from, request.amountMinor.toString(), request.currency, request.reference];
   }
 }
 

@@ -112,8 +112,21 @@ export function toWire(request: TransferRequest): TransferWire {
 // Payment operations. Every kind but a transfer names itself in `kind`; `from` is always the
 // wallet the operation debits, the one the worker locks and fences and the queue shard follows.
 
-/** Every kind of operation: a transfer, the payment operations and a credit limit change. */
-export const OPERATION_KINDS = ['transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit'] as const;
+/**
+ * Every kind of operation: a transfer, the payment operations, a credit limit change, and money
+ * entering (deposit) or leaving (withdrawal) the ledger through its currency's settlement account.
+ */
+export const OPERATION_KINDS = [
+  'transfer',
+  'hold',
+  'capture',
+  'void',
+  'refund',
+  'split',
+  'credit_limit',
+  'deposit',
+  'withdrawal',
+] as const;
 /** One of OPERATION_KINDS. */
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 export type PaymentKind = Exclude<OperationKind, 'transfer'>;
@@ -135,7 +148,12 @@ export const OPERATION_WIRE_FIELDS: Readonly<Record<OperationKind, readonly stri
   refund: ['operationId', 'kind', 'from', 'original', 'amount'],
   split: ['operationId', 'kind', 'from', 'legs', 'currency'],
   credit_limit: ['operationId', 'kind', 'from', 'limit'],
+  deposit: ['operationId', 'kind', 'to', 'amount', 'currency', 'reference'],
+  withdrawal: ['operationId', 'kind', 'from', 'amount', 'currency', 'reference'],
 };
+
+/** A deposit's or withdrawal's external reference (the card processor's, the bank's): printable ASCII, no spaces. */
+export const REFERENCE_PATTERN = new RegExp(`^[!-~]{1,${WIRE_LIMITS.idLengthMax}}$`);
 
 /** Moves `amountMinor` from `from` to its holding wallet until a capture, a void or the expiry. */
 export interface HoldRequest {
@@ -212,6 +230,34 @@ export interface CreditLimitRequest {
   readonly limitMinor: bigint;
 }
 
+/**
+ * Money entering the ledger from the outside world: credits `to`, debits the currency's settlement
+ * account `$settlement:<currency>`. Decided and fenced on `to`, the one wallet it names.
+ */
+export interface DepositRequest {
+  readonly kind: 'deposit';
+  readonly operationId: string;
+  readonly to: string;
+  readonly amountMinor: bigint;
+  readonly currency: string;
+  /** The outside world's id of the money (a card processor's charge, a bank transfer). */
+  readonly reference: string;
+}
+
+/**
+ * Money leaving the ledger for the outside world: debits `from` (down to minus its credit limit,
+ * like every debit), credits the currency's settlement account. A payout that can fail at the
+ * bank is a hold whose capture (to a payout wallet) or void settles it.
+ */
+export interface WithdrawalRequest {
+  readonly kind: 'withdrawal';
+  readonly operationId: string;
+  readonly from: string;
+  readonly amountMinor: bigint;
+  readonly currency: string;
+  readonly reference: string;
+}
+
 /** Every request that names its kind (all but a transfer). */
 export type PaymentRequest =
   | HoldRequest
@@ -219,7 +265,9 @@ export type PaymentRequest =
   | VoidRequest
   | RefundRequest
   | SplitRequest
-  | CreditLimitRequest;
+  | CreditLimitRequest
+  | DepositRequest
+  | WithdrawalRequest;
 /** A transfer carries no `kind`: it is the same TransferRequest it always was. */
 export type OperationRequest = TransferRequest | PaymentRequest;
 
@@ -229,6 +277,17 @@ export function operationKindOf(request: OperationRequest): OperationKind {
 
 export function isPaymentRequest(request: OperationRequest): request is PaymentRequest {
   return 'kind' in request;
+}
+
+/**
+ * The wallet an operation is decided on: the worker locks and fences it, the queue shard follows
+ * it, the decision takes its row lock first. The wallet it debits (`from`), but a deposit's `to`,
+ * the only wallet it names.
+ *
+ * @throws nothing: a request or a wire that passed validation always names its wallet.
+ */
+export function walletOf(request: OperationRequest | OperationWire): string {
+  return 'kind' in request && request.kind === 'deposit' ? request.to : (request as { from: string }).from;
 }
 
 /** A transfer on the wire, with or without its kind. */
@@ -298,8 +357,36 @@ export interface CreditLimitWire {
   limit: string;
 }
 
+/** A deposit on the wire: `amount` of `currency` credited to `to` from the settlement account. */
+export interface DepositWire {
+  operationId: string;
+  kind: 'deposit';
+  to: string;
+  amount: string;
+  currency: string;
+  reference: string;
+}
+
+/** A withdrawal on the wire: `amount` of `currency` debited from `from` to the settlement account. */
+export interface WithdrawalWire {
+  operationId: string;
+  kind: 'withdrawal';
+  from: string;
+  amount: string;
+  currency: string;
+  reference: string;
+}
+
 /** Any operation on the wire that names its kind. */
-export type PaymentWire = HoldWire | CaptureWire | VoidWire | RefundWire | SplitWire | CreditLimitWire;
+export type PaymentWire =
+  | HoldWire
+  | CaptureWire
+  | VoidWire
+  | RefundWire
+  | SplitWire
+  | CreditLimitWire
+  | DepositWire
+  | WithdrawalWire;
 /** Any operation on the wire: what requestOperation() and enqueueOperation() take. */
 export type OperationWire = TransferOperationWire | PaymentWire;
 
@@ -436,7 +523,32 @@ const PAYMENT_READERS: Readonly<Record<PaymentKind, PaymentReader>> = {
     const from = id(record, 'from');
     return { kind: 'credit_limit', operationId, from, limitMinor: creditLimit(record.limit, creditLimitMax) };
   },
+  deposit: (record, { amountMax }) => {
+    const operationId = id(record, 'operationId');
+    const to = id(record, 'to');
+    const amountMinor = required(parseAmount('amount', record.amount, amountMax));
+    return { kind: 'deposit', operationId, to, amountMinor, ...settlementFields(record) };
+  },
+  withdrawal: (record, { amountMax }) => {
+    const operationId = id(record, 'operationId');
+    const from = id(record, 'from');
+    const amountMinor = required(parseAmount('amount', record.amount, amountMax));
+    return { kind: 'withdrawal', operationId, from, amountMinor, ...settlementFields(record) };
+  },
 };
+
+/** A deposit's or withdrawal's currency (required: it names the settlement account) and reference. */
+function settlementFields(record: Readonly<Record<string, unknown>>): { currency: string; reference: string } {
+  const currency = currencyOf(record);
+  if (currency === null) throw new FieldProblem(`a ${String(record.kind)} needs its currency`);
+  const { reference } = record;
+  if (typeof reference !== 'string' || !REFERENCE_PATTERN.test(reference)) {
+    throw new FieldProblem(
+      `reference must be a string of 1-${WIRE_LIMITS.idLengthMax} printable ASCII characters without spaces`,
+    );
+  }
+  return { currency, reference };
+}
 
 /** A credit limit in minor units, 0 to `max`, from its decimal string. */
 function creditLimit(value: unknown, max: bigint): bigint {
@@ -554,7 +666,8 @@ export function toOperationWire(request: PaymentRequest): PaymentWire;
 export function toOperationWire(request: OperationRequest): OperationWire;
 export function toOperationWire(request: OperationRequest): OperationWire {
   if (!isPaymentRequest(request)) return toWire(request);
-  const { operationId, from } = request;
+  const { operationId } = request;
+  const from = walletOf(request);
   switch (request.kind) {
     case 'hold': {
       const wire: HoldWire = {
@@ -589,5 +702,16 @@ export function toOperationWire(request: OperationRequest): OperationWire {
     }
     case 'credit_limit':
       return { operationId, kind: 'credit_limit', from, limit: request.limitMinor.toString() };
+    case 'deposit':
+    case 'withdrawal':
+      return settlementWire(request);
   }
+}
+
+function settlementWire(request: DepositRequest | WithdrawalRequest): DepositWire | WithdrawalWire {
+  const { operationId, currency, reference } = request;
+  const amount = request.amountMinor.toString();
+  return request.kind === 'deposit'
+    ? { operationId, kind: 'deposit', to: request.to, amount, currency, reference }
+    : { operationId, kind: 'withdrawal', from: request.from, amount, currency, reference };
 }

@@ -6,7 +6,16 @@
 import type { PrismaClient } from '../db/prisma.ts';
 import type { StoredStatus } from './vocabulary.ts';
 
-export type OperationKind = 'transfer' | 'hold' | 'capture' | 'void' | 'refund' | 'split' | 'credit_limit';
+export type OperationKind =
+  | 'transfer'
+  | 'hold'
+  | 'capture'
+  | 'void'
+  | 'refund'
+  | 'split'
+  | 'credit_limit'
+  | 'deposit'
+  | 'withdrawal';
 
 interface RecordFields {
   operationId: string;
@@ -78,7 +87,22 @@ export interface CreditLimitRecord extends RecordFields {
   limit: string;
 }
 
-export type OperationRecord = TransferRecord | HoldRecord | SplitRecord | EndingOrRefundRecord | CreditLimitRecord;
+/**
+ * Money that entered (a deposit: `from` and `to` are the wallet credited) or left (a withdrawal:
+ * `to` is null) through the currency's settlement account, with the outside world's reference.
+ */
+export interface SettlementRecord extends RecordFields {
+  kind: 'deposit' | 'withdrawal';
+  reference: string;
+}
+
+export type OperationRecord =
+  | TransferRecord
+  | HoldRecord
+  | SplitRecord
+  | EndingOrRefundRecord
+  | CreditLimitRecord
+  | SettlementRecord;
 
 interface Row {
   operation_id: string;
@@ -90,6 +114,7 @@ interface Row {
   amount: bigint | null;
   currency: string | null;
   original_id: string | null;
+  reference: string | null;
   fence: bigint;
   created_at: Date;
   refunded: bigint;
@@ -105,7 +130,7 @@ interface Row {
 export async function readOperation(prisma: PrismaClient, operationId: string): Promise<OperationRecord | null> {
   const rows = await prisma.$queryRaw<Row[]>`
     SELECT t.operation_id, t.kind, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency,
-           t.original_id, t.fence, t.created_at,
+           t.original_id, t.reference, t.fence, t.created_at,
            (SELECT coalesce(sum(r.amount), 0)::bigint FROM transfers r
              WHERE r.original_id = t.operation_id AND r.kind = 'refund' AND r.status = 'applied') AS refunded,
            h.state AS hold_state, h.expires_at, h.captured, h.released, h.ended_by, h.ended_at,
@@ -148,6 +173,9 @@ function recordOf(row: Row): OperationRecord {
       return { ...fields, kind: 'split', legs: row.legs, refunded };
     case 'credit_limit':
       return { ...fields, kind: 'credit_limit', limit: fields.amount ?? '' };
+    case 'deposit':
+    case 'withdrawal':
+      return { ...fields, kind: row.kind, reference: row.reference ?? '' };
     default:
       return { ...fields, kind: row.kind };
   }

@@ -135,6 +135,15 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
       when: "`from`'s balance plus its credit limit against the legs' total, once every leg passed",
     },
   ],
+  deposit: [
+    { reason: 'unknown_wallet', when: '`to`' },
+    { reason: 'currency_mismatch', when: "`to`'s currency against the message's" },
+  ],
+  withdrawal: [
+    { reason: 'unknown_wallet', when: '`from`' },
+    { reason: 'currency_mismatch', when: "`from`'s currency against the message's" },
+    { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
+  ],
   credit_limit: [
     { reason: 'unknown_wallet', when: '`from`' },
     { reason: 'limit_below_used', when: 'the new limit against what `from` uses (its balance below zero)' },

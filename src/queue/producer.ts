@@ -4,7 +4,12 @@
 import { type JobsOptions, Queue } from 'bullmq';
 import { InvalidTransferError } from '../errors.ts';
 import { checkedOperations } from '../ledger/checked-operations.ts';
-import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
+import {
+  type OperationWire,
+  type TransferWire,
+  validateTransferRequest,
+  walletOf,
+} from '../ledger/transfer-request.ts';
 import { jobTelemetryOf, traceCarrierOf } from '../tracing/spans.ts';
 import { defaultJobOptions, TRANSFER_JOB_NAME } from './job-options.ts';
 import {
@@ -72,7 +77,7 @@ export class TransferQueues {
 type EnqueueTarget = Queue | TransferQueues;
 
 function queueFor(target: EnqueueTarget, wire: OperationWire): Queue {
-  return target instanceof TransferQueues ? target.queueOf(wire.from) : target;
+  return target instanceof TransferQueues ? target.queueOf(walletOf(wire)) : target;
 }
 
 function checked(wire: unknown, amountMax: bigint): TransferWire {

@@ -16,6 +16,7 @@ import {
   operationKindOf,
   type validateOperationRequest,
   validateOperationWithin,
+  walletOf,
 } from '../ledger/transfer-request.ts';
 import { decideInvalidRequest } from '../ledger/undecidable-request.ts';
 import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
@@ -246,7 +247,7 @@ export class TransferProcessor {
       throw new UnrecoverableError(failureMessage('invalid_request', verdict.reason));
     }
     const request = verdict.request;
-    const fields = { operationId: request.operationId, walletId: request.from };
+    const fields = { operationId: request.operationId, walletId: walletOf(request) };
 
     try {
       for (let round = 1; ; round += 1) {
@@ -287,7 +288,7 @@ export class TransferProcessor {
           },
           'decision refused: stale fence',
         );
-        const advanced = await this.deps.lock.advanceFence(request.from, result.walletFence);
+        const advanced = await this.deps.lock.advanceFence(walletOf(request), result.walletFence);
         if (advanced.kind === 'raised') this.metrics.fenceAdvanced();
         if (round >= STALE_FENCE_ROUNDS_MAX) {
           throw retryable('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
@@ -362,10 +363,10 @@ export class TransferProcessor {
     const lockWaitS = () => (performance.now() - lockWaitStartMs) / 1000;
     if (this.skipLock) {
       // Negative control: a token is still issued (fencing stays on) but nobody is excluded.
-      const acquired = await this.deps.lock.acquireWithRetry(request.from);
+      const acquired = await this.deps.lock.acquireWithRetry(walletOf(request));
       this.metrics.observeLockWait(lockWaitS(), acquired.kind);
       if (acquired.kind === 'busy') return { kind: 'busy', retryAfterMs: acquired.retryAfterMs };
-      await this.deps.lock.release(request.from, acquired.lease.owner, acquired.lease.token);
+      await this.deps.lock.release(walletOf(request), acquired.lease.owner, acquired.lease.token);
       const { token, leaseId } = acquired.lease;
       return { kind: 'done', result: await this.decide(job, request, token, leaseId, null), token };
     }
@@ -374,9 +375,9 @@ export class TransferProcessor {
     try {
       const entered = await inSpan(
         'lock wallet',
-        { 'transfer.operation_id': request.operationId, 'transfer.wallet': request.from },
+        { 'transfer.operation_id': request.operationId, 'transfer.wallet': walletOf(request) },
         async (span) => {
-          const e = await this.leases.enter(request.from);
+          const e = await this.leases.enter(walletOf(request));
           span?.setAttributes(
             e.kind === 'busy'
               ? { 'lock.outcome': 'busy', 'lock.retry_after_ms': e.retryAfterMs }
@@ -427,7 +428,7 @@ export class TransferProcessor {
   private async submitTraced(expected: ExpectedDecision, item: BatchItem): Promise<ApplyResult> {
     const span = startSpan('await decision', {
       'transfer.operation_id': item.request.operationId,
-      'transfer.wallet': item.request.from,
+      'transfer.wallet': walletOf(item.request),
       'lock.fence': item.fence.toString(),
     });
     if (span === null) return expected.submit(item);

@@ -51,6 +51,9 @@ const hold = (fields: Record<string, unknown> = {}) => ({
   amount: '5',
   ...fields,
 });
+/** A deposit's or withdrawal's body; `fields` name its wallet and override the rest (undefined drops one). */
+const settled = (kind: 'deposit' | 'withdrawal', fields: Record<string, unknown>) =>
+  JSON.parse(JSON.stringify({ operationId: op(), kind, amount: '5', currency: 'EUR', reference: 'r-1', ...fields }));
 const legs = (count: number, amount = '1') => Array.from({ length: count }, (_, i) => ({ to: `leg-${i}`, amount }));
 const split = (fields: Record<string, unknown> = {}) => ({
   operationId: op(),
@@ -298,6 +301,27 @@ const ROWS: readonly Row[] = [
     body: { operationId: op(), kind: 'credit_limit', from: 'a', limit: '5', amount: '5' },
     valid: false,
   },
+  { name: 'a deposit', body: settled('deposit', { to: 'a' }), valid: true },
+  { name: 'a withdrawal', body: settled('withdrawal', { from: 'a' }), valid: true },
+  { name: 'a deposit naming from', body: settled('deposit', { from: 'a' }), valid: false },
+  { name: 'a withdrawal naming to', body: settled('withdrawal', { from: 'a', to: 'b' }), valid: false },
+  { name: 'a deposit without currency', body: settled('deposit', { to: 'a', currency: undefined }), valid: false },
+  { name: 'a withdrawal without amount', body: settled('withdrawal', { from: 'a', amount: undefined }), valid: false },
+  { name: 'a deposit of zero', body: settled('deposit', { to: 'a', amount: '0' }), valid: false },
+  {
+    name: 'a reference of 128 characters',
+    body: settled('deposit', { to: 'a', reference: '!'.repeat(128) }),
+    valid: true,
+  },
+  {
+    name: 'a reference of 129 characters',
+    body: settled('deposit', { to: 'a', reference: '!'.repeat(129) }),
+    valid: false,
+  },
+  { name: 'a reference with a space', body: settled('withdrawal', { from: 'a', reference: 'a b' }), valid: false },
+  { name: 'a reference with a newline', body: settled('withdrawal', { from: 'a', reference: 'a\nb' }), valid: false },
+  { name: 'a reference that is a number', body: settled('withdrawal', { from: 'a', reference: 5 }), valid: false },
+  { name: 'a reference beyond ASCII', body: settled('withdrawal', { from: 'a', reference: 'café' }), valid: false },
   { name: 'an unknown kind', body: transfer({ kind: 'payout' }), valid: false },
   { name: 'a kind of null', body: transfer({ kind: null }), valid: false },
   { name: 'a kind that is a number', body: transfer({ kind: 5 }), valid: false },

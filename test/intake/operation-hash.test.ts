@@ -45,6 +45,8 @@ const BODIES: OperationWire[] = [
   },
   { kind: 'credit_limit', operationId: 'x-l1', from: 'a', limit: '0' },
   { kind: 'credit_limit', operationId: 'x-l2', from: 'a', limit: '000250' },
+  { kind: 'deposit', operationId: 'x-d', to: 'a', amount: '0042', currency: 'EUR', reference: 'ch_1:"x"/2' },
+  { kind: 'withdrawal', operationId: 'x-w', from: 'a', amount: '7', currency: 'USD', reference: 'SEPA~88' },
 ];
 
 describe('request_operation() and requestHash()', () => {

@@ -13,6 +13,7 @@ import {
   toWire,
   validateOperationRequest,
   validateTransferRequest,
+  walletOf,
 } from '../../src/ledger/transfer-request.ts';
 
 const MAX = 10n ** 15n;
@@ -24,6 +25,22 @@ const capture = { operationId: 'c-1', kind: 'capture', from: 'a', hold: 'h-1' };
 const voidOp = { operationId: 'v-1', kind: 'void', from: 'a', hold: 'h-1' };
 const refund = { operationId: 'r-1', kind: 'refund', from: 'b', original: 'op-1' };
 const creditLimit = { operationId: 'l-1', kind: 'credit_limit', from: 'a', limit: '5000' };
+const deposit = {
+  operationId: 'd-1',
+  kind: 'deposit',
+  to: 'a',
+  amount: '700',
+  currency: 'EUR',
+  reference: 'ch_3N:x/1',
+};
+const withdrawal = {
+  operationId: 'w-1',
+  kind: 'withdrawal',
+  from: 'a',
+  amount: '300',
+  currency: 'EUR',
+  reference: 'SEPA-88',
+};
 const split = {
   operationId: 's-1',
   kind: 'split',
@@ -69,6 +86,9 @@ describe('validateOperationRequest accepts every kind, and toOperationWire gives
     ['a credit limit', creditLimit],
     ['a credit limit of zero', { ...creditLimit, limit: '0' }],
     ['a credit limit at the ceiling', { ...creditLimit, limit: (10n ** 17n).toString() }],
+    ['a deposit', deposit],
+    ['a withdrawal', withdrawal],
+    ['a reference of 128 characters', { ...deposit, reference: '~'.repeat(128) }],
     [
       'a split of sixteen legs totalling the maximum',
       {
@@ -120,12 +140,22 @@ describe('validateOperationRequest accepts every kind, and toOperationWire gives
       currency: null,
     });
     expect(accepted(creditLimit)).toEqual({ kind: 'credit_limit', operationId: 'l-1', from: 'a', limitMinor: 5000n });
+    expect(accepted(deposit)).toEqual({
+      kind: 'deposit',
+      operationId: 'd-1',
+      to: 'a',
+      amountMinor: 700n,
+      currency: 'EUR',
+      reference: 'ch_3N:x/1',
+    });
+    expect(walletOf(accepted(deposit))).toBe('a');
+    expect(walletOf(accepted(withdrawal))).toBe('a');
   });
 
   it('names the kind of every request, a transfer by its absence', () => {
     expect(operationKindOf(accepted(transfer))).toBe('transfer');
     expect(isPaymentRequest(accepted(transfer))).toBe(false);
-    for (const body of [hold, capture, voidOp, refund, split, creditLimit]) {
+    for (const body of [hold, capture, voidOp, refund, split, creditLimit, deposit, withdrawal]) {
       expect(operationKindOf(accepted(body))).toBe(body.kind);
       expect(isPaymentRequest(accepted(body))).toBe(true);
     }
@@ -163,7 +193,7 @@ describe('a transfer, with or without its kind', () => {
   });
 });
 
-const KINDS = 'transfer, hold, capture, void, refund, split, credit_limit';
+const KINDS = 'transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal';
 
 /** A case: its name, the job data, and the reason it is refused with. */
 type Refusal = readonly [string, unknown, string];
@@ -182,6 +212,28 @@ describe('validateOperationRequest refuses', () => {
     ['a split with a to', { ...split, to: 'b' }, 'unknown field "to"'],
     ['a void with a currency', { ...voidOp, currency: 'EUR' }, 'unknown field "currency"'],
     ['a credit limit with an amount', { ...creditLimit, amount: '1' }, 'unknown field "amount"'],
+    // Deposit and withdrawal.
+    ['a deposit with a from', { ...deposit, from: 'b' }, 'unknown field "from"'],
+    ['a withdrawal with a to', { ...withdrawal, to: 'b' }, 'unknown field "to"'],
+    ['a deposit without currency', { ...deposit, currency: undefined }, 'a deposit needs its currency'],
+    ['a withdrawal without currency', { ...withdrawal, currency: undefined }, 'a withdrawal needs its currency'],
+    [
+      'a deposit without reference',
+      { ...deposit, reference: undefined },
+      'reference must be a string of 1-128 printable ASCII characters without spaces',
+    ],
+    [
+      'a reference with a space',
+      { ...withdrawal, reference: 'SEPA 88' },
+      'reference must be a string of 1-128 printable ASCII characters without spaces',
+    ],
+    [
+      'a reference of 129 characters',
+      { ...withdrawal, reference: 'x'.repeat(129) },
+      'reference must be a string of 1-128 printable ASCII characters without spaces',
+    ],
+    ['a withdrawal of zero', { ...withdrawal, amount: '0' }, 'amount must be positive'],
+    ['a deposit to a bad id', { ...deposit, to: 'a b' }, 'to may only contain [A-Za-z0-9._:-]'],
     // Credit limit.
     [
       'a credit limit without a limit',
@@ -414,6 +466,8 @@ describe('requestHash of a payment operation', () => {
     ['a split with currency', { ...split, currency: 'EUR' }, 'v2\nsplit\na\nEUR\nb\n70\nc\n30'],
     ['a credit limit', creditLimit, 'v2\ncredit_limit\na\n5000'],
     ['a credit limit with leading zeros', { ...creditLimit, limit: '007' }, 'v2\ncredit_limit\na\n7'],
+    ['a deposit', { ...deposit, amount: '0700' }, 'v2\ndeposit\na\n700\nEUR\nch_3N:x/1'],
+    ['a withdrawal', withdrawal, 'v2\nwithdrawal\na\n300\nEUR\nSEPA-88'],
   ])('%s is the sha256 of its canonical lines', (_name, body, canonical) => {
     const request = accepted(JSON.parse(JSON.stringify(body)));
     expect(requestHashLines(request).join('\n')).toBe(canonical);
@@ -421,7 +475,7 @@ describe('requestHash of a payment operation', () => {
   });
 
   it('ignores the operationId and differs when any other field differs', () => {
-    const bases = [hold, capture, voidOp, refund, split, creditLimit];
+    const bases = [hold, capture, voidOp, refund, split, creditLimit, deposit, withdrawal];
     const variants: Record<string, unknown>[] = [
       { ...hold, from: 'c' },
       { ...hold, to: 'c' },
@@ -445,6 +499,12 @@ describe('requestHash of a payment operation', () => {
       { ...split, legs: [...split.legs, { to: 'd', amount: '1' }] },
       { ...creditLimit, from: 'b' },
       { ...creditLimit, limit: '5001' },
+      { ...deposit, to: 'b' },
+      { ...deposit, amount: '701' },
+      { ...deposit, currency: 'USD' },
+      { ...deposit, reference: 'ch_3N:x/2' },
+      { ...withdrawal, from: 'b' },
+      { ...withdrawal, reference: 'SEPA-89' },
     ];
     const hashes = [...bases, ...variants, transfer].map((body) => requestHash(accepted(body)));
     expect(new Set(hashes).size).toBe(hashes.length);

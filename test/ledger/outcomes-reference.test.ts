@@ -82,6 +82,9 @@ describe("each kind's order of checks", () => {
     expect(reasonsIn(sql('decision_hold_ended.sql'), /p_kind = 'capture'/)).toEqual(declared('void'));
     expect(reasonsIn(sql('decision_refunded.sql'))).toEqual(declared('refund'));
     expect(reasonsIn(sql('decision_split.sql'))).toEqual(declared('split'));
+    expect(reasonsIn(sql('decision_limit_changed.sql'))).toEqual(declared('credit_limit'));
+    expect(reasonsIn(sql('decision_settled.sql'))).toEqual(declared('withdrawal'));
+    expect(reasonsIn(sql('decision_settled.sql'), /p_kind = 'withdrawal'/)).toEqual(declared('deposit'));
   });
 
   it('counts a reason given through decision_refusal() where the call puts it', () => {

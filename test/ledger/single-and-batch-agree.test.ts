@@ -17,7 +17,12 @@ import { applyPayments, decideOperations, type FencedOperation } from '../../src
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import type { ApplyResult } from '../../src/ledger/outcome.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
-import type { OperationRequest, PaymentRequest, TransferRequest } from '../../src/ledger/transfer-request.ts';
+import {
+  type OperationRequest,
+  type PaymentRequest,
+  type TransferRequest,
+  walletOf,
+} from '../../src/ledger/transfer-request.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -184,8 +189,9 @@ function secondOf(kind: NamingKind, first: OperationRequest, id: string): Paymen
   // the first's payer.
   const payee = 'kind' in first && (first.kind === 'refund' || first.kind === 'void') ? 'p1' : 'p2';
   if (kind === 'refund') return { kind, operationId, from: payee, original: first.operationId, amountMinor: null };
-  if (kind === 'capture') return { kind, operationId, from: first.from, hold: first.operationId, amountMinor: null };
-  return { kind, operationId, from: first.from, hold: first.operationId };
+  const from = walletOf(first);
+  if (kind === 'capture') return { kind, operationId, from, hold: first.operationId, amountMinor: null };
+  return { kind, operationId, from, hold: first.operationId };
 }
 
 const described = (r: ApplyResult) =>

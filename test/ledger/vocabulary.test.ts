@@ -45,6 +45,7 @@ const DECISION_FUNCTIONS = [
   'decision_refunded',
   'decision_split',
   'decision_limit_changed',
+  'decision_settled',
   'apply_transfers',
   'apply_transfer',
   'request_decide_invalid',

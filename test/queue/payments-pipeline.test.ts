@@ -25,6 +25,24 @@ async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 
   }
 }
 
+/** One operation requested through the intake and relayed until its record is there. */
+async function decidedThroughIntake(p: Pipeline, wire: OperationWire): Promise<void> {
+  const config = loadConfig({ ...process.env, ...p.workerEnv, DATABASE_URL: p.db.url });
+  const relay = new Relay({ config, logger: silent, publishOutcomes: false });
+  expect(await requestOperations(p.db.pg, [wire], config.transferAmountMax, config.holdExpiryMaxMs)).toEqual([
+    'requested',
+  ]);
+  try {
+    await waitFor(`${wire.operationId} decided through the intake`, async () => {
+      await relay.round();
+      const { rows } = await p.db.pg.query('SELECT 1 FROM transfers WHERE operation_id = $1', [wire.operationId]);
+      return rows.length === 1;
+    });
+  } finally {
+    await relay.stop();
+  }
+}
+
 async function hold(p: Pipeline, id: string) {
   const { rows } = await p.db.pg.query<{ state: string; captured: string; released: string }>(
     'SELECT state, captured::text, released::text FROM holds WHERE hold_id = $1',
@@ -248,21 +266,7 @@ describe('credit limits through both doors', () => {
     expect(await send(p, { kind: 'credit_limit', operationId: 'l1', from: 'w1', limit: '400' })).toMatchObject({
       outcome: 'duplicate',
     });
-    const config = loadConfig({ ...process.env, ...p.workerEnv, DATABASE_URL: p.db.url });
-    const relay = new Relay({ config, logger: silent, publishOutcomes: false });
-    const lowered: OperationWire = { kind: 'credit_limit', operationId: 'il1', from: 'w1', limit: '350' };
-    expect(await requestOperations(p.db.pg, [lowered], config.transferAmountMax, config.holdExpiryMaxMs)).toEqual([
-      'requested',
-    ]);
-    try {
-      await waitFor('the intake credit limit decided', async () => {
-        await relay.round();
-        const { rows } = await p.db.pg.query("SELECT 1 FROM transfers WHERE operation_id = 'il1'");
-        return rows.length === 1;
-      });
-    } finally {
-      await relay.stop();
-    }
+    await decidedThroughIntake(p, { kind: 'credit_limit', operationId: 'il1', from: 'w1', limit: '350' });
     // At its new limit, w1 (at -350) can spend nothing more.
     expect(await send(p, { operationId: 't2', from: 'w1', to: 'w2', amount: '1' })).toMatchObject({
       outcome: 'rejected',
@@ -280,6 +284,58 @@ describe('credit limits through both doors', () => {
       ['l1', 'applied', null, 400n, { creditLimit: '400', previousCreditLimit: '0', used: '0' }],
       ['l2', 'rejected', 'limit_below_used', 349n, { creditLimit: '349', previousCreditLimit: '400', used: '350' }],
       ['il1', 'applied', null, 350n, { creditLimit: '350', previousCreditLimit: '400', used: '350' }],
+    ]);
+  });
+});
+
+describe('deposits and withdrawals through both doors', () => {
+  it('a deposit sent straight and a withdrawal requested through the intake post against the settlement account', async () => {
+    const p = await newPipeline();
+    await p.seed(2, 100n);
+    await p.startWorker();
+    expect(
+      await send(p, {
+        kind: 'deposit',
+        operationId: 'd1',
+        to: 'w1',
+        amount: '250',
+        currency: 'EUR',
+        reference: 'ch_1',
+      }),
+    ).toMatchObject({ outcome: 'applied' });
+    expect(
+      await send(p, {
+        kind: 'deposit',
+        operationId: 'd1',
+        to: 'w1',
+        amount: '250',
+        currency: 'EUR',
+        reference: 'ch_2',
+      }),
+    ).toMatchObject({ outcome: 'conflict' });
+    await decidedThroughIntake(p, {
+      kind: 'withdrawal',
+      operationId: 'iw1',
+      from: 'w1',
+      amount: '300',
+      currency: 'EUR',
+      reference: 'SEPA-1',
+    });
+    expect((await p.balances()).w1).toBe(50n);
+    const { rows } = await p.db.pg.query(
+      "SELECT operation_id, amount::text, balance_after::text FROM ledger_entries WHERE wallet_id = '$settlement:EUR' ORDER BY id",
+    );
+    expect(rows).toEqual([
+      { operation_id: 'd1', amount: '-250', balance_after: '-250' },
+      { operation_id: 'iw1', amount: '300', balance_after: '50' },
+    ]);
+    await waitFor('both in the feed', async () =>
+      (await settledRead(p.db.pg, 0n, 100)).some((e) => e.operationId === 'iw1'),
+    );
+    const events = (await settledRead(p.db.pg, 0n, 100)).filter((e) => e.operation !== 'transfer');
+    expect(events.map((e) => [e.operationId, e.operation, e.kind, e.from, e.to, e.amountMinor, e.detail])).toEqual([
+      ['d1', 'deposit', 'applied', 'w1', 'w1', 250n, { reference: 'ch_1', settlement: '$settlement:EUR' }],
+      ['iw1', 'withdrawal', 'applied', 'w1', null, 300n, { reference: 'SEPA-1', settlement: '$settlement:EUR' }],
     ]);
   });
 });

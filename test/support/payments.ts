@@ -10,7 +10,7 @@ import { leaseIdFor } from './lease-ids.ts';
 /** The default of HOLD_EXPIRY_MAX_MS: 7 days. */
 export const HOLD_EXPIRY_MAX_MS = 604_800_000;
 
-export type PaymentKind = 'hold' | 'capture' | 'void' | 'refund' | 'split' | 'credit_limit';
+export type PaymentKind = 'hold' | 'capture' | 'void' | 'refund' | 'split' | 'credit_limit' | 'deposit' | 'withdrawal';
 
 export interface PaymentOp {
   readonly kind: PaymentKind;
@@ -21,7 +21,7 @@ export interface PaymentOp {
   /** A credit_limit's new limit, 0 allowed. */
   readonly amount?: bigint;
   readonly currency?: string;
-  /** The hold of a capture or a void, the original of a refund. */
+  /** The hold of a capture or a void, the original of a refund, the reference of a deposit or a withdrawal. */
   readonly ref?: string;
   readonly expiresInMs?: number;
   readonly expiresAt?: Date;

@@ -141,7 +141,7 @@ const VARIANTS: readonly Variant[] = [
       {
         what: 'the answer from a record',
         find: '        v_k := array_position(r_op, v_op);\n',
-        through: '            CONTINUE;\n        END IF;\n',
+        through: '            RETURN NEXT; CONTINUE;\n        END IF;\n',
         to: guard('idempotency'),
       },
       {

@@ -152,6 +152,14 @@ export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): 
         'the checker must detect a hold ended twice (a money or exactly-once violation)',
     };
   }
+  if (options.unsafe === 'no-credit-limit') {
+    return {
+      expectation: 'violation-detected',
+      text:
+        'negative control: debits are not held to their credit limit (and the CHECK is dropped); ' +
+        'the checker must detect a balance below minus its limit or a credit wallet applying too many debits',
+    };
+  }
   if (options.unsafe === 'refund-unbounded') {
     return {
       expectation: 'violation-detected',

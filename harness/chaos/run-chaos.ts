@@ -254,6 +254,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       postgres: options.postgres,
       asyncStandby: options.unsafe === ASYNC_STANDBY,
       unsafeDecisions: usesUnsafeDecisions(options),
+      withoutLimitCheck: options.unsafe === 'no-credit-limit',
     },
     registry,
   );

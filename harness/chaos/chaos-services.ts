@@ -326,6 +326,8 @@ interface StartOptions {
   asyncStandby?: boolean;
   /** A control that switches a check of the SQL decision off: install its variants (harness/chaos/unsafe/). */
   unsafeDecisions?: boolean;
+  /** With unsafeDecisions: drop the wallets' CHECK (balance >= -credit_limit) too (`no-credit-limit`). */
+  withoutLimitCheck?: boolean;
 }
 
 /** What ChaosServices.start() has brought up so far: what abandon() takes down if a later step fails. */
@@ -457,7 +459,8 @@ async function prepareDatabase(
   await migrate(databaseUrl, MIGRATIONS_DIR);
   // The migrations define no decision that can skip a check; a negative control that needs
   // one gets it here, in this run's own database only.
-  if (options.unsafeDecisions === true) await installUnsafeDecisionsAt(databaseUrl);
+  if (options.unsafeDecisions === true)
+    await installUnsafeDecisionsAt(databaseUrl, { withoutLimitCheck: options.withoutLimitCheck === true });
   const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
   // The workers run with the default bounds; behind PgBouncer they reach them as the roles'
   // defaults, the owner's too (the naive negative control's workers log in as the owner).

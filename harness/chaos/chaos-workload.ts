@@ -20,6 +20,7 @@ import {
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { randomInt, seededRandom } from '../../src/workload/prng.ts';
 import { randomWorkload } from '../../src/workload/random-transfers.ts';
+import { type CreditPlan, NO_CREDIT_PLAN, planCredit } from './chaos-credit.ts';
 import type { ChaosOptions } from './chaos-options.ts';
 import {
   type PaymentPlan,
@@ -80,6 +81,8 @@ export interface ChaosWorkload {
   readonly operations: ReadonlyMap<string, OperationModel>;
   /** Wallets that never send (naive mode: sinks; otherwise empty). */
   readonly sinkWallets: ReadonlySet<string>;
+  /** The wallets opened at 0 with a credit limit, and the credit wallets' debits (chaos-credit.ts). */
+  readonly credit: Omit<CreditPlan, 'placed'>;
 }
 
 type WorkloadOptions = Pick<
@@ -263,14 +266,30 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
   const plan = o.payments && o.apply !== 'naive' ? planPayments(o, valid.length, refundableTransfers(valid)) : null;
   const openingBalanceMinor = openingBalance(o, valid, pairs, plan);
   const payments = plan === null ? [] : placedPayments(plan, openingBalanceMinor * BigInt(o.wallets));
+  // Credit limits: a stream of its own, on wallets opened at 0 (and limit changes of the others),
+  // outside the opening balances' sum: its debits are meant to meet their limits.
+  const { placed: credits, ...credit } = plan === null ? NO_CREDIT_PLAN : planCredit(o, valid.length);
   // Where several streams place messages before one transfer, they go in this order.
   const order = sendInOrder(valid, [
     invalidMessages(o, valid.length),
     pairs.map(pairMessages),
     payments.map(paymentMessage),
+    [...credits]
+      .sort((a, b) => a.position - b.position)
+      .map((c) => ({
+        position: c.position,
+        send: (order: SendOrder) => order.sendValid(c.wire, 'payment'),
+      })),
   ]);
   const wallets = Array.from({ length: o.wallets }, (_, i) => walletId(i + 1));
-  return { messages: order.messages, wallets, openingBalanceMinor, operations: order.operations, sinkWallets };
+  return {
+    messages: order.messages,
+    wallets,
+    openingBalanceMinor,
+    operations: order.operations,
+    sinkWallets,
+    credit,
+  };
 }
 
 /** The seeded random transfers of src/workload, and the wallets that never send. */

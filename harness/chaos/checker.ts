@@ -9,6 +9,7 @@ import type { PrismaClient } from '../../src/db/prisma.ts';
 import { COUNTEREXAMPLES_MAX, type ReconcileReport } from '../../src/ledger/reconciliation.ts';
 import { finalBalancesCheck, lastFenceCheck } from './balance-checks.ts';
 import { type CheckGroup, type CheckResult, type Invariant, runInvariants } from './check-result.ts';
+import { CREDIT_CHECKS } from './credit-checks.ts';
 import { readDatabaseState } from './database-state.ts';
 import { buildCheckFacts, type CheckFacts, type CheckInput } from './expected-model.ts';
 import {
@@ -38,6 +39,7 @@ export const CHECKS: readonly Invariant<CheckFacts>[] = [
   conflictsOnceCheck,
   invalidMessagesCheck,
   ...PAYMENT_CHECKS,
+  ...CREDIT_CHECKS,
   finalBalancesCheck,
   lastFenceCheck,
 ];

@@ -24,6 +24,7 @@ export interface WalletRow {
   balance: bigint;
   held: bigint;
   last_fence: bigint;
+  credit_limit: bigint;
 }
 
 export interface DebitRow {
@@ -44,6 +45,9 @@ export interface HoldRow {
   ended_by: string | null;
 }
 
+/** Events still pending at the check come after every sequenced one. */
+const PENDING_AFTER = 2n ** 52n;
+
 export interface DatabaseState {
   readonly ledger: ReconcileReport;
   /** Every decided record, in the order read, and by operation id. */
@@ -54,6 +58,13 @@ export interface DatabaseState {
   readonly holds: ReadonlyMap<string, HoldRow>;
   /** Operation id (or `$expiry:<hold>`) → the id of its first ledger entry: the commit order. */
   readonly firstEntry: ReadonlyMap<string, bigint>;
+  /**
+   * Operation id → where its outcome event is in the feed: its position once sequenced, else
+   * after every position, in the order it was appended. Per wallet, the decision order: one
+   * wallet's decisions commit one after the other, and a sequencer that sees the later one's
+   * events sees the earlier one's.
+   */
+  readonly feedOrder: ReadonlyMap<string, bigint>;
   readonly sqlViolations: SqlViolations;
 }
 
@@ -62,7 +73,7 @@ export async function readDatabaseState(prisma: PrismaClient): Promise<DatabaseS
   const recordList = await prisma.$queryRaw<RecordRow[]>`
     SELECT operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount, status, reason, fence
       FROM transfers`;
-  const wallets = await prisma.$queryRaw<WalletRow[]>`SELECT id, balance, held, last_fence FROM wallets`;
+  const wallets = await prisma.$queryRaw<WalletRow[]>`SELECT id, balance, held, last_fence, credit_limit FROM wallets`;
   const debits = await prisma.$queryRaw<DebitRow[]>`
     SELECT operation_id, wallet_id, amount, fence FROM ledger_entries WHERE kind = 'debit'`;
   const sqlViolations = await readSqlViolations(prisma, PAYMENT_SQL_INVARIANTS);
@@ -70,6 +81,12 @@ export async function readDatabaseState(prisma: PrismaClient): Promise<DatabaseS
     SELECT hold_id, from_wallet, to_wallet, amount, state, captured, released, ended_by FROM holds`;
   const order = await prisma.$queryRaw<{ operation_id: string; first: bigint }[]>`
     SELECT operation_id, min(id) AS first FROM ledger_entries WHERE kind IN ('debit', 'credit') GROUP BY operation_id`;
+  const feed = await prisma.$queryRaw<{ operation_id: string; at: bigint }[]>`
+    SELECT operation_id, min(position) AS at FROM outcome_events
+     WHERE kind IN ('applied', 'rejected') GROUP BY operation_id
+    UNION ALL
+    SELECT operation_id, ${PENDING_AFTER}::bigint + min(id) AS at FROM outcome_pending
+     WHERE kind IN ('applied', 'rejected') GROUP BY operation_id`;
   return {
     ledger,
     recordList,
@@ -78,6 +95,7 @@ export async function readDatabaseState(prisma: PrismaClient): Promise<DatabaseS
     debits,
     holds: new Map(holdRows.map((h) => [h.hold_id, h])),
     firstEntry: new Map(order.map((o) => [o.operation_id, o.first])),
+    feedOrder: new Map(feed.map((f) => [f.operation_id, f.at])),
     sqlViolations,
   };
 }

@@ -1,5 +1,6 @@
 // The payments' counts for the report: per kind, per outcome (applied, or the reason of a
-// refusal; undecided), and the holds expired and still active at the check.
+// refusal; undecided), the holds expired and still active at the check, and each credit wallet's
+// debits applied against the count expected.
 import type { ChaosWorkload } from './chaos-workload.ts';
 import type { HoldRow, RecordRow } from './database-state.ts';
 
@@ -8,6 +9,18 @@ export interface PaymentFigures {
   readonly holdsExpired: number;
   readonly holdsActive: number;
   readonly anchorsActive: number;
+  /** Per credit wallet: its debits applied against the ⌊limit / amount⌋ expected, and refused. */
+  readonly creditWallets: readonly CreditWalletFigures[];
+}
+
+export interface CreditWalletFigures {
+  readonly wallet: string;
+  readonly limit: string;
+  readonly amount: string;
+  readonly debits: number;
+  readonly expected: number;
+  readonly applied: number;
+  readonly rejected: number;
 }
 
 export function paymentFigures(
@@ -35,5 +48,17 @@ export function paymentFigures(
     holdsExpired: holdRows.filter((h) => h.state === 'expired').length,
     holdsActive: holdRows.filter((h) => h.state === 'active').length,
     anchorsActive: holdRows.filter((h) => h.state === 'active' && h.hold_id.startsWith('anchor-')).length,
+    creditWallets: workload.credit.creditWallets.map((c) => {
+      const mine = records.filter((r) => r.from_wallet === c.id && workload.operations.has(r.operation_id));
+      return {
+        wallet: c.id,
+        limit: c.creditLimitMinor.toString(),
+        amount: c.debitMinor.toString(),
+        debits: c.debits,
+        expected: Number(c.creditLimitMinor / c.debitMinor),
+        applied: mine.filter((r) => r.status === 'applied').length,
+        rejected: mine.filter((r) => r.status === 'rejected').length,
+      };
+    }),
   };
 }

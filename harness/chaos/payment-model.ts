@@ -1,10 +1,15 @@
-// The checker's own model of the payment rules: what the balances and the holds should be. It
-// starts from the opening balances and replays the decided records (every kind) in commit order
-// (the first ledger entry of each operation, and of each expiry release: used for the order only,
-// never for amounts), taking every amount from the request the harness sent under the record's
-// hash and from its own state (what a hold holds, what is left of an original), never from the
-// database's. A record it cannot apply by the rules given its state then is an anomaly, kept with
-// the check it breaks; payment-checks.ts compares the rest (refusals, holds, balances) with it.
+// The checker's own model of the payment rules: what the balances, the credit limits and the holds
+// should be. It starts from each wallet's opening balance and limit and replays the decided records
+// (every kind) in commit order (the first ledger entry of each operation, and of each expiry
+// release: used for the order only, never for amounts), taking every amount from the request the
+// harness sent under the record's hash and from its own state (what a hold holds, what is left of
+// an original, the limit in force), never from the database's. Every debit may take its wallet's
+// balance down to minus the limit in force then. A decision that leaves no entry (a credit limit
+// change, a refused debit of a wallet opened at 0) is replayed just before the next decision of its
+// wallet that left entries, in the outcome feed's order, which per wallet is the decision order
+// (one wallet's decisions commit one after the other, each appending its events). A record it
+// cannot apply by the rules given its state then is an anomaly, kept with the check it breaks;
+// payment-checks.ts and credit-checks.ts compare the rest (refusals, holds, balances) with it.
 import type { OperationKind } from '../../src/ledger/transfer-request.ts';
 import type { ChaosWorkload } from './chaos-workload.ts';
 import type { Counterexample } from './check-result.ts';
@@ -34,7 +39,7 @@ export interface AppliedOperation {
 }
 
 /** Which check a record the replay could not apply breaks. */
-export type AnomalyKind = 'payment-rules' | 'hold-ended-twice' | 'over-refund';
+export type AnomalyKind = 'payment-rules' | 'hold-ended-twice' | 'over-refund' | 'credit-limit';
 
 export interface ReplayAnomaly {
   readonly kind: AnomalyKind;
@@ -44,6 +49,8 @@ export interface ReplayAnomaly {
 export interface PaymentModel {
   /** Every account's expected balance: wallets, and `$held:<wallet>` for what each holds. */
   readonly balance: ReadonlyMap<string, bigint>;
+  /** Every wallet's credit limit in force at the end. */
+  readonly limit: ReadonlyMap<string, bigint>;
   readonly holds: ReadonlyMap<string, ModelHold>;
   readonly applied: ReadonlyMap<string, AppliedOperation>;
   /** `<original>\n<payer>` → refunded so far. */
@@ -58,6 +65,8 @@ export interface PaymentReplayInput {
   readonly recordList: readonly RecordRow[];
   readonly holds: ReadonlyMap<string, HoldRow>;
   readonly firstEntry: ReadonlyMap<string, bigint>;
+  /** Operation id → its outcome event's place in the feed: per wallet, the decision order. */
+  readonly feedOrder: ReadonlyMap<string, bigint>;
 }
 
 type ReplayEvent = { at: bigint; record: RecordRow | null; expiredHold: string | null };
@@ -97,18 +106,81 @@ export function refundLimit(
 
 export const refundKey = (original: string, payer: string) => `${original}\n${payer}`;
 
-/** The applied records and the expiries, in commit order (unknown positions last). */
+/** A ledger position in the replay's order; room below each for the decisions without entries placed before it. */
+const SLOTS = 1_000_000n;
+const END = BigInt(Number.MAX_SAFE_INTEGER) * SLOTS;
+
+/**
+ * Whether the replay judges this record although it left no entry: a credit limit change, or a
+ * refused debit of a wallet opened at 0 with a limit (the only refusals of a debit the workload
+ * means to provoke, by the limit).
+ */
+export function replayedWithoutEntries(
+  workload: ChaosWorkload,
+  r: Pick<RecordRow, 'operation_id' | 'from_wallet' | 'status'>,
+): boolean {
+  const kind = kindOf(workload, r.operation_id);
+  if (kind === 'credit_limit') return true;
+  return (
+    r.status === 'rejected' &&
+    (kind === 'transfer' || kind === 'split') &&
+    workload.credit.openingLimits.has(r.from_wallet)
+  );
+}
+
+/** Each decision without entries: placed just before the next decision of its wallet, in feed order, that has entries. */
+function placesWithoutEntries(input: PaymentReplayInput, records: readonly RecordRow[]): Map<string, bigint> {
+  const { firstEntry, feedOrder } = input;
+  const placed = new Map<string, bigint>();
+  const wallets = new Set(records.map((r) => r.from_wallet));
+  const byWallet = new Map<string, RecordRow[]>();
+  for (const r of input.recordList) {
+    if (!wallets.has(r.from_wallet)) continue;
+    byWallet.set(r.from_wallet, [...(byWallet.get(r.from_wallet) ?? []), r]);
+  }
+  const toPlace = new Set(records.map((r) => r.operation_id));
+  const feedAt = (r: RecordRow) => feedOrder.get(r.operation_id) ?? END;
+  for (const list of byWallet.values()) {
+    list.sort((a, b) => (feedAt(a) < feedAt(b) ? -1 : feedAt(a) > feedAt(b) ? 1 : 0));
+    let next = END;
+    let before = 0n;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const r = list[i] as RecordRow;
+      const entry = r.status === 'applied' ? firstEntry.get(r.operation_id) : undefined;
+      if (entry !== undefined) {
+        next = entry * SLOTS;
+        before = 0n;
+      } else if (toPlace.has(r.operation_id)) {
+        before += 1n;
+        placed.set(r.operation_id, next - before);
+      }
+    }
+  }
+  return placed;
+}
+
+/** The applied records, the decisions without entries and the expiries, in commit order (unknown positions last). */
 function replayEvents(input: PaymentReplayInput): ReplayEvent[] {
   const { workload, firstEntry } = input;
   const events: ReplayEvent[] = [];
-  const END = BigInt(Number.MAX_SAFE_INTEGER);
+  const withoutEntries = input.recordList.filter(
+    (r) => workload.operations.has(r.operation_id) && replayedWithoutEntries(workload, r),
+  );
+  const placed = placesWithoutEntries(input, withoutEntries);
   for (const r of input.recordList) {
-    if (r.status !== 'applied' || !workload.operations.has(r.operation_id)) continue;
-    events.push({ at: firstEntry.get(r.operation_id) ?? END, record: r, expiredHold: null });
+    if (!workload.operations.has(r.operation_id)) continue;
+    const at = placed.get(r.operation_id);
+    if (at !== undefined) events.push({ at, record: r, expiredHold: null });
+    else if (r.status === 'applied') {
+      const entry = firstEntry.get(r.operation_id);
+      events.push({ at: entry === undefined ? END : entry * SLOTS, record: r, expiredHold: null });
+    }
   }
   for (const h of input.holds.values()) {
-    if (h.state === 'expired' || firstEntry.has(EXPIRY + h.hold_id))
-      events.push({ at: firstEntry.get(EXPIRY + h.hold_id) ?? END, record: null, expiredHold: h.hold_id });
+    if (h.state === 'expired' || firstEntry.has(EXPIRY + h.hold_id)) {
+      const entry = firstEntry.get(EXPIRY + h.hold_id);
+      events.push({ at: entry === undefined ? END : entry * SLOTS, record: null, expiredHold: h.hold_id });
+    }
   }
   return events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
 }
@@ -116,6 +188,7 @@ function replayEvents(input: PaymentReplayInput): ReplayEvent[] {
 /** The model's state while it replays. */
 class Replay implements PaymentModel {
   readonly balance = new Map<string, bigint>();
+  readonly limit = new Map<string, bigint>();
   readonly holds = new Map<string, ModelHold>();
   readonly applied = new Map<string, AppliedOperation>();
   readonly refunded = new Map<string, bigint>();
@@ -123,10 +196,24 @@ class Replay implements PaymentModel {
 
   constructor(workload: ChaosWorkload) {
     for (const w of workload.wallets) this.balance.set(w, workload.openingBalanceMinor);
+    for (const [w, limit] of workload.credit.openingLimits) {
+      this.balance.set(w, 0n);
+      this.limit.set(w, limit);
+    }
   }
 
   available(wallet: string): bigint {
     return this.balance.get(wallet) ?? 0n;
+  }
+
+  /** What a debit may take: the available balance and the credit limit in force. */
+  spendable(wallet: string): bigint {
+    return this.available(wallet) + (this.limit.get(wallet) ?? 0n);
+  }
+
+  /** The state a limit is judged by, for a counterexample. */
+  state(wallet: string): string {
+    return `balance ${this.available(wallet)}, limit ${this.limit.get(wallet) ?? 0n}`;
   }
 
   add(wallet: string, delta: bigint): void {
@@ -157,12 +244,8 @@ function move(m: Replay, id: string, kind: 'transfer' | 'split', wire: Wire): vo
   const legs: Leg[] =
     kind === 'transfer' ? [{ to: wire.to as string, amount: wire.amount as string }] : (wire.legs as Leg[]);
   const total = legs.reduce((t, l) => t + BigInt(l.amount), 0n);
-  if (m.available(wire.from) < total) {
-    m.note('payment-rules', {
-      operationId: id,
-      kind,
-      problem: `applied with ${m.balance.get(wire.from)} available of ${total}`,
-    });
+  if (m.spendable(wire.from) < total) {
+    m.note('payment-rules', { operationId: id, kind, problem: `applied ${total} with ${m.state(wire.from)}` });
     return;
   }
   m.add(wire.from, -total);
@@ -172,8 +255,8 @@ function move(m: Replay, id: string, kind: 'transfer' | 'split', wire: Wire): vo
 
 function hold(m: Replay, id: string, wire: Wire): void {
   const amount = BigInt(wire.amount as string);
-  if (m.available(wire.from) < amount) {
-    const problem = `hold applied with ${m.balance.get(wire.from)} available of ${amount}`;
+  if (m.spendable(wire.from) < amount) {
+    const problem = `hold of ${amount} applied with ${m.state(wire.from)}`;
     m.note('payment-rules', { operationId: id, kind: 'hold', problem });
     return;
   }
@@ -236,8 +319,8 @@ function refund(m: Replay, id: string, wire: Wire): void {
     });
     return;
   }
-  if (m.available(wire.from) < amount) {
-    const problem = `refund applied with ${m.balance.get(wire.from)} available of ${amount}`;
+  if (m.spendable(wire.from) < amount) {
+    const problem = `refund of ${amount} applied with ${m.state(wire.from)}`;
     m.note('payment-rules', { operationId: id, kind: 'refund', problem });
     return;
   }
@@ -248,18 +331,47 @@ function refund(m: Replay, id: string, wire: Wire): void {
   m.applied.set(id, { kind: 'refund', wire, amount });
 }
 
+/** A credit limit change: applied only within what the wallet uses, refused limit_below_used only below it. */
+function limitChange(m: Replay, r: RecordRow, wire: Wire): void {
+  const asked = BigInt(wire.limit as string);
+  const used = m.available(wire.from) < 0n ? -m.available(wire.from) : 0n;
+  const fail = (problem: string) =>
+    m.note('credit-limit', { operationId: r.operation_id, kind: 'credit_limit', limit: asked.toString(), problem });
+  if (r.status === 'applied') {
+    if (asked < used) fail(`applied with ${used} used (${m.state(wire.from)})`);
+    else {
+      m.limit.set(wire.from, asked);
+      m.applied.set(r.operation_id, { kind: 'credit_limit', wire, amount: asked });
+    }
+  } else if (r.reason !== 'limit_below_used') fail(`refused ${r.reason}`);
+  else if (asked >= used) fail(`refused limit_below_used with ${used} used (${m.state(wire.from)})`);
+}
+
+/** A refused debit of a wallet opened at 0: insufficient_funds, and only when the limit in force does not cover it. */
+function refusedDebit(m: Replay, r: RecordRow, kind: OperationKind, wire: Wire): void {
+  const legs: Leg[] =
+    kind === 'split' ? (wire.legs as Leg[]) : [{ to: wire.to as string, amount: wire.amount as string }];
+  const total = legs.reduce((t, l) => t + BigInt(l.amount), 0n);
+  if (r.reason !== 'insufficient_funds' || m.spendable(wire.from) >= total) {
+    const problem = `refused ${r.reason} for ${total} with ${m.state(wire.from)}`;
+    m.note('credit-limit', { operationId: r.operation_id, kind, problem });
+  }
+}
+
 function applyRecord(m: Replay, workload: ChaosWorkload, r: RecordRow): void {
   const wire = wireOf(workload, r);
   if (wire === null) return; // judged by "every stored outcome is one of the requests sent"
   const kind = kindOf(workload, r.operation_id);
   const id = r.operation_id;
-  if (kind === 'transfer' || kind === 'split') move(m, id, kind, wire);
+  if (kind === 'credit_limit') limitChange(m, r, wire);
+  else if (r.status !== 'applied') refusedDebit(m, r, kind, wire);
+  else if (kind === 'transfer' || kind === 'split') move(m, id, kind, wire);
   else if (kind === 'hold') hold(m, id, wire);
   else if (kind === 'capture' || kind === 'void') endHold(m, id, kind, wire);
   else if (kind === 'refund') refund(m, id, wire);
 }
 
-/** Replays every applied record and every expiry, in commit order, from the opening balances. */
+/** Replays every applied record, every decision without entries and every expiry, in commit order, from the opening state. */
 export function buildPaymentModel(input: PaymentReplayInput): PaymentModel {
   const m = new Replay(input.workload);
   for (const e of replayEvents(input)) {

@@ -152,6 +152,14 @@ export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): 
         'the checker must detect a hold ended twice (a money or exactly-once violation)',
     };
   }
+  if (options.unsafe === 'no-credit-limit') {
+    return {
+      expectation: 'violation-detected',
+      text:
+        'negative control: debits are not held to their credit limit (and the CHECK is dropped); ' +
+        'the checker must detect a balance below minus its limit or a credit wallet applying too many debits',
+    };
+  }
   if (options.unsafe === 'refund-unbounded') {
     return {
       expectation: 'violation-detected',
@@ -242,6 +250,17 @@ export function paymentLines(p: PaymentFigures): string[] {
       `active at the check: ${p.holdsActive} (anchors: ${p.anchorsActive}).`,
     '',
   );
+  if (p.creditWallets.length > 0) {
+    lines.push(
+      '| credit wallet | limit | debit amount | debits sent | applied | expected ⌊limit / amount⌋ | refused |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...p.creditWallets.map(
+        (c) =>
+          `| ${c.wallet} | ${c.limit} | ${c.amount} | ${c.debits} | ${c.applied} | ${c.expected} | ${c.rejected} |`,
+      ),
+      '',
+    );
+  }
   return lines;
 }
 
@@ -255,7 +274,18 @@ export function paymentSummary(p: PaymentFigures): string {
         .reduce((t, [, n]) => t + n, 0);
       return `${kind} ${applied}a/${rejected}r`;
     })
-    .join(' ')} expired ${p.holdsExpired}`;
+    .join(' ')} expired ${p.holdsExpired}${creditSummary(p)}`;
+}
+
+/** Each credit wallet's debits applied of those expected, and each credit_limit outcome: ` credit cw1 12/12 ...`. */
+function creditSummary(p: PaymentFigures): string {
+  const wallets = p.creditWallets.map((c) => ` ${c.wallet} ${c.applied}/${c.expected}`).join('');
+  const limits = Object.entries(p.byKind.credit_limit ?? {})
+    .map(([outcome, n]) => ` ${outcome} ${n}`)
+    .join('');
+  return wallets === '' && limits === ''
+    ? ''
+    : ` | credit wallets applied/expected:${wallets} | credit_limit:${limits}`;
 }
 
 /** Counts the structured events of interest in the workers' pino logs. */

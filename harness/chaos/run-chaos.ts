@@ -254,6 +254,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       postgres: options.postgres,
       asyncStandby: options.unsafe === ASYNC_STANDBY,
       unsafeDecisions: usesUnsafeDecisions(options),
+      withoutLimitCheck: options.unsafe === 'no-credit-limit',
     },
     registry,
   );
@@ -299,6 +300,16 @@ async function seed(plan: RunPlan, services: ChaosServices, owned: ChaosResource
     prefix: WALLET_PREFIX,
     currency: CURRENCY,
   });
+  // The credit wallets and the limit wallets: a balance of 0 and their group's limit.
+  for (const group of plan.workload.credit.groups) {
+    await seedWallets(owned.prisma, {
+      wallets: group.count,
+      balanceMinor: 0n,
+      creditLimitMinor: group.creditLimitMinor,
+      prefix: group.prefix,
+      currency: CURRENCY,
+    });
+  }
   // The harness's own sessions must not be among those terminate-backends ends: close them now.
   await owned.prisma.$disconnect();
   owned.prisma = null;

@@ -152,7 +152,8 @@ export async function applyPayments(
     options.skipFence === true ||
     options.skipLeaseCheck === true ||
     options.skipHoldState === true ||
-    options.skipRefundBound === true;
+    options.skipRefundBound === true ||
+    options.skipCreditLimit === true;
   const rows = unsafe
     ? await callUnsafeDecision(
         'apply_payments_unsafe',
@@ -162,7 +163,8 @@ export async function applyPayments(
           ${c.amounts}::bigint[], ${c.currencies}::text[], ${c.refs}::text[], ${c.expiresInMs}::bigint[],
           ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
           ${options.holdExpiryMaxMs}::bigint, ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean,
-          ${!options.skipLeaseCheck}::boolean, ${!options.skipHoldState}::boolean, ${!options.skipRefundBound}::boolean)`,
+          ${!options.skipLeaseCheck}::boolean, ${!options.skipHoldState}::boolean, ${!options.skipRefundBound}::boolean,
+          ${!options.skipCreditLimit}::boolean)`,
       )
     : await prisma.$queryRaw<PaymentRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_payments(

@@ -53,6 +53,8 @@ export interface ApplyOptions {
   readonly skipFence?: boolean;
   /** Negative controls only: let an equal token pass whichever lease carries it. */
   readonly skipLeaseCheck?: boolean;
+  /** Negative controls only (`no-credit-limit`): a debit is not held to its wallet's credit limit. */
+  readonly skipCreditLimit?: boolean;
 }
 
 /** One decision's answer, as both decision functions return it. */
@@ -153,7 +155,11 @@ export async function applyTransfers(
   const currencies = transfers.map((t) => t.request.currency);
   const fences = transfers.map((t) => t.fence);
   const leaseIds = transfers.map((t) => t.leaseId);
-  const unsafe = options.skipIdempotency === true || options.skipFence === true || options.skipLeaseCheck === true;
+  const unsafe =
+    options.skipIdempotency === true ||
+    options.skipFence === true ||
+    options.skipLeaseCheck === true ||
+    options.skipCreditLimit === true;
   // Production calls the function that always checks; only the negative controls (the owner's
   // connection, never a worker role) reach the variant with switches, where the harness put it.
   const rows = unsafe
@@ -163,7 +169,7 @@ export async function applyTransfers(
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers_unsafe(
           ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
           ${currencies}::text[], ${fences}::bigint[], ${leaseIds}::uuid[], ${!options.skipIdempotency}::boolean,
-          ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean)`,
+          ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean, ${!options.skipCreditLimit}::boolean)`,
       )
     : await prisma.$queryRaw<BatchRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(

@@ -187,6 +187,7 @@ export class TransferProcessor {
       skipLeaseCheck: deps.config.unsafe.includes('no-lease-check'),
       skipHoldState: deps.config.unsafe.includes('double-capture'),
       skipRefundBound: deps.config.unsafe.includes('refund-unbounded'),
+      skipCreditLimit: deps.config.unsafe.includes('no-credit-limit'),
       holdExpiryMaxMs: deps.config.holdExpiryMaxMs,
     };
     this.apply = deps.apply ?? null;

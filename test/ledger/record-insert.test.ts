@@ -51,7 +51,8 @@ beforeEach(async () => {
  * check's, then the fence's and the lease's on, for the previous bodies and the controls' variants.
  */
 function switchesOf(fn: string, checked: boolean): string {
-  return fn === 'apply_transfer' || fn === 'apply_transfers' ? '' : `, ${checked}, TRUE, TRUE`;
+  if (fn === 'apply_transfer' || fn === 'apply_transfers') return '';
+  return fn === 'apply_transfers_unsafe' ? `, ${checked}, TRUE, TRUE, TRUE` : `, ${checked}, TRUE, TRUE`;
 }
 
 function decide(client: pg.PoolClient, fn: string, operationId: string, checked = true) {

@@ -44,6 +44,7 @@ export interface Switches {
   readonly lease?: boolean;
   readonly holdState?: boolean;
   readonly refundBound?: boolean;
+  readonly creditLimit?: boolean;
 }
 
 export type Sql = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
@@ -97,8 +98,16 @@ export async function applyPaymentsUnsafe(
 ): Promise<PaymentAnswer[]> {
   const on = (check: boolean | undefined) => check !== false;
   const { rows } = await sql.query<PaymentAnswer>(
-    `SELECT outcome, status, reason FROM apply_payments_unsafe(${ARGUMENTS}, $15, $16, $17, $18, $19) ORDER BY ord`,
-    [...columns(ops), on(off.idempotency), on(off.fence), on(off.lease), on(off.holdState), on(off.refundBound)],
+    `SELECT outcome, status, reason FROM apply_payments_unsafe(${ARGUMENTS}, $15, $16, $17, $18, $19, $20) ORDER BY ord`,
+    [
+      ...columns(ops),
+      on(off.idempotency),
+      on(off.fence),
+      on(off.lease),
+      on(off.holdState),
+      on(off.refundBound),
+      on(off.creditLimit),
+    ],
   );
   return rows;
 }

@@ -8,7 +8,7 @@ import { type Job, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach } from 'vitest';
-import { needsUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
+import { needsLimitCheckDropped, needsUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import { FeedSequencer } from '../../src/intake/feed-sequencer.ts';
 import { HoldSweeper } from '../../src/ledger/hold-sweeper.ts';
@@ -102,11 +102,15 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
   // The negative controls that switch a database check off call apply_transfers_unsafe(), which
   // a migrated database has not: it is installed here (as the chaos harness does) and only the
   // owner may execute it (the worker role never can), so those workers log in as the owner.
-  const unsafeIn = (env: Record<string, string>): boolean =>
-    needsUnsafeDecisions((env.TRANSFERS_UNSAFE ?? '').split(',').map((m) => m.trim()));
+  const modesOf = (env: Record<string, string>): string[] =>
+    (env.TRANSFERS_UNSAFE ?? '').split(',').map((m) => m.trim());
+  const unsafeIn = (env: Record<string, string>): boolean => needsUnsafeDecisions(modesOf(env));
+  const installOptionsOf = (env: Record<string, string>) => ({
+    withoutLimitCheck: needsLimitCheckDropped(modesOf(env)),
+  });
   const loginFor = (env: Record<string, string>): Record<string, string> =>
     unsafeIn(env) ? { ...env, DATABASE_URL: db.url } : env;
-  if (unsafeIn(env)) await db.installUnsafeDecisions();
+  if (unsafeIn(env)) await db.installUnsafeDecisions(installOptionsOf(env));
   const workerEnv = loginFor({ ...baseEnv, DATABASE_URL: workerLogin.url, REDIS_URL: config.redisUrl });
   const workerEnvFor = (extraEnv: Record<string, string>): Record<string, string> =>
     loginFor({ ...workerEnv, ...extraEnv });
@@ -137,7 +141,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
     redis,
     workerEnv,
     async startWorker(hooks, extraEnv = {}) {
-      if (unsafeIn(extraEnv)) await db.installUnsafeDecisions();
+      if (unsafeIn(extraEnv)) await db.installUnsafeDecisions(installOptionsOf(extraEnv));
       if (hooks === undefined && config.workerEntry.endsWith('.js')) {
         const child = await spawnWorkerProcess(pipeline, extraEnv);
         const handle: PipelineWorker = {

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { installUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
+import { type InstallOptions, installUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
 import { type Config, loadConfig, withDatabase } from '../../src/config/config.ts';
 import { MIGRATIONS_DIR } from '../../src/config/paths.ts';
 import { dropDatabase } from '../../src/db/database-admin.ts';
@@ -39,7 +39,7 @@ export interface TestDatabase {
    * and the `*_unsafe` variants they call) into this database, as the chaos harness does into its
    * own: a migrated database has none. For the tests of a control only.
    */
-  installUnsafeDecisions(): Promise<void>;
+  installUnsafeDecisions(options?: InstallOptions): Promise<void>;
   /** Empties the tables between tests; the ledger's append-only trigger is lifted for the TRUNCATE only. */
   truncateAll(): Promise<void>;
   drop(): Promise<void>;
@@ -94,10 +94,10 @@ export async function createTestDatabase(prefix = 'ft_test', env: Record<string,
       others.push(other);
       return other;
     },
-    async installUnsafeDecisions() {
+    async installUnsafeDecisions(options = {}) {
       const client = await pool.connect();
       try {
-        await installUnsafeDecisions(client);
+        await installUnsafeDecisions(client, options);
       } finally {
         client.release();
       }

@@ -35,6 +35,7 @@ export const UNSAFE_DECISION_MODES: readonly UnsafeMode[] = Object.freeze([
   'no-lease-check',
   'double-capture',
   'refund-unbounded',
+  'no-credit-limit',
 ]);
 
 /** Whether a worker with these TRANSFERS_UNSAFE modes calls the variants. */
@@ -43,7 +44,7 @@ export function needsUnsafeDecisions(modes: readonly string[]): boolean {
 }
 
 /** A check a variant can skip; its switch is the parameter `p_check_<check>`. */
-export type Check = 'idempotency' | 'fence' | 'lease' | 'hold_state' | 'refund_bound';
+export type Check = 'idempotency' | 'fence' | 'lease' | 'hold_state' | 'refund_bound' | 'credit_limit';
 
 /** One edit of the production text: `find` must occur exactly once (a region: from `find` through the first `through` after it). */
 interface Edit {
@@ -118,14 +119,30 @@ const RECORDS_INSERTED: Edit = {
   },
 };
 
-// The variants: the batch decision (decide_batch(), whose idempotency, fence and lease checks are
-// its own lines, and whose hold-state, refund-bound and record checks are in the functions it
+/**
+ * Off, a debit may take its wallet down to minus CREDIT_LIMIT_MAX (10^17) whatever its own limit:
+ * the spendable amount decision_moved() and decision_verdict() are given is the balance plus that.
+ */
+const UNLIMITED_CREDIT = '100000000000000000';
+
+/** The spendable amount passed to one call (`before` the argument, which must make it unique). */
+function spendable(before: string): Edit {
+  return {
+    what: `the credit limit in the spendable amount (${before.trim()})`,
+    find: `${before}w_balance[v_fi] + w_limit[v_fi],`,
+    to: () =>
+      `${before}w_balance[v_fi] + CASE WHEN ${switchOf('credit_limit')} THEN w_limit[v_fi] ELSE ${UNLIMITED_CREDIT} END,`,
+  };
+}
+
+// The variants: the batch decision (decide_batch(), whose idempotency, fence and lease checks and
+// the credit limit in the amount a debit may spend are its own lines, and whose hold-state, refund-bound and record checks are in the functions it
 // calls, through decision_verdict() for the first two: each given its own variant), and the single
 // decision.
 const VARIANTS: readonly Variant[] = [
   {
     fn: 'decide_batch',
-    checks: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound'],
+    checks: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound', 'credit_limit'],
     edits: [
       {
         what: "the operations' advisory locks",
@@ -152,6 +169,8 @@ const VARIANTS: readonly Variant[] = [
           `IF ${switchOf('fence')} AND decision_stale(w_fence[v_fi], ` +
           `CASE WHEN ${switchOf('lease')} THEN w_lease[v_fi] ELSE v_lease END, v_fence, v_lease) THEN`,
       },
+      spendable('w_currency[v_ti], '),
+      spendable('v_now, w_id, w_currency, '),
       callOfVariant('decision_verdict', ['hold_state', 'refund_bound']),
       callOfVariant('decision_recorded', ['idempotency']),
     ],
@@ -291,9 +310,25 @@ export function unsafeDecisionsSql(sourcesDir = SQL_SOURCES_DIR): string {
   return [...VARIANTS.map((v) => variantSql(v, sourcesDir)), ...wrappers].join('\n');
 }
 
+/**
+ * The table's own last line of defence, dropped for `no-credit-limit` (withoutLimitCheck): else a
+ * debit past its limit aborts its whole batch on the CHECK instead of committing to be caught.
+ */
+export const DROP_LIMIT_CHECK_SQL = 'ALTER TABLE wallets DROP CONSTRAINT wallets_balance_within_limit;\n';
+
+export interface InstallOptions {
+  /** Drop CHECK (balance >= -credit_limit) too, in the same transaction: the `no-credit-limit` control. */
+  readonly withoutLimitCheck?: boolean;
+}
+
+/** Whether a worker with these TRANSFERS_UNSAFE modes needs the wallets' limit CHECK dropped. */
+export function needsLimitCheckDropped(modes: readonly string[]): boolean {
+  return modes.includes('no-credit-limit');
+}
+
 /** Installs the variants into the connected database, in one transaction; the client must be the owner. */
-export async function installUnsafeDecisions(client: pg.ClientBase): Promise<void> {
-  const sql = unsafeDecisionsSql();
+export async function installUnsafeDecisions(client: pg.ClientBase, options: InstallOptions = {}): Promise<void> {
+  const sql = unsafeDecisionsSql() + (options.withoutLimitCheck === true ? DROP_LIMIT_CHECK_SQL : '');
   await client.query('BEGIN');
   try {
     await client.query(sql);
@@ -305,11 +340,11 @@ export async function installUnsafeDecisions(client: pg.ClientBase): Promise<voi
 }
 
 /** installUnsafeDecisions() over a connection of its own. */
-export async function installUnsafeDecisionsAt(databaseUrl: string): Promise<void> {
+export async function installUnsafeDecisionsAt(databaseUrl: string, options: InstallOptions = {}): Promise<void> {
   const client = new pg.Client({ connectionString: databaseUrl, application_name: 'unsafe-decisions' });
   await client.connect();
   try {
-    await installUnsafeDecisions(client);
+    await installUnsafeDecisions(client, options);
   } finally {
     await client.end();
   }

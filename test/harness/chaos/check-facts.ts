@@ -2,6 +2,7 @@
 // the jobs and the rows a run would leave, and the facts the checks read, built the way the
 // checker builds them (buildCheckFacts) but from literals, with no service.
 
+import { NO_CREDIT_PLAN } from '../../../harness/chaos/chaos-credit.ts';
 import type { ChaosMessage, ChaosWorkload, OperationModel } from '../../../harness/chaos/chaos-workload.ts';
 import { type Invariant, runInvariant } from '../../../harness/chaos/check-result.ts';
 import type { DatabaseState, HoldRow, RecordRow, WalletRow } from '../../../harness/chaos/database-state.ts';
@@ -33,13 +34,18 @@ export function operation(
 export const transfer = (id: string, from: string, to: string, amount: bigint) =>
   operation(id, 'transfer', { from, to, amount: String(amount) });
 
-export function workloadOf(ops: readonly OperationModel[], wallets = ['w1', 'w2', 'w3']): ChaosWorkload {
+export function workloadOf(
+  ops: readonly OperationModel[],
+  wallets = ['w1', 'w2', 'w3'],
+  credit: ChaosWorkload['credit'] = NO_CREDIT_PLAN,
+): ChaosWorkload {
   return {
     messages: [],
     wallets,
     openingBalanceMinor: OPENING,
     operations: new Map(ops.map((o) => [o.operationId, o])),
     sinkWallets: new Set(),
+    credit,
   };
 }
 
@@ -96,7 +102,7 @@ export function job(
 }
 
 export function wallet(id: string, balance: bigint, extra: Partial<WalletRow> = {}): WalletRow {
-  return { id, balance, held: 0n, last_fence: 1n, ...extra };
+  return { id, balance, held: 0n, last_fence: 1n, credit_limit: 0n, ...extra };
 }
 
 export function holdRow(hold: OperationModel, state: string, extra: Partial<HoldRow> = {}): HoldRow {
@@ -126,6 +132,10 @@ export interface History {
   readonly holds?: readonly HoldRow[];
   /** Operation ids (and `$expiry:<hold>`) in commit order. */
   readonly commitOrder?: readonly string[];
+  /** Operation ids in the outcome feed's order (default: the records' order). */
+  readonly feedOrder?: readonly string[];
+  /** Wallets opened at 0 with a limit, and the credit wallets (default: none). */
+  readonly credit?: ChaosWorkload['credit'];
   readonly drained?: { ok: boolean; detail: string };
   readonly intakeRun?: boolean;
 }
@@ -141,10 +151,11 @@ export function factsOf(h: History): CheckFacts {
     debits: h.debits ?? [],
     holds: new Map((h.holds ?? []).map((r) => [r.hold_id, r])),
     firstEntry: new Map((h.commitOrder ?? []).map((id, i) => [id, BigInt(i + 1)])),
+    feedOrder: new Map((h.feedOrder ?? records.map((r) => r.operation_id)).map((id, i) => [id, BigInt(i + 1)])),
     sqlViolations: new Map(),
   };
   const input = {
-    workload: workloadOf(h.ops),
+    workload: workloadOf(h.ops, undefined, h.credit),
     sent: new Map(h.sent ?? []),
     jobs: h.jobs ?? [],
     drained: h.drained ?? { ok: true, detail: '' },

@@ -61,7 +61,7 @@ describe('holds', () => {
 });
 
 describe('the payment rules', () => {
-  it('a hold applied beyond the available balance breaks the rules', () => {
+  it('a hold applied beyond the available balance and the limit breaks the rules', () => {
     const big = operation('h2', 'hold', { from: 'w1', to: 'w2', amount: '500' });
     const facts = factsOf({
       ops: [big],
@@ -70,7 +70,7 @@ describe('the payment rules', () => {
       commitOrder: ['h2'],
     });
     expect(judge(paymentRulesCheck, facts)).toEqual([
-      { operationId: 'h2', kind: 'hold', problem: 'hold applied with 100 available of 500' },
+      { operationId: 'h2', kind: 'hold', problem: 'hold of 500 applied with balance 100, limit 0' },
     ]);
   });
 

@@ -121,7 +121,8 @@ describe('buildWorkload', () => {
     expect(a.messages.filter((m) => m.kind === 'duplicate')).toHaveLength(100);
     const outflow = new Map<string, bigint>();
     for (const op of a.operations.values()) {
-      if (op.kind !== 'transfer') continue;
+      // A credit wallet's or a limit wallet's transfers are meant to meet its limit.
+      if (op.kind !== 'transfer' || a.credit.openingLimits.has(op.from)) continue;
       // biome-ignore lint/complexity/useMathMinMax: the amounts are bigints, which Math.max does not take
       const largest = [...op.variants.values()].reduce((x, y) => (y > x ? y : x));
       outflow.set(op.from, (outflow.get(op.from) ?? 0n) + largest);
@@ -132,14 +133,28 @@ describe('buildWorkload', () => {
   it('mixes every payment kind by default, and none with --payments off', () => {
     const a = buildWorkload(chaosOptions({ transfers: 2_000 }));
     const kinds = new Set([...a.operations.values()].map((op) => op.kind));
-    expect(kinds).toEqual(new Set(['transfer', 'hold', 'capture', 'void', 'refund', 'split']));
+    expect(kinds).toEqual(new Set(['transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit']));
     const off = buildWorkload(chaosOptions({ transfers: 2_000, payments: false }));
     expect([...off.operations.values()].every((op) => op.kind === 'transfer')).toBe(true);
+    expect(off.credit.creditWallets).toEqual([]);
     // The transfers are the same messages either way.
     const transfers = (w: typeof a) =>
       JSON.stringify(w.messages.filter((m) => m.kind !== 'payment').map((m) => m.data));
     expect(transfers(a)).toBe(transfers(off));
     expect(() => parseChaosArgs(['--payments', 'off', '--unsafe', 'double-capture'])).toThrow(/--payments on/);
+  });
+
+  it('sends each credit wallet more debits of its one amount than its limit covers, and limit changes', () => {
+    const a = buildWorkload(chaosOptions({ transfers: 2_000 }));
+    expect(a.credit.creditWallets.length).toBeGreaterThan(0);
+    for (const c of a.credit.creditWallets) {
+      const debits = [...a.operations.values()].filter((op) => op.from === c.id);
+      expect(debits).toHaveLength(c.debits);
+      expect(BigInt(c.debits) * c.debitMinor).toBeGreaterThan(c.creditLimitMinor);
+      for (const op of debits) expect(op.kind === 'transfer' || op.kind === 'split').toBe(true);
+    }
+    const limits = [...a.operations.values()].filter((op) => op.kind === 'credit_limit');
+    expect(new Set(limits.map((op) => op.from.replace(/\d+$/, '')))).toEqual(new Set(['lw', 'w']));
   });
 
   it('keeps senders and receivers apart for the naive apply', () => {

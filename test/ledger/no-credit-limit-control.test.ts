@@ -84,4 +84,22 @@ describe('--unsafe no-credit-limit', () => {
     expect(named(BELOW_LIMIT)).toEqual([expect.objectContaining({ wallet: 'c1', balance: '-180' })]);
     expect(named(ENTRY_BELOW_LIMIT).map((c) => c.operation_id)).toEqual(['s1', 't1']);
   });
+
+  it('the variant lets a withdrawal past the limit too; the production decision refuses it', async () => {
+    const out = (operationId: string, amount: bigint): PaymentOp => ({
+      kind: 'withdrawal',
+      operationId,
+      from: 'c1',
+      amount,
+      currency: 'EUR',
+      ref: `bank:${operationId}`,
+      fence: FENCE,
+    });
+    expect(await decidedAs(db.pg, [out('o1', LIMIT + 1n)])).toEqual(['rejected:insufficient_funds']);
+    expect((await applyPaymentsUnsafe(db.pg, [out('o2', LIMIT + 1n)], { creditLimit: false })).map(said)).toEqual([
+      'applied',
+    ]);
+    expect(await balanceOfC1()).toBe(-(LIMIT + 1n));
+    expect(failing(await reconcile(db.prisma))).toEqual([BELOW_LIMIT, ENTRY_BELOW_LIMIT]);
+  });
 });

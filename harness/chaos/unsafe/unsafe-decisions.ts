@@ -125,13 +125,16 @@ const RECORDS_INSERTED: Edit = {
  */
 const UNLIMITED_CREDIT = '100000000000000000';
 
-/** The spendable amount passed to one call (`before` the argument, which must make it unique). */
-function spendable(before: string): Edit {
+/**
+ * The spendable amount passed to one call (`before` the argument, which must make it unique;
+ * `after`, what follows it).
+ */
+function spendable(before: string, after = ','): Edit {
   return {
     what: `the credit limit in the spendable amount (${before.trim()})`,
-    find: `${before}w_balance[v_fi] + w_limit[v_fi],`,
+    find: `${before}w_balance[v_fi] + w_limit[v_fi]${after}`,
     to: () =>
-      `${before}w_balance[v_fi] + CASE WHEN ${switchOf('credit_limit')} THEN w_limit[v_fi] ELSE ${UNLIMITED_CREDIT} END,`,
+      `${before}w_balance[v_fi] + CASE WHEN ${switchOf('credit_limit')} THEN w_limit[v_fi] ELSE ${UNLIMITED_CREDIT} END${after}`,
   };
 }
 
@@ -171,6 +174,7 @@ const VARIANTS: readonly Variant[] = [
       },
       spendable('w_currency[v_ti], '),
       spendable('v_now, w_id, w_currency, '),
+      spendable('v_ref, w_currency[v_fi], ', ');'),
       callOfVariant('decision_verdict', ['hold_state', 'refund_bound']),
       callOfVariant('decision_recorded', ['idempotency']),
     ],

@@ -1,14 +1,16 @@
 // Creates wallets with their opening balance posted through the ledger, idempotently: a wallet
 // that exists already is left as it is (no new entry, no balance change).
 import type { PrismaClient } from '../db/prisma.ts';
+import { WIRE_LIMITS } from './wire-limits.ts';
 
 export const SEED_WALLETS_MAX = 1_000_000;
 export const SEED_BALANCE_MAX = 10n ** 17n;
 /**
  * The largest credit limit a wallet may have (the table's CHECK, wallets_credit_limit_range): a
- * balance plus its limit stays far inside a bigint whatever the ledger holds.
+ * balance plus its limit stays far inside a bigint whatever the ledger holds. The same ceiling as
+ * a credit_limit operation's on the wire.
  */
-export const CREDIT_LIMIT_MAX = 10n ** 17n;
+export const CREDIT_LIMIT_MAX = WIRE_LIMITS.creditLimitCeilingMinor;
 /** Total money one seed may create: below PostgreSQL's bigint maximum (about 9.2e18). */
 export const SEED_TOTAL_MAX = 10n ** 18n;
 /** Opening entries are posted against this account per currency; `$` is outside the wallet-id alphabet. */

@@ -41,23 +41,20 @@ CREATE FUNCTION public.apply_transfer(p_operation_id text, p_request_hash text, 
 DECLARE
     v_existing   RECORD;
     v_wallet     RECORD;
-    -- The two wallets' rows (currency NULL: no row).
+    -- The two wallets' rows (currency NULL: no row), and their statuses.
+    v_from_status   TEXT; v_to_status TEXT;
     v_from_currency TEXT;
     v_from_balance  BIGINT;
     v_from_limit    BIGINT;
-    v_from_fence    BIGINT;
-    v_from_lease    UUID;
+    v_from_fence    BIGINT; v_from_lease UUID;
     v_to_currency   TEXT;
-    v_to_balance    BIGINT;
-    v_to_limit      BIGINT;
+    v_to_balance    BIGINT; v_to_limit BIGINT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
     v_rows       INTEGER;
     -- The intake's request of this operation, when this call closes one.
-    v_req_hash     TEXT;
-    v_req_from     TEXT;
-    v_req_to       TEXT;
+    v_req_hash     TEXT; v_req_from TEXT; v_req_to TEXT;
     v_req_amount   BIGINT;
     v_req_currency TEXT;
 BEGIN
@@ -87,15 +84,15 @@ BEGIN
     END IF;
 
     FOR v_wallet IN
-        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease, w.credit_limit
+        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease, w.credit_limit, w.status
           FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
     LOOP
         IF v_wallet.id = p_from THEN
             v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance; v_from_limit := v_wallet.credit_limit;
-            v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
+            v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease; v_from_status := v_wallet.status;
         END IF;
         IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance;
-                                   v_to_limit := v_wallet.credit_limit; END IF;
+                                   v_to_limit := v_wallet.credit_limit; v_to_status := v_wallet.status; END IF;
     END LOOP;
 
     IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
@@ -104,6 +101,10 @@ BEGIN
     END IF;
     v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency,
                                  v_from_balance + v_from_limit, p_amount);
+    IF v_reason IS NULL AND (v_from_status <> 'open' OR v_to_status <> 'open') THEN
+        v_reason := decision_status_refusal(ARRAY[p_from, p_to], ARRAY[-p_amount, p_amount], ARRAY[p_from, p_to],
+                                            ARRAY[v_from_status, v_to_status]);
+    END IF;
     v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
 
     IF v_from_currency IS NOT NULL THEN
@@ -204,10 +205,10 @@ CREATE FUNCTION public.decide_batch(p_kinds text[], p_operation_ids text[], p_re
 DECLARE
     v_n        INTEGER := coalesce(cardinality(p_operation_ids), 0);
     v_names    BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
-    v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ;
-    -- The locked wallets, by id, as the batch's decisions leave them; a debit may take a balance down to minus w_limit.
+    -- The locked wallets, by id, as the batch's decisions leave them (w_read of them read, then those opened here); a
+    -- debit may take a balance down to minus w_limit. v_all_open: no status to judge yet.
     w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[]; w_limit BIGINT[];
-    w_touched  BOOLEAN[];
+    w_status TEXT[]; w_touched BOOLEAN[]; w_read INTEGER; v_all_open BOOLEAN;
     -- The holds named (h_read of them), then those placed here; which of the named ended here.
     h_id TEXT[]; h holds[]; h_read INTEGER; h_ended BOOLEAN[];
     -- Originals named (records read, then those decided here when the batch names any), split legs
@@ -225,7 +226,7 @@ DECLARE
     -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
-    v RECORD;
+    v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ; v RECORD;
 BEGIN
     v_n := decision_arguments_checked(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
         p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms);
@@ -233,56 +234,54 @@ BEGIN
     v := decision_state_read(p_kinds, p_froms, p_tos, p_refs, p_legs);
     w_id := v.w_id; w_currency := v.w_currency; w_balance := v.w_balance; w_held := v.w_held; w_fence := v.w_fence;
     w_lease := v.w_lease; w_limit := v.w_limit; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
+    w_status := v.w_status; v_all_open := 'open' = ALL (w_status);
     v := decision_settlements_locked(p_kinds, p_currencies);
     w_id := w_id || v.w_id; w_currency := w_currency || v.w_currency; w_balance := w_balance || v.w_balance;
     v := decision_records_found(p_operation_ids);
     r_op := v.r_op; r_hash := v.r_hash; r_status := v.r_status; r_reason := v.r_reason; r_fence := v.r_fence;
-    w_touched := array_fill(FALSE, ARRAY[cardinality(w_id)]);
+    -- Every record found answers an element of the batch: the operation's open request is closed with it.
+    d_op := r_op; d_hash := r_hash; w_read := cardinality(w_id); w_touched := array_fill(FALSE, ARRAY[w_read]);
     h_read := cardinality(h); h_ended := array_fill(FALSE, ARRAY[h_read]); s_read := cardinality(s);
     o_count := cardinality(o); r_count := cardinality(r_op); r_element := array_fill(NULL::INTEGER, ARRAY[r_count]);
-    -- Expiries are judged once every lock is held: a capture that waited past its hold's expiry is refused.
-    v_now := clock_timestamp();
-    v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
+    v_now := clock_timestamp(); v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
 
     FOR v_i IN 1 .. v_n LOOP
         v_kind := p_kinds[v_i]; v_op := p_operation_ids[v_i]; v_from := p_froms[v_i]; v_ref := p_refs[v_i];
         v_fence := p_fences[v_i]; v_lease := p_lease_ids[v_i]; ord := v_i;
         v_k := array_position(r_op, v_op);
         IF v_k IS NOT NULL THEN
-            -- Decided before this batch: the operation's open request is closed with it.
-            IF r_element[v_k] IS NULL THEN d_op := d_op || v_op; d_hash := d_hash || r_hash[v_k]; END IF;
             outcome := decision_answer(r_hash[v_k], p_request_hashes[v_i]);
             status := r_status[v_k]; reason := r_reason[v_k]; fence := r_fence[v_k]; wallet_fence := NULL;
             RETURN NEXT; CONTINUE;
         END IF;
-        v_fi := array_position(w_id, v_from);
+        v_fi := array_position(w_id, v_from); v_ti := array_position(w_id, p_tos[v_i]);
         IF decision_stale(w_fence[v_fi], w_lease[v_fi], v_fence, v_lease) THEN
             outcome := 'stale_fence'; status := NULL; reason := NULL; fence := NULL; wallet_fence := w_fence[v_fi];
             RETURN NEXT; CONTINUE;
         END IF;
-        v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
             v := decision_moved(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], w_currency[v_fi],
                      w_currency[v_ti], w_balance[v_fi] + w_limit[v_fi],
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
-        ELSIF v_kind = 'credit_limit' THEN
-            v := decision_limit_changed(w_currency[v_fi], w_balance[v_fi], w_limit[v_fi], p_amounts[v_i]);
-        ELSIF v_kind IN ('deposit', 'withdrawal') THEN
-            v := decision_settled(v_kind, v_from, p_amounts[v_i], p_currencies[v_i], v_ref, w_currency[v_fi], w_balance[v_fi] + w_limit[v_fi]);
+        ELSIF v_kind IN ('credit_limit', 'open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet') THEN
+            v := decision_wallet_changed(v_kind, p_currencies[v_i], p_amounts[v_i], v_ref, w_currency[v_fi], w_status[v_fi],
+                     w_balance[v_fi], w_held[v_fi], w_limit[v_fi]);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
                      v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
+        END IF;
+        IF NOT v_all_open AND v.reason IS NULL THEN
+            v.reason := decision_status_refusal(v.wallets, v.amounts, w_id, w_status); v.wallets := CASE WHEN v.reason IS NULL THEN v.wallets END;
         END IF;
         v_entries := CASE WHEN v.expiry_released THEN '$expiry:' || v_ref ELSE v_op END;
         FOR v_j IN 1 .. coalesce(cardinality(v.wallets), 0) LOOP
             v_wallet := v.wallets[v_j];
             v_w := CASE WHEN v_wallet IN (v_from, '$held:' || v_from) THEN v_fi WHEN v_wallet = p_tos[v_i] THEN v_ti
                         ELSE array_position(w_id, v_wallet) END;
-            l_count := l_count + 1;
+            l_count := l_count + 1; w_touched[v_w] := TRUE;
             l_limit[l_count] := CASE WHEN v_wallet LIKE '$held:%' THEN NULL ELSE w_limit[v_w] END;
             IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j]; l_balance[l_count] := w_held[v_w];
             ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
-            w_touched[v_w] := TRUE;
             l_op[l_count] := v_entries; l_wallet[l_count] := v_wallet; l_amount[l_count] := v.amounts[v_j];
             l_fence[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_fence END;
             l_lease[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_lease END;
@@ -296,23 +295,25 @@ BEGIN
             v_f := array_position(f_key, v_ref || E'\n' || v_from);
             IF v_f IS NULL THEN f_key := f_key || (v_ref || E'\n' || v_from); f_sum := f_sum || v.amount;
             ELSE f_sum[v_f] := f_sum[v_f] + v.amount; END IF;
-        ELSIF v_kind = 'credit_limit' AND v.reason IS NULL THEN w_limit[v_fi] := p_amounts[v_i];
+        ELSIF v_kind = 'open_wallet' AND v.reason IS NULL THEN
+            v_fi := cardinality(w_id) + 1; w_id[v_fi] := v_from; w_currency[v_fi] := p_currencies[v_i]; w_status[v_fi] := 'open';
+            w_balance[v_fi] := 0; w_held[v_fi] := 0; w_fence[v_fi] := 0; w_limit[v_fi] := p_amounts[v_i];
+        ELSIF v_kind IN ('credit_limit', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet') AND v.reason IS NULL THEN
+            w_limit[v_fi] := coalesce((v.detail ->> 'creditLimit')::BIGINT, w_limit[v_fi]); w_status[v_fi] := coalesce(v.detail ->> 'status', w_status[v_fi]);
+            v_all_open := v_all_open AND w_status[v_fi] = 'open';
         ELSIF v_kind = 'split' AND v.reason IS NULL THEN
             FOR v_j IN 2 .. cardinality(v.wallets) LOOP
                 s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j])::split_legs;
             END LOOP;
         END IF;
-        IF v_fi IS NOT NULL THEN
-            -- Every decision under our token raises the source's fence, refusals included.
-            IF v_fence >= w_fence[v_fi] THEN w_fence[v_fi] := v_fence; w_lease[v_fi] := v_lease; END IF;
-            w_touched[v_fi] := TRUE;
-        END IF;
+        -- Every decision under our token raises the source's fence, refusals included (none without a row).
+        IF v_fence >= w_fence[v_fi] THEN w_fence[v_fi] := v_fence; w_lease[v_fi] := v_lease; END IF;
+        IF v_fi IS NOT NULL THEN w_touched[v_fi] := TRUE; END IF;
 
         status := CASE WHEN v.reason IS NULL THEN 'applied' ELSE 'rejected' END;
         r_count := r_count + 1; r_op[r_count] := v_op; r_hash[r_count] := p_request_hashes[v_i];
         r_status[r_count] := status; r_reason[r_count] := v.reason; r_fence[r_count] := v_fence; r_element[r_count] := v_i;
-        e_status[v_i] := status; e_reason[v_i] := v.reason; e_to[v_i] := v.credited; e_amount[v_i] := v.amount;
-        e_detail[v_i] := v.detail;
+        e_status[v_i] := status; e_reason[v_i] := v.reason; e_to[v_i] := v.credited; e_amount[v_i] := v.amount; e_detail[v_i] := v.detail;
         IF v_names THEN
             o_count := o_count + 1; o_id[o_count] := v_op;
             o[o_count] := ROW(v_op, p_request_hashes[v_i], v_from, v.credited, v.amount, p_currencies[v_i], status,
@@ -322,8 +323,8 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
-    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_limit, w_touched, l_op, l_wallet, l_amount,
-                             l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
+    v_j := decision_written(w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_limit, w_status, w_touched, w_read,
+                             l_op, l_wallet, l_amount, l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
                               p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
 END;
@@ -378,9 +379,12 @@ BEGIN
     FOR v_i IN 1 .. v_n LOOP
         v_kind := p_kinds[v_i];
         IF v_kind IS NULL
-           OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit', 'deposit', 'withdrawal')
-           OR (v_kind <> 'credit_limit' AND p_amounts[v_i] = 0)
-           OR (v_kind = 'credit_limit' AND (p_amounts[v_i] IS NULL OR p_amounts[v_i] > c_limit_max))
+           OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit', 'deposit', 'withdrawal',
+                             'open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet')
+           OR (v_kind NOT IN ('credit_limit', 'open_wallet') AND p_amounts[v_i] = 0)
+           OR (v_kind IN ('credit_limit', 'open_wallet') AND (p_amounts[v_i] IS NULL OR p_amounts[v_i] > c_limit_max))
+           OR (v_kind = 'open_wallet' AND p_currencies[v_i] IS NULL)
+           OR (v_kind = 'freeze_wallet' AND p_refs[v_i] IS DISTINCT FROM 'allowed' AND p_refs[v_i] IS DISTINCT FROM 'refused')
            OR (v_kind IN ('transfer', 'hold') AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL))
            OR (v_kind = 'hold' AND (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL))
            OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)
@@ -442,9 +446,9 @@ CREATE TABLE public.transfers (
     original_id text,
     reference text,
     CONSTRAINT transfers_amount_positive CHECK (((amount > 0) OR ((kind = 'credit_limit'::text) AND (amount = 0)))),
-    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text]))),
+    CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text, 'open_wallet'::text, 'freeze_wallet'::text, 'unfreeze_wallet'::text, 'close_wallet'::text]))),
     CONSTRAINT transfers_original_by_kind CHECK (((kind = ANY (ARRAY['capture'::text, 'void'::text, 'refund'::text])) = (original_id IS NOT NULL))),
-    CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text, 'limit_below_used'::text]))))),
+    CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text, 'limit_below_used'::text, 'wallet_exists'::text, 'wallet_frozen'::text, 'wallet_closed'::text, 'wallet_not_empty'::text]))))),
     CONSTRAINT transfers_reference_by_kind CHECK (((kind = ANY (ARRAY['deposit'::text, 'withdrawal'::text])) = (reference IS NOT NULL))),
     CONSTRAINT transfers_status_known CHECK ((status = ANY (ARRAY['applied'::text, 'rejected'::text]))),
     CONSTRAINT transfers_transfer_complete CHECK (((kind <> 'transfer'::text) OR ((to_wallet IS NOT NULL) AND (amount IS NOT NULL))))
@@ -866,7 +870,7 @@ CREATE TABLE public.split_legs (
 -- Name: decision_state_read(text[], text[], text[], text[], jsonb[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) RETURNS record
+CREATE FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT w_status text[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) RETURNS record
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -894,7 +898,7 @@ BEGIN
     END IF;
     v_locked := decision_wallets_locked(v_wallets);
     w_id := v_locked.w_id; w_currency := v_locked.w_currency; w_balance := v_locked.w_balance; w_held := v_locked.w_held;
-    w_fence := v_locked.w_fence; w_lease := v_locked.w_lease; w_limit := v_locked.w_limit;
+    w_fence := v_locked.w_fence; w_lease := v_locked.w_lease; w_limit := v_locked.w_limit; w_status := v_locked.w_status;
     IF NOT v_names THEN
         RETURN;
     END IF;
@@ -917,7 +921,7 @@ BEGIN
         w_id := w_id || v_locked.w_id; w_currency := w_currency || v_locked.w_currency;
         w_balance := w_balance || v_locked.w_balance; w_held := w_held || v_locked.w_held;
         w_fence := w_fence || v_locked.w_fence; w_lease := w_lease || v_locked.w_lease;
-        w_limit := w_limit || v_locked.w_limit;
+        w_limit := w_limit || v_locked.w_limit; w_status := w_status || v_locked.w_status;
     END IF;
     -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
     -- which (hold_rejected or hold_not_found).
@@ -938,6 +942,22 @@ END;
 $$;
 
 --
+-- Name: decision_status_refusal(text[], bigint[], text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_status_refusal(p_wallets text[], p_amounts bigint[], w_id text[], w_status text[]) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $_$
+    SELECT CASE WHEN bool_or(s = 'closed') THEN 'wallet_closed' WHEN bool_or(s IS NOT NULL) THEN 'wallet_frozen' END
+      FROM (SELECT CASE WHEN (x.amount < 0 AND w_status[array_position(w_id, x.wallet)] <> 'open')
+                          OR (x.amount > 0 AND w_status[array_position(w_id, x.wallet)] IN ('frozen', 'closed')
+                              AND NOT ('$held:' || x.wallet) = ANY (p_wallets))
+                        THEN w_status[array_position(w_id, x.wallet)] END AS s
+              FROM unnest(p_wallets, p_amounts) AS x(wallet, amount)
+             WHERE x.wallet NOT LIKE '$%') refused
+$_$;
+
+--
 -- Name: decision_verdict(text, text, text, text, bigint, text, text, jsonb, timestamp with time zone, text[], text[], bigint, text[], public.holds[], text[], public.transfers[], public.split_legs[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -956,8 +976,48 @@ BEGIN
                    (SELECT (x).amount FROM unnest(s) x WHERE (x).operation_id = p_ref AND (x).to_wallet = p_from),
                    f_sum[array_position(f_key, p_ref || E'\n' || p_from)], w_currency[v_fi],
                    w_currency[array_position(w_id, (o[v_o]).from_wallet)], p_spendable);
+    ELSIF p_kind IN ('deposit', 'withdrawal') THEN
+        RETURN decision_settled(p_kind, p_from, p_amount, p_currency, p_ref, w_currency[v_fi], p_spendable);
     END IF;
     RETURN decision_split(p_op, p_from, p_amount, p_currency, p_legs, w_id, w_currency, p_spendable);
+END;
+$$;
+
+--
+-- Name: decision_wallet_changed(text, text, bigint, text, text, text, bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_wallet_changed(p_kind text, p_currency text, p_limit bigint, p_credits text, p_currency_now text, p_status text, p_balance bigint, p_held bigint, p_limit_now bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    expiry_released := FALSE;
+    IF p_kind = 'open_wallet' THEN
+        IF p_currency_now IS NOT NULL THEN
+            reason := 'wallet_exists';
+        END IF;
+        detail := jsonb_build_object('status', 'open', 'currency', p_currency, 'creditLimit', p_limit::TEXT);
+        RETURN;
+    END IF;
+    IF p_currency_now IS NULL THEN
+        reason := 'unknown_wallet';
+        RETURN;
+    ELSIF p_status = 'closed' THEN
+        reason := 'wallet_closed';
+        RETURN;
+    ELSIF p_kind = 'credit_limit' THEN
+        SELECT l.reason, l.amount, l.detail INTO reason, amount, detail
+          FROM decision_limit_changed(p_currency_now, p_balance, p_limit_now, p_limit) l;
+        RETURN;
+    END IF;
+    detail := jsonb_build_object('previousStatus', p_status, 'status',
+        CASE p_kind WHEN 'freeze_wallet' THEN CASE p_credits WHEN 'refused' THEN 'frozen' ELSE 'debits_frozen' END
+                    WHEN 'unfreeze_wallet' THEN 'open'
+                    ELSE 'closed' END);
+    IF p_kind = 'close_wallet' AND (p_balance <> 0 OR p_held <> 0) THEN
+        reason := 'wallet_not_empty';
+        detail := jsonb_build_object('balance', p_balance::TEXT, 'held', p_held::TEXT);
+    END IF;
 END;
 $$;
 
@@ -983,41 +1043,57 @@ $_$;
 -- Name: decision_wallets_locked(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[]) RETURNS record
+CREATE FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT w_status text[]) RETURNS record
     LANGUAGE plpgsql
     AS $$
 BEGIN
     SELECT coalesce(array_agg(l.id ORDER BY l.id), '{}'), coalesce(array_agg(l.currency::TEXT ORDER BY l.id), '{}'),
            coalesce(array_agg(l.balance ORDER BY l.id), '{}'), coalesce(array_agg(l.held ORDER BY l.id), '{}'),
            coalesce(array_agg(l.last_fence ORDER BY l.id), '{}'), coalesce(array_agg(l.last_lease ORDER BY l.id), '{}'),
-           coalesce(array_agg(l.credit_limit ORDER BY l.id), '{}')
-      INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_limit
-      FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease, w.credit_limit FROM wallets w
+           coalesce(array_agg(l.credit_limit ORDER BY l.id), '{}'), coalesce(array_agg(l.status ORDER BY l.id), '{}')
+      INTO w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_limit, w_status
+      FROM (SELECT w.id, w.currency, w.balance, w.held, w.last_fence, w.last_lease, w.credit_limit, w.status FROM wallets w
              WHERE w.id = ANY (p_ids) ORDER BY w.id FOR UPDATE) l;
 END;
 $$;
 
 --
--- Name: decision_written(text[], bigint[], bigint[], bigint[], uuid[], bigint[], boolean[], text[], text[], bigint[], bigint[], bigint[], bigint[], uuid[], public.holds[], integer, boolean[], public.split_legs[], integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: decision_written(text[], text[], bigint[], bigint[], bigint[], uuid[], bigint[], text[], boolean[], integer, text[], text[], bigint[], bigint[], bigint[], bigint[], uuid[], public.holds[], integer, boolean[], public.split_legs[], integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
+CREATE FUNCTION public.decision_written(p_wallet_ids text[], p_currencies text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_statuses text[], p_touched boolean[], p_wallets_read integer, p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) RETURNS integer
     LANGUAGE plpgsql
     AS $_$
 DECLARE
     v_touched INTEGER := 0;
+    v_opened  INTEGER := cardinality(p_wallet_ids) - p_wallets_read;
     v_rows    INTEGER;
 BEGIN
+    IF v_opened > 0 THEN
+        INSERT INTO wallets (id, currency, balance, held, credit_limit, status, last_fence, last_lease)
+        SELECT u.id, u.currency, u.balance, u.held, u.credit_limit, u.status, u.last_fence, u.last_lease
+          FROM unnest(p_wallet_ids[p_wallets_read + 1:], p_currencies[p_wallets_read + 1:],
+                      p_balances[p_wallets_read + 1:], p_helds[p_wallets_read + 1:], p_limits[p_wallets_read + 1:],
+                      p_statuses[p_wallets_read + 1:], p_fences[p_wallets_read + 1:], p_leases[p_wallets_read + 1:])
+               AS u(id, currency, balance, held, credit_limit, status, last_fence, last_lease)
+        ON CONFLICT (id) DO NOTHING;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        IF v_rows <> v_opened THEN
+            RAISE EXCEPTION 'decision: % of the % wallets this batch opens were opened by another decision meanwhile',
+                v_opened - v_rows, v_opened USING ERRCODE = '40001';
+        END IF;
+    END IF;
     -- A settlement account (`$settlement:`) has no row: its entries are all there is of it.
-    FOR v_rows IN 1 .. cardinality(p_touched) LOOP
+    FOR v_rows IN 1 .. p_wallets_read LOOP
         IF p_touched[v_rows] AND p_wallet_ids[v_rows] NOT LIKE '$%' THEN v_touched := v_touched + 1; END IF;
     END LOOP;
     IF v_touched > 0 THEN
         UPDATE wallets w
            SET balance = u.balance, held = u.held, last_fence = u.last_fence, last_lease = u.last_lease,
-               credit_limit = u.credit_limit, updated_at = CURRENT_TIMESTAMP
-          FROM unnest(p_wallet_ids, p_balances, p_helds, p_fences, p_leases, p_limits, p_touched)
-               AS u(id, balance, held, last_fence, last_lease, credit_limit, touched)
+               credit_limit = u.credit_limit, status = u.status, updated_at = CURRENT_TIMESTAMP
+          FROM unnest(p_wallet_ids[1:p_wallets_read], p_balances, p_helds, p_fences, p_leases, p_limits, p_statuses,
+                      p_touched[1:p_wallets_read])
+               AS u(id, balance, held, last_fence, last_lease, credit_limit, status, touched)
          WHERE w.id = u.id AND u.touched;
         GET DIAGNOSTICS v_rows = ROW_COUNT;
         IF v_rows <> v_touched THEN
@@ -1579,6 +1655,52 @@ END;
 $$;
 
 --
+-- Name: request_hold_expiry_problem(jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_hold_expiry_problem(p_body jsonb, p_max bigint) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+    c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
+    c_expires_in_min_ms  CONSTANT BIGINT := 1000;
+    v_parts    TEXT[];
+BEGIN
+    IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
+        RETURN 'a hold needs exactly one of expiresInMs and expiresAt';
+    END IF;
+    IF p_body ? 'expiresInMs' THEN
+        IF jsonb_typeof(p_body -> 'expiresInMs') <> 'number' OR (p_body ->> 'expiresInMs') !~ '^[0-9]{1,12}$' THEN
+            RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, p_max);
+        END IF;
+        IF (p_body ->> 'expiresInMs')::BIGINT NOT BETWEEN c_expires_in_min_ms AND p_max THEN
+            RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, p_max);
+        END IF;
+    ELSE
+        IF jsonb_typeof(p_body -> 'expiresAt') <> 'string' THEN
+            RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
+        END IF;
+        v_parts := regexp_match(p_body ->> 'expiresAt', c_time_pattern);
+        IF v_parts IS NULL THEN
+            RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
+        END IF;
+        -- A real instant: the validation's round trip through Date, field by field. The day
+        -- is checked only once year and month are known good (make_date raises otherwise).
+        IF v_parts[1]::INTEGER < 1 OR v_parts[2]::INTEGER NOT BETWEEN 1 AND 12 OR v_parts[4]::INTEGER > 23
+           OR v_parts[5]::INTEGER > 59 OR v_parts[6]::INTEGER > 59 THEN
+            RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
+        END IF;
+        IF v_parts[3]::INTEGER NOT BETWEEN 1 AND extract(DAY FROM make_date(v_parts[1]::INTEGER, v_parts[2]::INTEGER, 1)
+                                                                   + INTERVAL '1 month - 1 day')::INTEGER THEN
+            RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
+        END IF;
+    END IF;
+    RETURN NULL;
+END;
+$_$;
+
+--
 -- Name: request_operation(jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1632,6 +1754,13 @@ BEGIN
         -- A deposit is decided on the wallet it credits: its `to` is the request's wallet.
         v_from := coalesce(v_from, v_to);
         v_lines := ARRAY['v2', v_kind, v_from, v_amount::TEXT, v_currency, p_body ->> 'reference'];
+    ELSIF v_kind LIKE '%\_wallet' THEN
+        -- A wallet operation is decided on its `wallet`; absent fields hash as their defaults.
+        v_from := p_body ->> 'wallet';
+        v_lines := ARRAY['v2', v_kind, v_from] || CASE v_kind
+            WHEN 'open_wallet' THEN ARRAY[v_currency, coalesce((p_body ->> 'creditLimit')::NUMERIC, 0)::TEXT]
+            WHEN 'freeze_wallet' THEN ARRAY[coalesce(p_body ->> 'credits', 'allowed')]
+            ELSE ARRAY[]::TEXT[] END;
     ELSE
         FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
             v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);
@@ -1699,7 +1828,6 @@ DECLARE
     c_limit_ceiling      CONSTANT NUMERIC := 100000000000000000;
     c_reference_pattern  CONSTANT TEXT := '^[!-~]{1,128}$';
     c_currency_pattern   CONSTANT TEXT := '^[A-Z]{3}$';
-    c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
     c_expires_in_min_ms  CONSTANT BIGINT := 1000;
     c_expiry_ceiling_ms  CONSTANT BIGINT := 31622400000;
     c_legs_min           CONSTANT INTEGER := 2;
@@ -1709,7 +1837,6 @@ DECLARE
     v_allowed  TEXT[];
     v_extra    TEXT;
     v_field    TEXT;
-    v_parts    TEXT[];
     v_leg      JSONB;
     v_leg_to   TEXT[] := '{}';
     v_total    NUMERIC := 0;
@@ -1735,17 +1862,24 @@ BEGIN
         WHEN 'credit_limit' THEN ARRAY['kind', 'operationId', 'from', 'limit']
         WHEN 'deposit'  THEN ARRAY['kind', 'operationId', 'to', 'amount', 'currency', 'reference']
         WHEN 'withdrawal' THEN ARRAY['kind', 'operationId', 'from', 'amount', 'currency', 'reference']
+        WHEN 'open_wallet' THEN ARRAY['kind', 'operationId', 'wallet', 'currency', 'creditLimit']
+        WHEN 'freeze_wallet' THEN ARRAY['kind', 'operationId', 'wallet', 'credits']
+        WHEN 'unfreeze_wallet' THEN ARRAY['kind', 'operationId', 'wallet']
+        WHEN 'close_wallet' THEN ARRAY['kind', 'operationId', 'wallet']
     END;
     IF v_allowed IS NULL THEN
-        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal';
+        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal, '
+               'open_wallet, freeze_wallet, unfreeze_wallet, close_wallet';
     END IF;
     SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
     IF v_extra IS NOT NULL THEN
         RETURN format('unknown field %s for a %s', left(v_extra, 40), v_kind);
     END IF;
 
-    -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`), and the payee, hold or original.
-    FOREACH v_field IN ARRAY ARRAY['operationId', CASE v_kind WHEN 'deposit' THEN 'to' ELSE 'from' END] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
+    -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`, a wallet operation's `wallet`),
+    -- and the payee, hold or original.
+    FOREACH v_field IN ARRAY ARRAY['operationId', CASE WHEN v_kind = 'deposit' THEN 'to' WHEN v_kind LIKE '%\_wallet' THEN 'wallet'
+                                                      ELSE 'from' END] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
                                                                    WHEN 'hold' THEN ARRAY['to']
                                                                    WHEN 'capture' THEN ARRAY['hold']
                                                                    WHEN 'void' THEN ARRAY['hold']
@@ -1769,8 +1903,15 @@ BEGIN
         RETURN 'currency must be three capital letters, like EUR';
     END IF;
 
-    IF v_kind IN ('deposit', 'withdrawal') THEN
-        IF NOT p_body ? 'currency' THEN RETURN format('a %s needs its currency', v_kind); END IF;
+    IF v_kind IN ('deposit', 'withdrawal', 'open_wallet') AND NOT p_body ? 'currency' THEN
+        RETURN format('a %s needs its currency', v_kind);
+    END IF;
+    IF v_kind = 'open_wallet' AND p_body ? 'creditLimit' AND (jsonb_typeof(p_body -> 'creditLimit') <> 'string'
+       OR (p_body ->> 'creditLimit') !~ c_amount_pattern OR (p_body ->> 'creditLimit')::NUMERIC > c_limit_ceiling) THEN
+        RETURN format('creditLimit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);
+    ELSIF v_kind = 'freeze_wallet' AND p_body ? 'credits' AND (p_body -> 'credits') NOT IN ('"allowed"', '"refused"') THEN
+        RETURN 'credits must be "allowed" or "refused"';
+    ELSIF v_kind IN ('deposit', 'withdrawal') THEN
         IF jsonb_typeof(p_body -> 'reference') IS DISTINCT FROM 'string' OR (p_body ->> 'reference') !~ c_reference_pattern THEN
             RETURN 'reference must be a string of 1-128 printable ASCII characters without spaces';
         END IF;
@@ -1780,35 +1921,7 @@ BEGIN
             RETURN format('limit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);
         END IF;
     ELSIF v_kind = 'hold' THEN
-        IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
-            RETURN 'a hold needs exactly one of expiresInMs and expiresAt';
-        END IF;
-        IF p_body ? 'expiresInMs' THEN
-            IF jsonb_typeof(p_body -> 'expiresInMs') <> 'number' OR (p_body ->> 'expiresInMs') !~ '^[0-9]{1,12}$' THEN
-                RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, v_max);
-            END IF;
-            IF (p_body ->> 'expiresInMs')::BIGINT NOT BETWEEN c_expires_in_min_ms AND v_max THEN
-                RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, v_max);
-            END IF;
-        ELSE
-            IF jsonb_typeof(p_body -> 'expiresAt') <> 'string' THEN
-                RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
-            END IF;
-            v_parts := regexp_match(p_body ->> 'expiresAt', c_time_pattern);
-            IF v_parts IS NULL THEN
-                RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
-            END IF;
-            -- A real instant: the validation's round trip through Date, field by field. The day
-            -- is checked only once year and month are known good (make_date raises otherwise).
-            IF v_parts[1]::INTEGER < 1 OR v_parts[2]::INTEGER NOT BETWEEN 1 AND 12 OR v_parts[4]::INTEGER > 23
-               OR v_parts[5]::INTEGER > 59 OR v_parts[6]::INTEGER > 59 THEN
-                RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
-            END IF;
-            IF v_parts[3]::INTEGER NOT BETWEEN 1 AND extract(DAY FROM make_date(v_parts[1]::INTEGER, v_parts[2]::INTEGER, 1)
-                                                                       + INTERVAL '1 month - 1 day')::INTEGER THEN
-                RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
-            END IF;
-        END IF;
+        RETURN request_hold_expiry_problem(p_body, v_max);
     ELSIF v_kind = 'split' THEN
         IF jsonb_typeof(p_body -> 'legs') IS DISTINCT FROM 'array' THEN
             RETURN format('legs must be an array of %s to %s {to, amount}', c_legs_min, c_legs_max);
@@ -2068,7 +2181,7 @@ CREATE TABLE public.outcome_events (
     original_id text,
     detail jsonb,
     CONSTRAINT outcome_events_kind_known CHECK ((kind = ANY (ARRAY['applied'::text, 'rejected'::text, 'given_up'::text, 'conflict'::text, 'expired'::text]))),
-    CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text]))),
+    CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text, 'open_wallet'::text, 'freeze_wallet'::text, 'unfreeze_wallet'::text, 'close_wallet'::text]))),
     CONSTRAINT outcome_events_position_positive CHECK (("position" > 0))
 );
 
@@ -2135,7 +2248,7 @@ CREATE TABLE public.transfer_requests (
     CONSTRAINT transfer_requests_amount_positive CHECK ((amount > 0)),
     CONSTRAINT transfer_requests_body_by_kind CHECK ((((kind = 'transfer'::text) AND (body IS NULL) AND (to_wallet IS NOT NULL) AND (amount IS NOT NULL)) OR ((kind <> 'transfer'::text) AND (jsonb_typeof(body) = 'object'::text)))),
     CONSTRAINT transfer_requests_counts_non_negative CHECK (((send_count >= 0) AND (lost_count >= 0) AND (give_up_count >= 0))),
-    CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text]))),
+    CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text, 'open_wallet'::text, 'freeze_wallet'::text, 'unfreeze_wallet'::text, 'close_wallet'::text]))),
     CONSTRAINT transfer_requests_trace_context_bounded CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 1024))))
 );
 
@@ -2153,11 +2266,14 @@ CREATE TABLE public.wallets (
     last_lease uuid,
     held bigint DEFAULT 0 NOT NULL,
     credit_limit bigint DEFAULT 0 NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
     CONSTRAINT wallets_balance_within_limit CHECK ((balance >= (- credit_limit))),
+    CONSTRAINT wallets_closed_empty CHECK (((status <> 'closed'::text) OR ((balance = 0) AND (held = 0)))),
     CONSTRAINT wallets_credit_limit_range CHECK (((credit_limit >= 0) AND (credit_limit <= '100000000000000000'::bigint))),
     CONSTRAINT wallets_currency_format CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT wallets_held_non_negative CHECK ((held >= 0)),
-    CONSTRAINT wallets_last_fence_non_negative CHECK ((last_fence >= 0))
+    CONSTRAINT wallets_last_fence_non_negative CHECK ((last_fence >= 0)),
+    CONSTRAINT wallets_status_known CHECK ((status = ANY (ARRAY['open'::text, 'debits_frozen'::text, 'frozen'::text, 'closed'::text])))
 );
 
 --
@@ -2385,10 +2501,16 @@ REVOKE ALL ON FUNCTION public.decision_split(p_op text, p_from text, p_amount bi
 REVOKE ALL ON FUNCTION public.decision_stale(p_wallet_fence bigint, p_wallet_lease uuid, p_fence bigint, p_lease uuid) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT w_status text[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_state_read(p_kinds text[], p_froms text[], p_tos text[], p_refs text[], p_legs jsonb[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT w_status text[], OUT h_id text[], OUT h public.holds[], OUT o_id text[], OUT o public.transfers[], OUT s public.split_legs[], OUT f_key text[], OUT f_sum bigint[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION decision_status_refusal(p_wallets text[], p_amounts bigint[], w_id text[], w_status text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_status_refusal(p_wallets text[], p_amounts bigint[], w_id text[], w_status text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], p_spendable bigint, h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]); Type: ACL; Schema: public; Owner: -
@@ -2397,22 +2519,28 @@ REVOKE ALL ON FUNCTION public.decision_state_read(p_kinds text[], p_froms text[]
 REVOKE ALL ON FUNCTION public.decision_verdict(p_kind text, p_op text, p_from text, p_to text, p_amount bigint, p_currency text, p_ref text, p_legs jsonb, p_now timestamp with time zone, w_id text[], w_currency text[], p_spendable bigint, h_id text[], h public.holds[], o_id text[], o public.transfers[], s public.split_legs[], f_key text[], f_sum bigint[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION decision_wallet_changed(p_kind text, p_currency text, p_limit bigint, p_credits text, p_currency_now text, p_status text, p_balance bigint, p_held bigint, p_limit_now bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.decision_wallet_changed(p_kind text, p_currency text, p_limit bigint, p_credits text, p_currency_now text, p_status text, p_balance bigint, p_held bigint, p_limit_now bigint, OUT reason text, OUT amount bigint, OUT credited text, OUT detail jsonb, OUT wallets text[], OUT amounts bigint[], OUT hold public.holds, OUT expiry_released boolean) FROM PUBLIC;
+
+--
 -- Name: FUNCTION decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.decision_wallet_ids_checked(p_ids text[], p_legs jsonb[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[]); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT w_status text[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_wallets_locked(p_ids text[], OUT w_id text[], OUT w_currency text[], OUT w_balance bigint[], OUT w_held bigint[], OUT w_fence bigint[], OUT w_lease uuid[], OUT w_limit bigint[], OUT w_status text[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_written(p_wallet_ids text[], p_currencies text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_statuses text[], p_touched boolean[], p_wallets_read integer, p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_written(p_wallet_ids text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_touched boolean[], p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_written(p_wallet_ids text[], p_currencies text[], p_balances bigint[], p_helds bigint[], p_fences bigint[], p_leases uuid[], p_limits bigint[], p_statuses text[], p_touched boolean[], p_wallets_read integer, p_entry_ops text[], p_entry_wallets text[], p_entry_amounts bigint[], p_entry_balances bigint[], p_entry_limits bigint[], p_entry_fences bigint[], p_entry_leases uuid[], p_holds public.holds[], p_holds_read integer, p_holds_ended boolean[], p_legs public.split_legs[], p_legs_read integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION give_up_send_count(p_operation_id text, p_request_hash text); Type: ACL; Schema: public; Owner: -
@@ -2533,6 +2661,12 @@ REVOKE ALL ON FUNCTION public.request_amount_valid(p_amount jsonb) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.request_decide_invalid(p_operation_id text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_hold_expiry_problem(p_body jsonb, p_max bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_hold_expiry_problem(p_body jsonb, p_max bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION request_operation(p_body jsonb, p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -

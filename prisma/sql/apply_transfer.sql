@@ -1,5 +1,5 @@
 -- The single decision: one transfer per call, with the same rules as decide_batch()
--- (decision_answer(), decision_stale(), decision_refusal()) and the same answers
+-- (decision_answer(), decision_stale(), decision_refusal(), decision_status_refusal()) and the same answers
 -- (test/ledger/single-and-batch-agree.test.ts), in single-row statements: a batch of one pays the
 -- batch's array handling, about twice the CPU (docs/reference/database.md). The bench's per-commit
 -- anchors and the tests call it. Owner only. Every check always on: no parameter or branch
@@ -26,23 +26,20 @@ AS $$
 DECLARE
     v_existing   RECORD;
     v_wallet     RECORD;
-    -- The two wallets' rows (currency NULL: no row).
+    -- The two wallets' rows (currency NULL: no row), and their statuses.
+    v_from_status   TEXT; v_to_status TEXT;
     v_from_currency TEXT;
     v_from_balance  BIGINT;
     v_from_limit    BIGINT;
-    v_from_fence    BIGINT;
-    v_from_lease    UUID;
+    v_from_fence    BIGINT; v_from_lease UUID;
     v_to_currency   TEXT;
-    v_to_balance    BIGINT;
-    v_to_limit      BIGINT;
+    v_to_balance    BIGINT; v_to_limit BIGINT;
     v_reason     TEXT := NULL;
     v_status     TEXT;
     v_fence_after BIGINT;
     v_rows       INTEGER;
     -- The intake's request of this operation, when this call closes one.
-    v_req_hash     TEXT;
-    v_req_from     TEXT;
-    v_req_to       TEXT;
+    v_req_hash     TEXT; v_req_from TEXT; v_req_to TEXT;
     v_req_amount   BIGINT;
     v_req_currency TEXT;
 BEGIN
@@ -72,15 +69,15 @@ BEGIN
     END IF;
 
     FOR v_wallet IN
-        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease, w.credit_limit
+        SELECT w.id, w.currency, w.balance, w.last_fence, w.last_lease, w.credit_limit, w.status
           FROM wallets w WHERE w.id IN (p_from, p_to) ORDER BY w.id FOR UPDATE
     LOOP
         IF v_wallet.id = p_from THEN
             v_from_currency := v_wallet.currency; v_from_balance := v_wallet.balance; v_from_limit := v_wallet.credit_limit;
-            v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease;
+            v_from_fence := v_wallet.last_fence; v_from_lease := v_wallet.last_lease; v_from_status := v_wallet.status;
         END IF;
         IF v_wallet.id = p_to THEN v_to_currency := v_wallet.currency; v_to_balance := v_wallet.balance;
-                                   v_to_limit := v_wallet.credit_limit; END IF;
+                                   v_to_limit := v_wallet.credit_limit; v_to_status := v_wallet.status; END IF;
     END LOOP;
 
     IF decision_stale(v_from_fence, v_from_lease, p_fence, p_lease_id) THEN
@@ -89,6 +86,10 @@ BEGIN
     END IF;
     v_reason := decision_refusal(p_from, p_to, v_from_currency, v_to_currency, p_currency,
                                  v_from_balance + v_from_limit, p_amount);
+    IF v_reason IS NULL AND (v_from_status <> 'open' OR v_to_status <> 'open') THEN
+        v_reason := decision_status_refusal(ARRAY[p_from, p_to], ARRAY[-p_amount, p_amount], ARRAY[p_from, p_to],
+                                            ARRAY[v_from_status, v_to_status]);
+    END IF;
     v_status := CASE WHEN v_reason IS NULL THEN 'applied' ELSE 'rejected' END;
 
     IF v_from_currency IS NOT NULL THEN

@@ -1,17 +1,21 @@
 -- The one decision: 1-1,000 operations of any kind (transfer, hold, capture, void, refund, split,
--- credit_limit, deposit, withdrawal) given as parallel arrays, decided in order as if each committed
--- before the next. Every lock up front in one order (decision_operations_locked(),
--- decision_state_read(), then the settlement accounts, decision_settlements_locked()), then per
--- operation: its record answers a duplicate or a conflict (decision_answer()), the fence and lease
--- of the wallet it is decided on (decision_stale()), the kind's checks and postings
--- (decision_moved() for a transfer and a hold, decision_verdict() for the kinds that name another
--- operation or have legs, decision_limit_changed() for a credit limit, which p_amounts carries,
--- decision_settled() for money entering or leaving, whose external reference p_refs carries), the
--- postings applied to the balances (a `$held:<wallet>` posting to its held money; a settlement
--- account's, unfenced, to its balance alone) and the ledger (a release at expiry recorded as the
--- hold's own, unfenced), the fence advanced, and the record kept: a later twin in the batch answers
--- from it, and a later operation naming it finds it as it would find it committed. Then one write
--- per table (decision_written(), decision_recorded()). Every check always on: no parameter or
+-- credit_limit, deposit, withdrawal, open_wallet, freeze_wallet, unfreeze_wallet, close_wallet)
+-- given as parallel arrays, decided in order as if each committed before the next. Every lock up
+-- front in one order (decision_operations_locked(), decision_state_read(), then the settlement
+-- accounts, decision_settlements_locked()), then per operation: its record answers a duplicate or a
+-- conflict (decision_answer()), the fence and lease of the wallet it is decided on
+-- (decision_stale()), the kind's checks and postings (decision_moved() for a transfer and a hold,
+-- decision_wallet_changed() for the kinds that change the wallet itself, a credit limit or an
+-- opening's limit in p_amounts, a freeze's credits in p_refs; decision_verdict() for the rest, a
+-- deposit's or a withdrawal's external reference in p_refs), then what the statuses of the wallets
+-- posted to refuse (decision_status_refusal(), asked only once a wallet is not open), the postings
+-- applied to the balances (a `$held:<wallet>` posting to its held money; a settlement account's,
+-- unfenced, to its balance alone) and the ledger (a release at expiry recorded as the hold's own,
+-- unfenced), the fence advanced, and the record kept: a later twin in the batch answers from it,
+-- and a later operation naming it finds it as it would find it committed. A wallet opened here
+-- joins the batch's wallets, for the operations after it, and is inserted at the end. Expiries are
+-- judged once every lock is held: a capture that waited past its hold's expiry is refused. Then one
+-- write per table (decision_written(), decision_recorded()). Every check always on: no parameter or
 -- branch skips one (the negative controls' variants are derived from these files by
 -- harness/chaos/unsafe/).
 --
@@ -45,10 +49,10 @@ AS $$
 DECLARE
     v_n        INTEGER := coalesce(cardinality(p_operation_ids), 0);
     v_names    BOOLEAN := 'capture' = ANY (p_kinds) OR 'void' = ANY (p_kinds) OR 'refund' = ANY (p_kinds);
-    v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ;
-    -- The locked wallets, by id, as the batch's decisions leave them; a debit may take a balance down to minus w_limit.
+    -- The locked wallets, by id, as the batch's decisions leave them (w_read of them read, then those opened here); a
+    -- debit may take a balance down to minus w_limit. v_all_open: no status to judge yet.
     w_id TEXT[]; w_currency TEXT[]; w_balance BIGINT[]; w_held BIGINT[]; w_fence BIGINT[]; w_lease UUID[]; w_limit BIGINT[];
-    w_touched  BOOLEAN[];
+    w_status TEXT[]; w_touched BOOLEAN[]; w_read INTEGER; v_all_open BOOLEAN;
     -- The holds named (h_read of them), then those placed here; which of the named ended here.
     h_id TEXT[]; h holds[]; h_read INTEGER; h_ended BOOLEAN[];
     -- Originals named (records read, then those decided here when the batch names any), split legs
@@ -66,7 +70,7 @@ DECLARE
     -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
-    v RECORD;
+    v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ; v RECORD;
 BEGIN
     v_n := decision_arguments_checked(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
         p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms);
@@ -74,56 +78,54 @@ BEGIN
     v := decision_state_read(p_kinds, p_froms, p_tos, p_refs, p_legs);
     w_id := v.w_id; w_currency := v.w_currency; w_balance := v.w_balance; w_held := v.w_held; w_fence := v.w_fence;
     w_lease := v.w_lease; w_limit := v.w_limit; h_id := v.h_id; h := v.h; o_id := v.o_id; o := v.o; s := v.s; f_key := v.f_key; f_sum := v.f_sum;
+    w_status := v.w_status; v_all_open := 'open' = ALL (w_status);
     v := decision_settlements_locked(p_kinds, p_currencies);
     w_id := w_id || v.w_id; w_currency := w_currency || v.w_currency; w_balance := w_balance || v.w_balance;
     v := decision_records_found(p_operation_ids);
     r_op := v.r_op; r_hash := v.r_hash; r_status := v.r_status; r_reason := v.r_reason; r_fence := v.r_fence;
-    w_touched := array_fill(FALSE, ARRAY[cardinality(w_id)]);
+    -- Every record found answers an element of the batch: the operation's open request is closed with it.
+    d_op := r_op; d_hash := r_hash; w_read := cardinality(w_id); w_touched := array_fill(FALSE, ARRAY[w_read]);
     h_read := cardinality(h); h_ended := array_fill(FALSE, ARRAY[h_read]); s_read := cardinality(s);
     o_count := cardinality(o); r_count := cardinality(r_op); r_element := array_fill(NULL::INTEGER, ARRAY[r_count]);
-    -- Expiries are judged once every lock is held: a capture that waited past its hold's expiry is refused.
-    v_now := clock_timestamp();
-    v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
+    v_now := clock_timestamp(); v_latest := v_now + make_interval(secs => p_hold_expiry_max_ms / 1000.0);
 
     FOR v_i IN 1 .. v_n LOOP
         v_kind := p_kinds[v_i]; v_op := p_operation_ids[v_i]; v_from := p_froms[v_i]; v_ref := p_refs[v_i];
         v_fence := p_fences[v_i]; v_lease := p_lease_ids[v_i]; ord := v_i;
         v_k := array_position(r_op, v_op);
         IF v_k IS NOT NULL THEN
-            -- Decided before this batch: the operation's open request is closed with it.
-            IF r_element[v_k] IS NULL THEN d_op := d_op || v_op; d_hash := d_hash || r_hash[v_k]; END IF;
             outcome := decision_answer(r_hash[v_k], p_request_hashes[v_i]);
             status := r_status[v_k]; reason := r_reason[v_k]; fence := r_fence[v_k]; wallet_fence := NULL;
             RETURN NEXT; CONTINUE;
         END IF;
-        v_fi := array_position(w_id, v_from);
+        v_fi := array_position(w_id, v_from); v_ti := array_position(w_id, p_tos[v_i]);
         IF decision_stale(w_fence[v_fi], w_lease[v_fi], v_fence, v_lease) THEN
             outcome := 'stale_fence'; status := NULL; reason := NULL; fence := NULL; wallet_fence := w_fence[v_fi];
             RETURN NEXT; CONTINUE;
         END IF;
-        v_ti := array_position(w_id, p_tos[v_i]);
         IF v_kind IN ('transfer', 'hold') THEN
             v := decision_moved(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], w_currency[v_fi],
                      w_currency[v_ti], w_balance[v_fi] + w_limit[v_fi],
                      coalesce(p_expires_at[v_i], v_now + make_interval(secs => p_expires_in_ms[v_i] / 1000.0)), v_now, v_latest);
-        ELSIF v_kind = 'credit_limit' THEN
-            v := decision_limit_changed(w_currency[v_fi], w_balance[v_fi], w_limit[v_fi], p_amounts[v_i]);
-        ELSIF v_kind IN ('deposit', 'withdrawal') THEN
-            v := decision_settled(v_kind, v_from, p_amounts[v_i], p_currencies[v_i], v_ref, w_currency[v_fi], w_balance[v_fi] + w_limit[v_fi]);
+        ELSIF v_kind IN ('credit_limit', 'open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet') THEN
+            v := decision_wallet_changed(v_kind, p_currencies[v_i], p_amounts[v_i], v_ref, w_currency[v_fi], w_status[v_fi],
+                     w_balance[v_fi], w_held[v_fi], w_limit[v_fi]);
         ELSE
             v := decision_verdict(v_kind, v_op, v_from, p_tos[v_i], p_amounts[v_i], p_currencies[v_i], v_ref, p_legs[v_i],
                      v_now, w_id, w_currency, w_balance[v_fi] + w_limit[v_fi], h_id, h, o_id, o, s, f_key, f_sum);
+        END IF;
+        IF NOT v_all_open AND v.reason IS NULL THEN
+            v.reason := decision_status_refusal(v.wallets, v.amounts, w_id, w_status); v.wallets := CASE WHEN v.reason IS NULL THEN v.wallets END;
         END IF;
         v_entries := CASE WHEN v.expiry_released THEN '$expiry:' || v_ref ELSE v_op END;
         FOR v_j IN 1 .. coalesce(cardinality(v.wallets), 0) LOOP
             v_wallet := v.wallets[v_j];
             v_w := CASE WHEN v_wallet IN (v_from, '$held:' || v_from) THEN v_fi WHEN v_wallet = p_tos[v_i] THEN v_ti
                         ELSE array_position(w_id, v_wallet) END;
-            l_count := l_count + 1;
+            l_count := l_count + 1; w_touched[v_w] := TRUE;
             l_limit[l_count] := CASE WHEN v_wallet LIKE '$held:%' THEN NULL ELSE w_limit[v_w] END;
             IF v_wallet LIKE '$held:%' THEN w_held[v_w] := w_held[v_w] + v.amounts[v_j]; l_balance[l_count] := w_held[v_w];
             ELSE w_balance[v_w] := w_balance[v_w] + v.amounts[v_j]; l_balance[l_count] := w_balance[v_w]; END IF;
-            w_touched[v_w] := TRUE;
             l_op[l_count] := v_entries; l_wallet[l_count] := v_wallet; l_amount[l_count] := v.amounts[v_j];
             l_fence[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_fence END;
             l_lease[l_count] := CASE WHEN v.expiry_released OR v_wallet LIKE '$settlement:%' THEN NULL ELSE v_lease END;
@@ -137,23 +139,25 @@ BEGIN
             v_f := array_position(f_key, v_ref || E'\n' || v_from);
             IF v_f IS NULL THEN f_key := f_key || (v_ref || E'\n' || v_from); f_sum := f_sum || v.amount;
             ELSE f_sum[v_f] := f_sum[v_f] + v.amount; END IF;
-        ELSIF v_kind = 'credit_limit' AND v.reason IS NULL THEN w_limit[v_fi] := p_amounts[v_i];
+        ELSIF v_kind = 'open_wallet' AND v.reason IS NULL THEN
+            v_fi := cardinality(w_id) + 1; w_id[v_fi] := v_from; w_currency[v_fi] := p_currencies[v_i]; w_status[v_fi] := 'open';
+            w_balance[v_fi] := 0; w_held[v_fi] := 0; w_fence[v_fi] := 0; w_limit[v_fi] := p_amounts[v_i];
+        ELSIF v_kind IN ('credit_limit', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet') AND v.reason IS NULL THEN
+            w_limit[v_fi] := coalesce((v.detail ->> 'creditLimit')::BIGINT, w_limit[v_fi]); w_status[v_fi] := coalesce(v.detail ->> 'status', w_status[v_fi]);
+            v_all_open := v_all_open AND w_status[v_fi] = 'open';
         ELSIF v_kind = 'split' AND v.reason IS NULL THEN
             FOR v_j IN 2 .. cardinality(v.wallets) LOOP
                 s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j])::split_legs;
             END LOOP;
         END IF;
-        IF v_fi IS NOT NULL THEN
-            -- Every decision under our token raises the source's fence, refusals included.
-            IF v_fence >= w_fence[v_fi] THEN w_fence[v_fi] := v_fence; w_lease[v_fi] := v_lease; END IF;
-            w_touched[v_fi] := TRUE;
-        END IF;
+        -- Every decision under our token raises the source's fence, refusals included (none without a row).
+        IF v_fence >= w_fence[v_fi] THEN w_fence[v_fi] := v_fence; w_lease[v_fi] := v_lease; END IF;
+        IF v_fi IS NOT NULL THEN w_touched[v_fi] := TRUE; END IF;
 
         status := CASE WHEN v.reason IS NULL THEN 'applied' ELSE 'rejected' END;
         r_count := r_count + 1; r_op[r_count] := v_op; r_hash[r_count] := p_request_hashes[v_i];
         r_status[r_count] := status; r_reason[r_count] := v.reason; r_fence[r_count] := v_fence; r_element[r_count] := v_i;
-        e_status[v_i] := status; e_reason[v_i] := v.reason; e_to[v_i] := v.credited; e_amount[v_i] := v.amount;
-        e_detail[v_i] := v.detail;
+        e_status[v_i] := status; e_reason[v_i] := v.reason; e_to[v_i] := v.credited; e_amount[v_i] := v.amount; e_detail[v_i] := v.detail;
         IF v_names THEN
             o_count := o_count + 1; o_id[o_count] := v_op;
             o[o_count] := ROW(v_op, p_request_hashes[v_i], v_from, v.credited, v.amount, p_currencies[v_i], status,
@@ -163,8 +167,8 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
-    v_j := decision_written(w_id, w_balance, w_held, w_fence, w_lease, w_limit, w_touched, l_op, l_wallet, l_amount,
-                             l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
+    v_j := decision_written(w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_limit, w_status, w_touched, w_read,
+                             l_op, l_wallet, l_amount, l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
                               p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
 END;

@@ -1,8 +1,9 @@
 -- The shape of a batch decision's call, refused whole (22023) before any lock: 1-1,000 operations
 -- (TRANSFER_BATCH_MAX's upper limit, src/config/config.ts), parallel arrays of that length, every
 -- id, hash, source, fence and lease given, amounts and fences positive (a credit limit, which a
--- credit_limit carries in p_amounts, from 0 to 10^17, the wallets' CHECK), and each element a
--- whole operation of its kind. The worker never sends another; a direct caller learns what it got
+-- credit_limit and an open_wallet carry in p_amounts, from 0 to 10^17, the wallets' CHECK; an
+-- open_wallet's currency given, a freeze_wallet's credits, in p_refs, `allowed` or `refused`), and
+-- each element a whole operation of its kind. The worker never sends another; a direct caller learns what it got
 -- wrong. Answers the number of operations.
 CREATE OR REPLACE FUNCTION "decision_arguments_checked"(
     p_kinds              TEXT[],
@@ -55,9 +56,12 @@ BEGIN
     FOR v_i IN 1 .. v_n LOOP
         v_kind := p_kinds[v_i];
         IF v_kind IS NULL
-           OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit', 'deposit', 'withdrawal')
-           OR (v_kind <> 'credit_limit' AND p_amounts[v_i] = 0)
-           OR (v_kind = 'credit_limit' AND (p_amounts[v_i] IS NULL OR p_amounts[v_i] > c_limit_max))
+           OR v_kind NOT IN ('transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit', 'deposit', 'withdrawal',
+                             'open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet')
+           OR (v_kind NOT IN ('credit_limit', 'open_wallet') AND p_amounts[v_i] = 0)
+           OR (v_kind IN ('credit_limit', 'open_wallet') AND (p_amounts[v_i] IS NULL OR p_amounts[v_i] > c_limit_max))
+           OR (v_kind = 'open_wallet' AND p_currencies[v_i] IS NULL)
+           OR (v_kind = 'freeze_wallet' AND p_refs[v_i] IS DISTINCT FROM 'allowed' AND p_refs[v_i] IS DISTINCT FROM 'refused')
            OR (v_kind IN ('transfer', 'hold') AND (p_tos[v_i] IS NULL OR p_amounts[v_i] IS NULL))
            OR (v_kind = 'hold' AND (p_expires_in_ms[v_i] IS NULL) = (p_expires_at[v_i] IS NULL))
            OR (v_kind IN ('capture', 'void', 'refund') AND p_refs[v_i] IS NULL)

@@ -18,6 +18,7 @@ CREATE OR REPLACE FUNCTION "decision_state_read"(
     OUT w_fence    BIGINT[],
     OUT w_lease    UUID[],
     OUT w_limit    BIGINT[],
+    OUT w_status   TEXT[],
     OUT h_id       TEXT[],
     OUT h          holds[],
     OUT o_id       TEXT[],
@@ -54,7 +55,7 @@ BEGIN
     END IF;
     v_locked := decision_wallets_locked(v_wallets);
     w_id := v_locked.w_id; w_currency := v_locked.w_currency; w_balance := v_locked.w_balance; w_held := v_locked.w_held;
-    w_fence := v_locked.w_fence; w_lease := v_locked.w_lease; w_limit := v_locked.w_limit;
+    w_fence := v_locked.w_fence; w_lease := v_locked.w_lease; w_limit := v_locked.w_limit; w_status := v_locked.w_status;
     IF NOT v_names THEN
         RETURN;
     END IF;
@@ -77,7 +78,7 @@ BEGIN
         w_id := w_id || v_locked.w_id; w_currency := w_currency || v_locked.w_currency;
         w_balance := w_balance || v_locked.w_balance; w_held := w_held || v_locked.w_held;
         w_fence := w_fence || v_locked.w_fence; w_lease := w_lease || v_locked.w_lease;
-        w_limit := w_limit || v_locked.w_limit;
+        w_limit := w_limit || v_locked.w_limit; w_status := w_status || v_locked.w_status;
     END IF;
     -- A capture or void whose hold has no row: a hold refused, or no hold at all. Its record says
     -- which (hold_rejected or hold_not_found).

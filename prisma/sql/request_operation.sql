@@ -51,6 +51,13 @@ BEGIN
         -- A deposit is decided on the wallet it credits: its `to` is the request's wallet.
         v_from := coalesce(v_from, v_to);
         v_lines := ARRAY['v2', v_kind, v_from, v_amount::TEXT, v_currency, p_body ->> 'reference'];
+    ELSIF v_kind LIKE '%\_wallet' THEN
+        -- A wallet operation is decided on its `wallet`; absent fields hash as their defaults.
+        v_from := p_body ->> 'wallet';
+        v_lines := ARRAY['v2', v_kind, v_from] || CASE v_kind
+            WHEN 'open_wallet' THEN ARRAY[v_currency, coalesce((p_body ->> 'creditLimit')::NUMERIC, 0)::TEXT]
+            WHEN 'freeze_wallet' THEN ARRAY[coalesce(p_body ->> 'credits', 'allowed')]
+            ELSE ARRAY[]::TEXT[] END;
     ELSE
         FOR v_leg IN SELECT l FROM jsonb_array_elements(p_body -> 'legs') l LOOP
             v_legs := v_legs || (v_leg ->> 'to') || ((v_leg ->> 'amount')::NUMERIC::TEXT);

@@ -16,7 +16,6 @@ DECLARE
     c_limit_ceiling      CONSTANT NUMERIC := 100000000000000000;
     c_reference_pattern  CONSTANT TEXT := '^[!-~]{1,128}$';
     c_currency_pattern   CONSTANT TEXT := '^[A-Z]{3}$';
-    c_time_pattern       CONSTANT TEXT := '^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,3})?Z$';
     c_expires_in_min_ms  CONSTANT BIGINT := 1000;
     c_expiry_ceiling_ms  CONSTANT BIGINT := 31622400000;
     c_legs_min           CONSTANT INTEGER := 2;
@@ -26,7 +25,6 @@ DECLARE
     v_allowed  TEXT[];
     v_extra    TEXT;
     v_field    TEXT;
-    v_parts    TEXT[];
     v_leg      JSONB;
     v_leg_to   TEXT[] := '{}';
     v_total    NUMERIC := 0;
@@ -52,17 +50,24 @@ BEGIN
         WHEN 'credit_limit' THEN ARRAY['kind', 'operationId', 'from', 'limit']
         WHEN 'deposit'  THEN ARRAY['kind', 'operationId', 'to', 'amount', 'currency', 'reference']
         WHEN 'withdrawal' THEN ARRAY['kind', 'operationId', 'from', 'amount', 'currency', 'reference']
+        WHEN 'open_wallet' THEN ARRAY['kind', 'operationId', 'wallet', 'currency', 'creditLimit']
+        WHEN 'freeze_wallet' THEN ARRAY['kind', 'operationId', 'wallet', 'credits']
+        WHEN 'unfreeze_wallet' THEN ARRAY['kind', 'operationId', 'wallet']
+        WHEN 'close_wallet' THEN ARRAY['kind', 'operationId', 'wallet']
     END;
     IF v_allowed IS NULL THEN
-        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal';
+        RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal, '
+               'open_wallet, freeze_wallet, unfreeze_wallet, close_wallet';
     END IF;
     SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
     IF v_extra IS NOT NULL THEN
         RETURN format('unknown field %s for a %s', left(v_extra, 40), v_kind);
     END IF;
 
-    -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`), and the payee, hold or original.
-    FOREACH v_field IN ARRAY ARRAY['operationId', CASE v_kind WHEN 'deposit' THEN 'to' ELSE 'from' END] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
+    -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`, a wallet operation's `wallet`),
+    -- and the payee, hold or original.
+    FOREACH v_field IN ARRAY ARRAY['operationId', CASE WHEN v_kind = 'deposit' THEN 'to' WHEN v_kind LIKE '%\_wallet' THEN 'wallet'
+                                                      ELSE 'from' END] || CASE v_kind WHEN 'transfer' THEN ARRAY['to']
                                                                    WHEN 'hold' THEN ARRAY['to']
                                                                    WHEN 'capture' THEN ARRAY['hold']
                                                                    WHEN 'void' THEN ARRAY['hold']
@@ -86,8 +91,15 @@ BEGIN
         RETURN 'currency must be three capital letters, like EUR';
     END IF;
 
-    IF v_kind IN ('deposit', 'withdrawal') THEN
-        IF NOT p_body ? 'currency' THEN RETURN format('a %s needs its currency', v_kind); END IF;
+    IF v_kind IN ('deposit', 'withdrawal', 'open_wallet') AND NOT p_body ? 'currency' THEN
+        RETURN format('a %s needs its currency', v_kind);
+    END IF;
+    IF v_kind = 'open_wallet' AND p_body ? 'creditLimit' AND (jsonb_typeof(p_body -> 'creditLimit') <> 'string'
+       OR (p_body ->> 'creditLimit') !~ c_amount_pattern OR (p_body ->> 'creditLimit')::NUMERIC > c_limit_ceiling) THEN
+        RETURN format('creditLimit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);
+    ELSIF v_kind = 'freeze_wallet' AND p_body ? 'credits' AND (p_body -> 'credits') NOT IN ('"allowed"', '"refused"') THEN
+        RETURN 'credits must be "allowed" or "refused"';
+    ELSIF v_kind IN ('deposit', 'withdrawal') THEN
         IF jsonb_typeof(p_body -> 'reference') IS DISTINCT FROM 'string' OR (p_body ->> 'reference') !~ c_reference_pattern THEN
             RETURN 'reference must be a string of 1-128 printable ASCII characters without spaces';
         END IF;
@@ -97,35 +109,7 @@ BEGIN
             RETURN format('limit must be a string of decimal digits, from 0 to %s', c_limit_ceiling);
         END IF;
     ELSIF v_kind = 'hold' THEN
-        IF (p_body ? 'expiresInMs') = (p_body ? 'expiresAt') THEN
-            RETURN 'a hold needs exactly one of expiresInMs and expiresAt';
-        END IF;
-        IF p_body ? 'expiresInMs' THEN
-            IF jsonb_typeof(p_body -> 'expiresInMs') <> 'number' OR (p_body ->> 'expiresInMs') !~ '^[0-9]{1,12}$' THEN
-                RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, v_max);
-            END IF;
-            IF (p_body ->> 'expiresInMs')::BIGINT NOT BETWEEN c_expires_in_min_ms AND v_max THEN
-                RETURN format('expiresInMs must be a whole number from %s to %s', c_expires_in_min_ms, v_max);
-            END IF;
-        ELSE
-            IF jsonb_typeof(p_body -> 'expiresAt') <> 'string' THEN
-                RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
-            END IF;
-            v_parts := regexp_match(p_body ->> 'expiresAt', c_time_pattern);
-            IF v_parts IS NULL THEN
-                RETURN 'expiresAt must be a UTC time like 2026-12-02T10:00:00.000Z';
-            END IF;
-            -- A real instant: the validation's round trip through Date, field by field. The day
-            -- is checked only once year and month are known good (make_date raises otherwise).
-            IF v_parts[1]::INTEGER < 1 OR v_parts[2]::INTEGER NOT BETWEEN 1 AND 12 OR v_parts[4]::INTEGER > 23
-               OR v_parts[5]::INTEGER > 59 OR v_parts[6]::INTEGER > 59 THEN
-                RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
-            END IF;
-            IF v_parts[3]::INTEGER NOT BETWEEN 1 AND extract(DAY FROM make_date(v_parts[1]::INTEGER, v_parts[2]::INTEGER, 1)
-                                                                       + INTERVAL '1 month - 1 day')::INTEGER THEN
-                RETURN format('expiresAt is not a real date and time: %s', p_body ->> 'expiresAt');
-            END IF;
-        END IF;
+        RETURN request_hold_expiry_problem(p_body, v_max);
     ELSIF v_kind = 'split' THEN
         IF jsonb_typeof(p_body -> 'legs') IS DISTINCT FROM 'array' THEN
             RETURN format('legs must be an array of %s to %s {to, amount}', c_legs_min, c_legs_max);

@@ -5,6 +5,8 @@
 //   -- --kind capture --from A --hold H [--amount N]      (--kind void: no --amount)
 //   -- --kind refund --from B --original O [--amount N]
 //   -- --kind split --from A --leg B:97 --leg C:3 [--currency EUR]
+//   -- --kind open_wallet --wallet A --currency EUR [--credit-limit N]
+//   -- --kind freeze_wallet --wallet A [--credits allowed|refused]   (unfreeze_wallet, close_wallet: --wallet A)
 //   -- --file operations.ndjson                           (one wire-format object per line, any kind)
 //   -- --random N --wallets W [--kind hold [--expires-in-ms MS]] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]
 // With --intake, in any of the three modes, the operations are requested in PostgreSQL instead
@@ -20,10 +22,12 @@ import { createPool } from '../db/prisma.ts';
 import { IntakeConflictError, UsageError } from '../errors.ts';
 import { INTAKE_BATCH_MAX, requestOperations } from '../intake/intake.ts';
 import {
+  type FreezeCredits,
   OPERATION_KINDS,
   type OperationKind,
   type OperationWire,
   validateOperationWithin,
+  type WalletRequest,
 } from '../ledger/transfer-request.ts';
 import { redactText } from '../log/redact.ts';
 import { ENQUEUE_BATCH_MAX, enqueueOperation, enqueueOperations, TransferQueues } from '../queue/producer.ts';
@@ -43,6 +47,9 @@ const USAGE = [
   '       npm run enqueue -- [--intake] --kind credit_limit --from A --limit N [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind deposit --to A --amount N --currency EUR --reference R [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind withdrawal --from A --amount N --currency EUR --reference R [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind open_wallet --wallet A --currency EUR [--credit-limit N] [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind freeze_wallet --wallet A [--credits allowed|refused] [--operation-id ID]',
+  '       npm run enqueue -- [--intake] --kind unfreeze_wallet|close_wallet --wallet A [--operation-id ID]',
   '       npm run enqueue -- [--intake] --file operations.ndjson',
   '       npm run enqueue -- [--intake] --random N --wallets W [--kind transfer|hold] [--expires-in-ms MS] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]',
 ].join('\n');
@@ -62,6 +69,10 @@ const FLAGS_OF_KIND: Readonly<Record<OperationKind, readonly string[]>> = {
   credit_limit: ['limit'],
   deposit: ['to', 'amount', 'currency', 'reference'],
   withdrawal: ['amount', 'currency', 'reference'],
+  open_wallet: ['wallet', 'currency', 'credit-limit'],
+  freeze_wallet: ['wallet', 'credits'],
+  unfreeze_wallet: ['wallet'],
+  close_wallet: ['wallet'],
 };
 const KIND_FLAGS = [
   'to',
@@ -74,6 +85,9 @@ const KIND_FLAGS = [
   'leg',
   'limit',
   'reference',
+  'wallet',
+  'credit-limit',
+  'credits',
 ];
 
 function rate(value: string, flag: string): number {
@@ -104,18 +118,21 @@ const FLAGS = {
   leg: { type: 'string', multiple: true },
   limit: { type: 'string' },
   reference: { type: 'string' },
+  wallet: { type: 'string' },
+  'credit-limit': { type: 'string' },
+  credits: { type: 'string' },
 } as const;
 
 await runCli(async () => {
   const { values } = parseFlags(process.argv.slice(2), FLAGS, USAGE);
   const kind = kindFlag(values.kind);
   const modes = [
-    values.from !== undefined || values.to !== undefined || values.amount !== undefined,
+    values.from !== undefined || values.to !== undefined || values.amount !== undefined || values.wallet !== undefined,
     values.file !== undefined,
     values.random !== undefined,
   ].filter(Boolean).length;
   if (modes !== 1)
-    throw new UsageError(`choose exactly one of --from/--to/--amount, --file, --random\nusage: ${USAGE}`);
+    throw new UsageError(`choose exactly one of --from/--to/--amount/--wallet, --file, --random\nusage: ${USAGE}`);
   if (values.file !== undefined && values.kind !== undefined)
     throw new UsageError(`--file takes the kind from each line, not from --kind\nusage: ${USAGE}`);
   if (values.random !== undefined && kind !== 'transfer' && kind !== 'hold')
@@ -252,6 +269,9 @@ function kindFlag(value: string | boolean | string[] | undefined): OperationKind
 function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config): OperationWire {
   const given = KIND_FLAGS.filter((f) => values[f] !== undefined && !FLAGS_OF_KIND[kind].includes(f));
   if (given.length > 0) throw new UsageError(`--${given[0]} is not a flag of a ${kind}\nusage: ${USAGE}`);
+  if (kind.endsWith('_wallet') && values.from !== undefined) {
+    throw new UsageError(`a ${kind} names its wallet with --wallet, not --from\nusage: ${USAGE}`);
+  }
   const operationId = text(values['operation-id']) ?? randomUUID();
   const from = text(values.from) ?? '';
   const currency = text(values.currency);
@@ -287,15 +307,9 @@ function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config
     case 'refund':
       wire = { kind, operationId, from, original: text(values.original) ?? '', ...withAmount };
       break;
-    case 'split': {
-      const legs = (Array.isArray(values.leg) ? values.leg : []).map((leg) => {
-        const at = leg.lastIndexOf(':');
-        if (at < 1) throw new UsageError(`--leg must be WALLET:AMOUNT, got ${JSON.stringify(leg)}`);
-        return { to: leg.slice(0, at), amount: leg.slice(at + 1) };
-      });
-      wire = { kind, operationId, from, legs, ...withCurrency };
+    case 'split':
+      wire = { kind, operationId, from, legs: legsOf(values), ...withCurrency };
       break;
-    }
     case 'credit_limit':
       wire = { kind, operationId, from, limit: text(values.limit) ?? '' };
       break;
@@ -310,10 +324,51 @@ function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config
       wire = kind === 'deposit' ? { kind, to: text(values.to) ?? '', ...settled } : { kind, from, ...settled };
       break;
     }
+    case 'open_wallet':
+    case 'freeze_wallet':
+    case 'unfreeze_wallet':
+    case 'close_wallet':
+      wire = walletWire(values, kind, operationId);
+      break;
   }
   const verdict = validateOperationWithin(wire, config);
   if (!verdict.ok) throw new UsageError(verdict.reason);
   return wire;
+}
+
+/** A split's legs from its --leg WALLET:AMOUNT flags, in order. */
+function legsOf(values: EnqueueFlags): { to: string; amount: string }[] {
+  return (Array.isArray(values.leg) ? values.leg : []).map((leg) => {
+    const at = leg.lastIndexOf(':');
+    if (at < 1) throw new UsageError(`--leg must be WALLET:AMOUNT, got ${JSON.stringify(leg)}`);
+    return { to: leg.slice(0, at), amount: leg.slice(at + 1) };
+  });
+}
+
+/** A wallet operation from the flags: --wallet, and an opening's --currency and --credit-limit or a freeze's --credits. */
+function walletWire(values: EnqueueFlags, kind: WalletRequest['kind'], operationId: string): OperationWire {
+  const wallet = text(values.wallet) ?? '';
+  switch (kind) {
+    case 'open_wallet': {
+      const currency = text(values.currency);
+      const limit = text(values['credit-limit']);
+      // Without --currency the validation says what is missing, as the worker would.
+      return {
+        kind,
+        operationId,
+        wallet,
+        ...(currency === undefined ? {} : { currency }),
+        ...(limit === undefined ? {} : { creditLimit: limit }),
+      } as OperationWire;
+    }
+    case 'freeze_wallet': {
+      const credits = text(values.credits);
+      // Any text: the validation names a wrong one as the worker would.
+      return { kind, operationId, wallet, ...(credits === undefined ? {} : { credits: credits as FreezeCredits }) };
+    }
+    default:
+      return { kind, operationId, wallet };
+  }
 }
 
 function randomMessages(values: EnqueueFlags, kind: OperationKind): { wire: OperationWire; kind: string }[] {

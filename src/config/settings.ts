@@ -246,7 +246,7 @@ export const SETTINGS = {
     // Up to 10^17: the wallets' CHECK (wallets_credit_limit_range) and the intake's ceiling.
     pattern: /^(0|[1-9]\d{0,16}|100000000000000000)$/,
     allowed: 'an integer from 0 to 10^17',
-    doc: 'largest credit limit a `credit_limit` operation may set, in minor units (0: no wallet may go below zero through the API); larger is refused as an invalid request',
+    doc: 'largest credit limit a `credit_limit` or an `open_wallet` operation may set, in minor units (0: no wallet may go below zero through the API); larger is refused as an invalid request',
   },
   HOLD_EXPIRY_MAX_MS: {
     field: 'holdExpiryMaxMs',

@@ -93,10 +93,18 @@ function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
         ? r.amountMinor
         : r.kind === 'credit_limit'
           ? r.limitMinor
-          : null,
+          : r.kind === 'open_wallet'
+            ? (r.creditLimitMinor ?? 0n)
+            : null,
     );
     c.currencies.push(
-      r.kind === 'hold' || r.kind === 'split' || r.kind === 'deposit' || r.kind === 'withdrawal' ? r.currency : null,
+      r.kind === 'hold' ||
+        r.kind === 'split' ||
+        r.kind === 'deposit' ||
+        r.kind === 'withdrawal' ||
+        r.kind === 'open_wallet'
+        ? r.currency
+        : null,
     );
     c.refs.push(refOf(r));
     c.expiresInMs.push(r.kind === 'hold' ? r.expiresInMs : null);
@@ -112,7 +120,10 @@ function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
   return c;
 }
 
-/** What p_refs carries: a capture's or void's hold, a refund's original, a deposit's or withdrawal's reference. */
+/**
+ * What p_refs carries: a capture's or void's hold, a refund's original, a deposit's or withdrawal's
+ * reference, a freeze_wallet's credits.
+ */
 function refOf(r: PaymentRequest): string | null {
   switch (r.kind) {
     case 'capture':
@@ -123,6 +134,8 @@ function refOf(r: PaymentRequest): string | null {
     case 'deposit':
     case 'withdrawal':
       return r.reference;
+    case 'freeze_wallet':
+      return r.credits ?? 'allowed';
     default:
       return null;
   }
@@ -198,6 +211,10 @@ const DECIDED_IN_ORDER: Readonly<Record<PaymentRequest['kind'], number>> = {
   credit_limit: 0,
   deposit: 0,
   withdrawal: 0,
+  open_wallet: 0,
+  freeze_wallet: 0,
+  unfreeze_wallet: 0,
+  close_wallet: 0,
 };
 
 /**

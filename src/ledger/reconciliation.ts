@@ -273,8 +273,11 @@ function entriesByKind(tx: Reader, limit: number): Promise<Row[]> {
       LEFT JOIN split_legs l ON t.kind = 'split' AND e.kind = 'credit'
                             AND l.operation_id = e.operation_id AND l.to_wallet = e.wallet_id AND l.amount = e.amount
      GROUP BY t.operation_id, t.kind, t.status, t.from_wallet, t.to_wallet, t.currency
-    HAVING ((t.status = 'rejected' OR t.kind = 'credit_limit') AND count(e.id) > 0)
-        OR (t.status = 'applied' AND t.kind <> 'credit_limit' AND NOT (
+    -- The kinds that change a wallet move no money: never an entry.
+    HAVING ((t.status = 'rejected' OR t.kind IN ('credit_limit', 'open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet'))
+            AND count(e.id) > 0)
+        OR (t.status = 'applied'
+            AND t.kind NOT IN ('credit_limit', 'open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet') AND NOT (
               count(e.id) FILTER (WHERE e.kind = 'debit') = 1
           AND count(e.id) FILTER (WHERE e.kind = 'debit' AND e.wallet_id = CASE
                 WHEN t.kind IN ('capture', 'void') THEN '$held:' || t.from_wallet

@@ -47,6 +47,14 @@ export function requestHashLines(request: OperationRequest): string[] {
       return ['v2', 'deposit', request.to, request.amountMinor.toString(), request.currency, request.reference];
     case 'withdrawal':
       return ['v2', 'withdrawal', request.from, request.amountMinor.toString(), request.currency, request.reference];
+    // Absent fields hash as their defaults: a wire that says them is the same request.
+    case 'open_wallet':
+      return ['v2', 'open_wallet', request.wallet, request.currency, (request.creditLimitMinor ?? 0n).toString()];
+    case 'freeze_wallet':
+      return ['v2', 'freeze_wallet', request.wallet, request.credits ?? 'allowed'];
+    case 'unfreeze_wallet':
+    case 'close_wallet':
+      return ['v2', request.kind, request.wallet];
   }
 }
 

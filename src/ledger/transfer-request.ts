@@ -110,11 +110,13 @@ export function toWire(request: TransferRequest): TransferWire {
 }
 
 // Payment operations. Every kind but a transfer names itself in `kind`; `from` is always the
-// wallet the operation debits, the one the worker locks and fences and the queue shard follows.
+// wallet the operation debits, the one the worker locks and fences and the queue shard follows
+// (a deposit names only its `to`, a wallet operation its `wallet`: walletOf()).
 
 /**
- * Every kind of operation: a transfer, the payment operations, a credit limit change, and money
- * entering (deposit) or leaving (withdrawal) the ledger through its currency's settlement account.
+ * Every kind of operation: a transfer, the payment operations, a credit limit change, money
+ * entering (deposit) or leaving (withdrawal) the ledger through its currency's settlement account,
+ * and the wallet operations: a wallet opened, frozen, unfrozen and closed.
  */
 export const OPERATION_KINDS = [
   'transfer',
@@ -126,6 +128,10 @@ export const OPERATION_KINDS = [
   'credit_limit',
   'deposit',
   'withdrawal',
+  'open_wallet',
+  'freeze_wallet',
+  'unfreeze_wallet',
+  'close_wallet',
 ] as const;
 /** One of OPERATION_KINDS. */
 export type OperationKind = (typeof OPERATION_KINDS)[number];
@@ -150,7 +156,16 @@ export const OPERATION_WIRE_FIELDS: Readonly<Record<OperationKind, readonly stri
   credit_limit: ['operationId', 'kind', 'from', 'limit'],
   deposit: ['operationId', 'kind', 'to', 'amount', 'currency', 'reference'],
   withdrawal: ['operationId', 'kind', 'from', 'amount', 'currency', 'reference'],
+  open_wallet: ['operationId', 'kind', 'wallet', 'currency', 'creditLimit'],
+  freeze_wallet: ['operationId', 'kind', 'wallet', 'credits'],
+  unfreeze_wallet: ['operationId', 'kind', 'wallet'],
+  close_wallet: ['operationId', 'kind', 'wallet'],
 };
+
+/** What a freeze_wallet does to credits: `allowed` (the default: debits refused only) or `refused` too. */
+export const FREEZE_CREDITS = ['allowed', 'refused'] as const;
+/** One of FREEZE_CREDITS. */
+export type FreezeCredits = (typeof FREEZE_CREDITS)[number];
 
 /** A deposit's or withdrawal's external reference (the card processor's, the bank's): printable ASCII, no spaces. */
 export const REFERENCE_PATTERN = new RegExp(`^[!-~]{1,${WIRE_LIMITS.idLengthMax}}$`);
@@ -258,6 +273,38 @@ export interface WithdrawalRequest {
   readonly reference: string;
 }
 
+/**
+ * Opens `wallet` in `currency`, empty, with a credit limit (0 when the wire says none). Refused
+ * `wallet_exists` when the id has a row, a closed wallet's included: an id is opened once.
+ */
+export interface OpenWalletRequest {
+  readonly kind: 'open_wallet';
+  readonly operationId: string;
+  readonly wallet: string;
+  readonly currency: string;
+  /** Null when the wire has no `creditLimit`: 0. */
+  readonly creditLimitMinor: bigint | null;
+}
+
+/** Refuses the debits of `wallet` from now on, and its credits too when `credits` is `refused`. */
+export interface FreezeWalletRequest {
+  readonly kind: 'freeze_wallet';
+  readonly operationId: string;
+  readonly wallet: string;
+  /** Null when the wire has no `credits`: `allowed`. */
+  readonly credits: FreezeCredits | null;
+}
+
+/** Opens a frozen `wallet` again; closes only an empty one (`wallet_not_empty`), for good. */
+export interface WalletStatusRequest {
+  readonly kind: 'unfreeze_wallet' | 'close_wallet';
+  readonly operationId: string;
+  readonly wallet: string;
+}
+
+/** The wallet operations: each decided and fenced on its `wallet`, none moves money. */
+export type WalletRequest = OpenWalletRequest | FreezeWalletRequest | WalletStatusRequest;
+
 /** Every request that names its kind (all but a transfer). */
 export type PaymentRequest =
   | HoldRequest
@@ -267,7 +314,8 @@ export type PaymentRequest =
   | SplitRequest
   | CreditLimitRequest
   | DepositRequest
-  | WithdrawalRequest;
+  | WithdrawalRequest
+  | WalletRequest;
 /** A transfer carries no `kind`: it is the same TransferRequest it always was. */
 export type OperationRequest = TransferRequest | PaymentRequest;
 
@@ -282,11 +330,12 @@ export function isPaymentRequest(request: OperationRequest): request is PaymentR
 /**
  * The wallet an operation is decided on: the worker locks and fences it, the queue shard follows
  * it, the decision takes its row lock first. The wallet it debits (`from`), but a deposit's `to`,
- * the only wallet it names.
+ * the only wallet it names, and a wallet operation's `wallet`.
  *
  * @throws nothing: a request or a wire that passed validation always names its wallet.
  */
 export function walletOf(request: OperationRequest | OperationWire): string {
+  if ('wallet' in request) return request.wallet;
   return 'kind' in request && request.kind === 'deposit' ? request.to : (request as { from: string }).from;
 }
 
@@ -377,6 +426,30 @@ export interface WithdrawalWire {
   reference: string;
 }
 
+/** A wallet opened on the wire: `creditLimit` a decimal string, 0 when absent. */
+export interface OpenWalletWire {
+  operationId: string;
+  kind: 'open_wallet';
+  wallet: string;
+  currency: string;
+  creditLimit?: string;
+}
+
+/** A wallet frozen on the wire: debits refused, credits too when `credits` is `refused`. */
+export interface FreezeWalletWire {
+  operationId: string;
+  kind: 'freeze_wallet';
+  wallet: string;
+  credits?: FreezeCredits;
+}
+
+/** A wallet unfrozen or closed on the wire. */
+export interface WalletStatusWire {
+  operationId: string;
+  kind: 'unfreeze_wallet' | 'close_wallet';
+  wallet: string;
+}
+
 /** Any operation on the wire that names its kind. */
 export type PaymentWire =
   | HoldWire
@@ -386,7 +459,10 @@ export type PaymentWire =
   | SplitWire
   | CreditLimitWire
   | DepositWire
-  | WithdrawalWire;
+  | WithdrawalWire
+  | OpenWalletWire
+  | FreezeWalletWire
+  | WalletStatusWire;
 /** Any operation on the wire: what requestOperation() and enqueueOperation() take. */
 export type OperationWire = TransferOperationWire | PaymentWire;
 
@@ -523,6 +599,35 @@ const PAYMENT_READERS: Readonly<Record<PaymentKind, PaymentReader>> = {
     const from = id(record, 'from');
     return { kind: 'credit_limit', operationId, from, limitMinor: creditLimit(record.limit, creditLimitMax) };
   },
+  open_wallet: (record, { creditLimitMax }) => {
+    const operationId = id(record, 'operationId');
+    const wallet = id(record, 'wallet');
+    const currency = currencyOf(record);
+    if (currency === null) throw new FieldProblem('an open_wallet needs its currency');
+    const creditLimitMinor =
+      record.creditLimit === undefined ? null : creditLimit(record.creditLimit, creditLimitMax, 'creditLimit');
+    return { kind: 'open_wallet', operationId, wallet, currency, creditLimitMinor };
+  },
+  freeze_wallet: (record) => {
+    const operationId = id(record, 'operationId');
+    const wallet = id(record, 'wallet');
+    const { credits } = record;
+    if (credits !== undefined && !(FREEZE_CREDITS as readonly unknown[]).includes(credits)) {
+      const given = typeof credits === 'string' ? JSON.stringify(credits.slice(0, 40)) : describe(credits);
+      throw new FieldProblem(`credits must be "allowed" or "refused", got ${given}`);
+    }
+    return { kind: 'freeze_wallet', operationId, wallet, credits: (credits as FreezeCredits | undefined) ?? null };
+  },
+  unfreeze_wallet: (record) => ({
+    kind: 'unfreeze_wallet',
+    operationId: id(record, 'operationId'),
+    wallet: id(record, 'wallet'),
+  }),
+  close_wallet: (record) => ({
+    kind: 'close_wallet',
+    operationId: id(record, 'operationId'),
+    wallet: id(record, 'wallet'),
+  }),
   deposit: (record, { amountMax }) => {
     const operationId = id(record, 'operationId');
     const to = id(record, 'to');
@@ -551,12 +656,12 @@ function settlementFields(record: Readonly<Record<string, unknown>>): { currency
 }
 
 /** A credit limit in minor units, 0 to `max`, from its decimal string. */
-function creditLimit(value: unknown, max: bigint): bigint {
+function creditLimit(value: unknown, max: bigint, field = 'limit'): bigint {
   if (typeof value !== 'string' || !/^\d+$/.test(value)) {
-    throw new FieldProblem(`limit must be a string of decimal digits (0 to ${max}), got ${describe(value)}`);
+    throw new FieldProblem(`${field} must be a string of decimal digits (0 to ${max}), got ${describe(value)}`);
   }
   if (value.length > AMOUNT_DIGITS_MAX || BigInt(value) > max) {
-    throw new FieldProblem(`limit exceeds the maximum of ${max}`);
+    throw new FieldProblem(`${field} exceeds the maximum of ${max}`);
   }
   return BigInt(value);
 }
@@ -705,6 +810,18 @@ export function toOperationWire(request: OperationRequest): OperationWire {
     case 'deposit':
     case 'withdrawal':
       return settlementWire(request);
+    case 'open_wallet': {
+      const wire: OpenWalletWire = { operationId, kind: 'open_wallet', wallet: from, currency: request.currency };
+      if (request.creditLimitMinor !== null) wire.creditLimit = request.creditLimitMinor.toString();
+      return wire;
+    }
+    case 'freeze_wallet':
+      return request.credits === null
+        ? { operationId, kind: 'freeze_wallet', wallet: from }
+        : { operationId, kind: 'freeze_wallet', wallet: from, credits: request.credits };
+    case 'unfreeze_wallet':
+    case 'close_wallet':
+      return { operationId, kind: request.kind, wallet: from };
   }
 }
 

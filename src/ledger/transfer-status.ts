@@ -1,21 +1,16 @@
 // Reads the stored outcome of one operation (for `npm run status`), of any kind. A transfer's
 // record keeps the fields it always had and gains its kind, original (none) and what was
 // refunded of it; a payment's says what it refers to, and a hold or a split what became of it; a
-// credit limit change the limit it set.
+// credit limit change the limit it set; a wallet operation the wallet as it is now.
 // One statement, so the record, the hold and the refunds are read at one instant.
 import type { PrismaClient } from '../db/prisma.ts';
+import type { OperationKind, WalletRequest } from './transfer-request.ts';
 import type { StoredStatus } from './vocabulary.ts';
 
-export type OperationKind =
-  | 'transfer'
-  | 'hold'
-  | 'capture'
-  | 'void'
-  | 'refund'
-  | 'split'
-  | 'credit_limit'
-  | 'deposit'
-  | 'withdrawal';
+export type { OperationKind } from './transfer-request.ts';
+
+/** The wallet operations: `from` is the wallet they are decided on. */
+export type WalletKind = WalletRequest['kind'];
 
 interface RecordFields {
   operationId: string;
@@ -96,7 +91,14 @@ export interface SettlementRecord extends RecordFields {
   reference: string;
 }
 
+/** A wallet operation, with its wallet as it is now (null when a rejected open left no wallet). */
+export interface WalletRecord extends RecordFields {
+  kind: WalletKind;
+  wallet: { status: string; balance: string; held: string; creditLimit: string } | null;
+}
+
 export type OperationRecord =
+  | WalletRecord
   | TransferRecord
   | HoldRecord
   | SplitRecord
@@ -125,6 +127,10 @@ interface Row {
   ended_by: string | null;
   ended_at: Date | null;
   legs: SplitLeg[];
+  wallet_status: string | null;
+  wallet_balance: bigint | null;
+  wallet_held: bigint | null;
+  wallet_limit: bigint | null;
 }
 
 export async function readOperation(prisma: PrismaClient, operationId: string): Promise<OperationRecord | null> {
@@ -140,8 +146,11 @@ export async function readOperation(prisma: PrismaClient, operationId: string): 
                                    WHERE r.original_id = l.operation_id AND r.kind = 'refund'
                                      AND r.status = 'applied' AND r.from_wallet = l.to_wallet))
                    ORDER BY l.leg), '[]'::json)
-              FROM split_legs l WHERE l.operation_id = t.operation_id) AS legs
+              FROM split_legs l WHERE l.operation_id = t.operation_id) AS legs,
+           w.status AS wallet_status, w.balance AS wallet_balance, w.held AS wallet_held, w.credit_limit AS wallet_limit
       FROM transfers t LEFT JOIN holds h ON t.kind = 'hold' AND h.hold_id = t.operation_id
+      LEFT JOIN wallets w ON t.kind IN ('open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet')
+                         AND w.id = t.from_wallet
      WHERE t.operation_id = ${operationId}::text`;
   const row = rows[0];
   return row === undefined ? null : recordOf(row);
@@ -176,6 +185,11 @@ function recordOf(row: Row): OperationRecord {
     case 'deposit':
     case 'withdrawal':
       return { ...fields, kind: row.kind, reference: row.reference ?? '' };
+    case 'open_wallet':
+    case 'freeze_wallet':
+    case 'unfreeze_wallet':
+    case 'close_wallet':
+      return { ...fields, kind: row.kind, wallet: walletNow(row) };
     default:
       return { ...fields, kind: row.kind };
   }
@@ -190,5 +204,15 @@ function holdStateOf(row: Row): HoldState | null {
     released: (row.released ?? 0n).toString(),
     endedBy: row.ended_by,
     endedAt: row.ended_at?.toISOString() ?? null,
+  };
+}
+
+function walletNow(row: Row): WalletRecord['wallet'] {
+  if (row.wallet_status === null) return null;
+  return {
+    status: row.wallet_status,
+    balance: String(row.wallet_balance),
+    held: String(row.wallet_held),
+    creditLimit: String(row.wallet_limit),
   };
 }

@@ -53,8 +53,8 @@ export type StoredStatus = (typeof STORED_STATUSES)[number];
 
 /**
  * Why an operation was rejected: exactly the reasons the SQL functions can answer, a transfer's
- * first, then the payment operations', then a credit limit change's, then `invalid_request` (an intake request no worker can
- * decide). The database's CHECK constraint on `transfers.reason` allows exactly these.
+ * first, then the payment operations', then a credit limit change's, then the wallet operations' and a
+ * wallet's status's, then `invalid_request` (an intake request no worker can decide). The database's CHECK constraint on `transfers.reason` allows exactly these.
  */
 export const REJECTION_REASONS = [
   'insufficient_funds',
@@ -73,6 +73,10 @@ export const REJECTION_REASONS = [
   'refund_exceeds_original',
   'wallet_mismatch',
   'limit_below_used',
+  'wallet_exists',
+  'wallet_not_empty',
+  'wallet_closed',
+  'wallet_frozen',
   'invalid_request',
 ] as const;
 /** One of REJECTION_REASONS. */
@@ -95,9 +99,29 @@ const HOLD_ENDING_CHECKS: readonly CheckStep[] = [
 ];
 
 /**
+ * What a wallet's status refuses, judged on the postings an operation would write once its own
+ * checks passed (decision_status_refusal.sql): a debit of a wallet that is not open, a credit to a
+ * wallet frozen for credits too or closed; money a wallet's own holds give back is never refused.
+ */
+const STATUS_CHECKS: readonly CheckStep[] = [
+  { reason: 'wallet_closed', when: 'a wallet it would debit or credit is closed' },
+  {
+    reason: 'wallet_frozen',
+    when: 'a wallet it would debit is frozen, or one it would credit is frozen for credits too',
+  },
+];
+
+/** What every wallet operation but an opening checks first. */
+const WALLET_CHECKS: readonly CheckStep[] = [
+  { reason: 'unknown_wallet', when: '`wallet`' },
+  { reason: 'wallet_closed', when: "`wallet`'s status" },
+];
+
+/**
  * Each kind's checks in the order its decision makes them; the first that fails is the answer.
  * Read off each kind's function in prisma/sql/ (decision_moved.sql, decision_hold_ended.sql,
- * decision_refunded.sql, decision_split.sql) and the movement checks of decision_refusal.sql;
+ * decision_refunded.sql, decision_split.sql, decision_settled.sql, decision_wallet_changed.sql),
+ * the movement checks of decision_refusal.sql and the statuses' (STATUS_CHECKS, last);
  * test/ledger/outcomes-reference.test.ts fails when a function's order, or the reasons a kind can
  * give, differ from this table. Before any of them a recorded operation answers `duplicate` or
  * `conflict`, and a token below the debited wallet's fence `stale_fence`.
@@ -108,6 +132,7 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
     { reason: 'unknown_wallet', when: 'either wallet' },
     { reason: 'currency_mismatch', when: "the wallets' currencies, then the message's" },
     { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
+    ...STATUS_CHECKS,
   ],
   hold: [
     { reason: 'same_wallet', when: '`from` = `to`' },
@@ -115,8 +140,13 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
     { reason: 'currency_mismatch', when: "the wallets' currencies, then the message's" },
     { reason: 'expiry_out_of_range', when: 'the expiry against the clock and HOLD_EXPIRY_MAX_MS' },
     { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
+    ...STATUS_CHECKS,
   ],
-  capture: [...HOLD_ENDING_CHECKS, { reason: 'exceeds_hold_amount', when: 'the amount against the held amount' }],
+  capture: [
+    ...HOLD_ENDING_CHECKS,
+    { reason: 'exceeds_hold_amount', when: 'the amount against the held amount' },
+    ...STATUS_CHECKS,
+  ],
   void: HOLD_ENDING_CHECKS,
   refund: [
     { reason: 'original_not_found', when: 'no record of the original' },
@@ -125,6 +155,7 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
     { reason: 'refund_exceeds_original', when: 'the amount against what is left for `from`' },
     { reason: 'unknown_wallet', when: "`from` and the original's source" },
     { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
+    ...STATUS_CHECKS,
   ],
   split: [
     { reason: 'same_wallet', when: "a leg's `to` = `from`, leg by leg in the message's order" },
@@ -134,20 +165,28 @@ export const CHECK_ORDER: Readonly<Record<OperationKind, readonly CheckStep[]>> 
       reason: 'insufficient_funds',
       when: "`from`'s balance plus its credit limit against the legs' total, once every leg passed",
     },
+    ...STATUS_CHECKS,
   ],
   deposit: [
     { reason: 'unknown_wallet', when: '`to`' },
     { reason: 'currency_mismatch', when: "`to`'s currency against the message's" },
+    ...STATUS_CHECKS,
   ],
   withdrawal: [
     { reason: 'unknown_wallet', when: '`from`' },
     { reason: 'currency_mismatch', when: "`from`'s currency against the message's" },
     { reason: 'insufficient_funds', when: "`from`'s balance plus its credit limit" },
+    ...STATUS_CHECKS,
   ],
   credit_limit: [
     { reason: 'unknown_wallet', when: '`from`' },
+    { reason: 'wallet_closed', when: "`from`'s status" },
     { reason: 'limit_below_used', when: 'the new limit against what `from` uses (its balance below zero)' },
   ],
+  open_wallet: [{ reason: 'wallet_exists', when: '`wallet` has a row (a closed wallet keeps its own)' }],
+  freeze_wallet: WALLET_CHECKS,
+  unfreeze_wallet: WALLET_CHECKS,
+  close_wallet: [...WALLET_CHECKS, { reason: 'wallet_not_empty', when: "`wallet`'s balance and held amount" }],
 };
 
 export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>> = {
@@ -226,6 +265,29 @@ export const REJECTION_REASON_DOCS: Readonly<Record<RejectionReason, Described>>
       "A credit_limit would set the wallet's limit below what it already uses (its balance below zero): the balance would lie below minus the new limit. Nothing changed; the limit in force stays.",
     action:
       'Bring the balance up to at least minus the wanted limit (a credit, a refund), or ask for a limit that covers what is used, under a new operationId.',
+  },
+  wallet_exists: {
+    meaning:
+      'An open_wallet names an id that has a wallet already: opened before (by another operation, or by `db:seed`), or closed (a closed wallet keeps its row, so an id is opened once).',
+    action:
+      'Nothing if the wallet is the one wanted (its currency and limit are in the status); otherwise pick another id.',
+  },
+  wallet_not_empty: {
+    meaning:
+      "A close_wallet of a wallet whose balance or held amount is not 0; the event's detail says both. Nothing changed.",
+    action:
+      'Withdraw or transfer what is left, wait for (or void) its holds, bring a balance below zero back to 0, then close under a new operationId.',
+  },
+  wallet_closed: {
+    meaning:
+      'The operation would debit or credit a closed wallet, or change one (a freeze, an unfreeze, a close, a credit limit). A closed wallet takes nothing, for good.',
+    action: 'Fix the producer: a closed wallet is gone; pay into another wallet, under a new operationId.',
+  },
+  wallet_frozen: {
+    meaning:
+      'The operation would debit a frozen wallet (any freeze), or credit one frozen with `credits: refused`. Money its own holds give back (a void, an expiry) and the capture of a hold placed before the freeze still go through.',
+    action:
+      'Unfreeze the wallet (unfreeze_wallet) if the operation should happen, then send it under a new operationId.',
   },
   invalid_request: {
     meaning:

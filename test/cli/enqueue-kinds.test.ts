@@ -80,6 +80,41 @@ describe('npm run enqueue -- --intake --kind', () => {
     });
   });
 
+  it('requests each wallet operation from --wallet', async () => {
+    const runs = [
+      [
+        '--kind',
+        'open_wallet',
+        '--wallet',
+        'n1',
+        '--currency',
+        'EUR',
+        '--credit-limit',
+        '500',
+        '--operation-id',
+        'k-o',
+      ],
+      ['--kind', 'freeze_wallet', '--wallet', 'n1', '--credits', 'refused', '--operation-id', 'k-f'],
+      ['--kind', 'unfreeze_wallet', '--wallet', 'n1', '--operation-id', 'k-u'],
+      ['--kind', 'close_wallet', '--wallet', 'n1', '--operation-id', 'k-x'],
+    ];
+    for (const args of runs) {
+      const run = await intake(args);
+      expect(run.code, describeRun(run)).toBe(0);
+    }
+    expect(await request('k-o')).toEqual({
+      kind: 'open_wallet',
+      body: { kind: 'open_wallet', operationId: 'k-o', wallet: 'n1', currency: 'EUR', creditLimit: '500' },
+    });
+    expect(await request('k-f')).toMatchObject({ kind: 'freeze_wallet', body: { wallet: 'n1', credits: 'refused' } });
+    expect(await request('k-u')).toMatchObject({ kind: 'unfreeze_wallet', body: { wallet: 'n1' } });
+    expect(await request('k-x')).toMatchObject({ kind: 'close_wallet', body: { wallet: 'n1' } });
+    const { rows } = await db.pg.query<{ from_wallet: string }>(
+      "SELECT DISTINCT from_wallet FROM transfer_requests WHERE operation_id IN ('k-o', 'k-f', 'k-u', 'k-x')",
+    );
+    expect(rows).toEqual([{ from_wallet: 'n1' }]);
+  });
+
   it('refuses a flag the kind does not take, a bad leg, a hold without expiry, and --random of a capture', async () => {
     const cases: [string[], RegExp][] = [
       [['--kind', 'void', '--from', 'w1', '--hold', 'h', '--amount', '5'], /--amount is not a flag of a void/],
@@ -87,6 +122,10 @@ describe('npm run enqueue -- --intake --kind', () => {
       [['--kind', 'hold', '--from', 'w1', '--to', 'w2', '--amount', '5'], /expiresInMs or expiresAt/],
       [['--kind', 'capture', '--random', '5', '--wallets', '3'], /--random makes transfers or holds/],
       [['--kind', 'payout', '--from', 'w1'], /--kind must be one of transfer, hold, capture, void, refund, split/],
+      [['--kind', 'close_wallet', '--from', 'w1'], /names its wallet with --wallet, not --from/],
+      [['--kind', 'freeze_wallet', '--wallet', 'w1', '--credits', 'maybe'], /credits must be "allowed" or "refused"/],
+      [['--kind', 'open_wallet', '--wallet', 'w1'], /an open_wallet needs its currency/],
+      [['--kind', 'transfer', '--from', 'w1', '--wallet', 'w2'], /--wallet is not a flag of a transfer/],
     ];
     for (const [args, message] of cases) {
       const run = await intake(args);

@@ -47,6 +47,12 @@ const BODIES: OperationWire[] = [
   { kind: 'credit_limit', operationId: 'x-l2', from: 'a', limit: '000250' },
   { kind: 'deposit', operationId: 'x-d', to: 'a', amount: '0042', currency: 'EUR', reference: 'ch_1:"x"/2' },
   { kind: 'withdrawal', operationId: 'x-w', from: 'a', amount: '7', currency: 'USD', reference: 'SEPA~88' },
+  { kind: 'open_wallet', operationId: 'x-o1', wallet: 'n', currency: 'EUR' },
+  { kind: 'open_wallet', operationId: 'x-o2', wallet: 'n', currency: 'EUR', creditLimit: '0030' },
+  { kind: 'freeze_wallet', operationId: 'x-f1', wallet: 'a' },
+  { kind: 'freeze_wallet', operationId: 'x-f2', wallet: 'a', credits: 'refused' },
+  { kind: 'unfreeze_wallet', operationId: 'x-u', wallet: 'a' },
+  { kind: 'close_wallet', operationId: 'x-c', wallet: 'a' },
 ];
 
 describe('request_operation() and requestHash()', () => {

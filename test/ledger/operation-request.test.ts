@@ -7,6 +7,7 @@ import { requestHash, requestHashLines } from '../../src/ledger/request-hash.ts'
 import {
   isPaymentRequest,
   type OperationRequest,
+  type OperationWire,
   operationKindOf,
   type TransferRequest,
   toOperationWire,
@@ -41,6 +42,10 @@ const withdrawal = {
   currency: 'EUR',
   reference: 'SEPA-88',
 };
+const openWallet = { operationId: 'ow-1', kind: 'open_wallet', wallet: 'n', currency: 'EUR', creditLimit: '250' };
+const freezeWallet = { operationId: 'fw-1', kind: 'freeze_wallet', wallet: 'a' };
+const unfreezeWallet = { operationId: 'uw-1', kind: 'unfreeze_wallet', wallet: 'a' };
+const closeWallet = { operationId: 'cw-1', kind: 'close_wallet', wallet: 'a' };
 const split = {
   operationId: 's-1',
   kind: 'split',
@@ -89,6 +94,13 @@ describe('validateOperationRequest accepts every kind, and toOperationWire gives
     ['a deposit', deposit],
     ['a withdrawal', withdrawal],
     ['a reference of 128 characters', { ...deposit, reference: '~'.repeat(128) }],
+    ['a wallet opened with a limit', openWallet],
+    ['a wallet opened without one', { ...openWallet, creditLimit: undefined }],
+    ['a wallet frozen', freezeWallet],
+    ['a wallet frozen for credits too', { ...freezeWallet, credits: 'refused' }],
+    ['a wallet frozen for debits only, said', { ...freezeWallet, credits: 'allowed' }],
+    ['a wallet unfrozen', unfreezeWallet],
+    ['a wallet closed', closeWallet],
     [
       'a split of sixteen legs totalling the maximum',
       {
@@ -150,12 +162,39 @@ describe('validateOperationRequest accepts every kind, and toOperationWire gives
     });
     expect(walletOf(accepted(deposit))).toBe('a');
     expect(walletOf(accepted(withdrawal))).toBe('a');
+    expect(accepted(openWallet)).toEqual({
+      kind: 'open_wallet',
+      operationId: 'ow-1',
+      wallet: 'n',
+      currency: 'EUR',
+      creditLimitMinor: 250n,
+    });
+    expect(accepted({ ...freezeWallet, credits: 'refused' })).toEqual({
+      kind: 'freeze_wallet',
+      operationId: 'fw-1',
+      wallet: 'a',
+      credits: 'refused',
+    });
+    expect(walletOf(accepted(openWallet))).toBe('n');
+    expect(walletOf(openWallet as OperationWire)).toBe('n');
+    expect(walletOf(accepted(closeWallet))).toBe('a');
   });
 
   it('names the kind of every request, a transfer by its absence', () => {
     expect(operationKindOf(accepted(transfer))).toBe('transfer');
     expect(isPaymentRequest(accepted(transfer))).toBe(false);
-    for (const body of [hold, capture, voidOp, refund, split, creditLimit, deposit, withdrawal]) {
+    for (const body of [
+      hold,
+      capture,
+      voidOp,
+      refund,
+      split,
+      creditLimit,
+      deposit,
+      withdrawal,
+      openWallet,
+      closeWallet,
+    ]) {
       expect(operationKindOf(accepted(body))).toBe(body.kind);
       expect(isPaymentRequest(accepted(body))).toBe(true);
     }
@@ -193,7 +232,8 @@ describe('a transfer, with or without its kind', () => {
   });
 });
 
-const KINDS = 'transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal';
+const KINDS =
+  'transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal, open_wallet, freeze_wallet, unfreeze_wallet, close_wallet';
 
 /** A case: its name, the job data, and the reason it is refused with. */
 type Refusal = readonly [string, unknown, string];
@@ -216,6 +256,28 @@ describe('validateOperationRequest refuses', () => {
     ['a deposit with a from', { ...deposit, from: 'b' }, 'unknown field "from"'],
     ['a withdrawal with a to', { ...withdrawal, to: 'b' }, 'unknown field "to"'],
     ['a deposit without currency', { ...deposit, currency: undefined }, 'a deposit needs its currency'],
+    ['a wallet opened without currency', { ...openWallet, currency: undefined }, 'an open_wallet needs its currency'],
+    ['a wallet opened with a from', { ...openWallet, from: 'a' }, 'unknown field "from"'],
+    [
+      'a wallet closed without its wallet',
+      { ...closeWallet, wallet: undefined },
+      'wallet must be a string, got a undefined',
+    ],
+    [
+      'a wallet opened above the limit ceiling',
+      { ...openWallet, creditLimit: (10n ** 17n + 1n).toString() },
+      `creditLimit exceeds the maximum of ${10n ** 17n}`,
+    ],
+    [
+      'a wallet opened with a numeric limit',
+      { ...openWallet, creditLimit: 5 },
+      `creditLimit must be a string of decimal digits (0 to ${10n ** 17n}), got a number`,
+    ],
+    [
+      'a freeze of credits sometimes',
+      { ...freezeWallet, credits: 'sometimes' },
+      'credits must be "allowed" or "refused", got "sometimes"',
+    ],
     ['a withdrawal without currency', { ...withdrawal, currency: undefined }, 'a withdrawal needs its currency'],
     [
       'a deposit without reference',
@@ -468,6 +530,14 @@ describe('requestHash of a payment operation', () => {
     ['a credit limit with leading zeros', { ...creditLimit, limit: '007' }, 'v2\ncredit_limit\na\n7'],
     ['a deposit', { ...deposit, amount: '0700' }, 'v2\ndeposit\na\n700\nEUR\nch_3N:x/1'],
     ['a withdrawal', withdrawal, 'v2\nwithdrawal\na\n300\nEUR\nSEPA-88'],
+    ['a wallet opened', openWallet, 'v2\nopen_wallet\nn\nEUR\n250'],
+    ['a wallet opened without a limit', { ...openWallet, creditLimit: undefined }, 'v2\nopen_wallet\nn\nEUR\n0'],
+    ['a wallet opened with a limit of zeros', { ...openWallet, creditLimit: '000' }, 'v2\nopen_wallet\nn\nEUR\n0'],
+    ['a wallet frozen', freezeWallet, 'v2\nfreeze_wallet\na\nallowed'],
+    ['a wallet frozen, credits said', { ...freezeWallet, credits: 'allowed' }, 'v2\nfreeze_wallet\na\nallowed'],
+    ['a wallet frozen for credits too', { ...freezeWallet, credits: 'refused' }, 'v2\nfreeze_wallet\na\nrefused'],
+    ['a wallet unfrozen', unfreezeWallet, 'v2\nunfreeze_wallet\na'],
+    ['a wallet closed', closeWallet, 'v2\nclose_wallet\na'],
   ])('%s is the sha256 of its canonical lines', (_name, body, canonical) => {
     const request = accepted(JSON.parse(JSON.stringify(body)));
     expect(requestHashLines(request).join('\n')).toBe(canonical);
@@ -475,7 +545,20 @@ describe('requestHash of a payment operation', () => {
   });
 
   it('ignores the operationId and differs when any other field differs', () => {
-    const bases = [hold, capture, voidOp, refund, split, creditLimit, deposit, withdrawal];
+    const bases = [
+      hold,
+      capture,
+      voidOp,
+      refund,
+      split,
+      creditLimit,
+      deposit,
+      withdrawal,
+      openWallet,
+      freezeWallet,
+      unfreezeWallet,
+      closeWallet,
+    ];
     const variants: Record<string, unknown>[] = [
       { ...hold, from: 'c' },
       { ...hold, to: 'c' },
@@ -505,6 +588,13 @@ describe('requestHash of a payment operation', () => {
       { ...deposit, reference: 'ch_3N:x/2' },
       { ...withdrawal, from: 'b' },
       { ...withdrawal, reference: 'SEPA-89' },
+      { ...openWallet, wallet: 'm' },
+      { ...openWallet, currency: 'USD' },
+      { ...openWallet, creditLimit: '251' },
+      { ...freezeWallet, wallet: 'b' },
+      { ...freezeWallet, credits: 'refused' },
+      { ...unfreezeWallet, wallet: 'b' },
+      { ...closeWallet, wallet: 'b' },
     ];
     const hashes = [...bases, ...variants, transfer].map((body) => requestHash(accepted(body)));
     expect(new Set(hashes).size).toBe(hashes.length);

@@ -70,27 +70,58 @@ describe("each kind's order of checks", () => {
   const moved = sql('decision_moved.sql');
   const transfer = between(moved, "IF p_kind = 'transfer' THEN", 'RETURN;');
   const hold = moved.slice(moved.indexOf('RETURN;'));
+  // What the statuses refuse, last, once a kind's own checks passed (decide_batch() asks after the
+  // verdict; apply_transfer() after decision_refusal()).
+  const status = reasonsIn(sql('decision_status_refusal.sql'));
+  const batch = sql('decide_batch.sql');
+  const changed = sql('decision_wallet_changed.sql');
+  const opening = between(changed, "IF p_kind = 'open_wallet' THEN", 'RETURN;');
+
+  it('a status is judged after the verdict, on its postings', () => {
+    expect(status).toEqual(['wallet_closed', 'wallet_frozen']);
+    expect(batch.indexOf('decision_status_refusal(')).toBeGreaterThan(batch.indexOf('decision_verdict('));
+    expect(batch.indexOf('decision_status_refusal(')).toBeLessThan(
+      batch.indexOf('FOR v_j IN 1 .. coalesce(cardinality(v.wallets)'),
+    );
+  });
 
   it('a transfer checks as decide_batch() (decision_moved()) and apply_transfer() do', () => {
-    expect(reasonsIn(transfer)).toEqual(declared('transfer'));
-    expect(reasonsIn(sql('apply_transfer.sql'))).toEqual(declared('transfer'));
+    expect([...reasonsIn(transfer), ...status]).toEqual(declared('transfer'));
+    const single = sql('apply_transfer.sql');
+    expect([...reasonsIn(single), ...status]).toEqual(declared('transfer'));
+    expect(single.indexOf('decision_status_refusal(')).toBeGreaterThan(single.indexOf('decision_refusal('));
   });
 
   it("each payment checks as its kind's function does", () => {
-    expect(reasonsIn(hold)).toEqual(declared('hold'));
-    expect(reasonsIn(sql('decision_hold_ended.sql'))).toEqual(declared('capture'));
+    expect([...reasonsIn(hold), ...status]).toEqual(declared('hold'));
+    expect([...reasonsIn(sql('decision_hold_ended.sql')), ...status]).toEqual(declared('capture'));
+    // A void only gives a hold's money back to its source: no status refuses it.
     expect(reasonsIn(sql('decision_hold_ended.sql'), /p_kind = 'capture'/)).toEqual(declared('void'));
-    expect(reasonsIn(sql('decision_refunded.sql'))).toEqual(declared('refund'));
-    expect(reasonsIn(sql('decision_split.sql'))).toEqual(declared('split'));
-    expect(reasonsIn(sql('decision_limit_changed.sql'))).toEqual(declared('credit_limit'));
-    expect(reasonsIn(sql('decision_settled.sql'))).toEqual(declared('withdrawal'));
-    expect(reasonsIn(sql('decision_settled.sql'), /p_kind = 'withdrawal'/)).toEqual(declared('deposit'));
+    expect([...reasonsIn(sql('decision_refunded.sql')), ...status]).toEqual(declared('refund'));
+    expect([...reasonsIn(sql('decision_split.sql')), ...status]).toEqual(declared('split'));
+    expect([...reasonsIn(sql('decision_settled.sql')), ...status]).toEqual(declared('withdrawal'));
+    expect([...reasonsIn(sql('decision_settled.sql'), /p_kind = 'withdrawal'/), ...status]).toEqual(
+      declared('deposit'),
+    );
+  });
+
+  it('each wallet operation checks as decision_wallet_changed() does', () => {
+    expect(reasonsIn(opening)).toEqual(declared('open_wallet'));
+    const common = reasonsIn(between(changed, 'IF p_currency_now IS NULL THEN', "ELSIF p_kind = 'credit_limit'"));
+    expect(common).toEqual(declared('freeze_wallet'));
+    expect(common).toEqual(declared('unfreeze_wallet'));
+    expect([...common, ...reasonsIn(changed.slice(changed.indexOf("IF p_kind = 'close_wallet' AND")))]).toEqual(
+      declared('close_wallet'),
+    );
+    const limit = reasonsIn(sql('decision_limit_changed.sql')).filter((r) => !common.includes(r));
+    expect([...common, ...limit]).toEqual(declared('credit_limit'));
   });
 
   it('counts a reason given through decision_refusal() where the call puts it', () => {
-    expect(reasonsIn("x := decision_refusal(a, b, CASE WHEN c THEN 'expiry_out_of_range' END);")).toEqual(
-      declared('hold'),
-    );
+    expect([
+      ...reasonsIn("x := decision_refusal(a, b, CASE WHEN c THEN 'expiry_out_of_range' END);"),
+      ...status,
+    ]).toEqual(declared('hold'));
   });
 
   it('covers every kind, and every rejection reason is some kind’s', () => {

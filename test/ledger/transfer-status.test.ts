@@ -165,6 +165,31 @@ describe('readOperation', () => {
     });
   });
 
+  it('a wallet operation shows its wallet as it is now; a refused opening of a new id has none', async () => {
+    expect(
+      await decide(
+        { kind: 'open_wallet', operationId: 'o1', from: 'n1', currency: 'EUR', amount: 40n },
+        { kind: 'freeze_wallet', operationId: 'f1', from: 'n1', ref: 'refused' },
+        { kind: 'close_wallet', operationId: 'c1', from: 'nobody' },
+      ),
+    ).toEqual(['applied', 'applied', 'rejected:unknown_wallet']);
+    expect(await readOperation(db.prisma, 'o1')).toMatchObject({
+      kind: 'open_wallet',
+      status: 'applied',
+      from: 'n1',
+      to: null,
+      amount: null,
+      currency: 'EUR',
+      wallet: { status: 'frozen', balance: '0', held: '0', creditLimit: '40' },
+    });
+    expect(await readOperation(db.prisma, 'c1')).toMatchObject({
+      kind: 'close_wallet',
+      status: 'rejected',
+      reason: 'unknown_wallet',
+      wallet: null,
+    });
+  });
+
   it('an unknown operation is null', async () => {
     expect(await readOperation(db.prisma, 'never-sent')).toBeNull();
   });

@@ -46,6 +46,7 @@ const DECISION_FUNCTIONS = [
   'decision_split',
   'decision_limit_changed',
   'decision_settled',
+  'decision_wallet_changed',
   'apply_transfers',
   'apply_transfer',
   'request_decide_invalid',
@@ -101,9 +102,13 @@ describe('the vocabulary and the SQL functions', () => {
   const statuses = assignedLiterals(bodies, /\b(?:v_)?status/);
 
   it('agree on the rejection reasons', () => {
-    expect(sorted([...assignedLiterals(bodies, /\b(?:v_)?reason/), ...literalsOf('decision_refusal')])).toEqual(
-      sorted(REJECTION_REASONS),
+    // decision_status_refusal()'s reasons are its CASE's answers (the other literals are statuses).
+    const statusReasons = [...currentBody('decision_status_refusal').matchAll(/THEN '([a-z_]+)'/g)].map(
+      (l) => l[1] as string,
     );
+    expect(
+      sorted([...assignedLiterals(bodies, /\b(?:v_)?reason/), ...literalsOf('decision_refusal'), ...statusReasons]),
+    ).toEqual(sorted(REJECTION_REASONS));
   });
 
   it('agree on the outcomes a decision answers', () => {

@@ -339,3 +339,61 @@ describe('deposits and withdrawals through both doors', () => {
     ]);
   });
 });
+
+describe('wallets through both doors', () => {
+  it('a wallet opened, funded, frozen through the intake, unfrozen, emptied and closed: each decided once', async () => {
+    const p = await newPipeline();
+    await p.seed(1, 100n);
+    await p.startWorker();
+    const open: OperationWire = { kind: 'open_wallet', operationId: 'o1', wallet: 'n1', currency: 'EUR' };
+    expect(await send(p, open)).toMatchObject({ outcome: 'applied' });
+    expect(await send(p, open)).toMatchObject({ outcome: 'duplicate' });
+    expect(await send(p, { ...open, currency: 'USD' })).toMatchObject({ outcome: 'conflict' });
+    expect(
+      await send(p, { kind: 'deposit', operationId: 'd1', to: 'n1', amount: '70', currency: 'EUR', reference: 'ch_1' }),
+    ).toMatchObject({ outcome: 'applied' });
+    await decidedThroughIntake(p, { kind: 'freeze_wallet', operationId: 'if1', wallet: 'n1' });
+    expect(await send(p, { operationId: 't1', from: 'n1', to: 'w1', amount: '1' })).toMatchObject({
+      outcome: 'rejected',
+      reason: 'wallet_frozen',
+    });
+    // Frozen for debits only: money still comes in.
+    expect(await send(p, { operationId: 't2', from: 'w1', to: 'n1', amount: '30' })).toMatchObject({
+      outcome: 'applied',
+    });
+    expect(await send(p, { kind: 'close_wallet', operationId: 'c1', wallet: 'n1' })).toMatchObject({
+      outcome: 'rejected',
+      reason: 'wallet_not_empty',
+    });
+    await decidedThroughIntake(p, { kind: 'unfreeze_wallet', operationId: 'iu1', wallet: 'n1' });
+    const payout: OperationWire = {
+      kind: 'withdrawal',
+      operationId: 'w2',
+      from: 'n1',
+      amount: '100',
+      currency: 'EUR',
+      reference: 'SEPA-2',
+    };
+    expect(await send(p, payout)).toMatchObject({ outcome: 'applied' });
+    await decidedThroughIntake(p, { kind: 'close_wallet', operationId: 'ic2', wallet: 'n1' });
+    expect(await send(p, { operationId: 't3', from: 'w1', to: 'n1', amount: '1' })).toMatchObject({
+      outcome: 'rejected',
+      reason: 'wallet_closed',
+    });
+    const { rows } = await p.db.pg.query(
+      "SELECT status, balance::text, held::text, credit_limit::text FROM wallets WHERE id = 'n1'",
+    );
+    expect(rows).toEqual([{ status: 'closed', balance: '0', held: '0', credit_limit: '0' }]);
+    await waitFor('the close in the feed', async () =>
+      (await settledRead(p.db.pg, 0n, 100)).some((e) => e.operationId === 'ic2'),
+    );
+    const events = (await settledRead(p.db.pg, 0n, 100)).filter((e) => e.operation.endsWith('_wallet'));
+    expect(events.map((e) => [e.operationId, e.operation, e.kind, e.reason, e.from, e.detail])).toEqual([
+      ['o1', 'open_wallet', 'applied', null, 'n1', { status: 'open', currency: 'EUR', creditLimit: '0' }],
+      ['if1', 'freeze_wallet', 'applied', null, 'n1', { status: 'debits_frozen', previousStatus: 'open' }],
+      ['c1', 'close_wallet', 'rejected', 'wallet_not_empty', 'n1', { balance: '100', held: '0' }],
+      ['iu1', 'unfreeze_wallet', 'applied', null, 'n1', { status: 'open', previousStatus: 'debits_frozen' }],
+      ['ic2', 'close_wallet', 'applied', null, 'n1', { status: 'closed', previousStatus: 'open' }],
+    ]);
+  });
+});

@@ -5,12 +5,14 @@
 // its request hash is made from them, so the same fields are the same request.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import type { PaymentKind } from '../../src/ledger/transfer-request.ts';
 import { leaseIdFor } from './lease-ids.ts';
 
 /** The default of HOLD_EXPIRY_MAX_MS: 7 days. */
 export const HOLD_EXPIRY_MAX_MS = 604_800_000;
 
-export type PaymentKind = 'hold' | 'capture' | 'void' | 'refund' | 'split' | 'credit_limit' | 'deposit' | 'withdrawal';
+/** Every kind but a transfer, as the wire names them. */
+export type { PaymentKind } from '../../src/ledger/transfer-request.ts';
 
 export interface PaymentOp {
   readonly kind: PaymentKind;
@@ -18,10 +20,13 @@ export interface PaymentOp {
   /** The wallet the operation debits, and whose fence it carries. */
   readonly from: string;
   readonly to?: string;
-  /** A credit_limit's new limit, 0 allowed. */
+  /** A credit_limit's new limit, an open_wallet's limit, 0 allowed. */
   readonly amount?: bigint;
   readonly currency?: string;
-  /** The hold of a capture or a void, the original of a refund, the reference of a deposit or a withdrawal. */
+  /**
+   * The hold of a capture or a void, the original of a refund, the reference of a deposit or a
+   * withdrawal, a freeze_wallet's credits (`allowed` or `refused`).
+   */
   readonly ref?: string;
   readonly expiresInMs?: number;
   readonly expiresAt?: Date;

@@ -174,7 +174,6 @@ const VARIANTS: readonly Variant[] = [
       },
       spendable('w_currency[v_ti], '),
       spendable('v_now, w_id, w_currency, '),
-      spendable('v_ref, w_currency[v_fi], ', ');'),
       callOfVariant('decision_verdict', ['hold_state', 'refund_bound']),
       callOfVariant('decision_recorded', ['idempotency']),
     ],

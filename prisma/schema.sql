@@ -14,10 +14,10 @@ SET client_min_messages = warning;
 SET row_security = off;
 
 --
--- Name: apply_payments(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: apply_payments(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint, jsonb[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+CREATE FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_metadata jsonb[] DEFAULT NULL::jsonb[]) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
@@ -27,7 +27,7 @@ DECLARE
 BEGIN
     RETURN QUERY
     SELECT * FROM decide_batch(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, p_refs,
-        p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms);
+        p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms, p_metadata);
 END;
 $$;
 
@@ -187,15 +187,15 @@ BEGIN
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM decide_batch(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_operation_ids,
                         p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, v_none, v_none::BIGINT[],
-                        v_none::TIMESTAMPTZ[], v_none::JSONB[], p_fences, p_lease_ids, 1) b;
+                        v_none::TIMESTAMPTZ[], v_none::JSONB[], p_fences, p_lease_ids, 1, NULL) b;
 END;
 $$;
 
 --
--- Name: decide_batch(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: decide_batch(text[], text[], text[], text[], text[], bigint[], text[], text[], bigint[], timestamp with time zone[], jsonb[], bigint[], uuid[], bigint, jsonb[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
+CREATE FUNCTION public.decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_metadata jsonb[]) RETURNS TABLE(ord integer, outcome text, status text, reason text, fence bigint, wallet_fence bigint)
     LANGUAGE plpgsql
     SET enable_seqscan TO 'off'
     SET enable_hashjoin TO 'off'
@@ -223,7 +223,6 @@ DECLARE
     -- amount) and a wallet's limit in force then; holds released at expiry; requests to close.
     l_op TEXT[] := '{}'; l_wallet TEXT[] := '{}'; l_amount BIGINT[] := '{}'; l_fence BIGINT[] := '{}'; l_lease UUID[] := '{}';
     l_balance BIGINT[] := '{}'; l_limit BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
-    -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
     v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ; v RECORD;
@@ -317,7 +316,7 @@ BEGIN
         IF v_names THEN
             o_count := o_count + 1; o_id[o_count] := v_op;
             o[o_count] := ROW(v_op, p_request_hashes[v_i], v_from, v.credited, v.amount, p_currencies[v_i], status,
-                              v.reason, v_fence, NULL, v_lease, v_kind, NULL, v.detail ->> 'reference')::transfers;
+                              v.reason, v_fence, NULL, v_lease, v_kind, NULL, v.detail ->> 'reference', NULL)::transfers;
         END IF;
         outcome := status; reason := v.reason; fence := v_fence; wallet_fence := w_fence[v_fi];
         RETURN NEXT;
@@ -326,7 +325,7 @@ BEGIN
     v_j := decision_written(w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_limit, w_status, w_touched, w_read,
                              l_op, l_wallet, l_amount, l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
-                              p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
+                              p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash, p_metadata);
 END;
 $_$;
 
@@ -445,8 +444,10 @@ CREATE TABLE public.transfers (
     kind text DEFAULT 'transfer'::text NOT NULL,
     original_id text,
     reference text,
+    metadata jsonb,
     CONSTRAINT transfers_amount_positive CHECK (((amount > 0) OR ((kind = 'credit_limit'::text) AND (amount = 0)))),
     CONSTRAINT transfers_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text, 'open_wallet'::text, 'freeze_wallet'::text, 'unfreeze_wallet'::text, 'close_wallet'::text]))),
+    CONSTRAINT transfers_metadata_object CHECK (((metadata IS NULL) OR (jsonb_typeof(metadata) = 'object'::text))),
     CONSTRAINT transfers_original_by_kind CHECK (((kind = ANY (ARRAY['capture'::text, 'void'::text, 'refund'::text])) = (original_id IS NOT NULL))),
     CONSTRAINT transfers_reason_matches_status CHECK ((((status = 'applied'::text) AND (reason IS NULL)) OR ((status = 'rejected'::text) AND (reason = ANY (ARRAY['insufficient_funds'::text, 'unknown_wallet'::text, 'currency_mismatch'::text, 'same_wallet'::text, 'invalid_request'::text, 'hold_not_found'::text, 'hold_rejected'::text, 'hold_already_captured'::text, 'hold_already_voided'::text, 'hold_expired'::text, 'exceeds_hold_amount'::text, 'expiry_out_of_range'::text, 'original_not_found'::text, 'original_not_refundable'::text, 'refund_exceeds_original'::text, 'wallet_mismatch'::text, 'limit_below_used'::text, 'wallet_exists'::text, 'wallet_frozen'::text, 'wallet_closed'::text, 'wallet_not_empty'::text]))))),
     CONSTRAINT transfers_reference_by_kind CHECK (((kind = ANY (ARRAY['deposit'::text, 'withdrawal'::text])) = (reference IS NOT NULL))),
@@ -588,29 +589,33 @@ END;
 $$;
 
 --
--- Name: decision_recorded(text[], text[], text[], text[], text[], text[], bigint[], uuid[], text[], text[], text[], bigint[], jsonb[], text[], text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: decision_recorded(text[], text[], text[], text[], text[], text[], bigint[], uuid[], text[], text[], text[], bigint[], jsonb[], text[], text[], text[], jsonb[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[]) RETURNS integer
+CREATE FUNCTION public.decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[], p_metadata jsonb[]) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
     v_events INTEGER;
 BEGIN
+    IF p_metadata IS NOT NULL AND cardinality(p_metadata) <> cardinality(p_statuses) THEN
+        RAISE EXCEPTION 'decision: % metadata for % operations', cardinality(p_metadata), cardinality(p_statuses)
+            USING ERRCODE = '22023';
+    END IF;
     WITH recorded AS (
         SELECT p_operation_ids[i] AS operation_id, p_request_hashes[i] AS request_hash, p_kinds[i] AS kind,
                CASE WHEN p_kinds[i] IN ('capture', 'void', 'refund') THEN p_refs[i] END AS original,
                CASE WHEN p_kinds[i] IN ('deposit', 'withdrawal') THEN p_refs[i] END AS reference,
                p_froms[i] AS from_wallet, p_credited[i] AS to_wallet, p_recorded_amounts[i] AS amount,
                p_currencies[i] AS currency, p_statuses[i] AS status, p_reasons[i] AS reason, p_fences[i] AS fence,
-               p_lease_ids[i] AS lease, p_details[i] AS detail, i AS element
+               p_lease_ids[i] AS lease, p_details[i] AS detail, p_metadata[i] AS metadata, i AS element
           FROM generate_subscripts(p_statuses, 1) i
          WHERE p_statuses[i] IS NOT NULL
     ), inserted AS (
         INSERT INTO transfers (operation_id, request_hash, kind, original_id, reference, from_wallet, to_wallet, amount,
-                               currency, status, reason, fence, lease)
+                               currency, status, reason, fence, lease, metadata)
         SELECT d.operation_id, d.request_hash, d.kind, d.original, d.reference, d.from_wallet, d.to_wallet, d.amount,
-               d.currency, d.status, d.reason, d.fence, d.lease
+               d.currency, d.status, d.reason, d.fence, d.lease, d.metadata
           FROM recorded d
     ), requested AS (
         UPDATE transfer_requests q SET decided_at = clock_timestamp()
@@ -620,12 +625,12 @@ BEGIN
                   q.amount, q.currency, d.request_hash AS decided_hash
     )
     INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                 currency, detail)
+                                 currency, detail, metadata)
     SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
-           d.detail
+           d.detail, d.metadata
       FROM recorded d
     UNION ALL
-    SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
+    SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body, NULL
       FROM requested q WHERE q.request_hash <> q.decided_hash;
     GET DIAGNOSTICS v_events = ROW_COUNT;
 
@@ -1323,7 +1328,7 @@ $$;
 -- Name: outcome_events_after(bigint, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.outcome_events_after(p_after bigint, p_limit integer DEFAULT 1000) RETURNS TABLE("position" bigint, operation_id text, kind text, reason text, from_wallet text, to_wallet text, amount bigint, currency text, decided_at timestamp with time zone, operation text, original_id text, detail jsonb)
+CREATE FUNCTION public.outcome_events_after(p_after bigint, p_limit integer DEFAULT 1000) RETURNS TABLE("position" bigint, operation_id text, kind text, reason text, from_wallet text, to_wallet text, amount bigint, currency text, decided_at timestamp with time zone, operation text, original_id text, detail jsonb, metadata jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
@@ -1343,7 +1348,7 @@ BEGIN
     END IF;
     RETURN QUERY
         SELECT e.position, e.operation_id, e.kind, e.reason, e.from_wallet, e.to_wallet, e.amount,
-               e.currency::TEXT, e.decided_at, e.operation, e.original_id, e.detail
+               e.currency::TEXT, e.decided_at, e.operation, e.original_id, e.detail, e.metadata
           FROM outcome_events e
          WHERE e.position > p_after
          ORDER BY e.position
@@ -1378,9 +1383,9 @@ BEGIN
         SELECT coalesce(max(e.position), 0) AS last FROM outcome_events e
     )
     INSERT INTO outcome_events (position, operation_id, kind, reason, from_wallet, to_wallet, amount, currency, decided_at,
-                                operation, original_id, detail)
+                                operation, original_id, detail, metadata)
     SELECT b.last + row_number() OVER (ORDER BY m.id), m.operation_id, m.kind, m.reason, m.from_wallet, m.to_wallet,
-           m.amount, m.currency, m.decided_at, m.operation, m.original_id, m.detail
+           m.amount, m.currency, m.decided_at, m.operation, m.original_id, m.detail, m.metadata
       FROM moved m CROSS JOIN base b;
     GET DIAGNOSTICS v_moved = ROW_COUNT;
     RETURN v_moved;
@@ -1701,6 +1706,60 @@ END;
 $_$;
 
 --
+-- Name: request_metadata_lines(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_metadata_lines(p_metadata jsonb) RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT coalesce(ARRAY(SELECT e.key || '=' || e.value FROM jsonb_each_text(p_metadata) e ORDER BY e.key COLLATE "C"),
+                    '{}'::TEXT[])
+$$;
+
+--
+-- Name: request_metadata_problem(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.request_metadata_problem(p_metadata jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+    c_keys_max       CONSTANT INTEGER := 16;
+    c_key_pattern    CONSTANT TEXT := '^[A-Za-z0-9._:-]{1,64}$';
+    c_value_max      CONSTANT INTEGER := 256;
+    c_bytes_max      CONSTANT INTEGER := 2048;
+    v_bytes          INTEGER := 0;
+    v_entry          RECORD;
+BEGIN
+    IF p_metadata IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(p_metadata) <> 'object' THEN
+        RETURN 'metadata must be an object of string values';
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(p_metadata)) > c_keys_max THEN
+        RETURN format('metadata has more than %s keys', c_keys_max);
+    END IF;
+    FOR v_entry IN SELECT e.key, e.value FROM jsonb_each(p_metadata) e ORDER BY e.key COLLATE "C" LOOP
+        IF v_entry.key !~ c_key_pattern THEN
+            RETURN 'every metadata key must be 1-64 characters of [A-Za-z0-9._:-]';
+        END IF;
+        IF jsonb_typeof(v_entry.value) <> 'string' OR char_length(v_entry.value #>> '{}') > c_value_max
+           OR (v_entry.value #>> '{}') ~ '[\x01-\x1f\x7f]' THEN
+            RETURN format('metadata.%s must be a string of at most %s characters without control characters',
+                          v_entry.key, c_value_max);
+        END IF;
+        v_bytes := v_bytes + octet_length(v_entry.key) + octet_length(v_entry.value #>> '{}');
+    END LOOP;
+    IF v_bytes > c_bytes_max THEN
+        RETURN format('metadata is %s bytes of keys and values; at most %s', v_bytes, c_bytes_max);
+    END IF;
+    RETURN NULL;
+END;
+$_$;
+
+--
 -- Name: request_operation(jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1729,7 +1788,8 @@ BEGIN
         RAISE EXCEPTION 'request_operation: %', v_problem USING ERRCODE = '22023';
     END IF;
     v_kind := coalesce(p_body ->> 'kind', 'transfer');
-    IF v_kind = 'transfer' THEN
+    -- A transfer without metadata is request_transfer()'s (no body kept); with it, its body is kept.
+    IF v_kind = 'transfer' AND NOT p_body ? 'metadata' THEN
         RETURN request_transfer(p_body ->> 'operationId', p_body ->> 'from', p_body ->> 'to',
                                 (p_body ->> 'amount')::BIGINT, p_body ->> 'currency');
     END IF;
@@ -1739,7 +1799,9 @@ BEGIN
     v_amount := (p_body ->> 'amount')::BIGINT;
     v_currency := p_body ->> 'currency';
 
-    IF v_kind = 'hold' THEN
+    IF v_kind = 'transfer' THEN
+        v_lines := ARRAY['v1', v_from, v_to, v_amount::TEXT, coalesce(v_currency, '')];
+    ELSIF v_kind = 'hold' THEN
         v_lines := ARRAY['v2', 'hold', v_from, v_to, v_amount::TEXT, coalesce(v_currency, ''),
                          coalesce(p_body ->> 'expiresInMs', ''), coalesce(p_body ->> 'expiresAt', '')];
     ELSIF v_kind = 'capture' THEN
@@ -1769,6 +1831,7 @@ BEGIN
         v_amount := v_total::BIGINT;
         v_lines := ARRAY['v2', 'split', v_from, coalesce(v_currency, '')] || v_legs;
     END IF;
+    v_lines := v_lines || request_metadata_lines(p_body -> 'metadata');
     v_hash := encode(sha256(convert_to(array_to_string(v_lines, E'\n'), 'UTF8')), 'hex');
 
     PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || v_op, 0));
@@ -1776,7 +1839,8 @@ BEGIN
       FROM transfers t WHERE t.operation_id = v_op;
     INSERT INTO transfer_requests (operation_id, request_hash, kind, body, from_wallet, to_wallet, amount, currency,
                                    decided_at)
-    VALUES (v_op, v_hash, v_kind, p_body, v_from, CASE WHEN v_kind = 'hold' THEN v_to END, v_amount, v_currency, v_decided)
+    VALUES (v_op, v_hash, v_kind, p_body, v_from, CASE WHEN v_kind IN ('transfer', 'hold') THEN v_to END, v_amount,
+            v_currency, v_decided)
     ON CONFLICT (operation_id) DO NOTHING;
     IF FOUND THEN
         IF v_existing IS NOT NULL AND v_existing <> v_hash THEN
@@ -1871,9 +1935,12 @@ BEGIN
         RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal, '
                'open_wallet, freeze_wallet, unfreeze_wallet, close_wallet';
     END IF;
-    SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
+    SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed || 'metadata'::TEXT) LIMIT 1;
     IF v_extra IS NOT NULL THEN
         RETURN format('unknown field %s for a %s', left(v_extra, 40), v_kind);
+    END IF;
+    IF p_body ? 'metadata' AND request_metadata_problem(p_body -> 'metadata') IS NOT NULL THEN
+        RETURN request_metadata_problem(p_body -> 'metadata');
     END IF;
 
     -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`, a wallet operation's `wallet`),
@@ -2180,6 +2247,7 @@ CREATE TABLE public.outcome_events (
     operation text DEFAULT 'transfer'::text NOT NULL,
     original_id text,
     detail jsonb,
+    metadata jsonb,
     CONSTRAINT outcome_events_kind_known CHECK ((kind = ANY (ARRAY['applied'::text, 'rejected'::text, 'given_up'::text, 'conflict'::text, 'expired'::text]))),
     CONSTRAINT outcome_events_operation_known CHECK ((operation = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text, 'open_wallet'::text, 'freeze_wallet'::text, 'unfreeze_wallet'::text, 'close_wallet'::text]))),
     CONSTRAINT outcome_events_position_positive CHECK (("position" > 0))
@@ -2202,6 +2270,7 @@ CREATE TABLE public.outcome_pending (
     operation text DEFAULT 'transfer'::text NOT NULL,
     original_id text,
     detail jsonb,
+    metadata jsonb,
     CONSTRAINT outcome_pending_kind_known CHECK ((kind = ANY (ARRAY['applied'::text, 'rejected'::text, 'given_up'::text, 'conflict'::text, 'expired'::text])))
 );
 
@@ -2246,7 +2315,7 @@ CREATE TABLE public.transfer_requests (
     trace_context jsonb,
     relay_claim uuid,
     CONSTRAINT transfer_requests_amount_positive CHECK ((amount > 0)),
-    CONSTRAINT transfer_requests_body_by_kind CHECK ((((kind = 'transfer'::text) AND (body IS NULL) AND (to_wallet IS NOT NULL) AND (amount IS NOT NULL)) OR ((kind <> 'transfer'::text) AND (jsonb_typeof(body) = 'object'::text)))),
+    CONSTRAINT transfer_requests_body_by_kind CHECK ((((kind = 'transfer'::text) AND (to_wallet IS NOT NULL) AND (amount IS NOT NULL) AND ((body IS NULL) OR (jsonb_typeof(body) = 'object'::text))) OR ((kind <> 'transfer'::text) AND (jsonb_typeof(body) = 'object'::text)))),
     CONSTRAINT transfer_requests_counts_non_negative CHECK (((send_count >= 0) AND (lost_count >= 0) AND (give_up_count >= 0))),
     CONSTRAINT transfer_requests_kind_known CHECK ((kind = ANY (ARRAY['transfer'::text, 'hold'::text, 'capture'::text, 'void'::text, 'refund'::text, 'split'::text, 'credit_limit'::text, 'deposit'::text, 'withdrawal'::text, 'open_wallet'::text, 'freeze_wallet'::text, 'unfreeze_wallet'::text, 'close_wallet'::text]))),
     CONSTRAINT transfer_requests_trace_context_bounded CHECK (((trace_context IS NULL) OR ((jsonb_typeof(trace_context) = 'object'::text) AND (octet_length((trace_context)::text) <= 1024))))
@@ -2393,10 +2462,10 @@ CREATE TRIGGER ledger_entries_no_truncate BEFORE TRUNCATE ON public.ledger_entri
 CREATE TRIGGER ledger_entries_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_entries_append_only();
 
 --
--- Name: FUNCTION apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_metadata jsonb[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.apply_payments(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_metadata jsonb[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION apply_transfer(p_operation_id text, p_request_hash text, p_from text, p_to text, p_amount bigint, p_currency text, p_fence bigint, p_lease_id uuid); Type: ACL; Schema: public; Owner: -
@@ -2411,10 +2480,10 @@ REVOKE ALL ON FUNCTION public.apply_transfer(p_operation_id text, p_request_hash
 REVOKE ALL ON FUNCTION public.apply_transfers(p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_fences bigint[], p_lease_ids uuid[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_metadata jsonb[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decide_batch(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_tos text[], p_amounts bigint[], p_currencies text[], p_refs text[], p_expires_in_ms bigint[], p_expires_at timestamp with time zone[], p_legs jsonb[], p_fences bigint[], p_lease_ids uuid[], p_hold_expiry_max_ms bigint, p_metadata jsonb[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION decision_answer(p_record_hash text, p_request_hash text); Type: ACL; Schema: public; Owner: -
@@ -2453,10 +2522,10 @@ REVOKE ALL ON FUNCTION public.decision_moved(p_kind text, p_op text, p_from text
 REVOKE ALL ON FUNCTION public.decision_operations_locked(p_operation_ids text[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[]); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[], p_metadata jsonb[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.decision_recorded(p_kinds text[], p_operation_ids text[], p_request_hashes text[], p_froms text[], p_currencies text[], p_refs text[], p_fences bigint[], p_lease_ids uuid[], p_statuses text[], p_reasons text[], p_credited text[], p_recorded_amounts bigint[], p_details jsonb[], p_expired text[], p_closed_ops text[], p_closed_hashes text[], p_metadata jsonb[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION decision_records_found(p_operation_ids text[], OUT r_op text[], OUT r_hash text[], OUT r_status text[], OUT r_reason text[], OUT r_fence bigint[]); Type: ACL; Schema: public; Owner: -
@@ -2667,6 +2736,18 @@ REVOKE ALL ON FUNCTION public.request_decide_invalid(p_operation_id text) FROM P
 --
 
 REVOKE ALL ON FUNCTION public.request_hold_expiry_problem(p_body jsonb, p_max bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_metadata_lines(p_metadata jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_metadata_lines(p_metadata jsonb) FROM PUBLIC;
+
+--
+-- Name: FUNCTION request_metadata_problem(p_metadata jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.request_metadata_problem(p_metadata jsonb) FROM PUBLIC;
 
 --
 -- Name: FUNCTION request_operation(p_body jsonb, p_hold_expiry_max_ms bigint); Type: ACL; Schema: public; Owner: -

@@ -60,6 +60,7 @@ export {
   type FreezeCredits,
   type FreezeWalletWire,
   type HoldWire,
+  type Metadata,
   OPERATION_KINDS,
   type OpenWalletWire,
   type OperationKind,

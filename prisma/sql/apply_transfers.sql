@@ -1,7 +1,8 @@
 -- The worker's decision of transfers: decide_batch(), every element a transfer, behind a refusal of
 -- ledger-account ids (decision_wallet_ids_checked()). SECURITY DEFINER with the search_path pinned;
 -- `npm run db:worker-role` grants it. PL/pgSQL, not SQL: its plan is cached, where an SQL
--- function's body is parsed and planned at every call (`npm run bench:decision-cost`).
+-- function's body is parsed and planned at every call (`npm run bench:decision-cost`). Its
+-- transfers carry no metadata: the worker sends one that does to apply_payments().
 CREATE OR REPLACE FUNCTION "apply_transfers"(
     p_operation_ids  TEXT[],
     p_request_hashes TEXT[],
@@ -32,7 +33,7 @@ BEGIN
     SELECT b.ord, b.outcome, b.status, b.reason, b.fence, b.wallet_fence
       FROM decide_batch(array_fill('transfer'::TEXT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]), p_operation_ids,
                         p_request_hashes, p_froms, p_tos, p_amounts, p_currencies, v_none, v_none::BIGINT[],
-                        v_none::TIMESTAMPTZ[], v_none::JSONB[], p_fences, p_lease_ids, 1) b;
+                        v_none::TIMESTAMPTZ[], v_none::JSONB[], p_fences, p_lease_ids, 1, NULL) b;
 END;
 $$;
 

@@ -15,7 +15,8 @@
 -- and a later operation naming it finds it as it would find it committed. A wallet opened here
 -- joins the batch's wallets, for the operations after it, and is inserted at the end. Expiries are
 -- judged once every lock is held: a capture that waited past its hold's expiry is refused. Then one
--- write per table (decision_written(), decision_recorded()). Every check always on: no parameter or
+-- write per table (decision_written(), decision_recorded(), which keeps each operation's metadata,
+-- p_metadata, NULL for none). Every check always on: no parameter or
 -- branch skips one (the negative controls' variants are derived from these files by
 -- harness/chaos/unsafe/).
 --
@@ -37,7 +38,8 @@ CREATE OR REPLACE FUNCTION "decide_batch"(
     p_legs               JSONB[],
     p_fences             BIGINT[],
     p_lease_ids          UUID[],
-    p_hold_expiry_max_ms BIGINT
+    p_hold_expiry_max_ms BIGINT,
+    p_metadata           JSONB[]
 ) RETURNS TABLE (ord INTEGER, outcome TEXT, status TEXT, reason TEXT, fence BIGINT, wallet_fence BIGINT)
 LANGUAGE plpgsql
 VOLATILE
@@ -67,7 +69,6 @@ DECLARE
     -- amount) and a wallet's limit in force then; holds released at expiry; requests to close.
     l_op TEXT[] := '{}'; l_wallet TEXT[] := '{}'; l_amount BIGINT[] := '{}'; l_fence BIGINT[] := '{}'; l_lease UUID[] := '{}';
     l_balance BIGINT[] := '{}'; l_limit BIGINT[] := '{}'; l_count INTEGER := 0; x_hold TEXT[] := '{}'; d_op TEXT[] := '{}'; d_hash TEXT[] := '{}';
-    -- One operation, and its kind's verdict.
     v_i INTEGER; v_j INTEGER; v_k INTEGER; v_f INTEGER; v_w INTEGER; v_fi INTEGER; v_ti INTEGER;
     v_kind TEXT; v_op TEXT; v_from TEXT; v_ref TEXT; v_fence BIGINT; v_lease UUID; v_entries TEXT; v_wallet TEXT;
     v_now TIMESTAMPTZ; v_latest TIMESTAMPTZ; v RECORD;
@@ -161,7 +162,7 @@ BEGIN
         IF v_names THEN
             o_count := o_count + 1; o_id[o_count] := v_op;
             o[o_count] := ROW(v_op, p_request_hashes[v_i], v_from, v.credited, v.amount, p_currencies[v_i], status,
-                              v.reason, v_fence, NULL, v_lease, v_kind, NULL, v.detail ->> 'reference')::transfers;
+                              v.reason, v_fence, NULL, v_lease, v_kind, NULL, v.detail ->> 'reference', NULL)::transfers;
         END IF;
         outcome := status; reason := v.reason; fence := v_fence; wallet_fence := w_fence[v_fi];
         RETURN NEXT;
@@ -170,8 +171,8 @@ BEGIN
     v_j := decision_written(w_id, w_currency, w_balance, w_held, w_fence, w_lease, w_limit, w_status, w_touched, w_read,
                              l_op, l_wallet, l_amount, l_balance, l_limit, l_fence, l_lease, h, h_read, h_ended, s, s_read);
     v_j := decision_recorded(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_currencies, p_refs, p_fences,
-                              p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash);
+                              p_lease_ids, e_status, e_reason, e_to, e_amount, e_detail, x_hold, d_op, d_hash, p_metadata);
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION decide_batch(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION decide_batch(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,jsonb[]) FROM PUBLIC;

@@ -2,7 +2,8 @@
 -- request (when the operation came through it) is marked decided, and one outcome event per record
 -- joins the feed's pending events (a request that asked for another body gets a conflict event).
 -- Element i was decided here when p_statuses[i] is set; what it recorded as its payee and amount is
--- the decision's (p_credited, p_recorded_amounts). Then an `expired` event for each hold released
+-- the decision's (p_credited, p_recorded_amounts), its metadata the message's (p_metadata[i], kept
+-- in the record and the event; p_metadata NULL: none has any). Then an `expired` event for each hold released
 -- at its expiry here (p_expired), and the requests of operations answered from a record decided
 -- before this batch (p_closed_ops, with that record's hash) are closed the same way. Answers how
 -- many records' events it appended.
@@ -30,7 +31,8 @@ CREATE OR REPLACE FUNCTION "decision_recorded"(
     p_details          JSONB[],
     p_expired          TEXT[],
     p_closed_ops       TEXT[],
-    p_closed_hashes    TEXT[]
+    p_closed_hashes    TEXT[],
+    p_metadata         JSONB[]
 ) RETURNS INTEGER
 LANGUAGE plpgsql
 VOLATILE
@@ -38,20 +40,24 @@ AS $$
 DECLARE
     v_events INTEGER;
 BEGIN
+    IF p_metadata IS NOT NULL AND cardinality(p_metadata) <> cardinality(p_statuses) THEN
+        RAISE EXCEPTION 'decision: % metadata for % operations', cardinality(p_metadata), cardinality(p_statuses)
+            USING ERRCODE = '22023';
+    END IF;
     WITH recorded AS (
         SELECT p_operation_ids[i] AS operation_id, p_request_hashes[i] AS request_hash, p_kinds[i] AS kind,
                CASE WHEN p_kinds[i] IN ('capture', 'void', 'refund') THEN p_refs[i] END AS original,
                CASE WHEN p_kinds[i] IN ('deposit', 'withdrawal') THEN p_refs[i] END AS reference,
                p_froms[i] AS from_wallet, p_credited[i] AS to_wallet, p_recorded_amounts[i] AS amount,
                p_currencies[i] AS currency, p_statuses[i] AS status, p_reasons[i] AS reason, p_fences[i] AS fence,
-               p_lease_ids[i] AS lease, p_details[i] AS detail, i AS element
+               p_lease_ids[i] AS lease, p_details[i] AS detail, p_metadata[i] AS metadata, i AS element
           FROM generate_subscripts(p_statuses, 1) i
          WHERE p_statuses[i] IS NOT NULL
     ), inserted AS (
         INSERT INTO transfers (operation_id, request_hash, kind, original_id, reference, from_wallet, to_wallet, amount,
-                               currency, status, reason, fence, lease)
+                               currency, status, reason, fence, lease, metadata)
         SELECT d.operation_id, d.request_hash, d.kind, d.original, d.reference, d.from_wallet, d.to_wallet, d.amount,
-               d.currency, d.status, d.reason, d.fence, d.lease
+               d.currency, d.status, d.reason, d.fence, d.lease, d.metadata
           FROM recorded d
     ), requested AS (
         UPDATE transfer_requests q SET decided_at = clock_timestamp()
@@ -61,12 +67,12 @@ BEGIN
                   q.amount, q.currency, d.request_hash AS decided_hash
     )
     INSERT INTO outcome_pending (operation_id, kind, reason, operation, original_id, from_wallet, to_wallet, amount,
-                                 currency, detail)
+                                 currency, detail, metadata)
     SELECT d.operation_id, d.status, d.reason, d.kind, d.original, d.from_wallet, d.to_wallet, d.amount, d.currency,
-           d.detail
+           d.detail, d.metadata
       FROM recorded d
     UNION ALL
-    SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body
+    SELECT q.operation_id, 'conflict', NULL, q.kind, NULL, q.from_wallet, q.to_wallet, q.amount, q.currency, q.body, NULL
       FROM requested q WHERE q.request_hash <> q.decided_hash;
     GET DIAGNOSTICS v_events = ROW_COUNT;
 
@@ -97,4 +103,4 @@ BEGIN
 END;
 $$;
 
-REVOKE EXECUTE ON FUNCTION decision_recorded(text[],text[],text[],text[],text[],text[],bigint[],uuid[],text[],text[],text[],bigint[],jsonb[],text[],text[],text[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION decision_recorded(text[],text[],text[],text[],text[],text[],bigint[],uuid[],text[],text[],text[],bigint[],jsonb[],text[],text[],text[],jsonb[]) FROM PUBLIC;

@@ -13,7 +13,8 @@ RETURNS TABLE (
     decided_at     TIMESTAMPTZ,
     operation      TEXT,
     original_id    TEXT,
-    detail         JSONB
+    detail         JSONB,
+    metadata       JSONB
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -34,7 +35,7 @@ BEGIN
     END IF;
     RETURN QUERY
         SELECT e.position, e.operation_id, e.kind, e.reason, e.from_wallet, e.to_wallet, e.amount,
-               e.currency::TEXT, e.decided_at, e.operation, e.original_id, e.detail
+               e.currency::TEXT, e.decided_at, e.operation, e.original_id, e.detail, e.metadata
           FROM outcome_events e
          WHERE e.position > p_after
          ORDER BY e.position

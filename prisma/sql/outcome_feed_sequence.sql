@@ -24,9 +24,9 @@ BEGIN
         SELECT coalesce(max(e.position), 0) AS last FROM outcome_events e
     )
     INSERT INTO outcome_events (position, operation_id, kind, reason, from_wallet, to_wallet, amount, currency, decided_at,
-                                operation, original_id, detail)
+                                operation, original_id, detail, metadata)
     SELECT b.last + row_number() OVER (ORDER BY m.id), m.operation_id, m.kind, m.reason, m.from_wallet, m.to_wallet,
-           m.amount, m.currency, m.decided_at, m.operation, m.original_id, m.detail
+           m.amount, m.currency, m.decided_at, m.operation, m.original_id, m.detail, m.metadata
       FROM moved m CROSS JOIN base b;
     GET DIAGNOSTICS v_moved = ROW_COUNT;
     RETURN v_moved;

@@ -26,7 +26,8 @@ BEGIN
         RAISE EXCEPTION 'request_operation: %', v_problem USING ERRCODE = '22023';
     END IF;
     v_kind := coalesce(p_body ->> 'kind', 'transfer');
-    IF v_kind = 'transfer' THEN
+    -- A transfer without metadata is request_transfer()'s (no body kept); with it, its body is kept.
+    IF v_kind = 'transfer' AND NOT p_body ? 'metadata' THEN
         RETURN request_transfer(p_body ->> 'operationId', p_body ->> 'from', p_body ->> 'to',
                                 (p_body ->> 'amount')::BIGINT, p_body ->> 'currency');
     END IF;
@@ -36,7 +37,9 @@ BEGIN
     v_amount := (p_body ->> 'amount')::BIGINT;
     v_currency := p_body ->> 'currency';
 
-    IF v_kind = 'hold' THEN
+    IF v_kind = 'transfer' THEN
+        v_lines := ARRAY['v1', v_from, v_to, v_amount::TEXT, coalesce(v_currency, '')];
+    ELSIF v_kind = 'hold' THEN
         v_lines := ARRAY['v2', 'hold', v_from, v_to, v_amount::TEXT, coalesce(v_currency, ''),
                          coalesce(p_body ->> 'expiresInMs', ''), coalesce(p_body ->> 'expiresAt', '')];
     ELSIF v_kind = 'capture' THEN
@@ -66,6 +69,7 @@ BEGIN
         v_amount := v_total::BIGINT;
         v_lines := ARRAY['v2', 'split', v_from, coalesce(v_currency, '')] || v_legs;
     END IF;
+    v_lines := v_lines || request_metadata_lines(p_body -> 'metadata');
     v_hash := encode(sha256(convert_to(array_to_string(v_lines, E'\n'), 'UTF8')), 'hex');
 
     PERFORM pg_advisory_xact_lock(hashtextextended('transfer:' || v_op, 0));
@@ -73,7 +77,8 @@ BEGIN
       FROM transfers t WHERE t.operation_id = v_op;
     INSERT INTO transfer_requests (operation_id, request_hash, kind, body, from_wallet, to_wallet, amount, currency,
                                    decided_at)
-    VALUES (v_op, v_hash, v_kind, p_body, v_from, CASE WHEN v_kind = 'hold' THEN v_to END, v_amount, v_currency, v_decided)
+    VALUES (v_op, v_hash, v_kind, p_body, v_from, CASE WHEN v_kind IN ('transfer', 'hold') THEN v_to END, v_amount,
+            v_currency, v_decided)
     ON CONFLICT (operation_id) DO NOTHING;
     IF FOUND THEN
         IF v_existing IS NOT NULL AND v_existing <> v_hash THEN

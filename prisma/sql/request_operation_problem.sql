@@ -1,7 +1,8 @@
 -- What is wrong with an operation's wire object, or NULL when nothing is: the intake's one rule.
 -- Its limits are WIRE_LIMITS (src/ledger/wire-limits.ts) at the widest a worker may be set:
 -- amounts up to 10^18 - 1, a credit limit up to 10^17, a hold's expiresInMs from 1000 to the given maximum (or the largest
--- HOLD_EXPIRY_MAX_MS when it is NULL), expiresAt a real calendar instant, 2 to 16 legs.
+-- HOLD_EXPIRY_MAX_MS when it is NULL), expiresAt a real calendar instant, 2 to 16 legs, and on
+-- every kind an optional metadata (request_metadata_problem()).
 -- request_operation() and request_transfer() refuse with its answer (22023), and
 -- test/intake/one-rule.test.ts runs one table of bodies through it and through the worker's
 -- validation, body by body.
@@ -59,9 +60,12 @@ BEGIN
         RETURN 'kind must be one of transfer, hold, capture, void, refund, split, credit_limit, deposit, withdrawal, '
                'open_wallet, freeze_wallet, unfreeze_wallet, close_wallet';
     END IF;
-    SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed) LIMIT 1;
+    SELECT k INTO v_extra FROM jsonb_object_keys(p_body) k WHERE k <> ALL (v_allowed || 'metadata'::TEXT) LIMIT 1;
     IF v_extra IS NOT NULL THEN
         RETURN format('unknown field %s for a %s', left(v_extra, 40), v_kind);
+    END IF;
+    IF p_body ? 'metadata' AND request_metadata_problem(p_body -> 'metadata') IS NOT NULL THEN
+        RETURN request_metadata_problem(p_body -> 'metadata');
     END IF;
 
     -- The ids each kind names: its own, the wallet it is decided on (a deposit's `to`, a wallet operation's `wallet`),

@@ -7,6 +7,7 @@
 //   -- --kind split --from A --leg B:97 --leg C:3 [--currency EUR]
 //   -- --kind open_wallet --wallet A --currency EUR [--credit-limit N]
 //   -- --kind freeze_wallet --wallet A [--credits allowed|refused]   (unfreeze_wallet, close_wallet: --wallet A)
+//   any kind from flags: [--metadata KEY=VALUE]...
 //   -- --file operations.ndjson                           (one wire-format object per line, any kind)
 //   -- --random N --wallets W [--kind hold [--expires-in-ms MS]] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]
 // With --intake, in any of the three modes, the operations are requested in PostgreSQL instead
@@ -50,6 +51,7 @@ const USAGE = [
   '       npm run enqueue -- [--intake] --kind open_wallet --wallet A --currency EUR [--credit-limit N] [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind freeze_wallet --wallet A [--credits allowed|refused] [--operation-id ID]',
   '       npm run enqueue -- [--intake] --kind unfreeze_wallet|close_wallet --wallet A [--operation-id ID]',
+  '       (any of the above) [--metadata KEY=VALUE]...',
   '       npm run enqueue -- [--intake] --file operations.ndjson',
   '       npm run enqueue -- [--intake] --random N --wallets W [--kind transfer|hold] [--expires-in-ms MS] [--duplicates 0.2] [--seed S] [--prefix wallet-] [--amount-max 100]',
 ].join('\n');
@@ -121,6 +123,7 @@ const FLAGS = {
   wallet: { type: 'string' },
   'credit-limit': { type: 'string' },
   credits: { type: 'string' },
+  metadata: { type: 'string', multiple: true },
 } as const;
 
 await runCli(async () => {
@@ -331,9 +334,22 @@ function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config
       wire = walletWire(values, kind, operationId);
       break;
   }
-  const verdict = validateOperationWithin(wire, config);
+  const withMetadata = { ...wire, ...metadataFlags(values) };
+  const verdict = validateOperationWithin(withMetadata, config);
   if (!verdict.ok) throw new UsageError(verdict.reason);
-  return wire;
+  return withMetadata;
+}
+
+/** `--metadata KEY=VALUE`, repeated: the operation's metadata (none when the flag is absent). */
+function metadataFlags(values: EnqueueFlags): { metadata?: Record<string, string> } {
+  if (!Array.isArray(values.metadata)) return {};
+  const metadata: Record<string, string> = {};
+  for (const pair of values.metadata) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new UsageError(`--metadata must be KEY=VALUE, got ${JSON.stringify(pair)}`);
+    metadata[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return { metadata };
 }
 
 /** A split's legs from its --leg WALLET:AMOUNT flags, in order. */

@@ -16,6 +16,7 @@ import { serverErrorOf } from '../db/database-errors.ts';
 import { IntakeConflictError, InvalidTransferError } from '../errors.ts';
 import { checkedOperations } from '../ledger/checked-operations.ts';
 import { type OperationWire, type TransferWire, validateTransferRequest } from '../ledger/transfer-request.ts';
+import { WIRE_LIMITS } from '../ledger/wire-limits.ts';
 import { type TraceCarrier, traceCarrierOf } from '../tracing/spans.ts';
 
 /** The intake function a producer role may execute, as PostgreSQL prints it (`regprocedure`). */
@@ -115,6 +116,10 @@ export async function requestTransfers(
   amountMax: bigint,
 ): Promise<IntakeAnswer[]> {
   const data = wires.map((w, i) => checked(w, amountMax, wires.length > 1 ? `transfer #${i + 1}: ` : ''));
+  // request_transfer() keeps a transfer's columns, no body: one with metadata goes as its body.
+  if (data.some((w) => w.metadata !== undefined)) {
+    return requestOperations(client, data, amountMax, WIRE_LIMITS.holdExpiryCeilingMs);
+  }
   const trace = traceArgument();
   await lockInOrder(
     client,

@@ -73,7 +73,7 @@ export interface OutcomeEvent {
   readonly amountMinor: bigint | null;
   readonly currency: string | null;
   readonly decidedAt: Date;
-  /** The operation's kind: transfer, hold, capture, void, refund or split. */
+  /** The operation's kind: one of OPERATION_KINDS. */
   readonly operation: OperationKind;
   /** A capture's or void's hold, a refund's original; null otherwise. */
   readonly originalId: string | null;
@@ -86,6 +86,8 @@ export interface OutcomeEvent {
    * request's kind).
    */
   readonly detail: Record<string, unknown> | null;
+  /** The operation's metadata as its message carried it; null when it had none (and for `conflict`, `given_up`, `expired`). */
+  readonly metadata: Record<string, string> | null;
 }
 
 interface EventRow {
@@ -101,11 +103,12 @@ interface EventRow {
   operation: string;
   original_id: string | null;
   detail: Record<string, unknown> | null;
+  metadata: Record<string, string> | null;
 }
 
 const READ_SQL = `
   SELECT position::text AS position, operation_id, kind, reason, from_wallet, to_wallet, amount::text AS amount,
-         currency, decided_at, operation, original_id, detail
+         currency, decided_at, operation, original_id, detail, metadata
     FROM outcome_events_after($1::bigint, $2::integer)`;
 
 function eventOf(row: EventRow): OutcomeEvent {
@@ -128,6 +131,7 @@ function eventOf(row: EventRow): OutcomeEvent {
     operation: row.operation as OperationKind,
     originalId: row.original_id,
     detail: row.detail,
+    metadata: row.metadata,
   };
 }
 

@@ -82,6 +82,7 @@ export interface OutcomeJobData {
   readonly operation: OutcomeEvent['operation'];
   readonly originalId: string | null;
   readonly detail: Record<string, unknown> | null;
+  readonly metadata: Record<string, string> | null;
 }
 
 export function outcomeJobDataOf(event: OutcomeEvent): OutcomeJobData {
@@ -98,6 +99,7 @@ export function outcomeJobDataOf(event: OutcomeEvent): OutcomeJobData {
     operation: event.operation,
     originalId: event.originalId,
     detail: event.detail,
+    metadata: event.metadata,
   };
 }
 

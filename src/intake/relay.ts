@@ -140,9 +140,12 @@ async function claim(pool: pg.Pool, options: RelayOptions): Promise<ClaimedRow[]
   return [...due, ...first, ...more];
 }
 
-/** The job's data: a transfer's columns, or a payment's body as the producer requested it. */
+/**
+ * The job's data: a transfer's columns, or the body as the producer requested it (a payment's, a
+ * transfer's with metadata).
+ */
 function wireOf(row: ClaimedRow): OperationWire {
-  if (row.kind !== 'transfer' && row.body !== null) return row.body as unknown as OperationWire;
+  if (row.body !== null) return row.body as unknown as OperationWire;
   const wire: TransferWire = {
     operationId: row.operation_id,
     from: row.from_wallet,

@@ -18,11 +18,19 @@ import {
 } from './apply-transfer.ts';
 import type { ApplyResult } from './outcome.ts';
 import { requestHash } from './request-hash.ts';
-import { isPaymentRequest, type OperationRequest, type PaymentRequest, walletOf } from './transfer-request.ts';
+import {
+  isPaymentRequest,
+  type OperationKind,
+  type OperationRequest,
+  operationKindOf,
+  type PaymentRequest,
+  type TransferRequest,
+  walletOf,
+} from './transfer-request.ts';
 
 /** The worker's decision of payments (`regprocedure`), granted to the worker role. */
 export const PAYMENT_DECISION_FUNCTION =
-  'apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint)';
+  'apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,jsonb[])';
 /** The expiry sweep every worker runs (src/ledger/hold-sweeper.ts), granted to the worker role. */
 export const HOLD_SWEEP_FUNCTION = 'holds_expire(integer)';
 
@@ -58,6 +66,7 @@ interface PaymentColumns {
   expiresInMs: (number | null)[];
   expiresAt: (string | null)[];
   legs: (string | null)[];
+  metadata: (string | null)[];
   fences: bigint[];
   leaseIds: string[];
 }
@@ -75,30 +84,22 @@ function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
     expiresInMs: [],
     expiresAt: [],
     legs: [],
+    metadata: [],
     fences: [],
     leaseIds: [],
   };
-  for (const { request: r, fence, leaseId } of items) {
+  for (const { request, fence, leaseId } of items) {
+    const r: KindedRequest = isPaymentRequest(request) ? request : { ...request, kind: 'transfer' };
     c.kinds.push(r.kind);
+    c.metadata.push(r.metadata === undefined ? null : JSON.stringify(r.metadata));
     c.operationIds.push(r.operationId);
-    c.hashes.push(requestHash(r));
-    c.froms.push(walletOf(r));
-    c.tos.push(r.kind === 'hold' ? r.to : null);
-    c.amounts.push(
-      r.kind === 'hold' ||
-        r.kind === 'capture' ||
-        r.kind === 'refund' ||
-        r.kind === 'deposit' ||
-        r.kind === 'withdrawal'
-        ? r.amountMinor
-        : r.kind === 'credit_limit'
-          ? r.limitMinor
-          : r.kind === 'open_wallet'
-            ? (r.creditLimitMinor ?? 0n)
-            : null,
-    );
+    c.hashes.push(requestHash(request));
+    c.froms.push(walletOf(request));
+    c.tos.push(r.kind === 'hold' || r.kind === 'transfer' ? r.to : null);
+    c.amounts.push(amountOf(r));
     c.currencies.push(
-      r.kind === 'hold' ||
+      r.kind === 'transfer' ||
+        r.kind === 'hold' ||
         r.kind === 'split' ||
         r.kind === 'deposit' ||
         r.kind === 'withdrawal' ||
@@ -120,11 +121,34 @@ function columnsOf(items: readonly FencedPayment[]): PaymentColumns {
   return c;
 }
 
+/** A request with its kind said: a transfer (one with metadata is decided here) gets `transfer`. */
+type KindedRequest = PaymentRequest | (TransferRequest & { readonly kind: 'transfer' });
+
+/** What p_amounts carries: what moves (absent: NULL), a credit_limit's or an opening's credit limit. */
+function amountOf(r: KindedRequest): bigint | null {
+  switch (r.kind) {
+    case 'transfer':
+    case 'hold':
+    case 'deposit':
+    case 'withdrawal':
+      return r.amountMinor;
+    case 'capture':
+    case 'refund':
+      return r.amountMinor;
+    case 'credit_limit':
+      return r.limitMinor;
+    case 'open_wallet':
+      return r.creditLimitMinor ?? 0n;
+    default:
+      return null;
+  }
+}
+
 /**
  * What p_refs carries: a capture's or void's hold, a refund's original, a deposit's or withdrawal's
  * reference, a freeze_wallet's credits.
  */
-function refOf(r: PaymentRequest): string | null {
+function refOf(r: KindedRequest): string | null {
   switch (r.kind) {
     case 'capture':
     case 'void':
@@ -141,8 +165,14 @@ function refOf(r: PaymentRequest): string | null {
   }
 }
 
+/** A payment, or a transfer that carries metadata (apply_transfers() keeps none). */
 interface FencedPayment extends FencedOperation {
-  readonly request: PaymentRequest;
+  readonly request: OperationRequest;
+}
+
+/** Whether an operation is decided through apply_payments(): every kind but a transfer without metadata. */
+function decidedAsPayment(request: OperationRequest): boolean {
+  return isPaymentRequest(request) || request.metadata !== undefined;
 }
 
 /**
@@ -184,7 +214,7 @@ export async function applyPayments(
           ${c.kinds}::text[], ${c.operationIds}::text[], ${c.hashes}::text[], ${c.froms}::text[], ${c.tos}::text[],
           ${c.amounts}::bigint[], ${c.currencies}::text[], ${c.refs}::text[], ${c.expiresInMs}::bigint[],
           ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
-          ${options.holdExpiryMaxMs}::bigint)`;
+          ${options.holdExpiryMaxMs}::bigint, ${c.metadata.some((m) => m !== null) ? c.metadata : null}::jsonb[])`;
   if (rows.length !== payments.length) {
     throw new LedgerContractError('batch_row_count', `${rows.length} rows for ${payments.length} payments`);
   }
@@ -202,7 +232,8 @@ export async function applyPayments(
  * operations of one batch came from different jobs at once, so their order among themselves is
  * free, and a capture batched with its own hold finds it instead of being refused hold_not_found.
  */
-const DECIDED_IN_ORDER: Readonly<Record<PaymentRequest['kind'], number>> = {
+const DECIDED_IN_ORDER: Readonly<Record<OperationKind, number>> = {
+  transfer: 0,
   hold: 0,
   split: 0,
   capture: 1,
@@ -219,8 +250,8 @@ const DECIDED_IN_ORDER: Readonly<Record<PaymentRequest['kind'], number>> = {
 
 /**
  * One batch of operations of any kinds: the transfers through apply_transfers() (the decision of
- * today, untouched), then the payments through apply_payments(), so a refund finds a transfer
- * decided in the same batch. Results in the batch's order. A batch of transfers only costs
+ * today, untouched), then the payments, and the transfers that carry metadata, through
+ * apply_payments(), so a refund finds a transfer decided in the same batch. Results in the batch's order. A batch of transfers only costs
  * exactly what it did; a mixed one costs one more round trip, on the same connection at a time.
  */
 export async function decideOperations(
@@ -229,7 +260,7 @@ export async function decideOperations(
   options: PaymentOptions,
 ): Promise<ApplyResult[]> {
   // The common batch, transfers only, goes as it came: no copy on the hot path.
-  if (!items.some((item) => isPaymentRequest(item.request))) {
+  if (!items.some((item) => decidedAsPayment(item.request))) {
     return applyTransfers(prisma, items as readonly FencedTransfer[], options);
   }
   const transfers: FencedTransfer[] = [];
@@ -237,15 +268,17 @@ export async function decideOperations(
   const payments: { item: FencedPayment; at: number }[] = [];
   items.forEach((item, i) => {
     const { request } = item;
-    if (isPaymentRequest(request)) {
-      payments.push({ item: { request, fence: item.fence, leaseId: item.leaseId }, at: i });
-    } else {
+    if (!isPaymentRequest(request) && request.metadata === undefined) {
       transfers.push({ request, fence: item.fence, leaseId: item.leaseId });
       transferAt.push(i);
+    } else {
+      payments.push({ item: { request, fence: item.fence, leaseId: item.leaseId }, at: i });
     }
   });
   // Stable: the batch's own order among operations of one rank.
-  payments.sort((a, b) => DECIDED_IN_ORDER[a.item.request.kind] - DECIDED_IN_ORDER[b.item.request.kind]);
+  payments.sort(
+    (a, b) => DECIDED_IN_ORDER[operationKindOf(a.item.request)] - DECIDED_IN_ORDER[operationKindOf(b.item.request)],
+  );
   const results: ApplyResult[] = new Array(items.length);
   if (transfers.length > 0) {
     const decided = await applyTransfers(prisma, transfers, options);

@@ -2,7 +2,7 @@
 // operationId with another fingerprint is a conflict, not a duplicate. request_operation() in SQL
 // computes the same lines for the intake, so the two must agree to the byte.
 import { createHash } from 'node:crypto';
-import { isPaymentRequest, type OperationRequest } from './transfer-request.ts';
+import { isPaymentRequest, type Metadata, type OperationRequest } from './transfer-request.ts';
 
 /**
  * The canonical lines of a request, joined with "\n" before hashing. Unambiguous: no field can
@@ -12,6 +12,11 @@ import { isPaymentRequest, type OperationRequest } from './transfer-request.ts';
  * is not among them, said or not. An absent optional field is the empty line.
  */
 export function requestHashLines(request: OperationRequest): string[] {
+  return [...kindLines(request), ...metadataLines(request.metadata)];
+}
+
+/** The lines of a request's own fields, per kind. */
+function kindLines(request: OperationRequest): string[] {
   if (!isPaymentRequest(request)) {
     return ['v1', request.from, request.to, request.amountMinor.toString(), request.currency ?? ''];
   }
@@ -60,4 +65,18 @@ export function requestHashLines(request: OperationRequest): string[] {
 
 export function requestHash(request: OperationRequest): string {
   return createHash('sha256').update(requestHashLines(request).join('\n')).digest('hex');
+}
+
+/**
+ * The lines metadata adds to a request's: none when it has none (absent or `{}`), so every hash
+ * stored before metadata existed stays as it was; else one line `key=value` per key, in byte order
+ * (ASCII keys: the order request_metadata_lines() uses in SQL). No line of any kind's own holds
+ * `=` where a metadata line can stand (ids, amounts; a reference's line has a fixed place), and
+ * keys hold none, so the lines read back one way.
+ */
+export function metadataLines(metadata: Metadata | undefined): string[] {
+  if (metadata === undefined) return [];
+  return Object.keys(metadata)
+    .sort()
+    .map((key) => `${key}=${metadata[key] ?? ''}`);
 }

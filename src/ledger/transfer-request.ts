@@ -10,9 +10,27 @@ export const ID_LENGTH_MAX = WIRE_LIMITS.idLengthMax;
 export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
 /** Longest decimal string worth parsing; longer is refused before BigInt() sees it. */
 export const AMOUNT_DIGITS_MAX = WIRE_LIMITS.amountDigitsMax;
-export const WIRE_FIELDS = ['operationId', 'from', 'to', 'amount', 'currency'] as const;
+export const WIRE_FIELDS = ['operationId', 'from', 'to', 'amount', 'currency', 'metadata'] as const;
 
-export interface TransferRequest {
+/**
+ * An operation's metadata: string values by key, within WIRE_LIMITS (at most 16 keys of
+ * [A-Za-z0-9._:-], values of at most 256 characters without control characters, 2,048 bytes of
+ * keys and values in all). Part of the request: kept with its record and its event.
+ */
+export type Metadata = Readonly<Record<string, string>>;
+
+/** What every request may carry besides its kind's fields. */
+export interface WithMetadata {
+  /** Absent when the message has none. */
+  readonly metadata?: Metadata;
+}
+
+/** What every wire object may carry besides its kind's fields. */
+export interface WireMetadata {
+  metadata?: Record<string, string>;
+}
+
+export interface TransferRequest extends WithMetadata {
   readonly operationId: string;
   readonly from: string;
   readonly to: string;
@@ -22,7 +40,7 @@ export interface TransferRequest {
 }
 
 /** The JSON object on the queue; amounts travel as decimal strings, never numbers. */
-export interface TransferWire {
+export interface TransferWire extends WireMetadata {
   operationId: string;
   from: string;
   to: string;
@@ -76,7 +94,43 @@ export function validateTransferRequest(data: unknown, amountMax: bigint): Valid
 
   const currency = parseCurrency(record.currency);
   if (currency === undefined) return fail(CURRENCY_PROBLEM);
-  return { ok: true, request: { operationId, from, to, amountMinor: amount, currency } };
+  const metadata = parseMetadata(record.metadata);
+  if (typeof metadata === 'string') return fail(metadata);
+  const request: TransferRequest = { operationId, from, to, amountMinor: amount, currency };
+  return { ok: true, request: metadata === undefined ? request : { ...request, metadata } };
+}
+
+/** Characters a metadata value may not hold: C0 controls and DEL. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters refused.
+const METADATA_CONTROL = /[\u0000-\u001f\u007f]/;
+const METADATA_KEY = new RegExp(`^[A-Za-z0-9._:-]{1,${WIRE_LIMITS.metadataKeyLengthMax}}$`);
+
+/** An operation's metadata, undefined when absent, or what is wrong with it (request_metadata_problem() in SQL). */
+export function parseMetadata(value: unknown): Metadata | undefined | string {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return 'metadata must be an object of string values';
+  }
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (entries.length > WIRE_LIMITS.metadataKeysMax) return `metadata has more than ${WIRE_LIMITS.metadataKeysMax} keys`;
+  let bytes = 0;
+  for (const [key, text] of [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (!METADATA_KEY.test(key)) {
+      return `every metadata key must be 1-${WIRE_LIMITS.metadataKeyLengthMax} characters of [A-Za-z0-9._:-]`;
+    }
+    if (
+      typeof text !== 'string' ||
+      [...text].length > WIRE_LIMITS.metadataValueLengthMax ||
+      METADATA_CONTROL.test(text)
+    ) {
+      return `metadata.${key} must be a string of at most ${WIRE_LIMITS.metadataValueLengthMax} characters without control characters`;
+    }
+    bytes += Buffer.byteLength(key, 'utf8') + Buffer.byteLength(text, 'utf8');
+  }
+  if (bytes > WIRE_LIMITS.metadataBytesMax) {
+    return `metadata is ${bytes} bytes of keys and values; at most ${WIRE_LIMITS.metadataBytesMax}`;
+  }
+  return value as Metadata;
 }
 
 /** A positive amount in minor units, at most `amountMax`, from its decimal string; or what is wrong with it. */
@@ -106,6 +160,7 @@ export function toWire(request: TransferRequest): TransferWire {
     amount: request.amountMinor.toString(),
   };
   if (request.currency !== null) wire.currency = request.currency;
+  if (request.metadata !== undefined) wire.metadata = { ...request.metadata };
   return wire;
 }
 
@@ -171,7 +226,7 @@ export type FreezeCredits = (typeof FREEZE_CREDITS)[number];
 export const REFERENCE_PATTERN = new RegExp(`^[!-~]{1,${WIRE_LIMITS.idLengthMax}}$`);
 
 /** Moves `amountMinor` from `from` to its holding wallet until a capture, a void or the expiry. */
-export interface HoldRequest {
+export interface HoldRequest extends WithMetadata {
   readonly kind: 'hold';
   readonly operationId: string;
   readonly from: string;
@@ -185,7 +240,7 @@ export interface HoldRequest {
   readonly expiresAt: string | null;
 }
 
-export interface CaptureRequest {
+export interface CaptureRequest extends WithMetadata {
   readonly kind: 'capture';
   readonly operationId: string;
   /** The hold's source wallet. */
@@ -196,7 +251,7 @@ export interface CaptureRequest {
   readonly amountMinor: bigint | null;
 }
 
-export interface VoidRequest {
+export interface VoidRequest extends WithMetadata {
   readonly kind: 'void';
   readonly operationId: string;
   /** The hold's source wallet. */
@@ -205,7 +260,7 @@ export interface VoidRequest {
   readonly hold: string;
 }
 
-export interface RefundRequest {
+export interface RefundRequest extends WithMetadata {
   readonly kind: 'refund';
   readonly operationId: string;
   /** The original's destination (the wallet that was credited), now debited. */
@@ -221,7 +276,7 @@ export interface SplitLeg {
   readonly amountMinor: bigint;
 }
 
-export interface SplitRequest {
+export interface SplitRequest extends WithMetadata {
   readonly kind: 'split';
   readonly operationId: string;
   /** Debited by the legs' total. */
@@ -236,7 +291,7 @@ export interface SplitRequest {
  * fenced on that wallet like a debit; a limit below what the wallet already uses (its balance below
  * zero) is refused `limit_below_used`.
  */
-export interface CreditLimitRequest {
+export interface CreditLimitRequest extends WithMetadata {
   readonly kind: 'credit_limit';
   readonly operationId: string;
   /** The wallet whose limit changes. */
@@ -249,7 +304,7 @@ export interface CreditLimitRequest {
  * Money entering the ledger from the outside world: credits `to`, debits the currency's settlement
  * account `$settlement:<currency>`. Decided and fenced on `to`, the one wallet it names.
  */
-export interface DepositRequest {
+export interface DepositRequest extends WithMetadata {
   readonly kind: 'deposit';
   readonly operationId: string;
   readonly to: string;
@@ -264,7 +319,7 @@ export interface DepositRequest {
  * like every debit), credits the currency's settlement account. A payout that can fail at the
  * bank is a hold whose capture (to a payout wallet) or void settles it.
  */
-export interface WithdrawalRequest {
+export interface WithdrawalRequest extends WithMetadata {
   readonly kind: 'withdrawal';
   readonly operationId: string;
   readonly from: string;
@@ -277,7 +332,7 @@ export interface WithdrawalRequest {
  * Opens `wallet` in `currency`, empty, with a credit limit (0 when the wire says none). Refused
  * `wallet_exists` when the id has a row, a closed wallet's included: an id is opened once.
  */
-export interface OpenWalletRequest {
+export interface OpenWalletRequest extends WithMetadata {
   readonly kind: 'open_wallet';
   readonly operationId: string;
   readonly wallet: string;
@@ -287,7 +342,7 @@ export interface OpenWalletRequest {
 }
 
 /** Refuses the debits of `wallet` from now on, and its credits too when `credits` is `refused`. */
-export interface FreezeWalletRequest {
+export interface FreezeWalletRequest extends WithMetadata {
   readonly kind: 'freeze_wallet';
   readonly operationId: string;
   readonly wallet: string;
@@ -296,7 +351,7 @@ export interface FreezeWalletRequest {
 }
 
 /** Opens a frozen `wallet` again; closes only an empty one (`wallet_not_empty`), for good. */
-export interface WalletStatusRequest {
+export interface WalletStatusRequest extends WithMetadata {
   readonly kind: 'unfreeze_wallet' | 'close_wallet';
   readonly operationId: string;
   readonly wallet: string;
@@ -345,7 +400,7 @@ export interface TransferOperationWire extends TransferWire {
 }
 
 /** A hold on the wire: `amount` of `from` is held for `to` until captured, voided or expired. */
-export interface HoldWire {
+export interface HoldWire extends WireMetadata {
   operationId: string;
   kind: 'hold';
   from: string;
@@ -358,7 +413,7 @@ export interface HoldWire {
 }
 
 /** A capture on the wire: takes `amount` (all of it when absent) of the hold `hold` to its payee. */
-export interface CaptureWire {
+export interface CaptureWire extends WireMetadata {
   operationId: string;
   kind: 'capture';
   from: string;
@@ -367,7 +422,7 @@ export interface CaptureWire {
 }
 
 /** A void on the wire: releases the hold `hold` back to `from`. */
-export interface VoidWire {
+export interface VoidWire extends WireMetadata {
   operationId: string;
   kind: 'void';
   from: string;
@@ -375,7 +430,7 @@ export interface VoidWire {
 }
 
 /** A refund on the wire: gives back `amount` (what is left when absent) of the payment `original`. */
-export interface RefundWire {
+export interface RefundWire extends WireMetadata {
   operationId: string;
   kind: 'refund';
   from: string;
@@ -390,7 +445,7 @@ export interface SplitLegWire {
 }
 
 /** A split on the wire: one debit of `from`, one credit per leg. */
-export interface SplitWire {
+export interface SplitWire extends WireMetadata {
   operationId: string;
   kind: 'split';
   from: string;
@@ -399,7 +454,7 @@ export interface SplitWire {
 }
 
 /** A credit limit change on the wire: `limit` (decimal string, 0 allowed) becomes `from`'s credit limit. */
-export interface CreditLimitWire {
+export interface CreditLimitWire extends WireMetadata {
   operationId: string;
   kind: 'credit_limit';
   from: string;
@@ -407,7 +462,7 @@ export interface CreditLimitWire {
 }
 
 /** A deposit on the wire: `amount` of `currency` credited to `to` from the settlement account. */
-export interface DepositWire {
+export interface DepositWire extends WireMetadata {
   operationId: string;
   kind: 'deposit';
   to: string;
@@ -417,7 +472,7 @@ export interface DepositWire {
 }
 
 /** A withdrawal on the wire: `amount` of `currency` debited from `from` to the settlement account. */
-export interface WithdrawalWire {
+export interface WithdrawalWire extends WireMetadata {
   operationId: string;
   kind: 'withdrawal';
   from: string;
@@ -427,7 +482,7 @@ export interface WithdrawalWire {
 }
 
 /** A wallet opened on the wire: `creditLimit` a decimal string, 0 when absent. */
-export interface OpenWalletWire {
+export interface OpenWalletWire extends WireMetadata {
   operationId: string;
   kind: 'open_wallet';
   wallet: string;
@@ -436,7 +491,7 @@ export interface OpenWalletWire {
 }
 
 /** A wallet frozen on the wire: debits refused, credits too when `credits` is `refused`. */
-export interface FreezeWalletWire {
+export interface FreezeWalletWire extends WireMetadata {
   operationId: string;
   kind: 'freeze_wallet';
   wallet: string;
@@ -444,7 +499,7 @@ export interface FreezeWalletWire {
 }
 
 /** A wallet unfrozen or closed on the wire. */
-export interface WalletStatusWire {
+export interface WalletStatusWire extends WireMetadata {
   operationId: string;
   kind: 'unfreeze_wallet' | 'close_wallet';
   wallet: string;
@@ -524,10 +579,13 @@ export function validateOperationRequest(
     return { ok: false, reason: `kind must be one of ${OPERATION_KINDS.join(', ')}, got ${given}` };
   }
   const record = data as Record<string, unknown>;
-  const extra = Object.keys(record).find((k) => !OPERATION_WIRE_FIELDS[kind].includes(k));
+  const extra = Object.keys(record).find((k) => k !== 'metadata' && !OPERATION_WIRE_FIELDS[kind].includes(k));
   if (extra !== undefined) return { ok: false, reason: `unknown field ${JSON.stringify(extra.slice(0, 40))}` };
   try {
-    return { ok: true, request: PAYMENT_READERS[kind](record, { amountMax, holdExpiryMaxMs, creditLimitMax }) };
+    const request = PAYMENT_READERS[kind](record, { amountMax, holdExpiryMaxMs, creditLimitMax });
+    const metadata = parseMetadata(record.metadata);
+    if (typeof metadata === 'string') return { ok: false, reason: metadata };
+    return { ok: true, request: metadata === undefined ? request : { ...request, metadata } };
   } catch (err) {
     if (err instanceof FieldProblem) return { ok: false, reason: err.message };
     throw err;
@@ -771,6 +829,12 @@ export function toOperationWire(request: PaymentRequest): PaymentWire;
 export function toOperationWire(request: OperationRequest): OperationWire;
 export function toOperationWire(request: OperationRequest): OperationWire {
   if (!isPaymentRequest(request)) return toWire(request);
+  const wire = paymentWire(request);
+  if (request.metadata !== undefined) wire.metadata = { ...request.metadata };
+  return wire;
+}
+
+function paymentWire(request: PaymentRequest): PaymentWire {
   const { operationId } = request;
   const from = walletOf(request);
   switch (request.kind) {

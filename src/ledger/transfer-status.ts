@@ -29,6 +29,8 @@ interface RecordFields {
   createdAt: string;
   /** The hold a capture or a void ends, the original a refund pays back; null otherwise. */
   original: string | null;
+  /** The operation's metadata as its message carried it; null when it had none. */
+  metadata: Record<string, string> | null;
 }
 
 export interface TransferRecord extends RecordFields {
@@ -127,6 +129,7 @@ interface Row {
   ended_by: string | null;
   ended_at: Date | null;
   legs: SplitLeg[];
+  metadata: Record<string, string> | null;
   wallet_status: string | null;
   wallet_balance: bigint | null;
   wallet_held: bigint | null;
@@ -136,7 +139,7 @@ interface Row {
 export async function readOperation(prisma: PrismaClient, operationId: string): Promise<OperationRecord | null> {
   const rows = await prisma.$queryRaw<Row[]>`
     SELECT t.operation_id, t.kind, t.status, t.reason, t.from_wallet, t.to_wallet, t.amount, t.currency,
-           t.original_id, t.reference, t.fence, t.created_at,
+           t.original_id, t.reference, t.fence, t.created_at, t.metadata,
            (SELECT coalesce(sum(r.amount), 0)::bigint FROM transfers r
              WHERE r.original_id = t.operation_id AND r.kind = 'refund' AND r.status = 'applied') AS refunded,
            h.state AS hold_state, h.expires_at, h.captured, h.released, h.ended_by, h.ended_at,
@@ -168,6 +171,7 @@ function recordOf(row: Row): OperationRecord {
     fence: row.fence.toString(),
     createdAt: row.created_at.toISOString(),
     original: row.original_id,
+    metadata: row.metadata,
   };
   const refunded = row.refunded.toString();
   switch (row.kind) {

@@ -30,4 +30,14 @@ export const WIRE_LIMITS = {
   /** A split credits at least two wallets (one is a transfer) and at most this many. */
   splitLegsMin: 2,
   splitLegsMax: 16,
+  /**
+   * An operation's `metadata`: an object of at most this many keys, each 1 to metadataKeyLengthMax
+   * characters of [A-Za-z0-9._:-], each value a string of at most metadataValueLengthMax
+   * characters without control characters (U+0000-U+001F, U+007F), keys and values at most
+   * metadataBytesMax bytes of UTF-8 in all.
+   */
+  metadataKeysMax: 16,
+  metadataKeyLengthMax: 64,
+  metadataValueLengthMax: 256,
+  metadataBytesMax: 2_048,
 } as const;

@@ -96,7 +96,7 @@ describe('npm run enqueue -- --intake --kind', () => {
       ],
       ['--kind', 'freeze_wallet', '--wallet', 'n1', '--credits', 'refused', '--operation-id', 'k-f'],
       ['--kind', 'unfreeze_wallet', '--wallet', 'n1', '--operation-id', 'k-u'],
-      ['--kind', 'close_wallet', '--wallet', 'n1', '--operation-id', 'k-x'],
+      ['--kind', 'close_wallet', '--wallet', 'n1', '--operation-id', 'k-x', '--metadata', 'case=offboard=1'],
     ];
     for (const args of runs) {
       const run = await intake(args);
@@ -108,7 +108,10 @@ describe('npm run enqueue -- --intake --kind', () => {
     });
     expect(await request('k-f')).toMatchObject({ kind: 'freeze_wallet', body: { wallet: 'n1', credits: 'refused' } });
     expect(await request('k-u')).toMatchObject({ kind: 'unfreeze_wallet', body: { wallet: 'n1' } });
-    expect(await request('k-x')).toMatchObject({ kind: 'close_wallet', body: { wallet: 'n1' } });
+    expect(await request('k-x')).toMatchObject({
+      kind: 'close_wallet',
+      body: { wallet: 'n1', metadata: { case: 'offboard=1' } },
+    });
     const { rows } = await db.pg.query<{ from_wallet: string }>(
       "SELECT DISTINCT from_wallet FROM transfer_requests WHERE operation_id IN ('k-o', 'k-f', 'k-u', 'k-x')",
     );
@@ -123,6 +126,8 @@ describe('npm run enqueue -- --intake --kind', () => {
       [['--kind', 'capture', '--random', '5', '--wallets', '3'], /--random makes transfers or holds/],
       [['--kind', 'payout', '--from', 'w1'], /--kind must be one of transfer, hold, capture, void, refund, split/],
       [['--kind', 'close_wallet', '--from', 'w1'], /names its wallet with --wallet, not --from/],
+      [['--from', 'w1', '--to', 'w2', '--amount', '1', '--metadata', 'novalue'], /--metadata must be KEY=VALUE/],
+      [['--from', 'w1', '--to', 'w2', '--amount', '1', '--metadata', 'bad key=1'], /every metadata key must be/],
       [['--kind', 'freeze_wallet', '--wallet', 'w1', '--credits', 'maybe'], /credits must be "allowed" or "refused"/],
       [['--kind', 'open_wallet', '--wallet', 'w1'], /an open_wallet needs its currency/],
       [['--kind', 'transfer', '--from', 'w1', '--wallet', 'w2'], /--wallet is not a flag of a transfer/],

@@ -47,6 +47,7 @@ describe('npm run status -- <operationId>', () => {
       fence: '1',
       createdAt: expect.any(String),
       original: null,
+      metadata: null,
       kind: 'transfer',
       refunded: '0',
     });

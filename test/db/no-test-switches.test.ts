@@ -19,7 +19,7 @@ import { migrate } from '../../src/db/migrations.ts';
 import { closePrisma, createPrisma } from '../../src/db/prisma.ts';
 import { dropWorkerRole, ensureLoginRole, roleUrl, WORKER_ROLE_SPEC } from '../../src/db/worker-role-grants.ts';
 import { LedgerContractError } from '../../src/errors.ts';
-import { applyPayments as applyPaymentsOf } from '../../src/ledger/apply-payments.ts';
+import { applyPayments as applyPaymentsOf, PAYMENT_DECISION_FUNCTION } from '../../src/ledger/apply-payments.ts';
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { INVALID_REQUEST_FUNCTION } from '../../src/ledger/undecidable-request.ts';
@@ -156,10 +156,13 @@ describe(`an upgraded database (${NO_TEST_SWITCHES})`, () => {
     const role = uniqueName('ft_w');
     const password = 'noswitch-worker-password';
     // The worker role as the release before made it: without the function this migration adds,
-    // which its re-grant then gives every role that decides.
+    // which its re-grant then gives every role that decides, and with apply_payments() as it was
+    // then (the operation-metadata migration gives its new form to whoever held the old one).
     const olderSpec = {
       ...WORKER_ROLE_SPEC,
-      functions: WORKER_ROLE_SPEC.functions.filter((f) => f !== INVALID_REQUEST_FUNCTION),
+      functions: WORKER_ROLE_SPEC.functions
+        .filter((f) => f !== INVALID_REQUEST_FUNCTION)
+        .map((f) => (f === PAYMENT_DECISION_FUNCTION ? PAYMENT_DECISION_FUNCTION.replace(',jsonb[])', ')') : f)),
     };
     await ensureLoginRole(olderSpec, url, role, password, config);
     roles.push({ url, role });

@@ -102,7 +102,7 @@ describe('npm run db:worker-role', () => {
     expect(result.privileges).toEqual(expectedWorkerPrivileges(db.name, 'public'));
     expect(result.privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
-      'FUNCTION public.apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint) EXECUTE',
+      'FUNCTION public.apply_payments(text[],text[],text[],text[],text[],bigint[],text[],text[],bigint[],timestamp with time zone[],jsonb[],bigint[],uuid[],bigint,jsonb[]) EXECUTE',
       'FUNCTION public.apply_transfers(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[]) EXECUTE',
       'FUNCTION public.give_up_send_count(text,text) EXECUTE',
       'FUNCTION public.holds_expire(integer) EXECUTE',

@@ -387,6 +387,73 @@ const ROWS: readonly Row[] = [
     valid: false,
   },
   { name: 'a wallet closed without its wallet', body: { operationId: op(), kind: 'close_wallet' }, valid: false },
+  {
+    name: 'a transfer with metadata',
+    body: transfer({ metadata: { order: '8812', note: 'Café ☕ a=b' } }),
+    valid: true,
+  },
+  { name: 'a transfer with empty metadata', body: transfer({ metadata: {} }), valid: true },
+  {
+    name: 'a hold with metadata',
+    body: { ...transfer({ kind: 'hold', expiresInMs: 60_000 }), metadata: { order: '1' } },
+    valid: true,
+  },
+  { name: 'metadata that is null', body: transfer({ metadata: null }), valid: false },
+  { name: 'metadata that is an array', body: transfer({ metadata: ['a'] }), valid: false },
+  { name: 'metadata that is a string', body: transfer({ metadata: 'a' }), valid: false },
+  { name: 'a metadata value that is a number', body: transfer({ metadata: { order: 8812 } }), valid: false },
+  { name: 'a metadata value with a tab', body: transfer({ metadata: { note: 'a\tb' } }), valid: false },
+  { name: 'a metadata value with DEL', body: transfer({ metadata: { note: 'a\u007fb' } }), valid: false },
+  {
+    name: 'a metadata value of the longest',
+    body: transfer({ metadata: { note: 'é'.repeat(L.metadataValueLengthMax) } }),
+    valid: true,
+  },
+  {
+    name: 'a metadata value one character too long',
+    body: transfer({ metadata: { note: 'é'.repeat(L.metadataValueLengthMax + 1) } }),
+    valid: false,
+  },
+  {
+    name: 'a metadata key of the longest',
+    body: transfer({ metadata: { ['k'.repeat(L.metadataKeyLengthMax)]: 'v' } }),
+    valid: true,
+  },
+  {
+    name: 'a metadata key one character too long',
+    body: transfer({ metadata: { ['k'.repeat(L.metadataKeyLengthMax + 1)]: 'v' } }),
+    valid: false,
+  },
+  { name: 'an empty metadata key', body: transfer({ metadata: { '': 'v' } }), valid: false },
+  { name: 'a metadata key beyond ASCII', body: transfer({ metadata: { clé: 'v' } }), valid: false },
+  {
+    name: 'the most metadata keys',
+    body: transfer({
+      metadata: Object.fromEntries(Array.from({ length: L.metadataKeysMax }, (_, i) => [`k${i}`, 'v'])),
+    }),
+    valid: true,
+  },
+  {
+    name: 'one metadata key too many',
+    body: transfer({
+      metadata: Object.fromEntries(Array.from({ length: L.metadataKeysMax + 1 }, (_, i) => [`k${i}`, 'v'])),
+    }),
+    valid: false,
+  },
+  {
+    name: 'metadata of the most bytes',
+    body: transfer({
+      metadata: { a: 'é'.repeat(255), b: 'é'.repeat(255), c: 'é'.repeat(255), d: 'é'.repeat(255), e: 'x'.repeat(3) },
+    }),
+    valid: true,
+  },
+  {
+    name: 'metadata one byte over',
+    body: transfer({
+      metadata: { a: 'é'.repeat(255), b: 'é'.repeat(255), c: 'é'.repeat(255), d: 'é'.repeat(255), e: 'x'.repeat(4) },
+    }),
+    valid: false,
+  },
   { name: 'an unknown kind', body: transfer({ kind: 'payout' }), valid: false },
   { name: 'a kind of null', body: transfer({ kind: null }), valid: false },
   { name: 'a kind that is a number', body: transfer({ kind: 5 }), valid: false },

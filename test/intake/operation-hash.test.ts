@@ -18,6 +18,7 @@ afterAll(async () => {
 const BODIES: OperationWire[] = [
   { operationId: 'x-t', from: 'a', to: 'b', amount: '007', currency: 'EUR' },
   { kind: 'transfer', operationId: 'x-tk', from: 'a', to: 'b', amount: '5' },
+  { operationId: 'x-tm', from: 'a', to: 'b', amount: '05', metadata: { order: '8812', note: 'a b' } },
   { kind: 'hold', operationId: 'x-h1', from: 'a', to: 'b', amount: '10', expiresInMs: 60_000 },
   {
     kind: 'hold',
@@ -53,6 +54,16 @@ const BODIES: OperationWire[] = [
   { kind: 'freeze_wallet', operationId: 'x-f2', wallet: 'a', credits: 'refused' },
   { kind: 'unfreeze_wallet', operationId: 'x-u', wallet: 'a' },
   { kind: 'close_wallet', operationId: 'x-c', wallet: 'a' },
+  {
+    kind: 'hold',
+    operationId: 'x-hm',
+    from: 'a',
+    to: 'b',
+    amount: '5',
+    expiresInMs: 60_000,
+    metadata: { z: '1', a: 'é=☕' },
+  },
+  { kind: 'void', operationId: 'x-vm', from: 'a', hold: 'x-hm', metadata: {} },
 ];
 
 describe('request_operation() and requestHash()', () => {

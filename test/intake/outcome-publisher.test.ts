@@ -107,6 +107,7 @@ describe('the outcome publisher', () => {
       operation: 'transfer',
       originalId: null,
       detail: null,
+      metadata: null,
     });
   });
 

@@ -361,7 +361,7 @@ describe('crossing batches', () => {
       LANGUAGE sql AS $$
         SELECT * FROM decide_batch_unordered(array_fill('transfer'::TEXT, ARRAY[cardinality(o)]), o, h, f, t, a, c,
           array_fill(NULL::TEXT, ARRAY[cardinality(o)]), array_fill(NULL::BIGINT, ARRAY[cardinality(o)]),
-          array_fill(NULL::TIMESTAMPTZ, ARRAY[cardinality(o)]), array_fill(NULL::JSONB, ARRAY[cardinality(o)]), n, l, 1)
+          array_fill(NULL::TIMESTAMPTZ, ARRAY[cardinality(o)]), array_fill(NULL::JSONB, ARRAY[cardinality(o)]), n, l, 1, NULL)
       $$`);
     await db.pg.query(`ALTER DATABASE "${db.name}" SET deadlock_timeout = '200ms'`);
     const { deadlocks, failures } = await crossingBatches('transfers_unordered($1, $2, $3, $4, $5, $6, $7, $8)');

@@ -101,6 +101,13 @@ describe('validateOperationRequest accepts every kind, and toOperationWire gives
     ['a wallet frozen for debits only, said', { ...freezeWallet, credits: 'allowed' }],
     ['a wallet unfrozen', unfreezeWallet],
     ['a wallet closed', closeWallet],
+    ['a transfer with metadata', { ...transfer, metadata: { order: '8812', note: 'Café crème, 2 × ☕' } }],
+    ['a hold with empty metadata', { ...hold, metadata: {} }],
+    [
+      'a split with sixteen metadata keys at their longest',
+      { ...split, metadata: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`k${i}`, 'v'.repeat(125)])) },
+    ],
+    ['a deposit with a value of 256 characters', { ...deposit, metadata: { memo: 'é'.repeat(256) } }],
     [
       'a split of sixteen legs totalling the maximum',
       {
@@ -272,6 +279,38 @@ describe('validateOperationRequest refuses', () => {
       'a wallet opened with a numeric limit',
       { ...openWallet, creditLimit: 5 },
       `creditLimit must be a string of decimal digits (0 to ${10n ** 17n}), got a number`,
+    ],
+    ['metadata that is an array', { ...hold, metadata: ['a'] }, 'metadata must be an object of string values'],
+    ['metadata that is null', { ...transfer, metadata: null }, 'metadata must be an object of string values'],
+    [
+      'a metadata value that is a number',
+      { ...capture, metadata: { order: 8812 } },
+      'metadata.order must be a string of at most 256 characters without control characters',
+    ],
+    [
+      'a metadata value with a newline',
+      { ...transfer, metadata: { note: 'a\nb' } },
+      'metadata.note must be a string of at most 256 characters without control characters',
+    ],
+    [
+      'a metadata value of 257 characters',
+      { ...voidOp, metadata: { note: 'x'.repeat(257) } },
+      'metadata.note must be a string of at most 256 characters without control characters',
+    ],
+    [
+      'a metadata key with a space',
+      { ...refund, metadata: { 'order id': '1' } },
+      'every metadata key must be 1-64 characters of [A-Za-z0-9._:-]',
+    ],
+    [
+      'seventeen metadata keys',
+      { ...split, metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) },
+      'metadata has more than 16 keys',
+    ],
+    [
+      'metadata of 2,052 bytes, each value within its bound',
+      { ...withdrawal, metadata: { a: 'é'.repeat(256), b: 'é'.repeat(256), c: 'é'.repeat(256), d: 'é'.repeat(256) } },
+      'metadata is 2052 bytes of keys and values; at most 2048',
     ],
     [
       'a freeze of credits sometimes',
@@ -538,6 +577,13 @@ describe('requestHash of a payment operation', () => {
     ['a wallet frozen for credits too', { ...freezeWallet, credits: 'refused' }, 'v2\nfreeze_wallet\na\nrefused'],
     ['a wallet unfrozen', unfreezeWallet, 'v2\nunfreeze_wallet\na'],
     ['a wallet closed', closeWallet, 'v2\nclose_wallet\na'],
+    [
+      'a transfer with metadata, its keys sorted',
+      { ...transfer, metadata: { order: '8812', note: 'a=b' } },
+      'v1\na\nb\n100\n\nnote=a=b\norder=8812',
+    ],
+    ['a transfer with empty metadata', { ...transfer, metadata: {} }, 'v1\na\nb\n100\n'],
+    ['a void with metadata', { ...voidOp, metadata: { case: 'c-1' } }, 'v2\nvoid\na\nh-1\ncase=c-1'],
   ])('%s is the sha256 of its canonical lines', (_name, body, canonical) => {
     const request = accepted(JSON.parse(JSON.stringify(body)));
     expect(requestHashLines(request).join('\n')).toBe(canonical);
@@ -595,6 +641,10 @@ describe('requestHash of a payment operation', () => {
       { ...freezeWallet, credits: 'refused' },
       { ...unfreezeWallet, wallet: 'b' },
       { ...closeWallet, wallet: 'b' },
+      { ...hold, metadata: { order: '1' } },
+      { ...hold, metadata: { order: '2' } },
+      { ...hold, metadata: { order: '1', note: '' } },
+      { ...hold, metadata: { Order: '1' } },
     ];
     const hashes = [...bases, ...variants, transfer].map((body) => requestHash(accepted(body)));
     expect(new Set(hashes).size).toBe(hashes.length);

@@ -57,6 +57,7 @@ describe('readOperation', () => {
       fence: '3',
       createdAt: expect.stringMatching(ISO),
       original: null,
+      metadata: null,
       kind: 'transfer',
       refunded: '30',
     });

@@ -397,3 +397,66 @@ describe('wallets through both doors', () => {
     ]);
   });
 });
+
+describe('metadata through both doors', () => {
+  it('a transfer sent straight and a transfer and a hold requested through the intake keep their metadata', async () => {
+    const p = await newPipeline();
+    await p.seed(2, 100n);
+    await p.startWorker();
+    const straight: OperationWire = {
+      operationId: 'm1',
+      from: 'w1',
+      to: 'w2',
+      amount: '5',
+      metadata: { order: '8812', note: 'Café ☕' },
+    };
+    expect(await send(p, straight)).toMatchObject({ outcome: 'applied' });
+    // The same metadata in another key order is the same request; other metadata is another.
+    expect(await send(p, { ...straight, metadata: { note: 'Café ☕', order: '8812' } })).toMatchObject({
+      outcome: 'duplicate',
+    });
+    expect(await send(p, { ...straight, metadata: { order: '8813', note: 'Café ☕' } })).toMatchObject({
+      outcome: 'conflict',
+    });
+    await decidedThroughIntake(p, {
+      operationId: 'im1',
+      from: 'w2',
+      to: 'w1',
+      amount: '3',
+      metadata: { order: '8813' },
+    });
+    await decidedThroughIntake(p, {
+      kind: 'hold',
+      operationId: 'ih1',
+      from: 'w1',
+      to: 'w2',
+      amount: '7',
+      expiresInMs: 60_000,
+      metadata: { order: '8814' },
+    });
+    // A transfer without metadata still goes through apply_transfers(), and keeps none.
+    expect(await send(p, { operationId: 'plain', from: 'w1', to: 'w2', amount: '1' })).toMatchObject({
+      outcome: 'applied',
+    });
+    const { rows } = await p.db.pg.query(
+      'SELECT operation_id, kind, status, metadata FROM transfers ORDER BY operation_id',
+    );
+    expect(rows).toEqual([
+      { operation_id: 'ih1', kind: 'hold', status: 'applied', metadata: { order: '8814' } },
+      { operation_id: 'im1', kind: 'transfer', status: 'applied', metadata: { order: '8813' } },
+      { operation_id: 'm1', kind: 'transfer', status: 'applied', metadata: { order: '8812', note: 'Café ☕' } },
+      { operation_id: 'plain', kind: 'transfer', status: 'applied', metadata: null },
+    ]);
+    expect((await p.balances()).w1).toBe(100n - 5n + 3n - 7n - 1n);
+    await waitFor('the hold in the feed', async () =>
+      (await settledRead(p.db.pg, 0n, 100)).some((e) => e.operationId === 'ih1'),
+    );
+    const events = await settledRead(p.db.pg, 0n, 100);
+    expect(events.map((e) => [e.operationId, e.kind, e.metadata])).toEqual([
+      ['m1', 'applied', { order: '8812', note: 'Café ☕' }],
+      ['im1', 'applied', { order: '8813' }],
+      ['ih1', 'applied', { order: '8814' }],
+      ['plain', 'applied', null],
+    ]);
+  });
+});

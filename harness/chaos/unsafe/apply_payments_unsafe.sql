@@ -28,7 +28,7 @@ LANGUAGE sql
 VOLATILE
 AS $$
     SELECT * FROM decide_batch_unsafe(p_kinds, p_operation_ids, p_request_hashes, p_froms, p_tos, p_amounts,
-        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms,
+        p_currencies, p_refs, p_expires_in_ms, p_expires_at, p_legs, p_fences, p_lease_ids, p_hold_expiry_max_ms, NULL,
         p_check_idempotency, p_check_fence, p_check_lease, p_check_hold_state, p_check_refund_bound,
         p_check_credit_limit)
      WHERE decision_wallet_ids_checked(p_froms || p_tos, p_legs);

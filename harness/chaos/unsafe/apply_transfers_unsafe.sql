@@ -34,7 +34,7 @@ AS $$
                                array_fill(NULL::BIGINT, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
                                array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
                                array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
-                               p_fences, p_lease_ids, 1, p_check_idempotency, p_check_fence, p_check_lease,
+                               p_fences, p_lease_ids, 1, NULL, p_check_idempotency, p_check_fence, p_check_lease,
                                TRUE, TRUE, p_check_credit_limit) b
      WHERE decision_wallet_ids_checked(p_froms || p_tos);
 $$;

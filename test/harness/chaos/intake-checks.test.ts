@@ -120,6 +120,7 @@ const event = (
   operation: 'transfer',
   originalId: null,
   detail: null,
+  metadata: null,
 });
 
 const observation = (e: OutcomeEvent, ended: FeedObservation['ended'] = 'rollback'): FeedObservation => ({

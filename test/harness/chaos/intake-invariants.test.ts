@@ -36,6 +36,7 @@ const event = (position: number, operationId: string, kind: OutcomeEvent['kind']
     operation: 'transfer',
     originalId: null,
     detail: null,
+    metadata: null,
   }) satisfies OutcomeEvent;
 
 const observation = (e: OutcomeEvent): FeedObservation => ({

@@ -71,6 +71,7 @@ export const UNSAFE_CHOICES: readonly ChaosUnsafeMode[] = [
   'double-capture',
   'refund-unbounded',
   'no-credit-limit',
+  'no-wallet-status',
   DIRECT_ENQUEUE,
   ASYNC_STANDBY,
 ];
@@ -79,6 +80,7 @@ export const PAYMENT_UNSAFE_MODES: readonly ChaosUnsafeMode[] = [
   'double-capture',
   'refund-unbounded',
   'no-credit-limit',
+  'no-wallet-status',
 ];
 
 /** The worker's unsafe mode of a run (direct-enqueue changes the producer, never the worker). */
@@ -204,7 +206,7 @@ export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurr
     [--duplicates R] [--conflicts K] [--invalid M] [--hot-wallet] [--hot-wallet-rate R] [--amount-max N]
     [--faults kind,kind,...|all|none] [--duration-s S] [--faults-max N] [--fault-interval-ms MS]
     [--lock-ttl-ms MS]
-    [--unsafe no-idempotency|no-fencing|no-lock|double-capture|refund-unbounded|no-credit-limit|direct-enqueue|async-standby]
+    [--unsafe no-idempotency|no-fencing|no-lock|double-capture|refund-unbounded|no-credit-limit|no-wallet-status|direct-enqueue|async-standby]
     [--apply sql|naive] [--payments on|off]
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
     [--intake] [--relays N] [--resend-after-ms MS] [--relay-pool-max N] [--both-doors N]

@@ -328,6 +328,8 @@ interface StartOptions {
   unsafeDecisions?: boolean;
   /** With unsafeDecisions: drop the wallets' CHECK (balance >= -credit_limit) too (`no-credit-limit`). */
   withoutLimitCheck?: boolean;
+  /** With unsafeDecisions: drop the closed wallets' CHECK too (`no-wallet-status`). */
+  withoutClosedCheck?: boolean;
 }
 
 /** What ChaosServices.start() has brought up so far: what abandon() takes down if a later step fails. */
@@ -460,7 +462,10 @@ async function prepareDatabase(
   // The migrations define no decision that can skip a check; a negative control that needs
   // one gets it here, in this run's own database only.
   if (options.unsafeDecisions === true)
-    await installUnsafeDecisionsAt(databaseUrl, { withoutLimitCheck: options.withoutLimitCheck === true });
+    await installUnsafeDecisionsAt(databaseUrl, {
+      withoutLimitCheck: options.withoutLimitCheck === true,
+      withoutClosedCheck: options.withoutClosedCheck === true,
+    });
   const workerPassword = randomBytes(WORKER_PASSWORD_BYTES).toString('hex');
   // The workers run with the default bounds; behind PgBouncer they reach them as the roles'
   // defaults, the owner's too (the naive negative control's workers log in as the owner).

@@ -20,7 +20,7 @@ import {
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
 import { randomInt, seededRandom } from '../../src/workload/prng.ts';
 import { randomWorkload } from '../../src/workload/random-transfers.ts';
-import { type CreditPlan, NO_CREDIT_PLAN, planCredit } from './chaos-credit.ts';
+import { type CreditPlan, NO_CREDIT_PLAN, type PlacedOperation, planCredit } from './chaos-credit.ts';
 import type { ChaosOptions } from './chaos-options.ts';
 import {
   type PaymentPlan,
@@ -29,6 +29,7 @@ import {
   type RefundableTransfer,
   uncoverableSplits,
 } from './chaos-payments.ts';
+import { NO_WALLET_PLAN, planWallets, type WalletPlan } from './chaos-wallets.ts';
 
 export const WALLET_PREFIX = 'w';
 export const CURRENCY = 'EUR';
@@ -83,6 +84,8 @@ export interface ChaosWorkload {
   readonly sinkWallets: ReadonlySet<string>;
   /** The wallets opened at 0 with a credit limit, and the credit wallets' debits (chaos-credit.ts). */
   readonly credit: Omit<CreditPlan, 'placed'>;
+  /** The wallets opened, frozen and closed while the run goes (chaos-wallets.ts). */
+  readonly walletOps: WalletPlan;
 }
 
 type WorkloadOptions = Pick<
@@ -269,17 +272,16 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
   // Credit limits: a stream of its own, on wallets opened at 0 (and limit changes of the others),
   // outside the opening balances' sum: its debits are meant to meet their limits.
   const { placed: credits, ...credit } = plan === null ? NO_CREDIT_PLAN : planCredit(o, valid.length);
+  // Wallets opened, frozen and closed: a stream of its own too, with the payments.
+  const { placed: walletMessages, ...walletOps } =
+    plan === null ? { ...NO_WALLET_PLAN, placed: [] } : planWallets(o, valid.length, CURRENCY);
   // Where several streams place messages before one transfer, they go in this order.
   const order = sendInOrder(valid, [
     invalidMessages(o, valid.length),
     pairs.map(pairMessages),
     payments.map(paymentMessage),
-    [...credits]
-      .sort((a, b) => a.position - b.position)
-      .map((c) => ({
-        position: c.position,
-        send: (order: SendOrder) => order.sendValid(c.wire, 'payment'),
-      })),
+    placedOperations(credits),
+    placedOperations(walletMessages),
   ]);
   const wallets = Array.from({ length: o.wallets }, (_, i) => walletId(i + 1));
   return {
@@ -289,7 +291,15 @@ export function buildWorkload(o: WorkloadOptions): ChaosWorkload {
     operations: order.operations,
     sinkWallets,
     credit,
+    walletOps,
   };
+}
+
+/** A stream's operations in place order, each sent as is. */
+function placedOperations(placed: readonly PlacedOperation[]): Placed[] {
+  return [...placed]
+    .sort((a, b) => a.position - b.position)
+    .map((c) => ({ position: c.position, send: (order: SendOrder) => order.sendValid(c.wire, 'payment') }));
 }
 
 /** The seeded random transfers of src/workload, and the wallets that never send. */

@@ -24,6 +24,7 @@ import {
 import { PAYMENT_CHECKS } from './payment-checks.ts';
 import { type PaymentFigures, paymentFigures } from './payment-figures.ts';
 import { drainedCheck, finalStateCheck } from './queue-checks.ts';
+import { WALLET_CHECKS } from './wallet-checks.ts';
 
 export type { CheckInput } from './expected-model.ts';
 
@@ -40,6 +41,7 @@ export const CHECKS: readonly Invariant<CheckFacts>[] = [
   invalidMessagesCheck,
   ...PAYMENT_CHECKS,
   ...CREDIT_CHECKS,
+  ...WALLET_CHECKS,
   finalBalancesCheck,
   lastFenceCheck,
 ];
@@ -89,7 +91,7 @@ export interface CheckOutput {
 }
 
 export async function runChecks(prisma: PrismaClient, input: CheckInput): Promise<CheckOutput> {
-  const db = await readDatabaseState(prisma);
+  const db = await readDatabaseState(prisma, [...input.workload.walletOps.watched]);
   const facts = buildCheckFacts(input, db);
   return {
     checks: [...ledgerResults(db.ledger), ...runInvariants(CHECKS, facts)],

@@ -4,6 +4,7 @@
 import type { PrismaClient } from '../../src/db/prisma.ts';
 import { type ReconcileReport, reconcile } from '../../src/ledger/reconciliation.ts';
 import { PAYMENT_SQL_INVARIANTS, readSqlViolations, type SqlViolations } from './payment-sql-checks.ts';
+import { readWalletLog, type WalletLog } from './wallet-state.ts';
 
 /** A decided record (transfers row), with the fence it was decided under. */
 export interface RecordRow {
@@ -25,6 +26,8 @@ export interface WalletRow {
   held: bigint;
   last_fence: bigint;
   credit_limit: bigint;
+  currency: string;
+  status: string;
 }
 
 export interface DebitRow {
@@ -66,14 +69,17 @@ export interface DatabaseState {
    */
   readonly feedOrder: ReadonlyMap<string, bigint>;
   readonly sqlViolations: SqlViolations;
+  /** The decisions' clock and the watched wallets' entries (wallet-state.ts). */
+  readonly walletLog: WalletLog;
 }
 
-export async function readDatabaseState(prisma: PrismaClient): Promise<DatabaseState> {
+export async function readDatabaseState(prisma: PrismaClient, watched: readonly string[]): Promise<DatabaseState> {
   const ledger = await reconcile(prisma);
   const recordList = await prisma.$queryRaw<RecordRow[]>`
     SELECT operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount, status, reason, fence
       FROM transfers`;
-  const wallets = await prisma.$queryRaw<WalletRow[]>`SELECT id, balance, held, last_fence, credit_limit FROM wallets`;
+  const wallets = await prisma.$queryRaw<WalletRow[]>`
+    SELECT id, balance, held, last_fence, credit_limit, currency::text AS currency, status FROM wallets`;
   const debits = await prisma.$queryRaw<DebitRow[]>`
     SELECT operation_id, wallet_id, amount, fence FROM ledger_entries WHERE kind = 'debit'`;
   const sqlViolations = await readSqlViolations(prisma, PAYMENT_SQL_INVARIANTS);
@@ -97,5 +103,6 @@ export async function readDatabaseState(prisma: PrismaClient): Promise<DatabaseS
     firstEntry: new Map(order.map((o) => [o.operation_id, o.first])),
     feedOrder: new Map(feed.map((f) => [f.operation_id, f.at])),
     sqlViolations,
+    walletLog: await readWalletLog(prisma, watched),
   };
 }

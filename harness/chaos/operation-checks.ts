@@ -8,6 +8,7 @@ import { type Invariant, short } from './check-result.ts';
 import type { DebitRow, RecordRow } from './database-state.ts';
 import type { CheckFacts } from './expected-model.ts';
 import { type FinalJob, type JobAnswer, outcomeOf } from './final-job.ts';
+import { judgedByWalletChecks } from './wallet-checks.ts';
 
 export const TERMINAL_OUTCOME_CHECK =
   'every operation has exactly one terminal outcome, or all its messages are failed with a reason';
@@ -75,6 +76,8 @@ export const noRejectionCheck: Invariant<Pick<CheckFacts, 'workload' | 'records'
       if (op.kind !== 'transfer' || record === undefined || record.status === 'applied') continue;
       // A wallet opened at 0 with a credit limit is meant to meet it (credit-checks.ts).
       if (workload.credit.openingLimits.has(op.from)) continue;
+      // The wallets' stream, and a wallet frozen or closed: wallet-checks.ts judges the refusal.
+      if (judgedByWalletChecks(workload, record)) continue;
       fail({ operationId: op.operationId, status: record.status, reason: record.reason });
     }
   },

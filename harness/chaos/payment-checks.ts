@@ -17,6 +17,7 @@ import {
   wireOf,
 } from './payment-model.ts';
 import { PAYMENT_SQL_INVARIANTS, sqlInvariant } from './payment-sql-checks.ts';
+import { judgedByWalletChecks } from './wallet-checks.ts';
 
 /** What a refusal's reason is judged against: the workload, the records, the model's end state. */
 type RefusalFacts = Pick<CheckFacts, 'workload' | 'records' | 'payments'>;
@@ -110,6 +111,7 @@ export const paymentRulesCheck: Invariant<Pick<CheckFacts, 'workload' | 'records
       const wire = wireOf(facts.workload, r);
       if (kind === 'transfer' || wire === null) continue; // transfers: "no valid transfer was rejected"
       if (replayedWithoutEntries(facts.workload, r)) continue; // judged by the replay (credit-checks.ts)
+      if (judgedByWalletChecks(facts.workload, r)) continue; // judged by the wallets' histories
       const judge = JUDGES[kind];
       const problem =
         judge === undefined ? `a ${kind} of this workload is never refused` : judge(facts, wire, r.reason ?? '');

@@ -17,6 +17,7 @@ import type { HoldRow, RecordRow } from './database-state.ts';
 
 export const HELD = '$held:';
 export const EXPIRY = '$expiry:';
+export const SETTLEMENT = '$settlement:';
 
 /** A request as the harness sent it (its wire form). */
 export type Wire = Record<string, unknown> & { operationId: string; from: string };
@@ -358,6 +359,37 @@ function refusedDebit(m: Replay, r: RecordRow, kind: OperationKind, wire: Wire):
   }
 }
 
+/** A deposit credits its wallet from its currency's settlement account; a withdrawal, covered, the other way. */
+function settle(m: Replay, id: string, kind: 'deposit' | 'withdrawal', wire: Wire): void {
+  const amount = BigInt(wire.amount as string);
+  const settlement = `${SETTLEMENT}${wire.currency as string}`;
+  if (kind === 'deposit') {
+    m.add(wire.to as string, amount);
+    m.add(settlement, -amount);
+  } else if (m.spendable(wire.from) < amount) {
+    m.note('payment-rules', { operationId: id, kind, problem: `applied ${amount} with ${m.state(wire.from)}` });
+    return;
+  } else {
+    m.add(wire.from, -amount);
+    m.add(settlement, amount);
+  }
+  m.applied.set(id, { kind, wire, amount });
+}
+
+/**
+ * The wallets an applied open_wallet opened: a balance of 0 and the limit it asked, from the start
+ * (nothing can post to a wallet before its open; the wallet checks judge what happened in between).
+ */
+function opened(m: Replay, input: PaymentReplayInput): void {
+  for (const r of input.recordList) {
+    if (r.status !== 'applied' || kindOf(input.workload, r.operation_id) !== 'open_wallet') continue;
+    const wire = wireOf(input.workload, r);
+    if (wire === null || m.balance.has(wire.wallet as string)) continue;
+    m.balance.set(wire.wallet as string, 0n);
+    m.limit.set(wire.wallet as string, BigInt((wire.creditLimit as string | undefined) ?? '0'));
+  }
+}
+
 function applyRecord(m: Replay, workload: ChaosWorkload, r: RecordRow): void {
   const wire = wireOf(workload, r);
   if (wire === null) return; // judged by "every stored outcome is one of the requests sent"
@@ -369,11 +401,13 @@ function applyRecord(m: Replay, workload: ChaosWorkload, r: RecordRow): void {
   else if (kind === 'hold') hold(m, id, wire);
   else if (kind === 'capture' || kind === 'void') endHold(m, id, kind, wire);
   else if (kind === 'refund') refund(m, id, wire);
+  else if (kind === 'deposit' || kind === 'withdrawal') settle(m, id, kind, wire);
 }
 
 /** Replays every applied record, every decision without entries and every expiry, in commit order, from the opening state. */
 export function buildPaymentModel(input: PaymentReplayInput): PaymentModel {
   const m = new Replay(input.workload);
+  opened(m, input);
   for (const e of replayEvents(input)) {
     if (e.expiredHold !== null) expire(m, e.expiredHold);
     else if (e.record !== null) applyRecord(m, input.workload, e.record);

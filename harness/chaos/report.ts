@@ -118,6 +118,20 @@ export interface RunIntakeFigures extends IntakeFigures {
   readonly feedReaders: FeedReaderFigures | null;
 }
 
+/** What the negative controls of a payment rule must show, by mode. */
+const PAYMENT_CONTROLS: Partial<Record<string, string>> = {
+  'double-capture':
+    "negative control: the hold's state check is off, so captures and voids of ended holds apply; " +
+    'the checker must detect a hold ended twice (a money or exactly-once violation)',
+  'no-credit-limit':
+    'negative control: debits are not held to their credit limit (and the CHECK is dropped); ' +
+    'the checker must detect a balance below minus its limit or a credit wallet applying too many debits',
+  'no-wallet-status':
+    "negative control: wallets' statuses refuse nothing (and the closed wallets' CHECK is dropped); " +
+    'the checker must detect a frozen or closed wallet debited or credited',
+  'refund-unbounded': 'negative control: the refund bound is off; the checker must detect refunds above their original',
+};
+
 export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): {
   expectation: Expectation;
   text: string;
@@ -144,28 +158,8 @@ export function expectationOf(options: Pick<ChaosOptions, 'unsafe' | 'apply'>): 
       text: 'negative control: duplicates re-apply; the checker must detect an exactly-once or money violation',
     };
   }
-  if (options.unsafe === 'double-capture') {
-    return {
-      expectation: 'violation-detected',
-      text:
-        "negative control: the hold's state check is off, so captures and voids of ended holds apply; " +
-        'the checker must detect a hold ended twice (a money or exactly-once violation)',
-    };
-  }
-  if (options.unsafe === 'no-credit-limit') {
-    return {
-      expectation: 'violation-detected',
-      text:
-        'negative control: debits are not held to their credit limit (and the CHECK is dropped); ' +
-        'the checker must detect a balance below minus its limit or a credit wallet applying too many debits',
-    };
-  }
-  if (options.unsafe === 'refund-unbounded') {
-    return {
-      expectation: 'violation-detected',
-      text: 'negative control: the refund bound is off; the checker must detect refunds above their original',
-    };
-  }
+  const payment = options.unsafe === null ? undefined : PAYMENT_CONTROLS[options.unsafe];
+  if (payment !== undefined) return { expectation: 'violation-detected', text: payment };
   if (options.apply === 'naive' && options.unsafe === 'no-fencing') {
     return {
       expectation: 'violation-detected',

@@ -255,6 +255,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       asyncStandby: options.unsafe === ASYNC_STANDBY,
       unsafeDecisions: usesUnsafeDecisions(options),
       withoutLimitCheck: options.unsafe === 'no-credit-limit',
+      withoutClosedCheck: options.unsafe === 'no-wallet-status',
     },
     registry,
   );

@@ -16,7 +16,8 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
  * The last two switch a rule of the payment decision off: `double-capture` the hold's state check
  * (a capture or void of a hold that ended moves its money again), `refund-unbounded` the refund's
  * bound (refunds may exceed their original), `no-credit-limit` the credit limit of every debit (a debit
- * may take a balance below minus its limit).
+ * may take a balance below minus its limit), `no-wallet-status` the wallets' statuses (a frozen or closed
+ * wallet is debited and credited).
  */
 export const UNSAFE_MODES = [
   'no-idempotency',
@@ -28,6 +29,7 @@ export const UNSAFE_MODES = [
   'double-capture',
   'refund-unbounded',
   'no-credit-limit',
+  'no-wallet-status',
 ] as const;
 
 /** The one value of TRANSFERS_ALLOW_UNSAFE that lets TRANSFERS_UNSAFE through. */
@@ -548,7 +550,7 @@ export const SETTINGS = {
     default: '',
     values: UNSAFE_MODES,
     list: true,
-    doc: "**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off, `no-lease-check` lets an equal token of another lease pass; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand; `double-capture` switches the hold's state check off, `refund-unbounded` the refund's bound, `no-credit-limit` the credit limit of every debit. The modes of a database check call decisions that only the chaos harness's own databases have (a migrated database answers `ledger_contract`)",
+    doc: "**negative controls only**: `no-idempotency`, `no-fencing`, `no-lock` switch a safety layer of the decision off, `no-lease-check` lets an equal token of another lease pass; `no-readiness` takes jobs without waiting for the servers, `no-graceful-shutdown` exits on SIGTERM without finishing the jobs in hand; `double-capture` switches the hold's state check off, `refund-unbounded` the refund's bound, `no-credit-limit` the credit limit of every debit, `no-wallet-status` the wallets' statuses. The modes of a database check call decisions that only the chaos harness's own databases have (a migrated database answers `ledger_contract`)",
   },
   TRANSFERS_ALLOW_UNSAFE: {
     field: 'unsafe',

@@ -196,7 +196,8 @@ export async function applyPayments(
     options.skipLeaseCheck === true ||
     options.skipHoldState === true ||
     options.skipRefundBound === true ||
-    options.skipCreditLimit === true;
+    options.skipCreditLimit === true ||
+    options.skipWalletStatus === true;
   const rows = unsafe
     ? await callUnsafeDecision(
         'apply_payments_unsafe',
@@ -207,7 +208,7 @@ export async function applyPayments(
           ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
           ${options.holdExpiryMaxMs}::bigint, ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean,
           ${!options.skipLeaseCheck}::boolean, ${!options.skipHoldState}::boolean, ${!options.skipRefundBound}::boolean,
-          ${!options.skipCreditLimit}::boolean)`,
+          ${!options.skipCreditLimit}::boolean, ${!options.skipWalletStatus}::boolean)`,
       )
     : await prisma.$queryRaw<PaymentRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_payments(

@@ -55,6 +55,8 @@ export interface ApplyOptions {
   readonly skipLeaseCheck?: boolean;
   /** Negative controls only (`no-credit-limit`): a debit is not held to its wallet's credit limit. */
   readonly skipCreditLimit?: boolean;
+  /** Negative controls only (`no-wallet-status`): a frozen or closed wallet's postings are not refused. */
+  readonly skipWalletStatus?: boolean;
 }
 
 /** One decision's answer, as both decision functions return it. */
@@ -159,7 +161,8 @@ export async function applyTransfers(
     options.skipIdempotency === true ||
     options.skipFence === true ||
     options.skipLeaseCheck === true ||
-    options.skipCreditLimit === true;
+    options.skipCreditLimit === true ||
+    options.skipWalletStatus === true;
   // Production calls the function that always checks; only the negative controls (the owner's
   // connection, never a worker role) reach the variant with switches, where the harness put it.
   const rows = unsafe
@@ -169,7 +172,8 @@ export async function applyTransfers(
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers_unsafe(
           ${operationIds}::text[], ${hashes}::text[], ${froms}::text[], ${tos}::text[], ${amounts}::bigint[],
           ${currencies}::text[], ${fences}::bigint[], ${leaseIds}::uuid[], ${!options.skipIdempotency}::boolean,
-          ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean, ${!options.skipCreditLimit}::boolean)`,
+          ${!options.skipFence}::boolean, ${!options.skipLeaseCheck}::boolean, ${!options.skipCreditLimit}::boolean,
+          ${!options.skipWalletStatus}::boolean)`,
       )
     : await prisma.$queryRaw<BatchRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_transfers(

@@ -188,6 +188,7 @@ export class TransferProcessor {
       skipHoldState: deps.config.unsafe.includes('double-capture'),
       skipRefundBound: deps.config.unsafe.includes('refund-unbounded'),
       skipCreditLimit: deps.config.unsafe.includes('no-credit-limit'),
+      skipWalletStatus: deps.config.unsafe.includes('no-wallet-status'),
       holdExpiryMaxMs: deps.config.holdExpiryMaxMs,
     };
     this.apply = deps.apply ?? null;

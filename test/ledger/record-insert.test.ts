@@ -52,7 +52,7 @@ beforeEach(async () => {
  */
 function switchesOf(fn: string, checked: boolean): string {
   if (fn === 'apply_transfer' || fn === 'apply_transfers') return '';
-  return fn === 'apply_transfers_unsafe' ? `, ${checked}, TRUE, TRUE, TRUE` : `, ${checked}, TRUE, TRUE`;
+  return fn === 'apply_transfers_unsafe' ? `, ${checked}, TRUE, TRUE, TRUE, TRUE` : `, ${checked}, TRUE, TRUE`;
 }
 
 function decide(client: pg.PoolClient, fn: string, operationId: string, checked = true) {

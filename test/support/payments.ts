@@ -50,6 +50,7 @@ export interface Switches {
   readonly holdState?: boolean;
   readonly refundBound?: boolean;
   readonly creditLimit?: boolean;
+  readonly walletStatus?: boolean;
 }
 
 export type Sql = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
@@ -103,7 +104,7 @@ export async function applyPaymentsUnsafe(
 ): Promise<PaymentAnswer[]> {
   const on = (check: boolean | undefined) => check !== false;
   const { rows } = await sql.query<PaymentAnswer>(
-    `SELECT outcome, status, reason FROM apply_payments_unsafe(${ARGUMENTS}, $15, $16, $17, $18, $19, $20) ORDER BY ord`,
+    `SELECT outcome, status, reason FROM apply_payments_unsafe(${ARGUMENTS}, $15, $16, $17, $18, $19, $20, $21) ORDER BY ord`,
     [
       ...columns(ops),
       on(off.idempotency),
@@ -112,6 +113,7 @@ export async function applyPaymentsUnsafe(
       on(off.holdState),
       on(off.refundBound),
       on(off.creditLimit),
+      on(off.walletStatus),
     ],
   );
   return rows;

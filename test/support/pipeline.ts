@@ -8,7 +8,11 @@ import { type Job, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach } from 'vitest';
-import { needsLimitCheckDropped, needsUnsafeDecisions } from '../../harness/chaos/unsafe/unsafe-decisions.ts';
+import {
+  needsClosedCheckDropped,
+  needsLimitCheckDropped,
+  needsUnsafeDecisions,
+} from '../../harness/chaos/unsafe/unsafe-decisions.ts';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import { FeedSequencer } from '../../src/intake/feed-sequencer.ts';
 import { HoldSweeper } from '../../src/ledger/hold-sweeper.ts';
@@ -107,6 +111,7 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
   const unsafeIn = (env: Record<string, string>): boolean => needsUnsafeDecisions(modesOf(env));
   const installOptionsOf = (env: Record<string, string>) => ({
     withoutLimitCheck: needsLimitCheckDropped(modesOf(env)),
+    withoutClosedCheck: needsClosedCheckDropped(modesOf(env)),
   });
   const loginFor = (env: Record<string, string>): Record<string, string> =>
     unsafeIn(env) ? { ...env, DATABASE_URL: db.url } : env;

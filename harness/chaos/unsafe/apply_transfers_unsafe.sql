@@ -1,5 +1,5 @@
 -- The chaos harness's negative controls only: the decision with the idempotency record, the
--- fence, the lease check and/or the credit limit switched off (decide_batch_unsafe(), derived from the production
+-- fence, the lease check, the credit limit and/or the wallets' statuses switched off (decide_batch_unsafe(), derived from the production
 -- decision by unsafe-decisions.ts). Installed by the harness into its own scratch
 -- databases and tests' databases, never by a migration; runs with the caller's rights and is
 -- executable by the owner alone.
@@ -15,7 +15,8 @@ CREATE OR REPLACE FUNCTION "apply_transfers_unsafe"(
     p_check_idempotency BOOLEAN,
     p_check_fence       BOOLEAN,
     p_check_lease       BOOLEAN,
-    p_check_credit_limit BOOLEAN
+    p_check_credit_limit BOOLEAN,
+    p_check_wallet_status BOOLEAN
 ) RETURNS TABLE (
     ord          INTEGER,
     outcome      TEXT,
@@ -35,8 +36,8 @@ AS $$
                                array_fill(NULL::TIMESTAMPTZ, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
                                array_fill(NULL::JSONB, ARRAY[coalesce(cardinality(p_operation_ids), 0)]),
                                p_fences, p_lease_ids, 1, NULL, p_check_idempotency, p_check_fence, p_check_lease,
-                               TRUE, TRUE, p_check_credit_limit) b
+                               TRUE, TRUE, p_check_credit_limit, p_check_wallet_status) b
      WHERE decision_wallet_ids_checked(p_froms || p_tos);
 $$;
 
-REVOKE EXECUTE ON FUNCTION apply_transfers_unsafe(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean,boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION apply_transfers_unsafe(text[],text[],text[],text[],bigint[],text[],bigint[],uuid[],boolean,boolean,boolean,boolean,boolean) FROM PUBLIC;

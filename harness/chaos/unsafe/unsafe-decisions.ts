@@ -36,6 +36,7 @@ export const UNSAFE_DECISION_MODES: readonly UnsafeMode[] = Object.freeze([
   'double-capture',
   'refund-unbounded',
   'no-credit-limit',
+  'no-wallet-status',
 ]);
 
 /** Whether a worker with these TRANSFERS_UNSAFE modes calls the variants. */
@@ -44,7 +45,14 @@ export function needsUnsafeDecisions(modes: readonly string[]): boolean {
 }
 
 /** A check a variant can skip; its switch is the parameter `p_check_<check>`. */
-export type Check = 'idempotency' | 'fence' | 'lease' | 'hold_state' | 'refund_bound' | 'credit_limit';
+export type Check =
+  | 'idempotency'
+  | 'fence'
+  | 'lease'
+  | 'hold_state'
+  | 'refund_bound'
+  | 'credit_limit'
+  | 'wallet_status';
 
 /** One edit of the production text: `find` must occur exactly once (a region: from `find` through the first `through` after it). */
 interface Edit {
@@ -145,7 +153,7 @@ function spendable(before: string, after = ','): Edit {
 const VARIANTS: readonly Variant[] = [
   {
     fn: 'decide_batch',
-    checks: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound', 'credit_limit'],
+    checks: ['idempotency', 'fence', 'lease', 'hold_state', 'refund_bound', 'credit_limit', 'wallet_status'],
     edits: [
       {
         what: "the operations' advisory locks",
@@ -171,6 +179,12 @@ const VARIANTS: readonly Variant[] = [
         to: () =>
           `IF ${switchOf('fence')} AND decision_stale(w_fence[v_fi], ` +
           `CASE WHEN ${switchOf('lease')} THEN w_lease[v_fi] ELSE v_lease END, v_fence, v_lease) THEN`,
+      },
+      {
+        // Off, no posting is refused for its wallet's status (decision_status_refusal() not asked).
+        what: "the wallets' statuses",
+        find: 'IF NOT v_all_open AND v.reason IS NULL THEN',
+        to: () => `IF ${switchOf('wallet_status')} AND NOT v_all_open AND v.reason IS NULL THEN`,
       },
       spendable('w_currency[v_ti], '),
       spendable('v_now, w_id, w_currency, '),
@@ -319,9 +333,14 @@ export function unsafeDecisionsSql(sourcesDir = SQL_SOURCES_DIR): string {
  */
 export const DROP_LIMIT_CHECK_SQL = 'ALTER TABLE wallets DROP CONSTRAINT wallets_balance_within_limit;\n';
 
+/** A closed wallet's CHECK (balance = 0 AND held = 0), dropped for `no-wallet-status`: else a credit to it aborts its batch. */
+export const DROP_CLOSED_CHECK_SQL = 'ALTER TABLE wallets DROP CONSTRAINT wallets_closed_empty;\n';
+
 export interface InstallOptions {
   /** Drop CHECK (balance >= -credit_limit) too, in the same transaction: the `no-credit-limit` control. */
   readonly withoutLimitCheck?: boolean;
+  /** Drop the closed wallets' CHECK too, in the same transaction: the `no-wallet-status` control. */
+  readonly withoutClosedCheck?: boolean;
 }
 
 /** Whether a worker with these TRANSFERS_UNSAFE modes needs the wallets' limit CHECK dropped. */
@@ -329,9 +348,17 @@ export function needsLimitCheckDropped(modes: readonly string[]): boolean {
   return modes.includes('no-credit-limit');
 }
 
+/** Whether a worker with these TRANSFERS_UNSAFE modes needs the closed wallets' CHECK dropped. */
+export function needsClosedCheckDropped(modes: readonly string[]): boolean {
+  return modes.includes('no-wallet-status');
+}
+
 /** Installs the variants into the connected database, in one transaction; the client must be the owner. */
 export async function installUnsafeDecisions(client: pg.ClientBase, options: InstallOptions = {}): Promise<void> {
-  const sql = unsafeDecisionsSql() + (options.withoutLimitCheck === true ? DROP_LIMIT_CHECK_SQL : '');
+  const sql =
+    unsafeDecisionsSql() +
+    (options.withoutLimitCheck === true ? DROP_LIMIT_CHECK_SQL : '') +
+    (options.withoutClosedCheck === true ? DROP_CLOSED_CHECK_SQL : '');
   await client.query('BEGIN');
   try {
     await client.query(sql);

@@ -3,11 +3,13 @@
 // checker builds them (buildCheckFacts) but from literals, with no service.
 
 import { NO_CREDIT_PLAN } from '../../../harness/chaos/chaos-credit.ts';
+import { NO_WALLET_PLAN, type WalletPlan } from '../../../harness/chaos/chaos-wallets.ts';
 import type { ChaosMessage, ChaosWorkload, OperationModel } from '../../../harness/chaos/chaos-workload.ts';
 import { type Invariant, runInvariant } from '../../../harness/chaos/check-result.ts';
 import type { DatabaseState, HoldRow, RecordRow, WalletRow } from '../../../harness/chaos/database-state.ts';
 import { buildCheckFacts, type CheckFacts } from '../../../harness/chaos/expected-model.ts';
 import type { FinalJob } from '../../../harness/chaos/final-job.ts';
+import { NO_WALLET_LOG, type WalletLog } from '../../../harness/chaos/wallet-state.ts';
 import type { OperationKind, OperationWire } from '../../../src/ledger/transfer-request.ts';
 
 export const OPENING = 100n;
@@ -38,6 +40,7 @@ export function workloadOf(
   ops: readonly OperationModel[],
   wallets = ['w1', 'w2', 'w3'],
   credit: ChaosWorkload['credit'] = NO_CREDIT_PLAN,
+  walletOps: WalletPlan = NO_WALLET_PLAN,
 ): ChaosWorkload {
   return {
     messages: [],
@@ -46,6 +49,7 @@ export function workloadOf(
     operations: new Map(ops.map((o) => [o.operationId, o])),
     sinkWallets: new Set(),
     credit,
+    walletOps,
   };
 }
 
@@ -102,7 +106,7 @@ export function job(
 }
 
 export function wallet(id: string, balance: bigint, extra: Partial<WalletRow> = {}): WalletRow {
-  return { id, balance, held: 0n, last_fence: 1n, credit_limit: 0n, ...extra };
+  return { id, balance, held: 0n, last_fence: 1n, credit_limit: 0n, currency: 'EUR', status: 'open', ...extra };
 }
 
 export function holdRow(hold: OperationModel, state: string, extra: Partial<HoldRow> = {}): HoldRow {
@@ -138,6 +142,9 @@ export interface History {
   readonly credit?: ChaosWorkload['credit'];
   readonly drained?: { ok: boolean; detail: string };
   readonly intakeRun?: boolean;
+  /** The wallets' stream and the decisions' clock (default: none). */
+  readonly walletOps?: WalletPlan;
+  readonly walletLog?: WalletLog;
 }
 
 /** The facts the checker would build for this history. */
@@ -153,9 +160,10 @@ export function factsOf(h: History): CheckFacts {
     firstEntry: new Map((h.commitOrder ?? []).map((id, i) => [id, BigInt(i + 1)])),
     feedOrder: new Map((h.feedOrder ?? records.map((r) => r.operation_id)).map((id, i) => [id, BigInt(i + 1)])),
     sqlViolations: new Map(),
+    walletLog: h.walletLog ?? NO_WALLET_LOG,
   };
   const input = {
-    workload: workloadOf(h.ops, undefined, h.credit),
+    workload: workloadOf(h.ops, undefined, h.credit, h.walletOps),
     sent: new Map(h.sent ?? []),
     jobs: h.jobs ?? [],
     drained: h.drained ?? { ok: true, detail: '' },

@@ -1,5 +1,6 @@
 // The fault schedule is a pure function of the seed and the options: the same seed gives the
 // same faults at the same offsets against the same targets; another seed gives another one.
+
 import { describe, expect, it } from 'vitest';
 import { chaosOptions, FAULT_KINDS, parseChaosArgs } from '../../../harness/chaos/chaos-options.ts';
 import { buildWorkload } from '../../../harness/chaos/chaos-workload.ts';
@@ -9,6 +10,7 @@ import {
   walletHoldBoundMs,
 } from '../../../harness/chaos/pg-blackhole.ts';
 import { buildSchedule, scheduledFaultCount } from '../../../harness/chaos/schedule.ts';
+import { OPERATION_KINDS } from '../../../src/ledger/transfer-request.ts';
 
 describe('buildSchedule', () => {
   it('gives the same schedule for the same seed', () => {
@@ -133,7 +135,8 @@ describe('buildWorkload', () => {
   it('mixes every payment kind by default, and none with --payments off', () => {
     const a = buildWorkload(chaosOptions({ transfers: 2_000 }));
     const kinds = new Set([...a.operations.values()].map((op) => op.kind));
-    expect(kinds).toEqual(new Set(['transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit']));
+    // Every kind: the payments', the credit stream's and the wallet stream's (chaos-wallets.ts).
+    expect(kinds).toEqual(new Set(OPERATION_KINDS));
     const off = buildWorkload(chaosOptions({ transfers: 2_000, payments: false }));
     expect([...off.operations.values()].every((op) => op.kind === 'transfer')).toBe(true);
     expect(off.credit.creditWallets).toEqual([]);

@@ -107,9 +107,12 @@ class WalletPlanner {
     return `wallet-${this.o.seed}-${++this.n}-${what}`;
   }
 
-  /** Sends `make(id)` at `position`, and again a little later under a new job now and then. */
+  /**
+   * Sends `make(id)`, with metadata naming the stream and the step, at `position`, and again a
+   * little later under a new job now and then.
+   */
   put(position: number, what: string, make: (operationId: string) => OperationWire): void {
-    const wire = make(this.id(what));
+    const wire: OperationWire = { ...make(this.id(what)), metadata: { stream: 'wallets', step: what } };
     this.operationIds.add(wire.operationId);
     this.placed.push({ position, wire });
     if (this.random() < REDELIVERED) {

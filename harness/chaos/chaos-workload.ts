@@ -331,10 +331,28 @@ function validTransfers(o: WorkloadOptions): { valid: ValidTransfer[]; sinkWalle
 
   const valid = generated.map((m) => ({
     kind: m.kind as MessageKind,
-    wire: { ...m.wire, from: remap(m.wire.from, 'from'), to: remap(m.wire.to, 'to') } satisfies TransferWire,
+    wire: {
+      ...m.wire,
+      from: remap(m.wire.from, 'from'),
+      to: remap(m.wire.to, 'to'),
+      ...transferMetadata(o, m.wire.operationId),
+    } satisfies TransferWire,
   }));
   return { valid, sinkWallets };
 }
+
+/**
+ * Metadata on about one transfer in TRANSFER_METADATA_EVERY, chosen by its id (so its duplicates
+ * and conflicting reuses carry the same): such a transfer is decided through apply_payments(), and
+ * the checker holds its record to it. None with the naive apply, which writes no metadata.
+ */
+function transferMetadata(o: WorkloadOptions, operationId: string): { metadata?: Record<string, string> } {
+  if (o.apply === 'naive') return {};
+  let sum = 0;
+  for (const c of operationId) sum += c.charCodeAt(0);
+  return sum % TRANSFER_METADATA_EVERY === 0 ? { metadata: { order: operationId, channel: 'chaos' } } : {};
+}
+const TRANSFER_METADATA_EVERY = 10;
 
 /** Hostile messages at seeded positions among the valid ones. */
 function invalidMessages(o: WorkloadOptions, validCount: number): Placed[] {

@@ -18,6 +18,8 @@ export interface RecordRow {
   status: string;
   reason: string | null;
   fence: bigint;
+  /** The metadata the record keeps (NULL: none). */
+  metadata: Record<string, string> | null;
 }
 
 export interface WalletRow {
@@ -76,7 +78,7 @@ export interface DatabaseState {
 export async function readDatabaseState(prisma: PrismaClient, watched: readonly string[]): Promise<DatabaseState> {
   const ledger = await reconcile(prisma);
   const recordList = await prisma.$queryRaw<RecordRow[]>`
-    SELECT operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount, status, reason, fence
+    SELECT operation_id, request_hash, kind, original_id, from_wallet, to_wallet, amount, status, reason, fence, metadata
       FROM transfers`;
   const wallets = await prisma.$queryRaw<WalletRow[]>`
     SELECT id, balance, held, last_fence, credit_limit, currency::text AS currency, status FROM wallets`;

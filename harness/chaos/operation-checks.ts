@@ -67,6 +67,27 @@ export const storedRequestCheck: Invariant<Pick<CheckFacts, 'workload' | 'record
   },
 };
 
+/** Metadata as one canonical text (keys sorted), '' for none or `{}`. */
+function metadataText(metadata: Readonly<Record<string, string>> | null | undefined): string {
+  const keys = Object.keys(metadata ?? {}).sort();
+  return keys.length === 0 ? '' : JSON.stringify(keys.map((k) => [k, metadata?.[k]]));
+}
+
+export const metadataKeptCheck: Invariant<Pick<CheckFacts, 'workload' | 'records'>> = {
+  name: 'every record keeps the metadata of the request it answers',
+  group: 'exactly-once',
+  find: ({ workload, records }, fail) => {
+    for (const op of workload.operations.values()) {
+      const record = records.get(op.operationId);
+      const wire = record === undefined ? undefined : op.wires.get(record.request_hash);
+      if (record === undefined || wire === undefined) continue;
+      const sent = metadataText(wire.metadata);
+      const kept = metadataText(record.metadata);
+      if (sent !== kept) fail({ operationId: op.operationId, sent: sent || 'none', kept: kept || 'none' });
+    }
+  },
+};
+
 export const noRejectionCheck: Invariant<Pick<CheckFacts, 'workload' | 'records'>> = {
   name: 'no valid transfer was rejected (opening balances cover every sender but the credit ones)',
   group: 'money',

@@ -67,6 +67,7 @@ export function recordOf(op: OperationModel, status = 'applied', reason: string 
     status,
     reason,
     fence: 1n,
+    metadata: ([...op.wires.values()][0]?.metadata as Record<string, string> | undefined) ?? null,
   };
 }
 

@@ -8,11 +8,12 @@ import {
   conflictsOnceCheck,
   invalidMessagesCheck,
   jobAnswersCheck,
+  metadataKeptCheck,
   noRejectionCheck,
   storedRequestCheck,
   terminalOutcomeCheck,
 } from '../../../harness/chaos/operation-checks.ts';
-import { factsOf, job, judge, message, recordOf, transfer } from './check-facts.ts';
+import { factsOf, job, judge, message, operation, recordOf, transfer } from './check-facts.ts';
 
 const t1 = transfer('t1', 'w1', 'w2', 10n);
 const applied = { outcome: 'applied' };
@@ -32,6 +33,24 @@ describe('every operation has one terminal outcome', () => {
     ]);
     expect(judge(terminalOutcomeCheck, factsOf({ ops: [t1] }))).toEqual([
       { operationId: 't1', record: 'none', jobs: '' },
+    ]);
+  });
+});
+
+describe('every record keeps the metadata of the request it answers', () => {
+  const tagged = operation('t2', 'transfer', { from: 'w1', to: 'w2', amount: '5', metadata: { order: '1', b: 'x' } });
+
+  it('holds when the record keeps it, in any key order, and when neither has any', () => {
+    const reordered = { ...recordOf(tagged), metadata: { b: 'x', order: '1' } };
+    expect(judge(metadataKeptCheck, factsOf({ ops: [t1, tagged], records: [recordOf(t1), reordered] }))).toEqual([]);
+  });
+
+  it('fails on metadata lost or changed', () => {
+    const lost = { ...recordOf(tagged), metadata: null };
+    const changed = { ...recordOf(t1), metadata: { order: '2' } };
+    expect(judge(metadataKeptCheck, factsOf({ ops: [t1, tagged], records: [changed, lost] }))).toEqual([
+      { operationId: 't1', sent: 'none', kept: '[["order","2"]]' },
+      { operationId: 't2', sent: '[["b","x"],["order","1"]]', kept: 'none' },
     ]);
   });
 });

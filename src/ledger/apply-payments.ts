@@ -190,6 +190,7 @@ export async function applyPayments(
   }
   for (const p of payments) assertFenced(p.fence, p.leaseId, p.request.operationId);
   const c = columnsOf(payments);
+  const metadata = c.metadata.some((m) => m !== null) ? c.metadata : null;
   const unsafe =
     options.skipIdempotency === true ||
     options.skipFence === true ||
@@ -208,14 +209,14 @@ export async function applyPayments(
           ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
           ${options.holdExpiryMaxMs}::bigint, ${!options.skipIdempotency}::boolean, ${!options.skipFence}::boolean,
           ${!options.skipLeaseCheck}::boolean, ${!options.skipHoldState}::boolean, ${!options.skipRefundBound}::boolean,
-          ${!options.skipCreditLimit}::boolean, ${!options.skipWalletStatus}::boolean)`,
+          ${!options.skipCreditLimit}::boolean, ${!options.skipWalletStatus}::boolean, ${metadata}::jsonb[])`,
       )
     : await prisma.$queryRaw<PaymentRow[]>`
         SELECT ord, outcome, status, reason, fence, wallet_fence FROM apply_payments(
           ${c.kinds}::text[], ${c.operationIds}::text[], ${c.hashes}::text[], ${c.froms}::text[], ${c.tos}::text[],
           ${c.amounts}::bigint[], ${c.currencies}::text[], ${c.refs}::text[], ${c.expiresInMs}::bigint[],
           ${c.expiresAt}::timestamptz[], ${c.legs}::jsonb[], ${c.fences}::bigint[], ${c.leaseIds}::uuid[],
-          ${options.holdExpiryMaxMs}::bigint, ${c.metadata.some((m) => m !== null) ? c.metadata : null}::jsonb[])`;
+          ${options.holdExpiryMaxMs}::bigint, ${metadata}::jsonb[])`;
   if (rows.length !== payments.length) {
     throw new LedgerContractError('batch_row_count', `${rows.length} rows for ${payments.length} payments`);
   }

@@ -131,7 +131,6 @@ function amountOf(r: KindedRequest): bigint | null {
     case 'hold':
     case 'deposit':
     case 'withdrawal':
-      return r.amountMinor;
     case 'capture':
     case 'refund':
       return r.amountMinor;

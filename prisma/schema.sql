@@ -302,7 +302,7 @@ BEGIN
             v_all_open := v_all_open AND w_status[v_fi] = 'open';
         ELSIF v_kind = 'split' AND v.reason IS NULL THEN
             FOR v_j IN 2 .. cardinality(v.wallets) LOOP
-                s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j])::split_legs;
+                s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j], now())::split_legs;
             END LOOP;
         END IF;
         -- Every decision under our token raises the source's fence, refusals included (none without a row).
@@ -867,6 +867,7 @@ CREATE TABLE public.split_legs (
     leg integer NOT NULL,
     to_wallet text NOT NULL,
     amount bigint NOT NULL,
+    created_at timestamp(6) with time zone DEFAULT now() NOT NULL,
     CONSTRAINT split_legs_amount_positive CHECK ((amount > 0)),
     CONSTRAINT split_legs_leg_range CHECK (((leg >= 1) AND (leg <= 16)))
 );
@@ -1240,6 +1241,90 @@ BEGIN
     RAISE EXCEPTION 'ledger_entries is append-only: % refused', TG_OP
         USING ERRCODE = '42501',
               HINT = 'post a correcting entry instead of changing or removing one';
+END;
+$$;
+
+--
+-- Name: operations_matching(text, text, text, text, timestamp with time zone, timestamp with time zone, jsonb, timestamp with time zone, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.operations_matching(p_wallet text, p_side text, p_kind text, p_status text, p_from timestamp with time zone, p_to timestamp with time zone, p_metadata jsonb, p_after_at timestamp with time zone, p_after_id text, p_limit integer) RETURNS TABLE(operation_id text, kind text, status text, reason text, from_wallet text, to_wallet text, amount bigint, currency text, original_id text, reference text, created_at timestamp with time zone, metadata jsonb, legs jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_kinds    TEXT[] := ARRAY['transfer', 'hold', 'capture', 'void', 'refund', 'split', 'credit_limit', 'deposit',
+                               'withdrawal', 'open_wallet', 'freeze_wallet', 'unfreeze_wallet', 'close_wallet'];
+    v_statuses TEXT[] := ARRAY['applied', 'rejected'];
+    v_from     TIMESTAMPTZ := coalesce(p_from, '-infinity');
+    v_to       TIMESTAMPTZ := coalesce(p_to, 'infinity');
+    v_at       TIMESTAMPTZ := coalesce(p_after_at, '-infinity');
+    v_id       TEXT := coalesce(p_after_id, '');
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 OR (p_after_at IS NULL) <> (p_after_id IS NULL)
+       OR (p_wallet IS NULL) <> (p_side IS NULL) OR p_side NOT IN ('from', 'to', 'any')
+       OR p_kind <> ALL (v_kinds) OR p_status <> ALL (v_statuses) OR v_from >= v_to
+       OR jsonb_typeof(p_metadata) <> 'object' OR p_metadata = '{}' THEN
+        RAISE EXCEPTION 'operations_matching: a limit from 1 to 1000, a whole cursor or none, a wallet with its side (from, to, any), a known kind and status, a range from before to, metadata pairs'
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_kind IS NOT NULL THEN v_kinds := ARRAY[p_kind]; END IF;
+    IF p_status IS NOT NULL THEN v_statuses := ARRAY[p_status]; END IF;
+    RETURN QUERY
+        WITH found AS MATERIALIZED (
+            -- metadata: what the GIN index finds, every other filter checked on it
+            SELECT t.operation_id, t.created_at FROM transfers t
+             WHERE p_metadata IS NOT NULL AND t.metadata IS NOT NULL AND t.metadata @> p_metadata
+               AND t.kind = ANY (v_kinds) AND t.status = ANY (v_statuses)
+               AND t.created_at >= v_from AND t.created_at < v_to AND (t.created_at, t.operation_id) > (v_at, v_id)
+               AND (p_wallet IS NULL
+                    OR (p_side <> 'to' AND t.from_wallet = p_wallet AND t.kind <> 'deposit')
+                    OR (p_side <> 'from' AND (t.to_wallet = p_wallet
+                        OR EXISTS (SELECT 1 FROM split_legs l WHERE l.operation_id = t.operation_id AND l.to_wallet = p_wallet))))
+            UNION
+            -- a wallet: one ordered range scan per side, each cut at the limit
+            SELECT x.operation_id, x.created_at FROM (
+                 SELECT t.operation_id, t.created_at FROM transfers t
+                  WHERE t.from_wallet = p_wallet AND t.kind <> 'deposit'
+                    AND t.created_at >= v_from AND t.created_at < v_to AND (t.created_at, t.operation_id) > (v_at, v_id)
+                    AND t.kind = ANY (v_kinds) AND t.status = ANY (v_statuses)
+                  ORDER BY t.created_at, t.operation_id LIMIT p_limit) x
+             WHERE p_metadata IS NULL AND p_wallet IS NOT NULL AND p_side <> 'to'
+            UNION
+            SELECT x.operation_id, x.created_at FROM (
+                 SELECT t.operation_id, t.created_at FROM transfers t
+                  WHERE t.to_wallet = p_wallet
+                    AND t.created_at >= v_from AND t.created_at < v_to AND (t.created_at, t.operation_id) > (v_at, v_id)
+                    AND t.kind = ANY (v_kinds) AND t.status = ANY (v_statuses)
+                  ORDER BY t.created_at, t.operation_id LIMIT p_limit) x
+             WHERE p_metadata IS NULL AND p_wallet IS NOT NULL AND p_side <> 'from'
+            UNION
+            SELECT x.operation_id, x.created_at FROM (
+                 SELECT DISTINCT l.operation_id, l.created_at FROM split_legs l
+                  WHERE l.to_wallet = p_wallet AND 'split' = ANY (v_kinds) AND 'applied' = ANY (v_statuses)
+                    AND l.created_at >= v_from AND l.created_at < v_to AND (l.created_at, l.operation_id) > (v_at, v_id)
+                  ORDER BY l.created_at, l.operation_id LIMIT p_limit) x
+             WHERE p_metadata IS NULL AND p_wallet IS NOT NULL AND p_side <> 'from'
+            UNION
+            -- else: one ordered range scan per kind and status
+            SELECT x.operation_id, x.created_at FROM unnest(v_kinds) k(kind) CROSS JOIN unnest(v_statuses) st(status)
+             CROSS JOIN LATERAL (
+                 SELECT t.operation_id, t.created_at FROM transfers t
+                  WHERE t.kind = k.kind AND t.status = st.status
+                    AND t.created_at >= v_from AND t.created_at < v_to AND (t.created_at, t.operation_id) > (v_at, v_id)
+                  ORDER BY t.created_at, t.operation_id LIMIT p_limit) x
+             WHERE p_metadata IS NULL AND p_wallet IS NULL
+        ), page AS (
+            SELECT f.operation_id FROM found f ORDER BY f.created_at, f.operation_id LIMIT p_limit
+        )
+        SELECT t.operation_id, t.kind, t.status, t.reason,
+               CASE WHEN t.kind = 'deposit' THEN NULL ELSE t.from_wallet END, t.to_wallet,
+               t.amount, trim(t.currency), t.original_id, t.reference, t.created_at, t.metadata,
+               CASE WHEN t.kind = 'split' THEN (
+                   SELECT jsonb_agg(jsonb_build_object('to', l.to_wallet, 'amount', l.amount::TEXT) ORDER BY l.leg)
+                     FROM split_legs l WHERE l.operation_id = t.operation_id) END
+          FROM page p JOIN transfers t ON t.operation_id = p.operation_id
+         ORDER BY t.created_at, t.operation_id;
 END;
 $$;
 
@@ -2438,16 +2523,46 @@ CREATE INDEX ledger_entries_wallet_time_idx ON public.ledger_entries USING btree
 CREATE INDEX outcome_events_operation_id_idx ON public.outcome_events USING btree (operation_id);
 
 --
+-- Name: split_legs_to_time_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX split_legs_to_time_idx ON public.split_legs USING btree (to_wallet, created_at, operation_id);
+
+--
 -- Name: transfer_requests_open_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX transfer_requests_open_idx ON public.transfer_requests USING btree (sent_at NULLS FIRST) WHERE (decided_at IS NULL);
 
 --
+-- Name: transfers_from_time_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transfers_from_time_idx ON public.transfers USING btree (from_wallet, created_at, operation_id);
+
+--
+-- Name: transfers_kind_status_time_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transfers_kind_status_time_idx ON public.transfers USING btree (kind, status, created_at, operation_id);
+
+--
+-- Name: transfers_metadata_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transfers_metadata_idx ON public.transfers USING gin (metadata jsonb_path_ops) WHERE (metadata IS NOT NULL);
+
+--
 -- Name: transfers_original_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX transfers_original_id_idx ON public.transfers USING btree (original_id) WHERE (kind = 'refund'::text);
+
+--
+-- Name: transfers_to_time_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transfers_to_time_idx ON public.transfers USING btree (to_wallet, created_at, operation_id) WHERE (to_wallet IS NOT NULL);
 
 --
 -- Name: ledger_entries ledger_entries_no_truncate; Type: TRIGGER; Schema: public; Owner: -
@@ -2628,6 +2743,12 @@ REVOKE ALL ON FUNCTION public.holds_expire(p_limit integer) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.ledger_entries_append_only() FROM PUBLIC;
+
+--
+-- Name: FUNCTION operations_matching(p_wallet text, p_side text, p_kind text, p_status text, p_from timestamp with time zone, p_to timestamp with time zone, p_metadata jsonb, p_after_at timestamp with time zone, p_after_id text, p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.operations_matching(p_wallet text, p_side text, p_kind text, p_status text, p_from timestamp with time zone, p_to timestamp with time zone, p_metadata jsonb, p_after_at timestamp with time zone, p_after_id text, p_limit integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION outcome_cursor_move(p_name text, p_position bigint); Type: ACL; Schema: public; Owner: -

@@ -1,6 +1,6 @@
 // The public entry of the package, `fenced-transfers`: everything of the intake's entry
 // (src/intake-entry.ts: requesting operations in the producer's transaction, the outcome feed,
-// a wallet's balance at an instant and its statement, the wire types, the errors), plus enqueueing straight to BullMQ. Importing it loads BullMQ and
+// a wallet's balance at an instant and its statement, the query API, the wire types, the errors), plus enqueueing straight to BullMQ. Importing it loads BullMQ and
 // ioredis; a producer that only uses the intake imports `fenced-transfers/intake` instead.
 // Everything not exported here is private and may move.
 

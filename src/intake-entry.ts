@@ -1,7 +1,7 @@
 // The public entry of the intake half, `fenced-transfers/intake`: what a producer imports to
-// request operations inside its own PostgreSQL transaction, to read and follow the outcome feed
-// and to look back at a wallet (its balance at an instant, its statement), with the wire types
-// and the errors. Nothing it imports, however indirectly, loads BullMQ
+// request operations inside its own PostgreSQL transaction, to read and follow the outcome feed,
+// to look back at a wallet (its balance at an instant, its statement) and to find operations (the
+// query API), with the wire types and the errors. Nothing it imports, however indirectly, loads BullMQ
 // or ioredis (a checked import rule, intake-entry-reaches-queue, and test/library/intake-entry.test.ts):
 // a producer that only talks to PostgreSQL carries no Redis client. The full entry is src/index.ts.
 // Everything not exported here or there is private and may move.
@@ -28,6 +28,17 @@ export {
   requestTransfer,
   requestTransfers,
 } from './intake/intake.ts';
+export {
+  type FoundLeg,
+  type FoundOperation,
+  findOperations,
+  OPERATION_SIDES,
+  OPERATIONS_LIMIT_DEFAULT,
+  OPERATIONS_LIMIT_MAX,
+  type OperationPage,
+  type OperationQuery,
+  type OperationSide,
+} from './intake/operation-query.ts';
 export {
   type FeedClient,
   type FollowOptions,

@@ -148,7 +148,7 @@ BEGIN
             v_all_open := v_all_open AND w_status[v_fi] = 'open';
         ELSIF v_kind = 'split' AND v.reason IS NULL THEN
             FOR v_j IN 2 .. cardinality(v.wallets) LOOP
-                s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j])::split_legs;
+                s := s || ROW(v_op, v_j - 1, v.wallets[v_j], v.amounts[v_j], now())::split_legs;
             END LOOP;
         END IF;
         -- Every decision under our token raises the source's fence, refusals included (none without a row).

@@ -67,3 +67,15 @@ export function instantFlag(value: string, flag: string): Date {
     );
   return instant;
 }
+
+/** `--metadata KEY=VALUE`, repeated, as an object (undefined when the flag is absent); the bounds are the caller's. */
+export function metadataFlags(pairs: string[] | undefined): Record<string, string> | undefined {
+  if (pairs === undefined) return undefined;
+  const metadata: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new UsageError(`--metadata must be KEY=VALUE, got ${JSON.stringify(pair)}`);
+    metadata[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return metadata;
+}

@@ -35,7 +35,7 @@ import { ENQUEUE_BATCH_MAX, enqueueOperation, enqueueOperations, TransferQueues 
 import { bullmqConnection } from '../queue/redis-connection.ts';
 import { redisReachable } from '../queue/redis-reachable.ts';
 import { randomWorkload } from '../workload/random-transfers.ts';
-import { integerFlag, parseFlags } from './args.ts';
+import { integerFlag, metadataFlags, parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
 const USAGE = [
@@ -334,22 +334,16 @@ function flagOperation(values: EnqueueFlags, kind: OperationKind, config: Config
       wire = walletWire(values, kind, operationId);
       break;
   }
-  const withMetadata = { ...wire, ...metadataFlags(values) };
+  const withMetadata = { ...wire, ...metadataOf(values) };
   const verdict = validateOperationWithin(withMetadata, config);
   if (!verdict.ok) throw new UsageError(verdict.reason);
   return withMetadata;
 }
 
 /** `--metadata KEY=VALUE`, repeated: the operation's metadata (none when the flag is absent). */
-function metadataFlags(values: EnqueueFlags): { metadata?: Record<string, string> } {
-  if (!Array.isArray(values.metadata)) return {};
-  const metadata: Record<string, string> = {};
-  for (const pair of values.metadata) {
-    const at = pair.indexOf('=');
-    if (at < 1) throw new UsageError(`--metadata must be KEY=VALUE, got ${JSON.stringify(pair)}`);
-    metadata[pair.slice(0, at)] = pair.slice(at + 1);
-  }
-  return { metadata };
+function metadataOf(values: EnqueueFlags): { metadata?: Record<string, string> } {
+  const metadata = metadataFlags(Array.isArray(values.metadata) ? values.metadata : undefined);
+  return metadata === undefined ? {} : { metadata };
 }
 
 /** A split's legs from its --leg WALLET:AMOUNT flags, in order. */

@@ -1,7 +1,8 @@
 // `npm run db:read-role -- --role NAME`: create or update a reader's login role (password from
 // READ_DB_PASSWORD, never printed), connected as the owner in DATABASE_URL. The role may only
 // call outcome_events_after() (the outcome feed), wallet_balance_at() and wallet_statement() (a
-// wallet's history: `npm run balance`, `npm run statement`). Prints its privileges as read back from the catalogs.
+// wallet's history: `npm run balance`, `npm run statement`) and operations_matching() (the query
+// API: `npm run operations`). Prints its privileges as read back from the catalogs.
 import { loadConfig } from '../config/config.ts';
 import { ensureIntakeRole, INTAKE_ROLES, loadIntakeRolePassword } from '../db/intake-role-grants.ts';
 import { parseFlags, requireFlag } from './args.ts';

@@ -6,8 +6,9 @@
 //   a service requests transfers and payments in its own transaction and can touch no table directly;
 // - the read role (`npm run db:read-role`) may do the same with outcome_events_after()
 //   (OUTCOME_FEED_FUNCTION), wallet_balance_at() and wallet_statement()
-//   (WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION): it reads the outcome feed and a
-//   wallet's history, and nothing else.
+//   (WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION) and operations_matching()
+//   (OPERATIONS_MATCHING_FUNCTION): it reads the outcome feed, a wallet's history and the
+//   operations recorded, and nothing else.
 // Every such function is SECURITY DEFINER (the intake-and-outcome-feed and running-balances migrations). The refusals are
 // the worker role's: the caller itself, a role with any power, a member of a role, an owner of
 // anything. Its sessions' bounds become its defaults in the database, as for the worker role.
@@ -19,6 +20,7 @@ import {
   INTAKE_TRACED_FUNCTION,
   INTAKE_TRACED_OPERATION_FUNCTION,
 } from '../intake/intake.ts';
+import { OPERATIONS_MATCHING_FUNCTION } from '../intake/operation-query.ts';
 import { OUTCOME_FEED_FUNCTION } from '../intake/outcome-feed.ts';
 import { WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION } from '../intake/wallet-history.ts';
 import type { SessionBoundsConfig, SessionSetting } from './session-bounds.ts';
@@ -42,7 +44,7 @@ export const INTAKE_ROLES: Readonly<Record<IntakeRoleKind, IntakeRoleSpec>> = Ob
   },
   read: {
     kind: 'read',
-    fns: [OUTCOME_FEED_FUNCTION, WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION],
+    fns: [OUTCOME_FEED_FUNCTION, WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION, OPERATIONS_MATCHING_FUNCTION],
     passwordVariable: 'READ_DB_PASSWORD',
   },
 });

@@ -146,13 +146,14 @@ async function query<T extends object>(
   }
 }
 
-function checkWallet(wallet: string): void {
+/** A wallet id within the wire's bounds, or a RangeError before any query. */
+export function checkWallet(wallet: string): void {
   if (typeof wallet !== 'string' || wallet.length < 1 || wallet.length > WIRE_LIMITS.idLengthMax)
     throw new RangeError(`wallet must be 1 to ${WIRE_LIMITS.idLengthMax} characters, got ${JSON.stringify(wallet)}`);
 }
 
 /** The instant as an ISO string PostgreSQL reads exactly, or a RangeError naming `name`. */
-function instantText(instant: Date, name: string): string {
+export function instantText(instant: Date, name: string): string {
   if (!(instant instanceof Date) || Number.isNaN(instant.getTime()))
     throw new RangeError(`${name} must be a valid Date, got ${String(instant)}`);
   const year = instant.getUTCFullYear();

@@ -1,7 +1,7 @@
-// `npm run balance` and `npm run statement` (a wallet's history), run as the read role, the way
-// a reader does: the balance now and before the first entry as one JSON line; the statement as
-// NDJSON, page after page through --cursor, ending with a null cursor; a usage mistake is one
-// line and the usage on stderr, exit 1.
+// `npm run balance`, `npm run statement` (a wallet's history) and `npm run operations` (the query
+// API), run as the read role, the way a reader does: the balance now and before the first entry as
+// one JSON line; the statement and the operations as NDJSON, page after page through --cursor,
+// ending with a null cursor; a usage mistake is one line and the usage on stderr, exit 1.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureIntakeRole, INTAKE_ROLES } from '../../src/db/intake-role-grants.ts';
@@ -19,7 +19,7 @@ let beforeSeed: string;
 /** Nothing listens there: neither command needs Redis. */
 const NO_REDIS = 'redis://127.0.0.1:1';
 
-const run = (file: 'balance' | 'statement', args: string[]) =>
+const run = (file: 'balance' | 'statement' | 'operations', args: string[]) =>
   runSource(`src/cli/${file}.ts`, args, { DATABASE_URL: readUrl, REDIS_URL: NO_REDIS });
 const lines = (stdout: string) =>
   stdout
@@ -54,7 +54,7 @@ afterAll(async () => {
   await dropWorkerRole(db.url, readRole);
 });
 
-describe('npm run balance and npm run statement, as the read role', () => {
+describe('npm run balance, npm run statement and npm run operations, as the read role', () => {
   it('balance: now by default, and --at before the first entry', async () => {
     const [now, before] = await Promise.all([run('balance', ['w1']), run('balance', ['w1', '--at', beforeSeed])]);
     expect(now.code, describeRun(now)).toBe(0);
@@ -100,5 +100,31 @@ describe('npm run balance and npm run statement, as the read role', () => {
     expect(usage.stderr).toMatch(/^error: missing --from\nusage: npm run statement -- <wallet> --from <ISO>/);
     expect(forged.code, describeRun(forged)).toBe(1);
     expect(forged.stderr.trim().split('\n')).toEqual(['error: cursor is not one statement() handed out: "forged"']);
+  });
+
+  it('operations: NDJSON pages through --cursor by wallet and side, a kind with none, a mistake exit 1', async () => {
+    const byWallet = ['--wallet', 'w1', '--side', 'from', '--limit', '1'];
+    const first = await run('operations', byWallet);
+    expect(first.code, describeRun(first)).toBe(0);
+    const page1 = lines(first.stdout);
+    expect(page1[0]).toMatchObject({ operationId: 't1', kind: 'transfer', status: 'applied', from: 'w1', to: 'w2' });
+    expect(page1[0]?.amount).toBe('100');
+    const second = await run('operations', [...byWallet, '--cursor', String(page1[1]?.nextCursor)]);
+    expect(second.code, describeRun(second)).toBe(0);
+    const page2 = lines(second.stdout);
+    expect(page2[0]).toMatchObject({ operationId: 't2', amount: '7' });
+    const third = await run('operations', [...byWallet, '--cursor', String(page2[1]?.nextCursor)]);
+    expect(lines(third.stdout)).toEqual([{ nextCursor: null }]);
+    const [none, side, metadata] = await Promise.all([
+      run('operations', ['--kind', 'hold', '--metadata', 'order=8812']),
+      run('operations', ['--wallet', 'w1', '--side', 'left']),
+      run('operations', ['--metadata', 'order']),
+    ]);
+    expect(none.code, describeRun(none)).toBe(0);
+    expect(lines(none.stdout)).toEqual([{ nextCursor: null }]);
+    expect(side.code, describeRun(side)).toBe(1);
+    expect(side.stderr).toMatch(/^error: side must be one of from, to, any, got "left"\nusage: npm run operations --/);
+    expect(metadata.code, describeRun(metadata)).toBe(1);
+    expect(metadata.stderr).toMatch(/^error: --metadata must be KEY=VALUE, got "order"/);
   });
 });

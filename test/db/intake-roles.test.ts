@@ -165,7 +165,7 @@ describe('npm run db:producer-role', () => {
 });
 
 describe('npm run db:read-role', () => {
-  it("creates a login role that may read the feed and a wallet's history, and nothing else", async () => {
+  it("creates a login role that may read the feed, a wallet's history and the operations, and nothing else", async () => {
     const run = await runSource('src/cli/read-role.ts', ['--role', readRole], {
       DATABASE_URL: db.url,
       READ_DB_PASSWORD: PASSWORD,
@@ -173,6 +173,7 @@ describe('npm run db:read-role', () => {
     expect(run.code, describeRun(run)).toBe(0);
     expect((lastJsonLine(run) as { privileges: string[] }).privileges).toEqual([
       `DATABASE ${db.name} CONNECT`,
+      'FUNCTION public.operations_matching(text,text,text,text,timestamp with time zone,timestamp with time zone,jsonb,timestamp with time zone,text,integer) EXECUTE',
       'FUNCTION public.outcome_events_after(bigint,integer) EXECUTE',
       'FUNCTION public.wallet_balance_at(text,timestamp with time zone) EXECUTE',
       'FUNCTION public.wallet_statement(text,timestamp with time zone,timestamp with time zone,timestamp with time zone,bigint,integer,boolean) EXECUTE',

@@ -1,7 +1,7 @@
 // A small parser for the part of the Prisma schema language that prisma/schema.prisma uses:
 // models; scalar fields with `?`, `@id`, `@default(...)`, `@map("...")`, `@db.X(...)`;
-// block attributes `@@map("...")`, `@@index([...], map: "...")`, `@@id([...])`. Anything else it
-// meets (enums, @unique, @updatedAt, ...) is an error naming the line, so that a schema change
+// block attributes `@@map("...")`, `@@index([...], map: "...")` (a field's `(ops: …)` read as
+// the field), `@@id([...])`. Anything else it meets (enums, @unique, @updatedAt, ...) is an error naming the line, so that a schema change
 // the drift test does not understand fails loudly instead of being skipped.
 
 export interface PrismaAttribute {
@@ -197,13 +197,13 @@ function stringArg(args: string | null, key?: string): string | null {
   return match === null ? null : (match[1] ?? null);
 }
 
-/** `[a, b]` at the start of an attribute's arguments (or after `fields:`). */
+/** `[a, b]` at the start of an attribute's arguments (or after `fields:`); a field's `(ops: …)` dropped. */
 function listArg(args: string | null): string[] {
   const match = /^\s*(?:fields\s*:\s*)?\[([^\]]*)\]/.exec(args ?? '');
   if (match === null) return [];
   return (match[1] ?? '')
     .split(',')
-    .map((s) => s.trim())
+    .map((s) => s.replace(/\(\s*ops\s*:\s*\w+\s*\)$/, '').trim())
     .filter((s) => s !== '');
 }
 

@@ -22,6 +22,7 @@ import {
   INTAKE_TRACED_FUNCTION,
   INTAKE_TRACED_OPERATION_FUNCTION,
 } from '../../src/intake/intake.ts';
+import { OPERATIONS_MATCHING_FUNCTION } from '../../src/intake/operation-query.ts';
 import { OUTCOME_FEED_FUNCTION } from '../../src/intake/outcome-feed.ts';
 import { WALLET_BALANCE_AT_FUNCTION, WALLET_STATEMENT_FUNCTION } from '../../src/intake/wallet-history.ts';
 import { applyTransfer, applyTransfers } from '../../src/ledger/apply-transfer.ts';
@@ -237,6 +238,7 @@ describe('the decision functions', () => {
           OUTCOME_FEED_FUNCTION,
           WALLET_BALANCE_AT_FUNCTION,
           WALLET_STATEMENT_FUNCTION,
+          OPERATIONS_MATCHING_FUNCTION,
           ...RELAY_FUNCTIONS,
         ]),
       ].sort(),

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureIntakeRole, expectedIntakeRolePrivileges, INTAKE_ROLES } from '../../src/db/intake-role-grants.ts';
 import { dropWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { isFencedTransfersError, UnknownWalletError } from '../../src/errors.ts';
+import { OPERATIONS_MATCHING_FUNCTION } from '../../src/intake/operation-query.ts';
 import {
   balanceAt,
   type HistoryClient,
@@ -279,6 +280,7 @@ describe('the read role', () => {
       expect(made.privileges).toEqual(expectedIntakeRolePrivileges(INTAKE_ROLES.read, db.name, 'public'));
       expect(made.privileges).toEqual([
         `DATABASE ${db.name} CONNECT`,
+        `FUNCTION public.${OPERATIONS_MATCHING_FUNCTION} EXECUTE`,
         'FUNCTION public.outcome_events_after(bigint,integer) EXECUTE',
         `FUNCTION public.${WALLET_BALANCE_AT_FUNCTION} EXECUTE`,
         `FUNCTION public.${WALLET_STATEMENT_FUNCTION} EXECUTE`,

@@ -1,8 +1,14 @@
 // `npm run db:seed -- --wallets N --balance AMOUNT [--credit-limit AMOUNT] [--prefix wallet-] [--currency EUR]`:
-// the new wallets, each with its opening balance and its credit limit (0 unless given).
+// opens the wallets <prefix>1 … <prefix>N (those that do not exist yet) with their credit limit (0
+// unless given) and deposits each one's opening balance, through the fenced lock and the decision
+// every operation takes (src/queue/seed-by-operations.ts): each has its records
+// (`seed:open:<wallet>`, `seed:fund:<wallet>`) and outcome events. Needs PostgreSQL and Redis.
 import { loadConfig } from '../config/config.ts';
 import { createPrisma } from '../db/prisma.ts';
-import { seedWallets } from '../ledger/seed-wallets.ts';
+import { FencedLock } from '../lock/fenced-lock.ts';
+import { closeRedis, lockConnection } from '../queue/redis-connection.ts';
+import { redisReachable } from '../queue/redis-reachable.ts';
+import { seedByOperations } from '../queue/seed-by-operations.ts';
 import { amountFlag, integerFlag, parseFlags, requireFlag } from './args.ts';
 import { runCli } from './run-cli.ts';
 
@@ -28,10 +34,16 @@ await runCli(async () => {
     prefix: values.prefix ?? 'wallet-',
     currency: values.currency ?? 'EUR',
   };
-  const prisma = createPrisma(loadConfig());
+  const config = loadConfig();
+  const redis = lockConnection(config);
+  await redisReachable(redis, config);
+  redis.on('error', () => undefined);
+  const prisma = createPrisma(config);
   try {
-    process.stdout.write(`${JSON.stringify(await seedWallets(prisma, request))}\n`);
+    const lock = new FencedLock({ redis, lockTtlMs: config.lockTtlMs, keyPrefix: config.lockKeyPrefix });
+    process.stdout.write(`${JSON.stringify(await seedByOperations(prisma, lock, request))}\n`);
   } finally {
     await prisma.$disconnect();
+    await closeRedis(redis, 2_000);
   }
 });

@@ -57,7 +57,12 @@ const COMMANDS: Command[] = [
     args: [],
     trips: ['postgres-unreachable', 'wrong-password', 'missing-role', 'not-owner'],
   },
-  { name: 'db:seed', file: 'src/cli/seed.ts', args: ['--wallets', '2', '--balance', '100'], trips: POSTGRES_TRIPS },
+  {
+    name: 'db:seed',
+    file: 'src/cli/seed.ts',
+    args: ['--wallets', '2', '--balance', '100'],
+    trips: [...POSTGRES_TRIPS, 'redis-unreachable'],
+  },
   {
     name: 'db:worker-role',
     file: 'src/cli/worker-role.ts',

@@ -6,7 +6,8 @@
 -- record's to_wallet, the wallet it credits, or an applied split's leg; 'any': either), a kind, a
 -- status, a time range (p_from included, p_to excluded) and metadata pairs the operation's metadata
 -- contains. Every query is index range scans:
---   - metadata: the GIN index on transfers.metadata, the other filters checked on what it finds;
+--   - metadata: the GIN index on transfers.metadata alone, the other filters checked on what it
+--     finds (so name a rare pair, such as an order id);
 --   - else a wallet: one ordered range scan per side on (from_wallet | to_wallet | a split leg's
 --     to_wallet, created_at, operation_id), each cut at the limit, merged;
 --   - else: one ordered range scan per kind and status on (kind, status, created_at, operation_id),
@@ -61,11 +62,15 @@ BEGIN
     IF p_kind IS NOT NULL THEN v_kinds := ARRAY[p_kind]; END IF;
     IF p_status IS NOT NULL THEN v_statuses := ARRAY[p_status]; END IF;
     RETURN QUERY
-        WITH found AS MATERIALIZED (
-            -- metadata: what the GIN index finds, every other filter checked on it
-            SELECT t.operation_id, t.created_at FROM transfers t
+        -- metadata: what the GIN index finds, alone (a fence: a generic plan, blind to the
+        -- arguments, would otherwise AND it with a whole index's time range)
+        WITH tagged AS MATERIALIZED (
+            SELECT t.operation_id, t.created_at, t.kind, t.status, t.from_wallet, t.to_wallet FROM transfers t
              WHERE p_metadata IS NOT NULL AND t.metadata IS NOT NULL AND t.metadata @> p_metadata
-               AND t.kind = ANY (v_kinds) AND t.status = ANY (v_statuses)
+        ), found AS MATERIALIZED (
+            -- every other filter checked on what it found
+            SELECT t.operation_id, t.created_at FROM tagged t
+             WHERE (p_kind IS NULL OR t.kind = p_kind) AND (p_status IS NULL OR t.status = p_status)
                AND t.created_at >= v_from AND t.created_at < v_to AND (t.created_at, t.operation_id) > (v_at, v_id)
                AND (p_wallet IS NULL
                     OR (p_side <> 'to' AND t.from_wallet = p_wallet AND t.kind <> 'deposit')
@@ -77,7 +82,7 @@ BEGIN
                  SELECT t.operation_id, t.created_at FROM transfers t
                   WHERE t.from_wallet = p_wallet AND t.kind <> 'deposit'
                     AND t.created_at >= v_from AND t.created_at < v_to AND (t.created_at, t.operation_id) > (v_at, v_id)
-                    AND t.kind = ANY (v_kinds) AND t.status = ANY (v_statuses)
+                    AND (p_kind IS NULL OR t.kind = p_kind) AND (p_status IS NULL OR t.status = p_status)
                   ORDER BY t.created_at, t.operation_id LIMIT p_limit) x
              WHERE p_metadata IS NULL AND p_wallet IS NOT NULL AND p_side <> 'to'
             UNION
@@ -85,13 +90,14 @@ BEGIN
                  SELECT t.operation_id, t.created_at FROM transfers t
                   WHERE t.to_wallet = p_wallet
                     AND t.created_at >= v_from AND t.created_at < v_to AND (t.created_at, t.operation_id) > (v_at, v_id)
-                    AND t.kind = ANY (v_kinds) AND t.status = ANY (v_statuses)
+                    AND (p_kind IS NULL OR t.kind = p_kind) AND (p_status IS NULL OR t.status = p_status)
                   ORDER BY t.created_at, t.operation_id LIMIT p_limit) x
              WHERE p_metadata IS NULL AND p_wallet IS NOT NULL AND p_side <> 'from'
             UNION
             SELECT x.operation_id, x.created_at FROM (
                  SELECT DISTINCT l.operation_id, l.created_at FROM split_legs l
-                  WHERE l.to_wallet = p_wallet AND 'split' = ANY (v_kinds) AND 'applied' = ANY (v_statuses)
+                  WHERE l.to_wallet = p_wallet
+                    AND coalesce(p_kind, 'split') = 'split' AND coalesce(p_status, 'applied') = 'applied'
                     AND l.created_at >= v_from AND l.created_at < v_to AND (l.created_at, l.operation_id) > (v_at, v_id)
                   ORDER BY l.created_at, l.operation_id LIMIT p_limit) x
              WHERE p_metadata IS NULL AND p_wallet IS NOT NULL AND p_side <> 'from'

@@ -5,13 +5,23 @@ import type pg from 'pg';
 /** One plan node, as auto_explain's JSON writes it. */
 export type PlanNode = Record<string, unknown>;
 
-/** The JSON plans of every statement `sql` runs that names `relation`, nested ones included, with ANALYZE and BUFFERS. */
-export async function plansOf(pool: pg.Pool, sql: string, values: unknown[], relation: string): Promise<string[]> {
+/**
+ * The JSON plans of every statement `sql` runs that names `relation`, nested ones included, with
+ * ANALYZE and BUFFERS, in a session of its own (`setup` runs first in it: a setting to try).
+ */
+export async function plansOf(
+  pool: pg.Pool,
+  sql: string,
+  values: unknown[],
+  relation: string,
+  setup?: string,
+): Promise<string[]> {
   const client: pg.PoolClient = await pool.connect();
   const notices: string[] = [];
   const listen = (n: { message?: string }) => notices.push(n.message ?? '');
   client.on('notice', listen);
   try {
+    if (setup !== undefined) await client.query(setup);
     await client.query(`LOAD 'auto_explain'`);
     await client.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
       SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on; SET auto_explain.log_format = json;

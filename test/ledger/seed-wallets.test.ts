@@ -1,15 +1,14 @@
-// Seeding wallets (`npm run db:seed`, seedWallets) is idempotent and goes through the ledger:
-// a second run changes nothing, every wallet's balance equals the sum of its entries, and the
-// funding accounts balance the opening entries to zero.
+// The harnesses' bulk seed (seedWallets: chaos, bench, scaling, demo) is idempotent and goes
+// through the ledger: a second run changes nothing, every wallet's balance equals the sum of its
+// entries, and the funding accounts balance the opening entries to zero. `npm run db:seed`, which
+// opens and funds wallets through the decision, is test/cli/seed-cli.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   FUNDING_ACCOUNT_PREFIX,
-  OPENING_OPERATION_PREFIX,
   type SeedRequest,
   seedWallets,
   validateSeedRequest,
 } from '../../src/ledger/seed-wallets.ts';
-import { describeRun, lastJsonLine, runCommand, runSource } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 let db: TestDatabase;
@@ -72,50 +71,6 @@ async function expectLedgerBalanced(): Promise<void> {
   );
   expect(unbalanced.rows).toEqual([]);
 }
-
-async function seedCli(args: string[]) {
-  return runCommand('npm', ['run', 'db:seed', '--', ...args], { DATABASE_URL: db.url });
-}
-
-describe('npm run db:seed', () => {
-  it('seeds 20 wallets of 1000, and a second run leaves everything as it was', async () => {
-    const first = await seedCli(['--wallets', '20', '--balance', '1000']);
-    expect(first.code, describeRun(first)).toBe(0);
-    expect(lastJsonLine(first)).toEqual({ requested: 20, created: 20, openingEntries: 40 });
-    const afterFirst = await balances();
-    const seeded = Object.entries(afterFirst).filter(([id]) => /^wallet-\d+$/.test(id));
-    expect(seeded).toHaveLength(20);
-    expect(seeded.every(([, balance]) => balance === '1000')).toBe(true);
-    const entriesAfterFirst = await entryCount();
-    await expectLedgerBalanced();
-
-    const second = await seedCli(['--wallets', '20', '--balance', '1000']);
-    expect(second.code, describeRun(second)).toBe(0);
-    expect(lastJsonLine(second)).toEqual({ requested: 20, created: 0, openingEntries: 0 });
-    expect(await balances()).toEqual(afterFirst);
-    expect(await entryCount()).toBe(entriesAfterFirst);
-    await expectLedgerBalanced();
-
-    const { rows } = await db.pg.query<{ amount: string; operation_id: string }>(
-      "SELECT amount::text, operation_id FROM ledger_entries WHERE wallet_id = 'wallet-7'",
-    );
-    expect(rows).toEqual([{ amount: '1000', operation_id: `${OPENING_OPERATION_PREFIX}wallet-7` }]);
-  });
-
-  it('refuses bad flags with exit code 1 and writes nothing', async () => {
-    const before = await entryCount();
-    const env = { DATABASE_URL: db.url };
-    const [run, unknown] = await Promise.all([
-      runSource('src/cli/seed.ts', ['--wallets', 'many', '--balance', '1000'], env),
-      runSource('src/cli/seed.ts', ['--wallets', '2', '--balance', '1', '--walets', '3'], env),
-    ]);
-    expect(run.code, describeRun(run)).toBe(1);
-    expect(run.stderr).toContain('--wallets must be a whole number');
-    expect(unknown.code, describeRun(unknown)).toBe(1);
-    expect(unknown.stderr).toMatch(/Unknown option '--walets'/);
-    expect(await entryCount()).toBe(before);
-  });
-});
 
 describe('seedWallets', () => {
   const usd: SeedRequest = { wallets: 15, balanceMinor: 2_500n, prefix: 'usd-', currency: 'USD' };

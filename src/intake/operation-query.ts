@@ -26,8 +26,8 @@ export const OPERATIONS_LIMIT_DEFAULT = 100;
 
 /**
  * Which side of an operation the wallet is on: `from`, the wallet it takes from or acts on (a
- * transfer's, hold's, capture's, void's, refund's, split's or withdrawal's `from`, a credit limit's
- * or a wallet operation's `wallet`); `to`, the wallet it credits (a transfer's or a deposit's `to`,
+ * transfer's, hold's, capture's, void's, refund's, split's, withdrawal's or credit limit's `from`,
+ * a wallet operation's `wallet`); `to`, the wallet it credits (a transfer's or a deposit's `to`,
  * a refund's original payer, a void's own wallet, a hold's payee and its capture's, an applied
  * split's legs); `any`, either. A deposit is on its wallet's `to` side only.
  */

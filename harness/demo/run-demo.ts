@@ -1,7 +1,7 @@
 // The demo, the project's main job: from nothing to a reconciled ledger under a frozen worker.
-// Services → migrate → seed 50 wallets → 3 worker processes → 5,000 transfers with 20 %
-// duplicates, conflicts and invalid messages → one worker frozen past its lock TTL and
-// resumed → drain → reconcile → a summary table. Uses its own database, queue and key prefix.
+// Services → migrate → 50 wallets opened and funded through the decision (db:seed's path) → 3
+// worker processes → 5,000 transfers with 20 % duplicates, conflicts and invalid messages → one
+// worker frozen past its lock TTL and resumed → drain → reconcile → a summary table. Uses its own database, queue and key prefix.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import { migrate } from '../../src/db/migrations.ts';
 import { createPrisma } from '../../src/db/prisma.ts';
 import { ensureWorkerRole, roleUrl } from '../../src/db/worker-role-grants.ts';
 import { type ReconcileReport, reconcile } from '../../src/ledger/reconciliation.ts';
-import { seedWallets } from '../../src/ledger/seed-wallets.ts';
+import { FencedLock } from '../../src/lock/fenced-lock.ts';
 import type { Logger } from '../../src/log/logger.ts';
 import { aggregateKeys, readCounterTotals, transferCounterSummary } from '../../src/metrics/counter-aggregate.ts';
 import { TRANSFER_JOB_NAME } from '../../src/queue/job-options.ts';
@@ -21,6 +21,7 @@ import { enqueueTransfers, TransferQueues } from '../../src/queue/producer.ts';
 import { queueProgress, waitForDrain } from '../../src/queue/queue-drain.ts';
 import { bullmqConnection, type RedisClient } from '../../src/queue/redis-connection.ts';
 import { deleteMatching } from '../../src/queue/redis-scan.ts';
+import { seedByOperations } from '../../src/queue/seed-by-operations.ts';
 import { randomWorkload } from '../../src/workload/random-transfers.ts';
 import { WorkerFleet } from '../fleet/worker-processes.ts';
 import { ensureServices } from '../services/ensure-services.ts';
@@ -101,13 +102,10 @@ export async function runDemo(config: Config, logger: Logger, out: NodeJS.Writab
   try {
     say(`· migrating ${DEMO_DATABASE}`);
     await migrate(databaseUrl, MIGRATIONS_DIR, logger);
-    say(`· seeding ${DEMO_WALLETS} wallets with ${DEMO_BALANCE_MINOR} each`);
-    await seedWallets(prisma, {
-      wallets: DEMO_WALLETS,
-      balanceMinor: DEMO_BALANCE_MINOR,
-      prefix: 'wallet-',
-      currency: 'EUR',
-    });
+    say(`· opening ${DEMO_WALLETS} wallets of ${DEMO_BALANCE_MINOR}: lock, fence, decision (npm run db:seed's path)`);
+    const lock = new FencedLock({ redis: connection, lockTtlMs: DEMO_LOCK_TTL_MS, keyPrefix: DEMO_KEY_PREFIX });
+    const wallets = { wallets: DEMO_WALLETS, balanceMinor: DEMO_BALANCE_MINOR, prefix: 'wallet-', currency: 'EUR' };
+    await seedByOperations(prisma, lock, wallets);
     // The owner migrated and seeded; the workers log in as the least-privilege role, which
     // can call the decision function and nothing else. A fresh password each run: only the
     // workers started below need it.
@@ -250,7 +248,8 @@ export function formatSummary(s: DemoSummary): string {
       `  ${inv.name.padEnd(width - 2)}${inv.ok ? 'holds' : `VIOLATED ${JSON.stringify(inv.counterexamples)}`}`,
     );
   }
-  lines.push('', `balances: ${s.reconcile.totals.balanceSum} now, ${s.reconcile.totals.openingSum} opened`);
+  const { balanceSum, openingSum, settledSum } = s.reconcile.totals;
+  lines.push('', `balances: ${balanceSum} now, ${openingSum} opened, ${settledSum} deposited less withdrawn`);
   lines.push(s.ok ? 'RESULT: every invariant holds, every operation has one outcome' : 'RESULT: FAILED');
   return lines.join('\n');
 }

@@ -6,9 +6,10 @@
 // is a wallet opened through the API: the same rows, the same records, the same reconciliation.
 //
 // Idempotent: a wallet that has a row already is left as it is, and the operation ids
-// (`seed:open:<wallet>`, `seed:fund:<wallet>`) answer `duplicate` should two seeds race. The
-// harnesses' seeds (chaos, bench, scaling, demo) stay bulk inserts (src/ledger/seed-wallets.ts):
-// their checkers count every record and event they sent, and the bench seeds a million wallets.
+// (`seed:open:<wallet>`, `seed:fund:<wallet>`) answer `duplicate` should two seeds race. `npm run
+// demo` seeds this way too; the chaos, bench and scaling harnesses stay bulk inserts
+// (src/ledger/seed-wallets.ts): their checkers count every record and event they sent, and the
+// bench seeds a million wallets.
 import type { PrismaClient } from '../db/prisma.ts';
 import { decideOperations } from '../ledger/apply-payments.ts';
 import { type SeedRequest, validateSeedRequest } from '../ledger/seed-wallets.ts';

@@ -1,4 +1,4 @@
-// The harnesses' bulk seed (seedWallets: chaos, bench, scaling, demo) is idempotent and goes
+// The harnesses' bulk seed (seedWallets: chaos, bench, scaling) is idempotent and goes
 // through the ledger: a second run changes nothing, every wallet's balance equals the sum of its
 // entries, and the funding accounts balance the opening entries to zero. `npm run db:seed`, which
 // opens and funds wallets through the decision, is test/cli/seed-cli.test.ts.

@@ -169,9 +169,9 @@ interface FencedPayment extends FencedOperation {
   readonly request: OperationRequest;
 }
 
-/** Whether an operation is decided through apply_payments(): every kind but a transfer without metadata. */
-function decidedAsPayment(request: OperationRequest): boolean {
-  return isPaymentRequest(request) || request.metadata !== undefined;
+/** Decided through apply_transfers(): a transfer without metadata (every other goes through apply_payments()). */
+function decidedAsTransfer(request: OperationRequest): request is TransferRequest {
+  return !isPaymentRequest(request) && request.metadata === undefined;
 }
 
 /**
@@ -261,7 +261,7 @@ export async function decideOperations(
   options: PaymentOptions,
 ): Promise<ApplyResult[]> {
   // The common batch, transfers only, goes as it came: no copy on the hot path.
-  if (!items.some((item) => decidedAsPayment(item.request))) {
+  if (items.every((item) => decidedAsTransfer(item.request))) {
     return applyTransfers(prisma, items as readonly FencedTransfer[], options);
   }
   const transfers: FencedTransfer[] = [];
@@ -269,7 +269,7 @@ export async function decideOperations(
   const payments: { item: FencedPayment; at: number }[] = [];
   items.forEach((item, i) => {
     const { request } = item;
-    if (!isPaymentRequest(request) && request.metadata === undefined) {
+    if (decidedAsTransfer(request)) {
       transfers.push({ request, fence: item.fence, leaseId: item.leaseId });
       transferAt.push(i);
     } else {

@@ -7,13 +7,14 @@
 // that decided the operation (its start), so an operation decided by a transaction that started
 // before a page was read and committed after it can sort before that page's cursor and is not on a
 // later page. Read a range that has ended (the usual question: yesterday, November) and nothing is
-// missed. The cursor carries the time as the database wrote it, to the microsecond (see
-// wallet-history.ts), and the operation's id.
+// missed. The cursor carries the time as the database wrote it, to the microsecond
+// (page-cursor.ts), and the operation's id.
 
 import { type Metadata, OPERATION_KINDS, type OperationKind, parseMetadata } from '../ledger/transfer-request.ts';
 import { STORED_STATUSES, type StoredStatus } from '../ledger/vocabulary.ts';
 import { WIRE_LIMITS } from '../ledger/wire-limits.ts';
 import { type IntakeClient, queryRows } from './intake.ts';
+import { atTextSql, type CursorKey, decodePageCursor, encodePageCursor } from './page-cursor.ts';
 import { checkWallet, instantText } from './wallet-history.ts';
 
 /** The query function, which the read role may execute (`regprocedure`). */
@@ -120,33 +121,18 @@ interface OperationRow {
   legs: { to: string; amount: string }[] | null;
 }
 
-// The time as the cursor carries it: to the microsecond, in UTC, whatever the session's TimeZone.
 const OPERATIONS_SQL = `
   SELECT operation_id, kind, status, reason, from_wallet, to_wallet, amount::text AS amount, currency,
          original_id, reference,
-         to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text, metadata, legs
+         ${atTextSql('created_at')} AS at_text, metadata, legs
     FROM operations_matching($1::text, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::jsonb,
                              $8::timestamptz, $9::text, $10::integer)`;
 
-/** What a cursor decodes to: the UTC time as the database wrote it, `|`, the operation's id. */
-const CURSOR_PATTERN = new RegExp(
-  `^(\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{6}Z)\\|([A-Za-z0-9._:-]{1,${WIRE_LIMITS.idLengthMax}})$`,
-);
-/** Longest cursor worth decoding: base64url of the longest text CURSOR_PATTERN allows. */
-const CURSOR_LENGTH_MAX = Math.ceil(((28 + WIRE_LIMITS.idLengthMax) * 4) / 3);
-
-function encodeCursor(atText: string, operationId: string): string {
-  return Buffer.from(`${atText}|${operationId}`, 'utf8').toString('base64url');
-}
-
-function decodeCursor(cursor: string): { atText: string; operationId: string } {
-  const refused = () => new RangeError(`cursor is not one findOperations() handed out: ${JSON.stringify(cursor)}`);
-  if (typeof cursor !== 'string' || cursor.length < 1 || cursor.length > CURSOR_LENGTH_MAX) throw refused();
-  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw refused();
-  const [, atText, operationId] = CURSOR_PATTERN.exec(Buffer.from(cursor, 'base64url').toString('utf8')) ?? [];
-  if (atText === undefined || operationId === undefined || Number.isNaN(Date.parse(atText))) throw refused();
-  return { atText, operationId };
-}
+/** A query cursor's key: the last operation's id. */
+const OPERATION_ID_KEY: CursorKey = {
+  pattern: `[A-Za-z0-9._:-]{1,${WIRE_LIMITS.idLengthMax}}`,
+  lengthMax: WIRE_LIMITS.idLengthMax,
+};
 
 function oneOf<T extends string>(list: readonly T[], value: unknown, name: string): T | null {
   if (value === undefined) return null;
@@ -174,7 +160,8 @@ function argumentsOf(query: OperationQuery): { values: unknown[]; limit: number 
   const limit = query.limit ?? OPERATIONS_LIMIT_DEFAULT;
   if (!Number.isInteger(limit) || limit < 1 || limit > OPERATIONS_LIMIT_MAX)
     throw new RangeError(`limit must be from 1 to ${OPERATIONS_LIMIT_MAX}, got ${limit}`);
-  const after = query.cursor === undefined ? null : decodeCursor(query.cursor);
+  const after =
+    query.cursor === undefined ? null : decodePageCursor(query.cursor, OPERATION_ID_KEY, 'findOperations()');
   const values = [
     query.wallet ?? null,
     side,
@@ -184,7 +171,7 @@ function argumentsOf(query: OperationQuery): { values: unknown[]; limit: number 
     to,
     metadata,
     after?.atText ?? null,
-    after?.operationId ?? null,
+    after?.key ?? null,
     limit,
   ];
   return { values, limit };
@@ -226,6 +213,7 @@ export async function findOperations(client: IntakeClient, query: OperationQuery
   const last = operations.at(-1);
   return {
     operations,
-    nextCursor: operations.length === limit && last !== undefined ? encodeCursor(last.atText, last.operationId) : null,
+    nextCursor:
+      operations.length === limit && last !== undefined ? encodePageCursor(last.atText, last.operationId) : null,
   };
 }

@@ -2,15 +2,13 @@
 // its statement over a range of time, page by page (wallet_statement()), both read from the
 // running balance every ledger entry carries (the running-balances migration). The read role may
 // call both (`npm run db:read-role`).
-//
-// Why the cursor carries text: the database keeps an entry's time to the microsecond and a JS
-// Date holds milliseconds, so a cursor built from a Date would land inside a run of entries
-// decided within one millisecond and skip or repeat some. The cursor carries the time as the
-// database wrote it (UTC, six fractional digits) and the entry's id, the statement's order.
+// A statement's cursor carries the last entry's time as the database wrote it and its id, the
+// statement's order (page-cursor.ts says why text).
 import { serverErrorOf } from '../db/database-errors.ts';
 import { UnknownWalletError } from '../errors.ts';
 import { WIRE_LIMITS } from '../ledger/wire-limits.ts';
 import { type IntakeClient, queryRows } from './intake.ts';
+import { atTextSql, type CursorKey, decodePageCursor, encodePageCursor } from './page-cursor.ts';
 
 /** The balance function, which the read role may execute (`regprocedure`). */
 export const WALLET_BALANCE_AT_FUNCTION = 'wallet_balance_at(text,timestamp with time zone)';
@@ -28,10 +26,8 @@ const NO_WALLET_SQLSTATE = 'P0002';
 const YEAR_MIN = 1;
 const YEAR_MAX = 9999;
 const ENTRY_ID_MAX = 2n ** 63n - 1n;
-/** What a cursor decodes to: the UTC time as the database wrote it, `|`, the entry's id. */
-const CURSOR_PATTERN = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|(\d{1,19})$/;
-/** Longest cursor worth decoding: base64url of the longest text CURSOR_PATTERN allows. */
-const CURSOR_LENGTH_MAX = 64;
+/** A statement cursor's key: the last entry's id. */
+const ENTRY_ID_KEY: CursorKey = { pattern: String.raw`\d{1,19}`, lengthMax: 19 };
 
 /** What the history is read through: a `pg` client or pool, or a Prisma transaction client. */
 export type HistoryClient = IntakeClient;
@@ -126,9 +122,8 @@ const BALANCE_SQL = `
          last_entry::text AS last_entry
     FROM wallet_balance_at($1::text, $2::timestamptz)`;
 
-// An entry's time as the cursor carries it: to the microsecond, in UTC, whatever the session's TimeZone.
 const STATEMENT_SQL = `
-  SELECT entry_id::text AS entry_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text,
+  SELECT entry_id::text AS entry_id, ${atTextSql('at')} AS at_text,
          operation_id, account, kind, amount::text AS amount, balance_after::text AS balance_after
     FROM wallet_statement($1::text, $2::timestamptz, $3::timestamptz, $4::timestamptz, $5::bigint, $6::integer, $7::boolean)`;
 
@@ -187,21 +182,13 @@ export async function balanceAt(client: HistoryClient, wallet: string, instant: 
   };
 }
 
-/** A cursor as statement() hands it out: opaque to the caller. */
-function encodeCursor(atText: string, entryId: bigint): string {
-  return Buffer.from(`${atText}|${entryId}`, 'utf8').toString('base64url');
-}
-
 /** The cursor's time and entry id, or a RangeError before any query. */
 function decodeCursor(cursor: string): { atText: string; entryId: bigint } {
-  const refused = () => new RangeError(`cursor is not one statement() handed out: ${JSON.stringify(cursor)}`);
-  if (typeof cursor !== 'string' || cursor.length < 1 || cursor.length > CURSOR_LENGTH_MAX) throw refused();
-  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw refused();
-  const match = CURSOR_PATTERN.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  const [, atText, id] = match ?? [];
-  if (atText === undefined || id === undefined) throw refused();
-  const entryId = BigInt(id);
-  if (entryId < 1n || entryId > ENTRY_ID_MAX || Number.isNaN(Date.parse(atText))) throw refused();
+  const { atText, key } = decodePageCursor(cursor, ENTRY_ID_KEY, 'statement()');
+  const entryId = BigInt(key);
+  if (entryId < 1n || entryId > ENTRY_ID_MAX) {
+    throw new RangeError(`cursor is not one statement() handed out: ${JSON.stringify(cursor)}`);
+  }
   return { atText, entryId };
 }
 
@@ -255,6 +242,7 @@ export async function statement(
   const last = entries.at(-1);
   return {
     entries,
-    nextCursor: entries.length === limit && last !== undefined ? encodeCursor(last.atText, last.entryId) : null,
+    nextCursor:
+      entries.length === limit && last !== undefined ? encodePageCursor(last.atText, last.entryId.toString()) : null,
   };
 }

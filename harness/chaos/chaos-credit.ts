@@ -14,7 +14,10 @@
 // The plain wallets (`w<i>`, limit 0, never below zero) get limits raised and lowered back to 0
 // while their transfers are in flight: every change applies.
 import type { CreditLimitWire, OperationWire, SplitWire } from '../../src/ledger/transfer-request.ts';
-import { type Random, randomInt, seededRandom } from '../../src/workload/prng.ts';
+import { randomInt } from '../../src/workload/prng.ts';
+import { type PlacedOperation, StreamPlanner, type StreamPlanOptions } from './stream-planner.ts';
+
+export type { PlacedOperation } from './stream-planner.ts';
 
 const CREDIT_SEED_SALT = 0x0c4e_d171;
 export const CREDIT_WALLET_PREFIX = 'cw';
@@ -35,12 +38,6 @@ const LIMIT_WALLET_DEBITS: readonly [number, number] = [10, 20];
 const LIMIT_WINDOW_MS = 20_000;
 /** Plain wallets whose limit is raised, then lowered back to 0. */
 const PLAIN_LIMIT_CHANGES = 6;
-
-/** One message of the stream, sent before the valid transfer of index `position`. */
-export interface PlacedOperation {
-  readonly position: number;
-  readonly wire: OperationWire;
-}
 
 /** Wallets opened at a balance of 0 with a credit limit, seeded together (one limit per group). */
 export interface ZeroWalletGroup {
@@ -72,44 +69,11 @@ export const NO_CREDIT_PLAN: CreditPlan = Object.freeze({
   placed: [],
 });
 
-export interface CreditPlanOptions {
-  readonly seed: number;
-  readonly wallets: number;
-  readonly amountMaxMinor: number;
-  readonly durationS: number;
-}
+export type CreditPlanOptions = StreamPlanOptions;
 
-class CreditPlanner {
-  readonly random: Random;
-  readonly placed: PlacedOperation[] = [];
-  private readonly msPerMessage: number;
-  private n = 0;
-
-  constructor(
-    readonly o: CreditPlanOptions,
-    readonly validCount: number,
-  ) {
-    this.random = seededRandom((o.seed ^ CREDIT_SEED_SALT) >>> 0);
-    this.msPerMessage = (o.durationS * 1000) / Math.max(1, validCount);
-  }
-
-  /** A place after the warm-up, `withinMs` of the fault phase before the end at the latest. */
-  start(withinMs = 0): number {
-    const first = Math.min(this.validCount, 50);
-    const last = Math.max(first, this.validCount - 1 - Math.ceil(withinMs / this.msPerMessage));
-    return randomInt(this.random, first, last);
-  }
-
-  after(position: number, ms: number): number {
-    return Math.min(this.validCount, position + Math.ceil(ms / this.msPerMessage));
-  }
-
-  plainWallet(): string {
-    return `w${randomInt(this.random, 1, this.o.wallets)}`;
-  }
-
-  id(what: string): string {
-    return `credit-${this.o.seed}-${++this.n}-${what}`;
+class CreditPlanner extends StreamPlanner {
+  constructor(o: CreditPlanOptions, validCount: number) {
+    super(o, validCount, CREDIT_SEED_SALT, 'credit');
   }
 
   put(position: number, wire: OperationWire): void {

@@ -13,8 +13,8 @@
 // nothing here fixes an outcome: wallet-checks.ts judges every decision against the wallets'
 // status and balance history as the database decided it.
 import type { OperationWire } from '../../src/ledger/transfer-request.ts';
-import { type Random, randomInt, seededRandom } from '../../src/workload/prng.ts';
-import type { PlacedOperation } from './chaos-credit.ts';
+import { randomInt } from '../../src/workload/prng.ts';
+import { type PlacedOperation, StreamPlanner, type StreamPlanOptions } from './stream-planner.ts';
 
 const WALLET_SEED_SALT = 0x0a11_e7c5;
 export const OPENED_WALLET_PREFIX = 'ow';
@@ -61,50 +61,21 @@ export const NO_WALLET_PLAN: WalletPlan = Object.freeze({
   watched: new Set<string>(),
 });
 
-export interface WalletPlanOptions {
-  readonly seed: number;
-  readonly wallets: number;
-  readonly amountMaxMinor: number;
-  readonly durationS: number;
-}
+export type WalletPlanOptions = StreamPlanOptions;
 
-class WalletPlanner {
-  readonly random: Random;
-  readonly placed: PlacedOperation[] = [];
+class WalletPlanner extends StreamPlanner {
   readonly operationIds = new Set<string>();
-  private readonly msPerMessage: number;
-  private n = 0;
 
   constructor(
-    readonly o: WalletPlanOptions,
-    readonly validCount: number,
+    o: WalletPlanOptions,
+    validCount: number,
     readonly currency: string,
   ) {
-    this.random = seededRandom((o.seed ^ WALLET_SEED_SALT) >>> 0);
-    this.msPerMessage = (o.durationS * 1000) / Math.max(1, validCount);
-  }
-
-  /** A place after the warm-up, `withinMs` of the fault phase before the end at the latest. */
-  start(withinMs: number): number {
-    const first = Math.min(this.validCount, 50);
-    const last = Math.max(first, this.validCount - 1 - Math.ceil(withinMs / this.msPerMessage));
-    return randomInt(this.random, first, last);
-  }
-
-  after(position: number, ms: number): number {
-    return Math.min(this.validCount, position + Math.ceil(ms / this.msPerMessage));
-  }
-
-  plainWallet(): string {
-    return `w${randomInt(this.random, 1, this.o.wallets)}`;
+    super(o, validCount, WALLET_SEED_SALT, 'wallet');
   }
 
   amount(largest = 1): string {
     return String(randomInt(this.random, 1, this.o.amountMaxMinor * largest));
-  }
-
-  id(what: string): string {
-    return `wallet-${this.o.seed}-${++this.n}-${what}`;
   }
 
   /**

@@ -1,7 +1,7 @@
-// Renders the migrations table of docs/reference/database.md from the migrations themselves:
+// Renders the migrations table of docs/reference/migrations.md from the migrations themselves:
 // one row per folder of prisma/migrations, in the order `npm run db:migrate` applies them
 // (src/db/migrations.ts reads them the same way), each described by the first paragraph of the
-// leading comment of its migration.sql. The rest of database.md is written by hand; only the
+// leading comment of its migration.sql. The rest of migrations.md is written by hand; only the
 // part between the two markers is generated. The migrations are a parameter so that a test can
 // render a changed list and see the drift check catch it.
 import { readFileSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { MIGRATIONS_DIR, PROJECT_ROOT } from '../../src/config/paths.ts';
 import { readMigrations } from '../../src/db/migrations.ts';
 import type { ReferenceDoc } from './reference-docs.ts';
 
-export const DATABASE_DOC = 'docs/reference/database.md';
+export const MIGRATIONS_DOC = 'docs/reference/migrations.md';
 
 /** The markers around the generated table; everything outside them is the page's own. */
 export const MIGRATIONS_BEGIN =
@@ -71,18 +71,21 @@ export function withMigrationsTable(page: string, table: string): string {
   const begin = page.indexOf(MIGRATIONS_BEGIN);
   const end = page.indexOf(MIGRATIONS_END);
   if (begin === -1 || end === -1 || end < begin) {
-    throw new Error(`${DATABASE_DOC} lacks the migrations table's markers (${MIGRATIONS_BEGIN} … ${MIGRATIONS_END})`);
+    throw new Error(`${MIGRATIONS_DOC} lacks the migrations table's markers (${MIGRATIONS_BEGIN} … ${MIGRATIONS_END})`);
   }
   return page.slice(0, begin) + table + page.slice(end + MIGRATIONS_END.length);
 }
 
-/** database.md as committed, its migrations table rendered from `migrations` (by default, prisma/migrations). */
+/** migrations.md as committed, its migrations table rendered from `migrations` (by default, prisma/migrations). */
 export function migrationsReferenceDoc(
   migrations: () => readonly DescribedMigration[] = () => readMigrations(MIGRATIONS_DIR),
 ): ReferenceDoc {
   return {
-    path: DATABASE_DOC,
+    path: MIGRATIONS_DOC,
     render: () =>
-      withMigrationsTable(readFileSync(join(PROJECT_ROOT, DATABASE_DOC), 'utf8'), renderMigrationsTable(migrations())),
+      withMigrationsTable(
+        readFileSync(join(PROJECT_ROOT, MIGRATIONS_DOC), 'utf8'),
+        renderMigrationsTable(migrations()),
+      ),
   };
 }

@@ -1,5 +1,5 @@
 // The reference documents that are generated from the code's own tables (settings, metrics,
-// outcomes) and from the migrations (database.md's migrations table), so that a document cannot
+// outcomes) and from the migrations (migrations.md's table), so that a document cannot
 // drift from what the code declares. `npm run docs` rewrites them; a test fails when a committed
 // file differs from what its renderer gives.
 import { readFileSync } from 'node:fs';

@@ -7,10 +7,10 @@ import { describe, expect, it } from 'vitest';
 import { renderConfigurationDoc } from '../../../harness/docs/configuration-doc.ts';
 import { renderMetricsDoc } from '../../../harness/docs/metrics-doc.ts';
 import {
-  DATABASE_DOC,
   type DescribedMigration,
   leadingParagraph,
   MIGRATIONS_BEGIN,
+  MIGRATIONS_DOC,
   MIGRATIONS_END,
   migrationsReferenceDoc,
   withMigrationsTable,
@@ -37,7 +37,7 @@ describe('generated reference documents', () => {
   it('each say that they are generated (a whole page on its first line, a generated part at its start)', () => {
     for (const doc of REFERENCE_DOCS) {
       const text = doc.render();
-      if (doc.path === DATABASE_DOC) expect(text, doc.path).toContain(`${MIGRATIONS_BEGIN}\n`);
+      if (doc.path === MIGRATIONS_DOC) expect(text, doc.path).toContain(`${MIGRATIONS_BEGIN}\n`);
       else expect(text.split('\n')[0], doc.path).toBe(GENERATED_NOTICE);
     }
   });
@@ -100,12 +100,12 @@ describe('the metrics reference', () => {
   });
 });
 
-describe('the migrations table of the database reference', () => {
-  const committed = () => readFileSync(join(PROJECT_ROOT, DATABASE_DOC), 'utf8');
+describe('the migrations table (docs/reference/migrations.md)', () => {
+  const committed = () => readFileSync(join(PROJECT_ROOT, MIGRATIONS_DOC), 'utf8');
   const real = (): DescribedMigration[] => readMigrations(MIGRATIONS_DIR);
 
   it('is registered, and has a row for every folder of prisma/migrations, with its leading comment', () => {
-    expect(REFERENCE_DOCS.map((d) => d.path)).toContain(DATABASE_DOC);
+    expect(REFERENCE_DOCS.map((d) => d.path)).toContain(MIGRATIONS_DOC);
     const text = committed();
     const folders = real().map((m) => m.name);
     expect(folders.length).toBeGreaterThanOrEqual(13);
@@ -119,9 +119,9 @@ describe('the migrations table of the database reference', () => {
     expect(staleReferenceDocs([migrationsReferenceDoc(real)])).toEqual([]);
     const added = () => [...real(), { name: '20991231000000_extra', sql: '-- One more column.\nSELECT 1;\n' }];
     expect(migrationsReferenceDoc(added).render()).toContain('| `20991231000000_extra` | One more column. |');
-    expect(staleReferenceDocs([migrationsReferenceDoc(added)])).toEqual([DATABASE_DOC]);
+    expect(staleReferenceDocs([migrationsReferenceDoc(added)])).toEqual([MIGRATIONS_DOC]);
     const reworded = () => real().map((m, i) => (i === 0 ? { ...m, sql: `-- Something else.\n${m.sql}` } : m));
-    expect(staleReferenceDocs([migrationsReferenceDoc(reworded)])).toEqual([DATABASE_DOC]);
+    expect(staleReferenceDocs([migrationsReferenceDoc(reworded)])).toEqual([MIGRATIONS_DOC]);
   });
 
   it('takes the first paragraph of the leading comment, a hyphenated word joined, pointers left out', () => {

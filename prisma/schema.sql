@@ -1245,6 +1245,99 @@ END;
 $$;
 
 --
+-- Name: lock_epoch_current(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lock_epoch_current() RETURNS TABLE(epoch integer, backend text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT e.epoch, e.backend FROM lock_epochs e ORDER BY e.epoch DESC LIMIT 1;
+$$;
+
+--
+-- Name: lock_epoch_open(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lock_epoch_open(p_backend text, p_note text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_epoch INTEGER;
+BEGIN
+    IF p_backend IS NULL OR p_backend NOT IN ('redis', 'etcd', 'postgres') THEN
+        RAISE EXCEPTION 'lock_epoch_open: backend must be redis, etcd or postgres, got %', coalesce(p_backend, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    LOCK TABLE lock_epochs IN EXCLUSIVE MODE;
+    SELECT coalesce(max(e.epoch), -1) + 1 INTO v_epoch FROM lock_epochs e;
+    IF v_epoch > 1023 THEN
+        RAISE EXCEPTION 'lock_epoch_open: the 1,024 lock epochs are spent' USING ERRCODE = '54000';
+    END IF;
+    INSERT INTO lock_epochs (epoch, backend, note) VALUES (v_epoch, p_backend, left(p_note, 200));
+    RETURN v_epoch;
+END
+$$;
+
+--
+-- Name: lock_held(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lock_held(p_key text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 1
+           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+           AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(p_key, 0));
+$$;
+
+--
+-- Name: lock_release(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lock_release(p_key text) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT CASE WHEN lock_held(p_key) THEN pg_advisory_unlock(hashtextextended(p_key, 0)) ELSE FALSE END;
+$$;
+
+--
+-- Name: lock_tokens_last(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lock_tokens_last() RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    SELECT s.last_value FROM lock_tokens s;
+$$;
+
+--
+-- Name: lock_try_acquire(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.lock_try_acquire(p_key text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_key BIGINT := hashtextextended(p_key, 0);
+BEGIN
+    IF p_key IS NULL OR length(p_key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'lock_try_acquire: the key must be 1-256 characters' USING ERRCODE = '22023';
+    END IF;
+    IF lock_held(p_key) OR NOT pg_try_advisory_lock(v_key) THEN
+        RETURN NULL;
+    END IF;
+    RETURN nextval('lock_tokens');
+END
+$$;
+
+--
 -- Name: operations_matching(text, text, text, text, timestamp with time zone, timestamp with time zone, jsonb, timestamp with time zone, text, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2310,6 +2403,31 @@ CREATE SEQUENCE public.ledger_entries_id_seq
 ALTER SEQUENCE public.ledger_entries_id_seq OWNED BY public.ledger_entries.id;
 
 --
+-- Name: lock_epochs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.lock_epochs (
+    epoch integer NOT NULL,
+    backend text NOT NULL,
+    opened_at timestamp(6) with time zone DEFAULT now() NOT NULL,
+    note text,
+    CONSTRAINT lock_epochs_backend_check CHECK ((backend = ANY (ARRAY['redis'::text, 'etcd'::text, 'postgres'::text]))),
+    CONSTRAINT lock_epochs_epoch_check CHECK (((epoch >= 0) AND (epoch <= 1023))),
+    CONSTRAINT lock_epochs_note_check CHECK ((length(note) <= 200))
+);
+
+--
+-- Name: lock_tokens; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.lock_tokens
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    MAXVALUE 9007199254740991
+    CACHE 1;
+
+--
 -- Name: outcome_cursors; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2460,6 +2578,13 @@ ALTER TABLE ONLY public.holds
 
 ALTER TABLE ONLY public.ledger_entries
     ADD CONSTRAINT ledger_entries_pkey PRIMARY KEY (id);
+
+--
+-- Name: lock_epochs lock_epochs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.lock_epochs
+    ADD CONSTRAINT lock_epochs_pkey PRIMARY KEY (epoch);
 
 --
 -- Name: outcome_cursors outcome_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2748,6 +2873,42 @@ REVOKE ALL ON FUNCTION public.holds_expire(p_limit integer) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.ledger_entries_append_only() FROM PUBLIC;
+
+--
+-- Name: FUNCTION lock_epoch_current(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.lock_epoch_current() FROM PUBLIC;
+
+--
+-- Name: FUNCTION lock_epoch_open(p_backend text, p_note text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.lock_epoch_open(p_backend text, p_note text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION lock_held(p_key text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.lock_held(p_key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION lock_release(p_key text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.lock_release(p_key text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION lock_tokens_last(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.lock_tokens_last() FROM PUBLIC;
+
+--
+-- Name: FUNCTION lock_try_acquire(p_key text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.lock_try_acquire(p_key text) FROM PUBLIC;
 
 --
 -- Name: FUNCTION operations_matching(p_wallet text, p_side text, p_kind text, p_status text, p_from timestamp with time zone, p_to timestamp with time zone, p_metadata jsonb, p_after_at timestamp with time zone, p_after_id text, p_limit integer); Type: ACL; Schema: public; Owner: -

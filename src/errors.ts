@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'UNKNOWN_WALLET',
   'LOCK_LOST',
   'LOCK_PROTOCOL',
+  'LOCK_EPOCH',
   'LEDGER_CONTRACT',
   'DECISION_TIMEOUT',
   'RETRYABLE_TRANSFER',
@@ -180,6 +181,15 @@ export class LockProtocolError extends FencedTransfersError {
   constructor(script: string, detail: string) {
     super(`${LOCK_PROTOCOL_PREFIX}${script}: ${detail}`);
   }
+}
+
+/**
+ * The database's lock epoch is not this worker's lock service (it moved on, or the worker was
+ * started with another LOCK_BACKEND): the worker must not issue tokens, so it does not start.
+ */
+export class LockEpochError extends FencedTransfersError {
+  override readonly code = 'LOCK_EPOCH';
+  override name = 'LockEpochError';
 }
 
 /**

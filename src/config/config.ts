@@ -11,6 +11,7 @@ import { PROJECT_ROOT } from './paths.ts';
 import {
   ALLOW_UNSAFE_CONSENT,
   type DatabasePooler,
+  LOCK_BACKENDS,
   type LogLevel,
   METRICS_PORT_OFF,
   PORT_MAX,
@@ -35,6 +36,24 @@ export interface RedisClusterConfig {
   /** `announcedHost:port` → the address to connect to instead (ioredis natMap). */
   readonly natMap: Readonly<Record<string, RedisNodeAddress>>;
 }
+
+/** LOCK_BACKEND and its settings: etcd's endpoints, TLS and user, or the PostgreSQL lock connection. */
+export type LockConfig =
+  | { readonly backend: 'redis' }
+  | {
+      readonly backend: 'etcd';
+      readonly endpoints: readonly string[];
+      readonly tls: {
+        readonly caFile: string | null;
+        readonly certFile: string | null;
+        readonly keyFile: string | null;
+      } | null;
+      readonly auth: { readonly username: string; readonly password: string } | null;
+    }
+  | { readonly backend: 'postgres'; readonly databaseUrl: string };
+
+/** etcd grants leases in whole seconds, and no shorter than its election allows: LOCK_TTL_MS at least this with etcd. */
+export const ETCD_LOCK_TTL_MS_MIN = 2_000;
 
 /** Seed nodes and NAT entries accepted at most (REDIS_CLUSTER_NODES, REDIS_CLUSTER_NAT_MAP). */
 export const REDIS_CLUSTER_NODES_MAX = SETTINGS.REDIS_CLUSTER_NODES.itemsMax;
@@ -62,6 +81,8 @@ export interface Config {
   readonly queueShardsConsumed: readonly number[];
   readonly lockKeyPrefix: string;
   readonly lockTtlMs: number;
+  /** The lock service (LOCK_BACKEND) and how to reach it. */
+  readonly lock: LockConfig;
   readonly workerConcurrency: number;
   readonly logLevel: LogLevel;
   readonly transferAmountMax: bigint;
@@ -198,8 +219,11 @@ function booleanFlag(env: Env, name: SettingNameOf<'boolean'>): boolean {
 }
 
 function url(env: Env, name: SettingNameOf<'url'>): string {
-  const protocols: readonly string[] = SETTINGS[name].protocols;
-  const raw = read(env, name);
+  return urlOf(name, read(env, name), SETTINGS[name].protocols);
+}
+
+/** `raw` as a URL with one of `protocols`, a host and a port in range, or the variable's error. */
+function urlOf(name: SettingName, raw: string, protocols: readonly string[]): string {
   let parsed: URL;
   try {
     parsed = new URL(raw);
@@ -416,6 +440,120 @@ function redisTlsCaFile(env: Env, redisUrl: string): string | null {
   return certificateFile('REDIS_TLS_CA_FILE', raw);
 }
 
+function isLockBackend(raw: string): raw is (typeof LOCK_BACKENDS)[number] {
+  return (LOCK_BACKENDS as readonly string[]).includes(raw);
+}
+
+const ETCD_ONLY = [
+  'ETCD_ENDPOINTS',
+  'ETCD_TLS_CA_FILE',
+  'ETCD_TLS_CERT_FILE',
+  'ETCD_TLS_KEY_FILE',
+  'ETCD_USERNAME',
+  'ETCD_PASSWORD',
+] as const;
+const PASSWORD_PATTERN = /^[\x20-\x7e]{1,256}$/;
+
+/** LOCK_BACKEND and the variables of its lock service; a variable of another service is refused, not ignored. */
+function lockConfig(
+  env: Env,
+  db: { readonly databaseUrl: string; readonly databasePooler: DatabasePooler; readonly lockTtlMs: number },
+): LockConfig {
+  const backend = read(env, 'LOCK_BACKEND');
+  if (!isLockBackend(backend))
+    throw new ConfigError(
+      'LOCK_BACKEND',
+      `expected one of ${LOCK_BACKENDS.join(', ')}, got ${JSON.stringify(backend)}`,
+    );
+  const given = (name: SettingName): string => env[name] ?? '';
+  for (const name of ETCD_ONLY) {
+    if (backend !== 'etcd' && given(name) !== '') throw new ConfigError(name, 'only applies with LOCK_BACKEND=etcd');
+  }
+  if (backend !== 'postgres' && given('LOCK_DATABASE_URL') !== '')
+    throw new ConfigError('LOCK_DATABASE_URL', 'only applies with LOCK_BACKEND=postgres');
+  if (backend === 'redis') return { backend };
+  if (backend === 'postgres') {
+    const raw = given('LOCK_DATABASE_URL');
+    if (raw === '' && db.databasePooler === 'pgbouncer')
+      throw new ConfigError(
+        'LOCK_DATABASE_URL',
+        'is required with LOCK_BACKEND=postgres when DATABASE_POOLER=pgbouncer: advisory locks live in a session, which PgBouncer in transaction mode does not keep; point it at PostgreSQL itself',
+      );
+    return {
+      backend,
+      databaseUrl: raw === '' ? db.databaseUrl : urlOf('LOCK_DATABASE_URL', raw, ['postgresql:', 'postgres:']),
+    };
+  }
+  if (db.lockTtlMs < ETCD_LOCK_TTL_MS_MIN)
+    throw new ConfigError(
+      'LOCK_TTL_MS',
+      `must be at least ${ETCD_LOCK_TTL_MS_MIN} with LOCK_BACKEND=etcd (leases are whole seconds)`,
+    );
+  return { backend, endpoints: etcdEndpoints(given('ETCD_ENDPOINTS')), tls: etcdTls(env), auth: etcdAuth(env) };
+}
+
+function etcdEndpoints(raw: string): readonly string[] {
+  const items = raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  if (items.length === 0) throw new ConfigError('ETCD_ENDPOINTS', 'is required with LOCK_BACKEND=etcd');
+  const max = SETTINGS.ETCD_ENDPOINTS.itemsMax;
+  if (items.length > max) throw new ConfigError('ETCD_ENDPOINTS', `at most ${max} endpoints, got ${items.length}`);
+  const seen = new Set<string>();
+  const endpoints = items.map((item) => {
+    const endpoint = urlOf('ETCD_ENDPOINTS', item, ['http:', 'https:']);
+    if (seen.has(endpoint)) throw new ConfigError('ETCD_ENDPOINTS', `${endpoint} is listed twice`);
+    seen.add(endpoint);
+    return endpoint;
+  });
+  const schemes = new Set(endpoints.map((e) => new URL(e).protocol));
+  if (schemes.size > 1) throw new ConfigError('ETCD_ENDPOINTS', 'mixes http:// and https:// endpoints');
+  return Object.freeze(endpoints);
+}
+
+function etcdTls(env: Env): Extract<LockConfig, { backend: 'etcd' }>['tls'] {
+  const file = (name: 'ETCD_TLS_CA_FILE' | 'ETCD_TLS_CERT_FILE' | 'ETCD_TLS_KEY_FILE'): string | null => {
+    const raw = env[name] ?? '';
+    if (raw === '') return null;
+    if (name !== 'ETCD_TLS_KEY_FILE') return certificateFile(name, raw);
+    try {
+      readFileSync(raw);
+    } catch (err) {
+      throw new ConfigError(
+        name,
+        `cannot read ${JSON.stringify(raw)}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+      );
+    }
+    return raw;
+  };
+  const caFile = file('ETCD_TLS_CA_FILE');
+  const certFile = file('ETCD_TLS_CERT_FILE');
+  const keyFile = file('ETCD_TLS_KEY_FILE');
+  if ((certFile === null) !== (keyFile === null))
+    throw new ConfigError(
+      certFile === null ? 'ETCD_TLS_CERT_FILE' : 'ETCD_TLS_KEY_FILE',
+      'the certificate and its key go together',
+    );
+  const https = (env.ETCD_ENDPOINTS ?? '').includes('https://');
+  if (!https && (caFile ?? certFile) !== null)
+    throw new ConfigError(
+      caFile !== null ? 'ETCD_TLS_CA_FILE' : 'ETCD_TLS_CERT_FILE',
+      'is set but ETCD_ENDPOINTS are not https://; TLS would not be used',
+    );
+  return https ? { caFile, certFile, keyFile } : null;
+}
+
+function etcdAuth(env: Env): Extract<LockConfig, { backend: 'etcd' }>['auth'] {
+  const username = matching(env, 'ETCD_USERNAME');
+  const password = env.ETCD_PASSWORD ?? '';
+  if ((username === '') !== (password === ''))
+    throw new ConfigError(username === '' ? 'ETCD_USERNAME' : 'ETCD_PASSWORD', 'the user and its password go together');
+  if (password !== '' && !PASSWORD_PATTERN.test(password))
+    throw new ConfigError('ETCD_PASSWORD', `expected ${SETTINGS.ETCD_PASSWORD.allowed}`);
+  return username === '' ? null : { username, password };
+}
+
 /**
  * Reads and validates the environment once into a frozen Config: every variable of
  * docs/reference/configuration.md, each with its default when unset. `env` is process.env unless given.
@@ -436,9 +574,10 @@ export function loadConfig(env: Env = process.env): Config {
   const redisUrl = url(env, 'REDIS_URL');
   const workerEntryRaw = matching(env, 'WORKER_ENTRY');
   const queueShards = integer(env, 'QUEUE_SHARDS');
+  const databasePooler = oneOf(env, 'DATABASE_POOLER', SETTINGS.DATABASE_POOLER.values);
   const config: Config = {
     databaseUrl,
-    databasePooler: oneOf(env, 'DATABASE_POOLER', SETTINGS.DATABASE_POOLER.values),
+    databasePooler,
     redisUrl,
     redisCluster: redisCluster(env),
     redisTlsCaFile: redisTlsCaFile(env, redisUrl),
@@ -447,6 +586,7 @@ export function loadConfig(env: Env = process.env): Config {
     queueShardsConsumed: shardsConsumed(env, queueShards),
     lockKeyPrefix: matching(env, 'LOCK_KEY_PREFIX'),
     lockTtlMs,
+    lock: lockConfig(env, { databaseUrl, databasePooler, lockTtlMs }),
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY'),
     logLevel,
     transferAmountMax: BigInt(amountMaxRaw),

@@ -43,6 +43,8 @@ export const ALLOW_UNSAFE_CONSENT = 'i-understand-this-breaks-guarantees';
  */
 export const DATABASE_POOLERS = ['none', 'pgbouncer'] as const;
 
+/** The lock services a worker may take its wallets' locks from (LOCK_BACKEND; src/lock/lock-service.ts). */
+export const LOCK_BACKENDS = ['redis', 'etcd', 'postgres'] as const;
 /** libpq's sslmode values; pg reads `prefer`, `require` and `verify-ca` as `verify-full`. */
 export const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'] as const;
 
@@ -193,6 +195,66 @@ export const SETTINGS = {
     default: '',
     allowed: 'comma-separated shard indexes from 0 to `QUEUE_SHARDS` − 1, no repeats',
     doc: 'shard indexes a worker consumes, e.g. `0,2`; empty: every shard',
+  },
+  LOCK_BACKEND: {
+    field: 'lock',
+    kind: 'special',
+    default: 'redis',
+    allowed: LOCK_BACKENDS.map((b) => `\`${b}\``).join(', '),
+    doc: "the wallets' lock service: `redis` (the default), `etcd` (a lease per process, the key's create revision as the token) or `postgres` (session advisory locks, tokens from a sequence); it must be the backend of the database's lock epoch (see [lock services](../operating/lock-services.md))",
+  },
+  ETCD_ENDPOINTS: {
+    field: 'lock',
+    kind: 'special',
+    default: '',
+    itemsMax: 16,
+    allowed:
+      '`http://host:port,…` or `https://…`, at most 16, no repeats; required with `LOCK_BACKEND=etcd` and only then',
+    doc: 'the etcd cluster of `LOCK_BACKEND=etcd` (client URLs of its members)',
+  },
+  ETCD_TLS_CA_FILE: {
+    field: 'lock',
+    kind: 'special',
+    default: '',
+    allowed: 'a readable PEM certificate file; only with `https://` endpoints',
+    doc: "PEM file of the CA that signed the etcd members' certificates; empty: the system's CAs",
+  },
+  ETCD_TLS_CERT_FILE: {
+    field: 'lock',
+    kind: 'special',
+    default: '',
+    allowed: 'a readable PEM certificate file, with `ETCD_TLS_KEY_FILE`; only with `https://` endpoints',
+    doc: 'client certificate for etcd (mutual TLS)',
+  },
+  ETCD_TLS_KEY_FILE: {
+    field: 'lock',
+    kind: 'special',
+    default: '',
+    allowed: 'a readable PEM key file, with `ETCD_TLS_CERT_FILE`',
+    doc: 'the key of `ETCD_TLS_CERT_FILE`',
+  },
+  ETCD_USERNAME: {
+    field: 'lock',
+    kind: 'pattern',
+    default: '',
+    pattern: /^[A-Za-z0-9._-]{0,64}$/,
+    allowed: 'up to 64 characters of [A-Za-z0-9._-]; with `ETCD_PASSWORD`',
+    doc: "etcd's user when its authentication is on; empty: none",
+  },
+  ETCD_PASSWORD: {
+    field: 'lock',
+    kind: 'special',
+    default: '',
+    allowed: '1-256 printable ASCII characters, with `ETCD_USERNAME`; never printed',
+    doc: "the etcd user's password",
+  },
+  LOCK_DATABASE_URL: {
+    field: 'lock',
+    kind: 'special',
+    default: '',
+    allowed:
+      'a `postgresql://` URL reaching PostgreSQL itself (not PgBouncer in transaction mode); only with `LOCK_BACKEND=postgres`',
+    doc: 'the connection of `LOCK_BACKEND=postgres` (one per worker, its session holds the advisory locks); empty: `DATABASE_URL`, refused when `DATABASE_POOLER=pgbouncer`',
   },
   LOCK_KEY_PREFIX: {
     field: 'lockKeyPrefix',

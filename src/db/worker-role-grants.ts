@@ -17,6 +17,7 @@ import {
   GIVE_UP_SEND_FUNCTION,
 } from '../ledger/apply-transfer.ts';
 import { INVALID_REQUEST_FUNCTION } from '../ledger/undecidable-request.ts';
+import { LOCK_FUNCTIONS } from '../lock/lock-epochs.ts';
 import { type SessionBoundsConfig, type SessionSetting, setRoleSessionBounds } from './session-bounds.ts';
 
 /**
@@ -32,6 +33,7 @@ export const DECISION_FUNCTIONS: readonly string[] = Object.freeze([
   PAYMENT_DECISION_FUNCTION,
   HOLD_SWEEP_FUNCTION,
   INVALID_REQUEST_FUNCTION,
+  ...LOCK_FUNCTIONS,
 ]);
 
 /** Tables the worker role may read (SELECT only). */

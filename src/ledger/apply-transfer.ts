@@ -36,7 +36,7 @@ export const GIVE_UP_SEND_FUNCTION = 'give_up_send_count(text,text)';
  */
 export const FEED_SEQUENCE_FUNCTION = 'outcome_feed_sequence(integer)';
 
-/** A lease id as FencedLock issues it (crypto.randomUUID()); PostgreSQL stores it as `uuid`. */
+/** A lease id as every lock service issues it (crypto.randomUUID()); PostgreSQL stores it as `uuid`. */
 const LEASE_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { wholeNumberIn } from '../config/bounds.ts';
 import { CONFIG_DEFAULTS, LOCK_RIDE_MS_MAX_LIMIT } from '../config/config.ts';
 import { LockLostError } from '../errors.ts';
-import type { AcquireResult, FencedLock } from './fenced-lock.ts';
+import type { AcquireResult, LockService } from './lock-service.ts';
 import { type HeldLease, Watchdog } from './watchdog.ts';
 import { releaseWithin } from './with-lock.ts';
 
@@ -109,7 +109,7 @@ export class SharedLeases {
   private readonly releases = new Set<Promise<void>>();
 
   constructor(
-    private readonly lock: FencedLock,
+    private readonly lock: LockService,
     options: SharedLeasesOptions = {},
   ) {
     this.rideMsMax = wholeNumberIn(

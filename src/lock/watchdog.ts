@@ -27,7 +27,7 @@ export interface HeldLease {
   assertHeld(): void;
 }
 
-/** The one lock call the watchdog needs (FencedLock provides it). */
+/** The one lock call the watchdog needs (every LockService provides it). */
 export interface LeaseRenewer {
   renew(walletId: string, owner: string): Promise<boolean>;
 }

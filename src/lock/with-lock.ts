@@ -1,6 +1,6 @@
 // Runs work under a wallet's fenced lock: acquire with bounded retries, keep the lease alive
 // with a watchdog, and always stop the watchdog and release afterwards, also when the work throws.
-import type { FencedLock } from './fenced-lock.ts';
+import type { LockService } from './lock-service.ts';
 import { type HeldLease, Watchdog } from './watchdog.ts';
 
 /**
@@ -30,7 +30,7 @@ export interface WithLockOptions {
  * never thrown: the lease expires on its own and the token fences any stale write.
  */
 export async function withLock<T>(
-  lock: FencedLock,
+  lock: LockService,
   walletId: string,
   work: LockedWork<T>,
   options: WithLockOptions = {},
@@ -59,7 +59,7 @@ export async function withLock<T>(
 
 /** Releases, waiting at most timeoutMs for the answer; a failure or a timeout is logged, never thrown. */
 export async function releaseWithin(
-  lock: FencedLock,
+  lock: LockService,
   walletId: string,
   owner: string,
   token: bigint,

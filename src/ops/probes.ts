@@ -18,7 +18,7 @@ import {
 } from '../db/session-bounds.ts';
 import { DECISION_FUNCTIONS } from '../db/worker-role-grants.ts';
 
-export type ProbeVariable = 'REDIS_URL' | 'DATABASE_URL';
+export type ProbeVariable = 'REDIS_URL' | 'DATABASE_URL' | 'ETCD_ENDPOINTS' | 'LOCK_DATABASE_URL' | 'LOCK_BACKEND';
 
 export type ProbeResult =
   | { readonly ok: true }

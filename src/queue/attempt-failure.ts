@@ -64,6 +64,8 @@ export function permanentKindOfCode(code: ErrorCode): PermanentKind | undefined 
     case 'LEDGER_CONTRACT':
       return 'ledger_contract';
     case 'LOCK_PROTOCOL':
+    // The database's lock epoch moved to another lock service: no token of this process passes.
+    case 'LOCK_EPOCH':
       return 'lock_protocol';
     // A lost lease, a decision that timed out, a retry the worker asked for: they clear by themselves.
     case 'LOCK_LOST':

@@ -16,6 +16,7 @@
 //             in that order), exit 0. A second
 //             signal, or SHUTDOWN_TIMEOUT_MS passing, exits 1 at once (BullMQ re-queues the jobs
 //             as stalled; the database decision keeps them safe).
+
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -23,10 +24,13 @@ import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient, poolUseOf } from '../db/prisma.ts';
+import { LockEpochError } from '../errors.ts';
 import { FeedSequencer } from '../intake/feed-sequencer.ts';
 import { HoldSweeper } from '../ledger/hold-sweeper.ts';
 import type { PermanentKind } from '../ledger/vocabulary.ts';
-import { FencedLock, type ReleaseAllResult } from '../lock/fenced-lock.ts';
+import { currentLockEpoch, lockEpochProblem, type Queryable } from '../lock/lock-epochs.ts';
+import type { LockService, ReleaseAllResult } from '../lock/lock-service.ts';
+import { createLockService } from '../lock/lock-services.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { aggregateKeys, CounterAggregatePublisher } from '../metrics/counter-aggregate.ts';
 import { queueDepthSource } from '../metrics/queue-depth.ts';
@@ -34,7 +38,7 @@ import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { FaultHold } from '../ops/fault-hold.ts';
 import { HealthMonitor, type HealthState } from '../ops/health-monitor.ts';
 import type { OpsServer, Readiness } from '../ops/ops-server.ts';
-import { PostgresProbe, probeRedis } from '../ops/probes.ts';
+import { PostgresProbe, type ProbeResult, probeRedis, withinMs } from '../ops/probes.ts';
 import { type ClosingStep, type ProcessLife, ProcessRuntime } from '../ops/process-runtime.ts';
 import { coalesceWrites } from './coalesced-writes.ts';
 import type { Admission } from './gated-worker.ts';
@@ -82,7 +86,7 @@ export async function runWorkerProcess(name: string, makeApply?: ApplyStrategyFa
 interface QueueSide {
   readonly prisma: PrismaClient;
   readonly connection: RedisClient;
-  readonly lock: FencedLock;
+  readonly lock: LockService;
   readonly worker: TransferWorker;
   /** The queues whose depth /metrics reports: every shard this worker consumes. */
   readonly depthQueues: readonly Queue[];
@@ -97,6 +101,15 @@ interface QueueSide {
  * the BullMQ workers, the depth queues and the counter publisher once the servers answer, and
  * declares the order they close in.
  */
+/** Prisma's raw query as the pg-like call lock-epochs.ts takes. */
+function queryableOf(prisma: PrismaClient): Queryable {
+  return {
+    query: async <R extends object>(text: string, values: unknown[] = []) => ({
+      rows: await prisma.$queryRawUnsafe<R[]>(text, ...values),
+    }),
+  };
+}
+
 class WorkerLife implements ProcessLife {
   readonly runtime: ProcessRuntime;
   private readonly config: Config;
@@ -109,6 +122,8 @@ class WorkerLife implements ProcessLife {
   // Opened at once: the probes use them before anything else runs.
   private readonly redis: Redis;
   private readonly pgProbe: PostgresProbe;
+  /** LOCK_BACKEND's lock service; its tokens carry the epoch read in open(). */
+  private readonly lock: LockService;
   private readonly monitor: HealthMonitor;
   /** A permanent failure keeps the worker out of work for a while (src/ops/fault-hold.ts). */
   private readonly faults = new FaultHold();
@@ -136,6 +151,7 @@ class WorkerLife implements ProcessLife {
     { name: 'HTTP server', close: () => this.server?.close() },
     { name: 'Prisma', close: () => this.queueSide?.prisma.$disconnect().catch(() => undefined) },
     { name: 'PostgreSQL probe', close: () => this.pgProbe.close(SHUTDOWN_CLOSE_TIMEOUT_MS) },
+    { name: 'lock service', close: () => this.lock.close() },
     { name: 'lock connection', close: () => closeRedis(this.redis, SHUTDOWN_CLOSE_TIMEOUT_MS) },
     {
       name: 'queue connection',
@@ -170,10 +186,17 @@ class WorkerLife implements ProcessLife {
     coalesceWrites(this.redis);
     const redisError = watchConnectionErrors(this.redis, this.logger, 'lock');
     this.pgProbe = new PostgresProbe(config.databaseUrl, readMigrations(MIGRATIONS_DIR), config);
+    this.lock = createLockService(config, {
+      redis: this.redis,
+      logger: this.logger,
+      ownerPrefix: `${this.instanceId}:`,
+    });
     this.monitor = new HealthMonitor({
       probes: [
         (timeoutMs) => probeRedis(this.redis, config.redisUrl, timeoutMs, redisError),
         (timeoutMs) => this.pgProbe.probe(timeoutMs),
+        ...(this.lock.backend === 'redis' ? [] : [(timeoutMs: number) => this.lock.probe(timeoutMs)]),
+        (timeoutMs) => this.lockEpochProbe(timeoutMs),
       ],
       logger: this.logger,
       onCheck: (state) => this.gate(state),
@@ -217,6 +240,9 @@ class WorkerLife implements ProcessLife {
   async open(): Promise<void> {
     const side = this.openQueueSide();
     this.queueSide = side;
+    // Before the first job: the tokens carry the epoch in force, and only its backend may run.
+    // (Unsafe no-readiness starts without waiting for the database: its probes enter the epoch.)
+    if (this.gated) await this.enterLockEpoch(side.prisma);
     side.publisher.start();
     side.sequencer.start();
     side.sweeper.start();
@@ -235,13 +261,7 @@ class WorkerLife implements ProcessLife {
     const connection = bullmqConnection(config);
     coalesceWrites(connection);
     watchConnectionErrors(connection, logger, 'queue');
-    const lock = new FencedLock({
-      redis,
-      lockTtlMs: config.lockTtlMs,
-      keyPrefix: config.lockKeyPrefix,
-      logger,
-      ownerPrefix: `${this.instanceId}:`,
-    });
+    const lock = this.lock;
     const apply = this.makeApply?.({ config, prisma, logger });
     const admission: Admission | undefined = this.gated
       ? {
@@ -327,6 +347,32 @@ class WorkerLife implements ProcessLife {
 
   stopped(): void {
     this.logger.info({ event: 'worker_stopped', locksReleased: this.locksReleased }, 'worker stopped');
+  }
+
+  private async enterLockEpoch(prisma: PrismaClient): Promise<void> {
+    const epoch = await currentLockEpoch(queryableOf(prisma));
+    const problem = lockEpochProblem(epoch, this.lock.backend);
+    if (problem !== null) throw new LockEpochError(problem);
+    this.lock.enterEpoch(epoch.epoch);
+  }
+
+  /**
+   * The lock epoch, every probe round once the queue side is open: an epoch opened for another
+   * backend makes this worker not ready (the fleet has moved on), one opened for its own backend
+   * (its lock service lost its data) is entered.
+   */
+  private async lockEpochProbe(timeoutMs: number): Promise<ProbeResult> {
+    const side = this.queueSide;
+    if (side === null) return { ok: true };
+    try {
+      const epoch = await withinMs(currentLockEpoch(queryableOf(side.prisma)), timeoutMs, 'lock_epoch_current()');
+      const problem = lockEpochProblem(epoch, this.lock.backend);
+      if (problem !== null) return { ok: false, variable: 'LOCK_BACKEND', detail: problem };
+      this.lock.enterEpoch(epoch.epoch);
+      return { ok: true };
+    } catch (err) {
+      return { ok: false, variable: 'DATABASE_URL', detail: `lock epoch: ${(err as Error).message}` };
+    }
   }
 
   /** Once the jobs in hand are done: releases whatever lease is still held. */

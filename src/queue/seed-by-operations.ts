@@ -14,7 +14,7 @@ import type { PrismaClient } from '../db/prisma.ts';
 import { decideOperations } from '../ledger/apply-payments.ts';
 import { type SeedRequest, validateSeedRequest } from '../ledger/seed-wallets.ts';
 import type { OperationRequest } from '../ledger/transfer-request.ts';
-import type { FencedLock, LockLease } from '../lock/fenced-lock.ts';
+import type { LockLease, LockService } from '../lock/lock-service.ts';
 import { releaseWithin } from '../lock/with-lock.ts';
 
 /** Wallets locked and decided at once: one operation each per call, within one decision's 1,000. */
@@ -69,7 +69,7 @@ async function decided(
 }
 
 /** Each wallet's lease; a wallet still held by someone else after the lock's retries is an error. */
-async function leasesOf(lock: FencedLock, wallets: readonly string[]): Promise<Map<string, LockLease>> {
+async function leasesOf(lock: LockService, wallets: readonly string[]): Promise<Map<string, LockLease>> {
   const leases = new Map<string, LockLease>();
   const results = await Promise.allSettled(wallets.map((wallet) => lock.acquireWithRetry(wallet)));
   let failure: unknown = null;
@@ -88,7 +88,7 @@ async function leasesOf(lock: FencedLock, wallets: readonly string[]): Promise<M
   return leases;
 }
 
-async function releaseAll(lock: FencedLock, leases: ReadonlyMap<string, LockLease>): Promise<void> {
+async function releaseAll(lock: LockService, leases: ReadonlyMap<string, LockLease>): Promise<void> {
   await Promise.all([...leases.values()].map((l) => releaseWithin(lock, l.walletId, l.owner, l.token, lock.lockTtlMs)));
 }
 
@@ -101,7 +101,7 @@ async function releaseAll(lock: FencedLock, leases: ReadonlyMap<string, LockLeas
  */
 export async function seedByOperations(
   prisma: PrismaClient,
-  lock: FencedLock,
+  lock: LockService,
   req: SeedRequest,
 ): Promise<SeedByOperationsResult> {
   validateSeedRequest(req);

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, Job, type Telemetry, UnrecoverableError, type Worker } from 'bullmq';
 import type { Config } from '../config/config.ts';
 import { dbCallDeadlineMs, type PrismaClient } from '../db/prisma.ts';
-import { LockLostError, RetryableTransferError } from '../errors.ts';
+import { LockEpochError, LockLostError, RetryableTransferError } from '../errors.ts';
 import { decideOperations } from '../ledger/apply-payments.ts';
 import { type BatchItem, type BatchStats, DecisionBatcher, type ExpectedDecision } from '../ledger/decision-batcher.ts';
 import type { ApplyResult, TransferOutcome } from '../ledger/outcome.ts';
@@ -21,7 +21,7 @@ import {
 import { decideInvalidRequest } from '../ledger/undecidable-request.ts';
 import { failureMessage, type PermanentKind, type RetryKind } from '../ledger/vocabulary.ts';
 import { fullJitterDelayMs } from '../lock/backoff.ts';
-import type { FencedLock } from '../lock/fenced-lock.ts';
+import type { LockService } from '../lock/lock-service.ts';
 import { SharedLeases } from '../lock/shared-leases.ts';
 import type { HeldLease } from '../lock/watchdog.ts';
 import type { Logger } from '../log/logger.ts';
@@ -93,7 +93,7 @@ export type ApplyStrategy = (request: OperationRequest, token: bigint, lease: He
 export interface TransferWorkerDeps {
   readonly config: Config;
   readonly prisma: PrismaClient;
-  readonly lock: FencedLock;
+  readonly lock: LockService;
   /** BullMQ's connection (blocking commands). */
   readonly connection: RedisClient;
   readonly logger: Logger;
@@ -276,9 +276,6 @@ export class TransferProcessor {
             );
           return result;
         }
-        // Our token is below what the wallet has seen, or equal to it but another lease's: a
-        // newer holder wrote, or Redis lost increments. Raise the counter to the database's
-        // fence (the next acquire then issues a token above it) and try again.
         this.metrics.staleFenceRefused();
         log().warn(
           {
@@ -290,8 +287,7 @@ export class TransferProcessor {
           },
           'decision refused: stale fence',
         );
-        const advanced = await this.deps.lock.advanceFence(walletOf(request), result.walletFence);
-        if (advanced.kind === 'raised') this.metrics.fenceAdvanced();
+        await this.advanceAfterStaleFence(walletOf(request), result.walletFence);
         if (round >= STALE_FENCE_ROUNDS_MAX) {
           throw retryable('stale_fence', `refused ${round} times; wallet fence ${result.walletFence}`);
         }
@@ -358,6 +354,22 @@ export class TransferProcessor {
       'intake request no worker can decide: recorded rejected as invalid_request',
     );
     return decided;
+  }
+
+  /**
+   * Our token is below what the wallet has seen, or equal to it but another lease's: a newer
+   * holder wrote, or the lock service lost increments. Raises the counter to the database's fence
+   * (the next acquire then issues a token above it); when no token of this process can pass (a
+   * newer lock epoch, a service behind the fence), a permanent fault: the job goes to another worker.
+   */
+  private async advanceAfterStaleFence(walletId: string, walletFence: bigint): Promise<void> {
+    const advanced = await this.deps.lock.advanceFence(walletId, walletFence);
+    if (advanced.kind === 'raised') this.metrics.fenceAdvanced();
+    if (advanced.kind === 'superseded' || advanced.kind === 'behind') {
+      throw new LockEpochError(
+        `wallet fence ${walletFence} is beyond lock epoch ${this.deps.lock.epoch} of ${this.deps.lock.backend} (${advanced.kind})`,
+      );
+    }
   }
 
   private async applyUnderLock(job: Job, request: OperationRequest): Promise<LockedApply> {

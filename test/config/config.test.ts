@@ -49,6 +49,7 @@ describe('loadConfig defaults', () => {
       queueShardsConsumed: [0],
       lockKeyPrefix: 'ft:',
       lockTtlMs: 10_000,
+      lock: { backend: 'redis' },
       workerConcurrency: 64,
       logLevel: 'info',
       transferAmountMax: 1_000_000_000_000_000n,

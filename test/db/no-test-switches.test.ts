@@ -6,6 +6,7 @@
 // LedgerContractError that says so. The scan's own negative control installs those variants and
 // must find every one. An upgraded database keeps its roles working: the decisions whose signature
 // lost the switches were the owner's alone, and the worker's functions kept theirs.
+
 import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +24,7 @@ import { applyPayments as applyPaymentsOf, PAYMENT_DECISION_FUNCTION } from '../
 import { applyTransfers } from '../../src/ledger/apply-transfer.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
 import { INVALID_REQUEST_FUNCTION } from '../../src/ledger/undecidable-request.ts';
+import { LOCK_FUNCTIONS } from '../../src/lock/lock-epochs.ts';
 import { leaseIdFor } from '../support/lease-ids.ts';
 import { applyPayments, said } from '../support/payments.ts';
 import { uniqueName } from '../support/test-db.ts';
@@ -155,13 +157,14 @@ describe(`an upgraded database (${NO_TEST_SWITCHES})`, () => {
     expect((await switchableFunctions(url)).length).toBeGreaterThan(0);
     const role = uniqueName('ft_w');
     const password = 'noswitch-worker-password';
-    // The worker role as the release before made it: without the function this migration adds,
+    // The worker role as the release before made it: without the function this migration adds
+    // (nor the lock functions of a later one, which re-grants them the same way),
     // which its re-grant then gives every role that decides, and with apply_payments() as it was
     // then (the operation-metadata migration gives its new form to whoever held the old one).
     const olderSpec = {
       ...WORKER_ROLE_SPEC,
       functions: WORKER_ROLE_SPEC.functions
-        .filter((f) => f !== INVALID_REQUEST_FUNCTION)
+        .filter((f) => f !== INVALID_REQUEST_FUNCTION && !LOCK_FUNCTIONS.includes(f))
         .map((f) => (f === PAYMENT_DECISION_FUNCTION ? PAYMENT_DECISION_FUNCTION.replace(',jsonb[])', ')') : f)),
     };
     await ensureLoginRole(olderSpec, url, role, password, config);
@@ -180,6 +183,17 @@ describe(`an upgraded database (${NO_TEST_SWITCHES})`, () => {
       ])
       .finally(() => probe.end());
     expect(granted.rows[0]?.ok).toBe(true);
+    // And the lock services' migration re-granted its functions to the same role.
+    const lockGrants = new pg.Client({ connectionString: url });
+    await lockGrants.connect();
+    const lockRows = await lockGrants
+      .query<{ ok: boolean }>('SELECT has_function_privilege($1, f, $2) AS ok FROM unnest($3::text[]) f', [
+        role,
+        'EXECUTE',
+        LOCK_FUNCTIONS,
+      ])
+      .finally(() => lockGrants.end());
+    expect(lockRows.rows.map((r) => r.ok)).toEqual(LOCK_FUNCTIONS.map(() => true));
 
     const owner = createPrisma({ ...config, databaseUrl: url });
     const asWorker = createPrisma({ ...config, databaseUrl: roleUrl(url, role, password) });

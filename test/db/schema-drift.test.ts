@@ -51,6 +51,7 @@ describe('the schema parser', () => {
       ['TransferRequest', 'transfer_requests'],
       ['OutcomeEvent', 'outcome_events'],
       ['OutcomeCursor', 'outcome_cursors'],
+      ['LockEpoch', 'lock_epochs'],
       ['Hold', 'holds'],
       ['SplitLeg', 'split_legs'],
     ]);

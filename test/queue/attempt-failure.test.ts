@@ -73,9 +73,9 @@ describe('permanent errors', () => {
     expect(classifyAttemptError(otherCopy, ROLE)).toMatchObject({ permanent: true, kind: 'lock_protocol' });
   });
 
-  it('every code of src/errors.ts has a classification: only LEDGER_CONTRACT and LOCK_PROTOCOL are permanent', () => {
+  it('every code of src/errors.ts has a classification: only LEDGER_CONTRACT, LOCK_EPOCH and LOCK_PROTOCOL are permanent', () => {
     const permanent = ERROR_CODES.filter((code) => permanentKindOfCode(code) !== undefined);
-    expect(permanent.sort()).toEqual(['LEDGER_CONTRACT', 'LOCK_PROTOCOL']);
+    expect(permanent.sort()).toEqual(['LEDGER_CONTRACT', 'LOCK_EPOCH', 'LOCK_PROTOCOL']);
   });
 
   it('every permanent kind is declared as permanent and retried (by a ready worker) in the vocabulary', () => {

@@ -4,7 +4,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../../src/config/config.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
-import { FencedLock } from '../../src/lock/fenced-lock.ts';
+import { createLockService } from '../../src/lock/lock-services.ts';
 import type { Logger } from '../../src/log/logger.ts';
 import { WorkerMetrics } from '../../src/metrics/worker-metrics.ts';
 import { bullmqConnection, lockConnection } from '../../src/queue/redis-connection.ts';
@@ -30,16 +30,14 @@ export function startInProcessWorker(
   logger: Logger,
   instance: string,
   extra: Partial<Pick<TransferWorkerDeps, 'hooks' | 'admission' | 'faults'>> = {},
+  /** The lock epoch in force in the worker's database (lock-epochs.ts); 0 is Redis before epochs. */
+  lockEpoch = 0,
 ): InProcessWorker {
   const prisma = createPrisma(config);
   const lockRedis = lockConnection(config);
   const connection = bullmqConnection(config);
-  const lock = new FencedLock({
-    redis: lockRedis,
-    lockTtlMs: config.lockTtlMs,
-    keyPrefix: config.lockKeyPrefix,
-    logger,
-  });
+  // LOCK_BACKEND's lock service, as run-worker.ts builds it (Redis unless the test says otherwise).
+  const lock = createLockService(config, { redis: lockRedis, logger, epoch: lockEpoch });
   const metrics = new WorkerMetrics({ instanceId: uniqueName(instance), queueName: config.queueName });
   const running = startTransferWorker({ config, prisma, lock, connection, logger, metrics, ...extra });
   return {
@@ -51,6 +49,7 @@ export function startInProcessWorker(
       await running.close(true);
       await beforeConnections?.();
       await closePrisma(prisma);
+      await lock.close();
       lockRedis.disconnect();
       connection.disconnect();
     },

@@ -17,6 +17,7 @@ import { type Config, loadConfig } from '../../src/config/config.ts';
 import { FeedSequencer } from '../../src/intake/feed-sequencer.ts';
 import { HoldSweeper } from '../../src/ledger/hold-sweeper.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
+import { currentLockEpoch } from '../../src/lock/lock-epochs.ts';
 import {
   aggregateKeys,
   COUNTER_FLUSH_INTERVAL_MS,
@@ -161,7 +162,9 @@ export async function createPipeline(env: Record<string, string> = {}): Promise<
       }
       const workerConfig = loadConfig({ ...process.env, ...workerEnvFor(extraEnv) });
       const logger = pino({ level: 'silent' });
-      const worker = startInProcessWorker(workerConfig, logger, 'inproc', hooks ? { hooks } : {});
+      // The epoch in force, as run-worker.ts reads it before its first job.
+      const { epoch } = await currentLockEpoch(db.pg);
+      const worker = startInProcessWorker(workerConfig, logger, 'inproc', hooks ? { hooks } : {}, epoch);
       const publisher = new CounterAggregatePublisher({
         redis: worker.lockRedis,
         keys: aggregateKeys(workerConfig.lockKeyPrefix, queueName),

@@ -1,0 +1,80 @@
+// The worker on each lock service it can run with (LOCK_BACKEND), end to end through BullMQ and
+// the decision, as the least-privilege role: two workers contend for a few wallets, every
+// transfer is decided once, the money adds up, and every fence the database recorded carries the
+// epoch the database opened for the backend. A worker whose backend is not the epoch's refuses to
+// start. (etcd: test/lock/etcd-lock.test.ts and the chaos runs; it needs a cluster of its own.)
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import type { TransferOutcome } from '../../src/ledger/outcome.ts';
+import { openLockEpoch } from '../../src/lock/lock-epochs.ts';
+import { runSource } from '../support/cli-process.ts';
+import { pipelinePerTest } from '../support/pipeline.ts';
+import { spawnWorkerProcess } from '../support/worker-process.ts';
+
+const open = pipelinePerTest();
+const WALLETS = 4;
+const TRANSFERS = 120;
+const AMOUNT = 7n;
+
+describe('LOCK_BACKEND=postgres', () => {
+  it('two workers decide contended transfers once each, with tokens of the epoch the database opened', async () => {
+    const p = await open({ LOCK_BACKEND: 'postgres', LOCK_TTL_MS: '2000' });
+    const { epoch } = await openLockEpoch(p.db.pg, 'postgres', 'lock-backends test');
+    await p.seed(WALLETS, 10_000n);
+    await p.startWorker();
+    await p.startWorker();
+    const jobs = await Promise.all(
+      Array.from({ length: TRANSFERS }, (_, i) =>
+        p.addRaw({
+          operationId: `pg-${i}`,
+          from: `w${(i % WALLETS) + 1}`,
+          to: `w${((i + 1) % WALLETS) + 1}`,
+          amount: AMOUNT.toString(),
+        }),
+      ),
+    );
+    const outcomes = (await Promise.all(jobs.map((j) => p.result(j, 60_000)))) as TransferOutcome[];
+    expect(outcomes.every((o) => o.outcome === 'applied')).toBe(true);
+    for (let i = 0; i < TRANSFERS; i += 1) expect(await p.debitsOf(`pg-${i}`)).toBe(1);
+    const balances = await p.balances();
+    const total = Object.entries(balances)
+      .filter(([id]) => /^w\d+$/.test(id))
+      .reduce((sum, [, b]) => sum + b, 0n);
+    expect(total).toBe(BigInt(WALLETS) * 10_000n);
+    const { rows } = await p.db.pg.query<{ epoch: string; n: string }>(
+      "SELECT (fence >> 53)::text AS epoch, count(*)::text AS n FROM ledger_entries WHERE operation_id LIKE 'pg-%' GROUP BY 1",
+    );
+    expect(rows).toEqual([{ epoch: String(epoch), n: String(TRANSFERS * 2) }]);
+  });
+
+  it('a worker whose LOCK_BACKEND is not the backend of the epoch in force refuses to start', async () => {
+    const p = await open({});
+    await openLockEpoch(p.db.pg, 'postgres', 'the fleet moved');
+    const result = await runSource(
+      'src/cli/worker.ts',
+      [],
+      { ...p.workerEnv, METRICS_PORT: 'off', STARTUP_TIMEOUT_MS: '20000' },
+      60_000,
+    );
+    expect(result.code).toBe(1);
+    expect(result.stderr + result.stdout).toMatch(
+      /lock epoch 1 belongs to LOCK_BACKEND=postgres, this worker runs redis/,
+    );
+  });
+
+  it('a running worker stops being ready within a probe round once the epoch moves to another backend', async () => {
+    const p = await open({});
+    const worker = await spawnWorkerProcess(p, { METRICS_PORT: '0' });
+    try {
+      expect(await worker.readyStatus()).toBe(200);
+      await openLockEpoch(p.db.pg, 'etcd', 'the fleet moves to etcd');
+      const deadline = performance.now() + 10_000;
+      while ((await worker.readyStatus()) === 200 && performance.now() < deadline) await sleep(100);
+      expect(await worker.readyStatus()).toBe(503);
+      const readyz = await (await fetch(worker.url('/readyz'))).text();
+      expect(readyz).toMatch(/lock epoch 1 belongs to LOCK_BACKEND=etcd/);
+    } finally {
+      await worker.stop();
+    }
+  });
+});

@@ -3,6 +3,7 @@
 // above sees a LockService and the epoch it issues tokens in.
 import type { Config } from '../config/config.ts';
 import type { Logger } from '../log/logger.ts';
+import { EtcdLock, type EtcdTlsOptions } from './etcd-lock.ts';
 import { FencedLock } from './fenced-lock.ts';
 import type { LockRedisClient } from './lock-scripts.ts';
 import type { LockService } from './lock-service.ts';
@@ -35,6 +36,20 @@ export function createLockService(
     case 'postgres':
       return new PostgresLock({ ...common, connectionString: lock.databaseUrl });
     case 'etcd':
-      throw new Error('LOCK_BACKEND=etcd: not built yet');
+      return new EtcdLock({
+        ...common,
+        endpoints: lock.endpoints,
+        ...(lock.tls === null ? {} : { tls: tlsFiles(lock.tls) }),
+        ...(lock.auth === null ? {} : { auth: lock.auth }),
+      });
   }
+}
+
+/** The configuration's TLS files (null: unset) as EtcdLock's options (absent: unset). */
+function tlsFiles(tls: { caFile: string | null; certFile: string | null; keyFile: string | null }): EtcdTlsOptions {
+  return {
+    ...(tls.caFile === null ? {} : { caFile: tls.caFile }),
+    ...(tls.certFile === null ? {} : { certFile: tls.certFile }),
+    ...(tls.keyFile === null ? {} : { keyFile: tls.keyFile }),
+  };
 }

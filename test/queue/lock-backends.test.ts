@@ -2,9 +2,10 @@
 // the decision, as the least-privilege role: two workers contend for a few wallets, every
 // transfer is decided once, the money adds up, and every fence the database recorded carries the
 // epoch the database opened for the backend. A worker whose backend is not the epoch's refuses to
-// start. (etcd: test/lock/etcd-lock.test.ts and the chaos runs; it needs a cluster of its own.)
+// start. The etcd case runs a private three-member cluster.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalEtcdCluster, startTempEtcdCluster } from '../../harness/services/local-etcd-cluster.ts';
 import type { TransferOutcome } from '../../src/ledger/outcome.ts';
 import { openLockEpoch } from '../../src/lock/lock-epochs.ts';
 import { runSource } from '../support/cli-process.ts';
@@ -16,35 +17,54 @@ const WALLETS = 4;
 const TRANSFERS = 120;
 const AMOUNT = 7n;
 
+/** Two workers of `backend`, contended transfers: each decided once, the money adds up, fences of the epoch. */
+async function contendedTransfers(env: Record<string, string>, backend: 'postgres' | 'etcd'): Promise<void> {
+  const p = await open({ LOCK_BACKEND: backend, ...env });
+  const { epoch } = await openLockEpoch(p.db.pg, backend, 'lock-backends test');
+  await p.seed(WALLETS, 10_000n);
+  await p.startWorker();
+  await p.startWorker();
+  const jobs = await Promise.all(
+    Array.from({ length: TRANSFERS }, (_, i) =>
+      p.addRaw({
+        operationId: `${backend}-${i}`,
+        from: `w${(i % WALLETS) + 1}`,
+        to: `w${((i + 1) % WALLETS) + 1}`,
+        amount: AMOUNT.toString(),
+      }),
+    ),
+  );
+  const outcomes = (await Promise.all(jobs.map((j) => p.result(j, 60_000)))) as TransferOutcome[];
+  expect(outcomes.every((o) => o.outcome === 'applied')).toBe(true);
+  for (let i = 0; i < TRANSFERS; i += 1) expect(await p.debitsOf(`${backend}-${i}`)).toBe(1);
+  const total = Object.entries(await p.balances())
+    .filter(([id]) => /^w\d+$/.test(id))
+    .reduce((sum, [, b]) => sum + b, 0n);
+  expect(total).toBe(BigInt(WALLETS) * 10_000n);
+  const { rows } = await p.db.pg.query<{ epoch: string; n: string }>(
+    'SELECT (fence >> 53)::text AS epoch, count(*)::text AS n FROM ledger_entries WHERE operation_id LIKE $1 GROUP BY 1',
+    [`${backend}-%`],
+  );
+  expect(rows).toEqual([{ epoch: String(epoch), n: String(TRANSFERS * 2) }]);
+}
+
+describe('LOCK_BACKEND=etcd', () => {
+  let cluster: LocalEtcdCluster;
+  beforeAll(async () => {
+    cluster = await startTempEtcdCluster('lock-backends');
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('two workers decide contended transfers once each, with tokens of the epoch the database opened', async () => {
+    await contendedTransfers({ ETCD_ENDPOINTS: cluster.endpoints.join(','), LOCK_TTL_MS: '3000' }, 'etcd');
+  });
+});
+
 describe('LOCK_BACKEND=postgres', () => {
   it('two workers decide contended transfers once each, with tokens of the epoch the database opened', async () => {
-    const p = await open({ LOCK_BACKEND: 'postgres', LOCK_TTL_MS: '2000' });
-    const { epoch } = await openLockEpoch(p.db.pg, 'postgres', 'lock-backends test');
-    await p.seed(WALLETS, 10_000n);
-    await p.startWorker();
-    await p.startWorker();
-    const jobs = await Promise.all(
-      Array.from({ length: TRANSFERS }, (_, i) =>
-        p.addRaw({
-          operationId: `pg-${i}`,
-          from: `w${(i % WALLETS) + 1}`,
-          to: `w${((i + 1) % WALLETS) + 1}`,
-          amount: AMOUNT.toString(),
-        }),
-      ),
-    );
-    const outcomes = (await Promise.all(jobs.map((j) => p.result(j, 60_000)))) as TransferOutcome[];
-    expect(outcomes.every((o) => o.outcome === 'applied')).toBe(true);
-    for (let i = 0; i < TRANSFERS; i += 1) expect(await p.debitsOf(`pg-${i}`)).toBe(1);
-    const balances = await p.balances();
-    const total = Object.entries(balances)
-      .filter(([id]) => /^w\d+$/.test(id))
-      .reduce((sum, [, b]) => sum + b, 0n);
-    expect(total).toBe(BigInt(WALLETS) * 10_000n);
-    const { rows } = await p.db.pg.query<{ epoch: string; n: string }>(
-      "SELECT (fence >> 53)::text AS epoch, count(*)::text AS n FROM ledger_entries WHERE operation_id LIKE 'pg-%' GROUP BY 1",
-    );
-    expect(rows).toEqual([{ epoch: String(epoch), n: String(TRANSFERS * 2) }]);
+    await contendedTransfers({ LOCK_TTL_MS: '2000' }, 'postgres');
   });
 
   it('a worker whose LOCK_BACKEND is not the backend of the epoch in force refuses to start', async () => {

@@ -2,6 +2,8 @@
 // `npm run lock:epoch -- --open redis|etcd|postgres [--note TEXT]`, as the database's owner
 // (DATABASE_URL): opens the next epoch for that lock service, the step of a switch that makes
 // every token of the new service outrank every token of the old (docs/operating/lock-services.md).
+// `--unless-current`: open it only when the epoch in force is not already that service's (a
+// deployment's one-shot job, run at every start, opens one epoch, once).
 import pg from 'pg';
 import { loadConfig } from '../config/config.ts';
 import { UsageError } from '../errors.ts';
@@ -10,7 +12,7 @@ import { LOCK_BACKENDS, type LockBackendName } from '../lock/lock-service.ts';
 import { parseFlags } from './args.ts';
 import { runCli } from './run-cli.ts';
 
-const USAGE = 'npm run lock:epoch [-- --open redis|etcd|postgres [--note TEXT]]';
+const USAGE = 'npm run lock:epoch [-- --open redis|etcd|postgres [--note TEXT] [--unless-current]]';
 const NOTE_LENGTH_MAX = 200;
 
 function backendOf(raw: string): LockBackendName {
@@ -20,16 +22,22 @@ function backendOf(raw: string): LockBackendName {
 }
 
 await runCli(async () => {
-  const { values } = parseFlags(process.argv.slice(2), { open: { type: 'string' }, note: { type: 'string' } }, USAGE);
-  if (values.note !== undefined && values.open === undefined)
-    throw new UsageError(`--note goes with --open\nusage: ${USAGE}`);
+  const { values } = parseFlags(
+    process.argv.slice(2),
+    { open: { type: 'string' }, note: { type: 'string' }, 'unless-current': { type: 'boolean' } },
+    USAGE,
+  );
+  if ((values.note !== undefined || values['unless-current'] === true) && values.open === undefined)
+    throw new UsageError(`--note and --unless-current go with --open\nusage: ${USAGE}`);
   const note = values.note ?? '';
   if (note.length > NOTE_LENGTH_MAX) throw new UsageError(`--note is at most ${NOTE_LENGTH_MAX} characters`);
   const backend = values.open === undefined ? null : backendOf(values.open);
   const client = new pg.Client({ connectionString: loadConfig().databaseUrl });
   await client.connect();
   try {
-    const opened = backend === null ? null : await openLockEpoch(client, backend, note);
+    const skip =
+      backend !== null && values['unless-current'] === true && (await currentLockEpoch(client)).backend === backend;
+    const opened = backend === null || skip ? null : await openLockEpoch(client, backend, note);
     const current = await currentLockEpoch(client);
     const epochs = await lockEpochHistory(client);
     process.stdout.write(`${JSON.stringify({ ...(opened === null ? {} : { opened }), current, epochs })}\n`);

@@ -100,7 +100,7 @@ export const WORKER_METRICS = {
   fenceAdvances: {
     name: `${p}fence_advances_total`,
     type: 'counter',
-    help: 'Redis fence counters raised past the database fence after a refusal',
+    help: 'Lock service counters raised past the database fence after a refusal (Redis; etcd and PostgreSQL never need it)',
     labelNames: [],
   },
   lockLosses: {
@@ -182,8 +182,14 @@ export const WORKER_METRICS = {
   info: {
     name: `${p}worker_info`,
     type: 'gauge',
-    help: 'Always 1; labels identify the process (instance is the prefix of its lock owner ids)',
-    labelNames: ['instance', 'queue'],
+    help: 'Always 1; labels identify the process (instance is the prefix of its lock owner ids) and its lock service (LOCK_BACKEND)',
+    labelNames: ['instance', 'queue', 'lock_backend'],
+  },
+  lockEpoch: {
+    name: `${p}lock_epoch`,
+    type: 'gauge',
+    help: 'The lock epoch whose tokens this worker issues (lock_epochs in the database), by lock service',
+    labelNames: ['backend'],
   },
   queueJobs: {
     name: `${p}queue_jobs`,
@@ -247,6 +253,8 @@ export interface WorkerMetricsOptions {
   readonly queueName: string;
   /** prom-client's process and Node.js metrics (CPU, memory, event loop, GC); off for in-process test workers. */
   readonly defaultMetrics?: boolean;
+  /** LOCK_BACKEND, a label of worker_info and lock_epoch. @defaultValue 'redis' */
+  readonly lockBackend?: string;
 }
 
 export class WorkerMetrics {
@@ -265,6 +273,8 @@ export class WorkerMetrics {
   private readonly holdsExpired: WorkerMetricSet['holdsExpired'];
   private readonly decisionDuration: WorkerMetricSet['decisionDuration'];
   private readonly lockWait: WorkerMetricSet['lockWait'];
+  private readonly lockEpochGauge: WorkerMetricSet['lockEpoch'];
+  private readonly lockBackend: string;
   private readonly jobDuration: WorkerMetricSet['jobDuration'];
   private readonly batchSize: WorkerMetricSet['batchSize'];
   private readonly inProgress: WorkerMetricSet['inProgress'];
@@ -317,7 +327,10 @@ export class WorkerMetrics {
     this.lockWait = m.lockWait;
     this.inProgress = m.inProgress;
     this.ready = m.ready;
-    m.info.set({ instance: options.instanceId, queue: options.queueName }, 1);
+    this.lockBackend = options.lockBackend ?? 'redis';
+    this.lockEpochGauge = m.lockEpoch;
+    m.info.set({ instance: options.instanceId, queue: options.queueName, lock_backend: this.lockBackend }, 1);
+    this.lockEpochGauge.set({ backend: this.lockBackend }, 0);
     this.counters = [
       this.outcomes,
       this.rejections,
@@ -415,6 +428,11 @@ export class WorkerMetrics {
   /** Jobs this process holds right now (for the shutdown log). */
   get jobsInProgress(): number {
     return this.jobsInHand;
+  }
+
+  /** The lock epoch entered (at start, and when the database opens a new one for this backend). */
+  setLockEpoch(epoch: number): void {
+    this.lockEpochGauge.set({ backend: this.lockBackend }, epoch);
   }
 
   setReady(ready: boolean): void {

@@ -179,6 +179,7 @@ class WorkerLife implements ProcessLife {
       instanceId: this.instanceId,
       queueName: config.queueName,
       defaultMetrics: true,
+      lockBackend: config.lock.backend,
     });
 
     this.redis = lockConnection(config);
@@ -354,6 +355,7 @@ class WorkerLife implements ProcessLife {
     const problem = lockEpochProblem(epoch, this.lock.backend);
     if (problem !== null) throw new LockEpochError(problem);
     this.lock.enterEpoch(epoch.epoch);
+    this.metrics.setLockEpoch(epoch.epoch);
   }
 
   /**
@@ -369,6 +371,7 @@ class WorkerLife implements ProcessLife {
       const problem = lockEpochProblem(epoch, this.lock.backend);
       if (problem !== null) return { ok: false, variable: 'LOCK_BACKEND', detail: problem };
       this.lock.enterEpoch(epoch.epoch);
+      this.metrics.setLockEpoch(epoch.epoch);
       return { ok: true };
     } catch (err) {
       return { ok: false, variable: 'DATABASE_URL', detail: `lock epoch: ${(err as Error).message}` };

@@ -42,6 +42,7 @@ describe('WorkerMetrics', () => {
       'fenced_transfers_job_duration_seconds histogram',
       'fenced_transfers_jobs_in_progress gauge',
       'fenced_transfers_lock_busy_deferrals_total counter',
+      'fenced_transfers_lock_epoch gauge',
       'fenced_transfers_lock_losses_total counter',
       'fenced_transfers_lock_wait_seconds histogram',
       'fenced_transfers_operations_total counter',

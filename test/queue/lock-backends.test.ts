@@ -87,6 +87,9 @@ describe('LOCK_BACKEND=postgres', () => {
     const worker = await spawnWorkerProcess(p, { METRICS_PORT: '0' });
     try {
       expect(await worker.readyStatus()).toBe(200);
+      const metrics = await (await fetch(worker.url('/metrics'))).text();
+      expect(metrics).toMatch(/fenced_transfers_worker_info\{[^}]*lock_backend="redis"[^}]*\} 1/);
+      expect(metrics).toMatch(/fenced_transfers_lock_epoch\{backend="redis"\} 0/);
       await openLockEpoch(p.db.pg, 'etcd', 'the fleet moves to etcd');
       const deadline = performance.now() + 10_000;
       while ((await worker.readyStatus()) === 200 && performance.now() < deadline) await sleep(100);

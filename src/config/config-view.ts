@@ -41,7 +41,9 @@ export function configView(env: Env): ConfigViewRow[] {
   return (Object.entries(SETTINGS) as [SettingName, Setting][]).map(([name, setting]) => {
     const raw = env[name] ?? '';
     const source = raw === '' ? 'default' : 'environment';
-    if (setting.field !== null)
+    // The lock service's variables share one field, an object (with etcd's password in it): each
+    // is shown as its own text, validated by loadConfig above.
+    if (setting.field !== null && setting.field !== 'lock')
       return { name, value: shown(name, setting, text(setting.field, config[setting.field])), source };
     // Read by one command of its own, outside Config: shown as set or as its default.
     if (raw !== '') return { name, value: shown(name, setting, raw), source };

@@ -45,6 +45,23 @@ describe('the configuration view', () => {
     expect(row(rows, 'PRODUCER_DB_PASSWORD')).toMatchObject({ value: '(unset)', source: 'default' });
   });
 
+  it("never shows the lock services' passwords: etcd's, and one in LOCK_DATABASE_URL", () => {
+    const etcd = configView({
+      LOCK_BACKEND: 'etcd',
+      ETCD_ENDPOINTS: 'https://etcd-1:2379',
+      ETCD_USERNAME: 'locks',
+      ETCD_PASSWORD: SECRET,
+    });
+    expect(formatConfigView(etcd) + JSON.stringify(etcd)).not.toContain(SECRET);
+    expect(row(etcd, 'ETCD_ENDPOINTS')).toMatchObject({ value: 'https://etcd-1:2379', source: 'environment' });
+    expect(row(etcd, 'ETCD_PASSWORD')).toMatchObject({ value: '[redacted]', source: 'environment' });
+    const postgres = configView({
+      LOCK_BACKEND: 'postgres',
+      LOCK_DATABASE_URL: `postgresql://worker:${SECRET}@db-direct:5432/transfers`,
+    });
+    expect(formatConfigView(postgres) + JSON.stringify(postgres)).not.toContain(SECRET);
+  });
+
   it('refuses an invalid environment as the worker would', () => {
     expect(() => configView({ LOCK_TTL_MS: 'ten' })).toThrow(ConfigError);
   });

@@ -2,10 +2,15 @@
 // opens the wallets <prefix>1 … <prefix>N (those that do not exist yet) with their credit limit (0
 // unless given) and deposits each one's opening balance, through the fenced lock and the decision
 // every operation takes (src/queue/seed-by-operations.ts): each has its records
-// (`seed:open:<wallet>`, `seed:fund:<wallet>`) and outcome events. Needs PostgreSQL and Redis.
+// (`seed:open:<wallet>`, `seed:fund:<wallet>`) and outcome events. Needs PostgreSQL and Redis (and
+// LOCK_BACKEND's lock service, in the epoch in force, as a worker does).
 import { loadConfig } from '../config/config.ts';
-import { createPrisma } from '../db/prisma.ts';
-import { FencedLock } from '../lock/fenced-lock.ts';
+import { createPrisma, rawQueryable } from '../db/prisma.ts';
+import { LockEpochError } from '../errors.ts';
+import { currentLockEpoch, lockEpochProblem } from '../lock/lock-epochs.ts';
+import type { LockService } from '../lock/lock-service.ts';
+import { createLockService } from '../lock/lock-services.ts';
+import { createLogger } from '../log/logger.ts';
 import { closeRedis, lockConnection } from '../queue/redis-connection.ts';
 import { redisReachable } from '../queue/redis-reachable.ts';
 import { seedByOperations } from '../queue/seed-by-operations.ts';
@@ -39,10 +44,16 @@ await runCli(async () => {
   await redisReachable(redis, config);
   redis.on('error', () => undefined);
   const prisma = createPrisma(config);
+  let lock: LockService | undefined;
   try {
-    const lock = new FencedLock({ redis, lockTtlMs: config.lockTtlMs, keyPrefix: config.lockKeyPrefix });
+    // The lock service of LOCK_BACKEND, in the epoch in force, as a worker's (run-worker.ts).
+    const epoch = await currentLockEpoch(rawQueryable(prisma));
+    const problem = lockEpochProblem(epoch, config.lock.backend);
+    if (problem !== null) throw new LockEpochError(problem);
+    lock = createLockService(config, { redis, logger: createLogger('warn', 'seed'), epoch: epoch.epoch });
     process.stdout.write(`${JSON.stringify(await seedByOperations(prisma, lock, request))}\n`);
   } finally {
+    await lock?.close();
     await prisma.$disconnect();
     await closeRedis(redis, 2_000);
   }

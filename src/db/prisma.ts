@@ -99,3 +99,14 @@ export async function closePrisma(prisma: PrismaClient): Promise<number> {
   const pool = poolOf.get(prisma);
   return pool === undefined ? 0 : connectionsClosed(pool);
 }
+
+/** Prisma's raw query as a pg-like `query(text, values)` (for code written against pg, such as lock-epochs.ts). */
+export function rawQueryable(prisma: PrismaClient): {
+  query<R extends object>(text: string, values?: unknown[]): Promise<{ rows: R[] }>;
+} {
+  return {
+    query: async <R extends object>(text: string, values: unknown[] = []) => ({
+      rows: await prisma.$queryRawUnsafe<R[]>(text, ...values),
+    }),
+  };
+}

@@ -39,7 +39,7 @@ export async function currentLockEpoch(db: Queryable): Promise<LockEpoch> {
 /** Null when a worker of `backend` may run in `epoch`; else what to do about it. */
 export function lockEpochProblem(epoch: LockEpoch, backend: LockBackendName): string | null {
   if (epoch.backend === backend) return null;
-  return `the database's lock epoch ${epoch.epoch} belongs to LOCK_BACKEND=${epoch.backend}, this worker runs ${backend}: run it with LOCK_BACKEND=${epoch.backend}, or open an epoch for ${backend} (npm run lock:epoch -- --open ${backend}; docs/operating/lock-services.md)`;
+  return `the database's lock epoch ${epoch.epoch} belongs to LOCK_BACKEND=${epoch.backend}, this process runs ${backend}: run it with LOCK_BACKEND=${epoch.backend}, or open an epoch for ${backend} (npm run lock:epoch -- --open ${backend}; docs/operating/lock-services.md)`;
 }
 
 /** Opens the next epoch for `backend` (as the database's owner) and returns it. */

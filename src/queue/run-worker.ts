@@ -23,12 +23,12 @@ import type { Redis } from 'ioredis';
 import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
-import { createPrisma, type PrismaClient, poolUseOf } from '../db/prisma.ts';
+import { createPrisma, type PrismaClient, poolUseOf, rawQueryable } from '../db/prisma.ts';
 import { LockEpochError } from '../errors.ts';
 import { FeedSequencer } from '../intake/feed-sequencer.ts';
 import { HoldSweeper } from '../ledger/hold-sweeper.ts';
 import type { PermanentKind } from '../ledger/vocabulary.ts';
-import { currentLockEpoch, lockEpochProblem, type Queryable } from '../lock/lock-epochs.ts';
+import { currentLockEpoch, lockEpochProblem } from '../lock/lock-epochs.ts';
 import type { LockService, ReleaseAllResult } from '../lock/lock-service.ts';
 import { createLockService } from '../lock/lock-services.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
@@ -101,15 +101,6 @@ interface QueueSide {
  * the BullMQ workers, the depth queues and the counter publisher once the servers answer, and
  * declares the order they close in.
  */
-/** Prisma's raw query as the pg-like call lock-epochs.ts takes. */
-function queryableOf(prisma: PrismaClient): Queryable {
-  return {
-    query: async <R extends object>(text: string, values: unknown[] = []) => ({
-      rows: await prisma.$queryRawUnsafe<R[]>(text, ...values),
-    }),
-  };
-}
-
 class WorkerLife implements ProcessLife {
   readonly runtime: ProcessRuntime;
   private readonly config: Config;
@@ -315,6 +306,7 @@ class WorkerLife implements ProcessLife {
         metricsPort: this.server?.port ?? null,
         redis: describeRedisTarget(config),
         database: redactUrl(config.databaseUrl),
+        lock: { backend: this.lock.backend, epoch: this.lock.epoch },
       },
       'worker started',
     );
@@ -351,7 +343,7 @@ class WorkerLife implements ProcessLife {
   }
 
   private async enterLockEpoch(prisma: PrismaClient): Promise<void> {
-    const epoch = await currentLockEpoch(queryableOf(prisma));
+    const epoch = await currentLockEpoch(rawQueryable(prisma));
     const problem = lockEpochProblem(epoch, this.lock.backend);
     if (problem !== null) throw new LockEpochError(problem);
     this.lock.enterEpoch(epoch.epoch);
@@ -367,7 +359,7 @@ class WorkerLife implements ProcessLife {
     const side = this.queueSide;
     if (side === null) return { ok: true };
     try {
-      const epoch = await withinMs(currentLockEpoch(queryableOf(side.prisma)), timeoutMs, 'lock_epoch_current()');
+      const epoch = await withinMs(currentLockEpoch(rawQueryable(side.prisma)), timeoutMs, 'lock_epoch_current()');
       const problem = lockEpochProblem(epoch, this.lock.backend);
       if (problem !== null) return { ok: false, variable: 'LOCK_BACKEND', detail: problem };
       this.lock.enterEpoch(epoch.epoch);

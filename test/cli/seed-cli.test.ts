@@ -3,6 +3,7 @@
 // second run a no-op; bad flags refused with exit code 1 before anything is written.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcile } from '../../src/ledger/reconciliation.ts';
+import { openLockEpoch } from '../../src/lock/lock-epochs.ts';
 import { describeRun, lastJsonLine, runCommand, runSource } from '../support/cli-process.ts';
 import { createTestDatabase, type TestDatabase, uniqueName } from '../support/test-db.ts';
 
@@ -51,6 +52,33 @@ describe('npm run db:seed', () => {
     expect(second.code, describeRun(second)).toBe(0);
     expect(lastJsonLine(second)).toEqual({ requested: 20, created: 0, deposits: 0, existing: 20 });
     expect(await counts()).toEqual(after);
+  });
+
+  it("takes the locks of LOCK_BACKEND in the epoch in force, and refuses a backend that is not the epoch's", async () => {
+    const refused = await runCommand(
+      'npm',
+      ['run', 'db:seed', '--', '--wallets', '2', '--balance', '10', '--prefix', 'pg-'],
+      {
+        ...env,
+        LOCK_BACKEND: 'postgres',
+      },
+    );
+    expect(refused.code, describeRun(refused)).toBe(1);
+    expect(refused.stderr).toMatch(/lock epoch 0 belongs to LOCK_BACKEND=redis, this process runs postgres/);
+    const { epoch } = await openLockEpoch(db.pg, 'postgres', 'seed test');
+    const seeded = await runCommand(
+      'npm',
+      ['run', 'db:seed', '--', '--wallets', '2', '--balance', '10', '--prefix', 'pg-'],
+      {
+        ...env,
+        LOCK_BACKEND: 'postgres',
+      },
+    );
+    expect(seeded.code, describeRun(seeded)).toBe(0);
+    const { rows } = await db.pg.query<{ epoch: string }>(
+      "SELECT DISTINCT (last_fence >> 53)::text AS epoch FROM wallets WHERE id LIKE 'pg-%'",
+    );
+    expect(rows).toEqual([{ epoch: String(epoch) }]);
   });
 
   it('refuses bad flags with exit code 1 and writes nothing', async () => {

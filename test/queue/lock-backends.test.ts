@@ -78,7 +78,7 @@ describe('LOCK_BACKEND=postgres', () => {
     );
     expect(result.code).toBe(1);
     expect(result.stderr + result.stdout).toMatch(
-      /lock epoch 1 belongs to LOCK_BACKEND=postgres, this worker runs redis/,
+      /lock epoch 1 belongs to LOCK_BACKEND=postgres, this process runs redis/,
     );
   });
 

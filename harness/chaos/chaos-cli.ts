@@ -4,6 +4,7 @@
 // remove everything it started.
 import { relative } from 'node:path';
 import { runCli } from '../../src/cli/run-cli.ts';
+import { lockBackendSummary } from './chaos-lock.ts';
 import { CHAOS_USAGE, parseChaosArgs } from './chaos-options.ts';
 import { paymentSummary, type RunFigures } from './report.ts';
 import { runChaos } from './run-chaos.ts';
@@ -85,6 +86,7 @@ await runCli(async () => {
       `${(f.durationMs.total / 1000).toFixed(1)} s\n` +
       (failed.length > 0 ? `  failed checks: ${failed.join('; ')}\n` : '') +
       failoverLine(f) +
+      lockBackendSummary(f) +
       intakeLine(f) +
       (f.payments === undefined ? '' : `  payments: ${paymentSummary(f.payments)}\n`) +
       `  report: ${relative(process.cwd(), result.outDir) || '.'}/report.md\n`,

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { redisTargetEnv } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WorkerProcess } from '../fleet/worker-processes.ts';
+import { lockEnv } from './chaos-lock.ts';
 import { type ChaosOptions, usesUnsafeDecisions, workerUnsafeOf } from './chaos-options.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import { FaultProxy, FaultProxyGroup, type LinkProxy } from './fault-proxy.ts';
@@ -115,6 +116,7 @@ export class ChaosFleet {
           JOB_STALLED_INTERVAL_MS: String(CHAOS_JOB_LOCK_DURATION_MS),
           TRANSFERS_UNSAFE: workerUnsafeOf(options.unsafe) ?? '',
           TRANSFERS_ALLOW_UNSAFE: workerUnsafeOf(options.unsafe) === null ? '' : ALLOW_UNSAFE_VALUE,
+          ...lockEnv(options.lock, databaseUrl.toString()),
         };
         const proc = new WorkerProcess(index, {
           env,

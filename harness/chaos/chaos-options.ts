@@ -28,11 +28,19 @@ export const ALL_FAULT_KINDS = [...FAULT_KINDS, ...CLUSTER_FAULT_KINDS] as const
 export const INTAKE_FAULT_KINDS = ['kill-relay'] as const;
 /** Faults only the HA PostgreSQL formation has (`--postgres ha`): its primary and standbys. */
 export const PG_HA_FAULT_KINDS = ['pg-failover', 'pg-switchover', 'pg-standby-kill'] as const;
+/** Faults only the PostgreSQL lock service has (`--lock postgres`): its sessions, which hold the locks. */
+export const PG_LOCK_FAULT_KINDS = ['terminate-lock-sessions'] as const;
+/** Faults on the Redis lock's keys and counters: with `--lock postgres` there are none to act on. */
+export const REDIS_LOCK_FAULT_KINDS: readonly FaultKind[] = ['delete-locks', 'delete-fences'];
 export type FaultKind =
   | (typeof ALL_FAULT_KINDS)[number]
   | (typeof INTAKE_FAULT_KINDS)[number]
-  | (typeof PG_HA_FAULT_KINDS)[number];
+  | (typeof PG_HA_FAULT_KINDS)[number]
+  | (typeof PG_LOCK_FAULT_KINDS)[number];
 export type RedisMode = 'single' | 'cluster';
+/** The workers' LOCK_BACKEND (`--lock`): etcd is accepted as a word and refused until its harness exists. */
+export type ChaosLockBackend = 'redis' | 'postgres';
+export const LOCK_CHOICES = ['redis', 'postgres', 'etcd'] as const;
 /** `ha`: a pg_auto_failover formation (a monitor, a primary, two standbys) behind one endpoint. */
 export type PostgresMode = 'single' | 'ha';
 
@@ -41,15 +49,19 @@ export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
 
 /**
  * The kinds `all` means: the ten everywhere, plus the failovers on a cluster, plus kill-relay
- * when relays run (an intake run whose producer writes through the intake).
+ * when relays run (an intake run whose producer writes through the intake). With `--lock
+ * postgres` the Redis lock's faults give way to the termination of the lock sessions.
  */
 export function faultKindsOf(
   redis: RedisMode,
   relays = false,
   postgres: PostgresMode = 'single',
+  lock: ChaosLockBackend = 'redis',
 ): readonly FaultKind[] {
   const base: readonly FaultKind[] = redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
-  return [...base, ...(relays ? INTAKE_FAULT_KINDS : []), ...(postgres === 'ha' ? PG_HA_FAULT_KINDS : [])];
+  const kinds = [...base, ...(relays ? INTAKE_FAULT_KINDS : []), ...(postgres === 'ha' ? PG_HA_FAULT_KINDS : [])];
+  if (lock === 'redis') return kinds;
+  return [...kinds.filter((k) => !REDIS_LOCK_FAULT_KINDS.includes(k)), ...PG_LOCK_FAULT_KINDS];
 }
 
 /**
@@ -198,6 +210,11 @@ export interface ChaosOptions {
    * the transfers (`--payments on`, the default; never with the naive apply).
    */
   readonly payments: boolean;
+  /**
+   * The workers' LOCK_BACKEND. `postgres`: the run opens a lock epoch for it in its database
+   * before the workers start, and each worker's lock session goes through its PostgreSQL proxy.
+   */
+  readonly lock: ChaosLockBackend;
   /** Print no progress line. */
   readonly quiet: boolean;
 }
@@ -210,8 +227,8 @@ export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurr
     [--apply sql|naive] [--payments on|off]
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
     [--intake] [--relays N] [--resend-after-ms MS] [--relay-pool-max N] [--both-doors N]
-    [--redis-url URL] [--database-url URL] [--pgbouncer] [--postgres single|ha] [--quiet]
-  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}; with --postgres ha also ${PG_HA_FAULT_KINDS.join(', ')}`;
+    [--redis-url URL] [--database-url URL] [--pgbouncer] [--postgres single|ha] [--lock redis|postgres|etcd] [--quiet]
+  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}; with --postgres ha also ${PG_HA_FAULT_KINDS.join(', ')}; with --lock postgres also ${PG_LOCK_FAULT_KINDS.join(', ')}, without ${REDIS_LOCK_FAULT_KINDS.join(', ')}`;
 
 export const CHAOS_DEFAULTS = Object.freeze({
   seed: 1,
@@ -261,8 +278,9 @@ export function parseFaultKinds(
   redis: RedisMode = 'single',
   relays = false,
   postgres: PostgresMode = 'single',
+  lock: ChaosLockBackend = 'redis',
 ): FaultKind[] {
-  const allowed = faultKindsOf(redis, relays, postgres);
+  const allowed = faultKindsOf(redis, relays, postgres, lock);
   if (raw === undefined || raw === 'all') return [...allowed];
   if (raw === 'none' || raw === '') return [];
   const kinds = raw
@@ -279,12 +297,51 @@ export function parseFaultKinds(
     if ((INTAKE_FAULT_KINDS as readonly string[]).includes(kind) && !relays) {
       throw new UsageError(`fault kind ${kind} needs relays: add --intake (without --unsafe direct-enqueue)`);
     }
+    lockFaultProblem(kind, lock);
     if (!(allowed as readonly string[]).includes(kind)) {
       throw new UsageError(`unknown fault kind ${JSON.stringify(kind)}; expected ${allowed.join(', ')}, all or none`);
     }
   }
   // Canonical order, no repeats: the schedule must not depend on how the list was written.
   return allowed.filter((k) => kinds.includes(k));
+}
+
+/** `--payments on|off` (off by default with the naive apply), checked against the apply and the control. */
+function parsePayments(raw: string | undefined, apply: ApplyMode, unsafeRaw: string | undefined): boolean {
+  const paymentsRaw = raw ?? (apply === 'naive' ? 'off' : 'on');
+  if (paymentsRaw !== 'on' && paymentsRaw !== 'off')
+    throw new UsageError(`--payments must be on or off, got ${JSON.stringify(paymentsRaw)}`);
+  if (paymentsRaw === 'on' && apply === 'naive')
+    throw new UsageError('--apply naive decides transfers only: drop --payments on');
+  if (paymentsRaw === 'off' && PAYMENT_UNSAFE_MODES.includes(unsafeRaw as ChaosUnsafeMode)) {
+    throw new UsageError(`--unsafe ${unsafeRaw} breaks a payment rule: it needs --payments on`);
+  }
+  if (apply === 'naive' && PAYMENT_UNSAFE_MODES.includes(unsafeRaw as ChaosUnsafeMode)) {
+    throw new UsageError(`--unsafe ${unsafeRaw} is a mode of the SQL decision: drop --apply naive`);
+  }
+  return paymentsRaw === 'on';
+}
+
+/** Refuses a fault kind the run's lock service has nothing for. */
+function lockFaultProblem(kind: string, lock: ChaosLockBackend): void {
+  if ((PG_LOCK_FAULT_KINDS as readonly string[]).includes(kind) && lock !== 'postgres')
+    throw new UsageError(`fault kind ${kind} acts on the PostgreSQL lock service: add --lock postgres`);
+  if ((REDIS_LOCK_FAULT_KINDS as readonly string[]).includes(kind) && lock !== 'redis')
+    throw new UsageError(`fault kind ${kind} acts on the Redis lock's keys, which --lock ${lock} has not; drop it`);
+}
+
+/** `--lock`: redis (the default), postgres; etcd is refused until its harness is built. */
+export function parseLockBackend(raw: string | undefined, pgbouncer: boolean): ChaosLockBackend {
+  const lock = raw ?? 'redis';
+  if (!(LOCK_CHOICES as readonly string[]).includes(lock))
+    throw new UsageError(`--lock must be one of ${LOCK_CHOICES.join(', ')}, got ${JSON.stringify(lock)}`);
+  if (lock === 'etcd')
+    throw new UsageError('--lock etcd: not built yet (the chaos harness has no etcd cluster of its own so far)');
+  if (lock === 'postgres' && pgbouncer)
+    throw new UsageError(
+      '--lock postgres and --pgbouncer: the lock sessions must reach PostgreSQL itself, which the workers reach through PgBouncer here; drop one',
+    );
+  return lock as ChaosLockBackend;
 }
 
 function urlFlag(raw: string | undefined, flag: string, protocols: readonly string[]): string | null {
@@ -345,6 +402,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
       'both-doors': { type: 'string' },
       quiet: { type: 'boolean' },
       payments: { type: 'string' },
+      lock: { type: 'string' },
     },
     CHAOS_USAGE,
   );
@@ -368,17 +426,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     );
   }
 
-  const paymentsRaw = values.payments ?? (apply === 'naive' ? 'off' : 'on');
-  if (paymentsRaw !== 'on' && paymentsRaw !== 'off')
-    throw new UsageError(`--payments must be on or off, got ${JSON.stringify(paymentsRaw)}`);
-  if (paymentsRaw === 'on' && apply === 'naive')
-    throw new UsageError('--apply naive decides transfers only: drop --payments on');
-  if (paymentsRaw === 'off' && PAYMENT_UNSAFE_MODES.includes(unsafeRaw as ChaosUnsafeMode)) {
-    throw new UsageError(`--unsafe ${unsafeRaw} breaks a payment rule: it needs --payments on`);
-  }
-  if (apply === 'naive' && PAYMENT_UNSAFE_MODES.includes(unsafeRaw as ChaosUnsafeMode)) {
-    throw new UsageError(`--unsafe ${unsafeRaw} is a mode of the SQL decision: drop --apply naive`);
-  }
+  const payments = parsePayments(values.payments, apply, unsafeRaw);
 
   const redis = values.redis ?? 'single';
   if (redis !== 'single' && redis !== 'cluster')
@@ -415,7 +463,8 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
     );
   }
   if (intake && redisUrl !== null) throw new UsageError('--intake starts its own services: drop --redis-url');
-  let faults = parseFaultKinds(values.faults, redis, intake && !direct, postgres);
+  const lock = parseLockBackend(values.lock, values.pgbouncer === true);
+  let faults = parseFaultKinds(values.faults, redis, intake && !direct, postgres, lock);
   if (redisUrl !== null) {
     const refused = faults.filter((k) => SERVICE_FAULTS.includes(k));
     if (refused.length > 0) {
@@ -483,7 +532,8 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
         ? defaultRelayPoolMax(seed)
         : integerFlag(values['relay-pool-max'], '--relay-pool-max', 1, RELAY_POOL_MAX_LIMIT),
     bothDoors: relaysRun ? wholeNumber(values['both-doors'], '--both-doors', 0, BOTH_DOORS_MAX, d.bothDoors) : 0,
-    payments: paymentsRaw === 'on',
+    payments,
+    lock,
     quiet: values.quiet === true,
   };
   return { options: Object.freeze(options), notices };
@@ -506,7 +556,12 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     hotWalletRate: d.hotWalletRate,
     amountMaxMinor: d.amountMaxMinor,
     faults: [
-      ...faultKindsOf(overrides.redis ?? 'single', (overrides.relays ?? relays) > 0, overrides.postgres ?? 'single'),
+      ...faultKindsOf(
+        overrides.redis ?? 'single',
+        (overrides.relays ?? relays) > 0,
+        overrides.postgres ?? 'single',
+        overrides.lock ?? 'redis',
+      ),
     ],
     durationS: d.durationS,
     faultsMax: null,
@@ -528,6 +583,7 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     relayPoolMax: relays > 0 ? defaultRelayPoolMax(seed) : null,
     bothDoors: relays > 0 ? d.bothDoors : 0,
     payments: overrides.apply !== 'naive',
+    lock: 'redis' as ChaosLockBackend,
     quiet: false,
     ...overrides,
   });

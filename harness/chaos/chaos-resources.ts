@@ -7,6 +7,7 @@ import type { TransferQueues } from '../../src/queue/producer.ts';
 import type { RedisClient } from '../../src/queue/redis-connection.ts';
 import { deleteMatching } from '../../src/queue/redis-scan.ts';
 import type { ChaosFleet, FleetNames } from './chaos-fleet.ts';
+import type { HoldWatch } from './chaos-lock.ts';
 import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices, ProcessRegistry } from './chaos-services.ts';
 import type { FeedReaders } from './feed-readers.ts';
@@ -28,6 +29,8 @@ export class ChaosResources {
   prisma: PrismaClient | null = null;
   /** The progress line's timer, from the fault phase until the drain ends. */
   ticker: NodeJS.Timeout | null = null;
+  /** The watch on how long wallets stay held (chaos-lock.ts), from the fault phase to the drain's end. */
+  holdWatch: HoldWatch | null = null;
 
   constructor(
     private readonly registry: ProcessRegistry,
@@ -45,6 +48,7 @@ export class ChaosResources {
   async close(): Promise<void> {
     const { services, fleet, queues } = this;
     this.stopTicker();
+    await this.holdWatch?.stop().catch(() => undefined);
     await this.prisma?.$disconnect().catch(() => undefined);
     await fleet?.stopAll().catch(() => undefined);
     await this.relays?.stopAll().catch(() => undefined);

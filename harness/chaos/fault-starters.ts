@@ -9,6 +9,7 @@ import { isCluster, type RedisClient } from '../../src/queue/redis-connection.ts
 import { dataNodesOf, deleteMatching, deleteMatchingOnNode } from '../../src/queue/redis-scan.ts';
 import type { SlotGroup } from '../services/local-redis-cluster.ts';
 import type { ChaosFleet, ChaosWorker } from './chaos-fleet.ts';
+import { terminateLockSessions } from './chaos-lock.ts';
 import type { FaultKind } from './chaos-options.ts';
 import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices } from './chaos-services.ts';
@@ -222,6 +223,16 @@ async function terminateBackends(t: FaultTargets, _event: FaultEvent, record: Fa
   return null;
 }
 
+async function terminateLockSessionsFault(t: FaultTargets, event: FaultEvent, record: FaultRecord): Promise<null> {
+  const { sessions, terminated } = await terminateLockSessions(
+    t.services.databaseUrl,
+    t.services.databaseName,
+    event.target,
+  );
+  record.detail += `: ${terminated} of ${sessions} lock sessions terminated`;
+  return null;
+}
+
 async function linkDelay(t: FaultTargets, event: FaultEvent): Promise<Heal> {
   const proxy = targetLink(t, event);
   proxy.setDelay(event.delayMs ?? 0, event.jitterMs ?? 0);
@@ -295,6 +306,7 @@ export const FAULT_STARTERS: { readonly [K in FaultKind]: FaultStarter } = {
   'kill-relay': killRelay,
   'kill-master': killMaster,
   'terminate-backends': terminateBackends,
+  'terminate-lock-sessions': terminateLockSessionsFault,
   'link-delay': linkDelay,
   'link-stall': linkStall,
   'link-cut': linkCut,

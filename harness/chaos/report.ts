@@ -5,6 +5,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SETTINGS } from '../../src/config/settings.ts';
 import type { IntakeProducerFigures } from './chaos-intake.ts';
+import { type LockMeasures, lockBackendLines } from './chaos-lock.ts';
 import type { ChaosOptions, FaultKind } from './chaos-options.ts';
 import { ASYNC_STANDBY, DIRECT_ENQUEUE, faultKindsOf } from './chaos-options.ts';
 import type { ChaosWorkload } from './chaos-workload.ts';
@@ -98,6 +99,8 @@ export interface RunFigures {
   };
   readonly latencyMs: { p50: number; p95: number; p99: number; max: number };
   readonly appliedPerSecond: { mean: number; peak: number };
+  /** The lock service's own measures (runs before `--lock` have none: their backend was Redis). */
+  readonly lockBackend?: LockMeasures;
   readonly checks: readonly CheckResult[];
   readonly proxies: Record<string, { connections: number; resets: number; refused: number }>;
   /** Intake runs only. */
@@ -544,6 +547,42 @@ function renderIntake(lines: string[], i: RunIntakeFigures): void {
   }
 }
 
+/** The cluster's failovers, each with what it lost and how the fence recovered. */
+function renderFailovers(lines: string[], list: readonly FaultRecord[]): void {
+  const failovers = list.filter((r) => r.failover !== undefined);
+  if (failovers.length > 0) {
+    lines.push(
+      '## Failovers',
+      '',
+      "Lossy: the replica's link was stalled, then it took over (CLUSTER FAILOVER TAKEOVER); the lock keys " +
+        "and fence counters of the old master were read with its writes paused and compared with the new master's. " +
+        'Recovery: decisions refused with a stale token on the wallets whose counter went back, counters raised past the ' +
+        `database's fence (within ${RECOVERY_WINDOW_MS / 1000} s of the takeover), and counters back at or above their lost value by the end.`,
+      '',
+      '| # | kind | slots | master → new master | replica behind (bytes) | fence increments lost (wallets) | lock keys lost | ' +
+        'promoted after (ms) | stale-fence refusals | fences advanced | counters recovered |',
+      '| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    );
+    for (const r of failovers) {
+      const fo = r.failover;
+      if (fo === undefined) continue;
+      const rec = r.recovery;
+      if (fo.kind === 'lossy') {
+        lines.push(
+          `| ${r.id} | failover-lossy | ${fo.slots} | node ${fo.master} → node ${fo.replica} | ${fmt(fo.replicationLagBytes)} | ` +
+            `${fo.fenceIncrementsLost} (${fo.fenceKeysBehind}) | ${fo.lockKeysLost} of ${fo.lockKeysBefore} | ${fo.promotionMs} | ` +
+            `${rec?.staleFenceRefusals ?? 0} | ${rec?.fencesAdvanced ?? 0} | ${rec === undefined ? '' : `${rec.walletsRecovered} of ${rec.walletsBehind}`} |`,
+        );
+      } else {
+        lines.push(
+          `| ${r.id} | kill-master | ${fo.slots} | node ${fo.master} → node ${fo.replica} | | | | ${fo.promotionMs} | | | |`,
+        );
+      }
+    }
+    lines.push('');
+  }
+}
+
 export function renderMarkdown(f: RunFigures, chartFile: string | null): string {
   const lines: string[] = [];
   const v = f.verdict;
@@ -608,7 +647,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     ['applied per second, mean / peak', `${f.appliedPerSecond.mean.toFixed(1)} / ${f.appliedPerSecond.peak}`],
   ];
   for (const [k, val] of rows) lines.push(`| ${k} | ${typeof val === 'number' ? fmt(val) : val} |`);
-  lines.push('');
+  lines.push('', ...lockBackendLines(f));
   if (f.payments !== undefined) lines.push(...paymentLines(f.payments));
 
   lines.push(
@@ -623,6 +662,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     f.mode.redis === 'cluster' ? 'cluster' : 'single',
     (f.intake?.relays ?? 0) > 0,
     f.mode.postgres === 'ha' ? 'ha' : 'single',
+    f.lockBackend?.backend ?? 'redis',
   ) as readonly FaultKind[]) {
     lines.push(`| ${kind} | ${f.faults.byKind[kind] ?? 0} |`);
   }
@@ -642,39 +682,7 @@ export function renderMarkdown(f: RunFigures, chartFile: string | null): string 
     );
   }
   lines.push('');
-  const failovers = f.faults.list.filter((r) => r.failover !== undefined);
-  if (failovers.length > 0) {
-    lines.push(
-      '## Failovers',
-      '',
-      "Lossy: the replica's link was stalled, then it took over (CLUSTER FAILOVER TAKEOVER); the lock keys " +
-        "and fence counters of the old master were read with its writes paused and compared with the new master's. " +
-        'Recovery: decisions refused with a stale token on the wallets whose counter went back, counters raised past the ' +
-        `database's fence (within ${RECOVERY_WINDOW_MS / 1000} s of the takeover), and counters back at or above their lost value by the end.`,
-      '',
-      '| # | kind | slots | master → new master | replica behind (bytes) | fence increments lost (wallets) | lock keys lost | ' +
-        'promoted after (ms) | stale-fence refusals | fences advanced | counters recovered |',
-      '| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    );
-    for (const r of failovers) {
-      const fo = r.failover;
-      if (fo === undefined) continue;
-      const rec = r.recovery;
-      if (fo.kind === 'lossy') {
-        lines.push(
-          `| ${r.id} | failover-lossy | ${fo.slots} | node ${fo.master} → node ${fo.replica} | ${fmt(fo.replicationLagBytes)} | ` +
-            `${fo.fenceIncrementsLost} (${fo.fenceKeysBehind}) | ${fo.lockKeysLost} of ${fo.lockKeysBefore} | ${fo.promotionMs} | ` +
-            `${rec?.staleFenceRefusals ?? 0} | ${rec?.fencesAdvanced ?? 0} | ${rec === undefined ? '' : `${rec.walletsRecovered} of ${rec.walletsBehind}`} |`,
-        );
-      } else {
-        lines.push(
-          `| ${r.id} | kill-master | ${fo.slots} | node ${fo.master} → node ${fo.replica} | | | | ${fo.promotionMs} | | | |`,
-        );
-      }
-    }
-    lines.push('');
-  }
-
+  renderFailovers(lines, f.faults.list);
   renderPgFaults(lines, f.faults.list, f.jobs.attemptsMadeMax);
   renderBlackholes(lines, f.faults.list);
   if (f.intake !== undefined) renderIntake(lines, f.intake);

@@ -24,6 +24,7 @@ import {
   requestPaced,
   waitForIntakeDecided,
 } from './chaos-intake.ts';
+import { fenceIncrementsBehind, type LockMeasures, openRunLockEpoch, startHoldWatch } from './chaos-lock.ts';
 import { ASYNC_STANDBY, type ChaosOptions, DIRECT_ENQUEUE, usesUnsafeDecisions } from './chaos-options.ts';
 import { readFinalJobs, watchQueueEvents } from './chaos-queues.ts';
 import { ChaosRelays } from './chaos-relays.ts';
@@ -132,6 +133,7 @@ interface FaultPhase {
 interface Drain {
   readonly drained: { ok: boolean; detail: string };
   readonly drainMs: number;
+  readonly lock: LockMeasures;
 }
 
 interface Checked extends CheckOutput {
@@ -314,6 +316,9 @@ async function seed(plan: RunPlan, services: ChaosServices, owned: ChaosResource
   // The harness's own sessions must not be among those terminate-backends ends: close them now.
   await owned.prisma.$disconnect();
   owned.prisma = null;
+  // A worker refuses to start in an epoch of another backend: a postgres run opens its own first.
+  const epoch = await openRunLockEpoch(services.databaseUrl, plan.options.lock);
+  plan.history.write({ type: 'phase', phase: 'lock', detail: { backend: plan.options.lock, epoch } });
 }
 
 /** The run's queues on one connection, and their events (into the history) on another. */
@@ -424,6 +429,14 @@ async function runFaultPhase(
   progress.phase = 'faults';
   const injector = faultInjector(plan, rig);
   owned.ticker = startProgressTicker(plan, rig.queues);
+  const { lock, lockTtlMs } = options;
+  owned.holdWatch = await startHoldWatch(
+    lock,
+    rig.services.databaseUrl,
+    rig.directRedis,
+    plan.names.lockKeyPrefix,
+    lockTtlMs,
+  );
 
   const phaseMs = options.durationS * 1000;
   const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
@@ -590,7 +603,29 @@ async function drainQueues(plan: RunPlan, rig: Rig, owned: ChaosResources): Prom
   const drainMs = performance.now() - tDrain;
   owned.stopTicker();
   if (process.stderr.isTTY === true && !options.quiet) process.stderr.write('\n');
-  return { drained, drainMs };
+  return { drained, drainMs, lock: await measureLock(plan, rig, owned) };
+}
+
+/** The lock service's own figures, once the queue has drained: the longest hold, the fence increments it lost. */
+async function measureLock(plan: RunPlan, rig: Rig, owned: ChaosResources): Promise<LockMeasures> {
+  const { lock } = plan.options;
+  const longestHoldMs = (await owned.holdWatch?.stop().catch(() => null)) ?? null;
+  owned.holdWatch = null;
+  const behind = await fenceIncrementsBehind(
+    lock,
+    rig.services.databaseUrl,
+    rig.directRedis,
+    plan.names.lockKeyPrefix,
+  ).catch((err: unknown) => {
+    plan.log(`fence increments not measured: ${err instanceof Error ? err.message : String(err)}`);
+    return null;
+  });
+  return {
+    backend: lock,
+    longestHoldMs,
+    fenceIncrementsBehind: behind?.increments ?? null,
+    fenceWalletsBehind: behind?.wallets ?? null,
+  };
 }
 
 /**
@@ -774,6 +809,7 @@ async function report(
     faults: faultFigures(schedule.length, faults.injector.records),
     latencyMs: latencyFigures(jobs),
     appliedPerSecond: appliedPerSecond(jobs, history),
+    lockBackend: drain.lock,
     checks,
     proxies: checked.proxies,
     ...(checked.intake === null

@@ -63,6 +63,8 @@ export const PG_STANDBY_DOWN_MS_MIN = 2_000;
 export const PG_STANDBY_DOWN_MS_MAX = 5_000;
 /** Slot groups the target index picks among (modulo the candidates at run time). */
 const TARGET_SPREAD = 1_000;
+/** The slot a run on the PostgreSQL lock service gives its lock-session termination when the rounds left it out. */
+const LOCK_SESSIONS_SLOT = 3;
 
 function shuffled<T>(random: Random, items: readonly T[]): T[] {
   const out = [...items];
@@ -71,6 +73,55 @@ function shuffled<T>(random: Random, items: readonly T[]): T[] {
     [out[i], out[j]] = [out[j] as T, out[i] as T];
   }
   return out;
+}
+
+/**
+ * The kinds of the schedule's slots, in shuffled rounds; a run of a sort that must hold a kind
+ * gets it in a fixed slot when the rounds left it out: an intake run a lossy failover (the first
+ * is aimed at a queue shard), an HA run a failover and a switchover of the formation, a run on
+ * the PostgreSQL lock service a termination of the lock sessions.
+ */
+function scheduledKinds(random: Random, o: ScheduleOptions, count: number): FaultKind[] {
+  const kinds: FaultKind[] = [];
+  while (kinds.length < count) kinds.push(...shuffled(random, o.faults));
+  const lacks = (kind: FaultKind) => o.faults.includes(kind) && !kinds.slice(0, count).includes(kind);
+  if (o.intake === true && lacks('failover-lossy')) kinds[0] = 'failover-lossy';
+  for (const [slot, must] of [
+    [1, 'pg-failover'],
+    [2, 'pg-switchover'],
+  ] as const) {
+    if (lacks(must) && slot < count) kinds[slot] = must;
+  }
+  if (lacks('terminate-lock-sessions')) kinds[Math.min(LOCK_SESSIONS_SLOT, count - 1)] = 'terminate-lock-sessions';
+  return kinds;
+}
+
+/**
+ * The numbers a fault on a service draws (its length, its target), or null for the other kinds.
+ * Only these kinds draw them, so adding one leaves every other schedule of a seed what it was.
+ */
+function serviceFaultDraws(random: Random, kind: FaultKind): { durationMs: number; target: number | null } | null {
+  switch (kind) {
+    case 'failover-lossy':
+    case 'kill-master': {
+      const durationMs =
+        kind === 'failover-lossy'
+          ? randomInt(random, LOSSY_STALL_MS_MIN, LOSSY_STALL_MS_MAX)
+          : randomInt(random, MASTER_DOWN_MS_MIN, MASTER_DOWN_MS_MAX);
+      return { durationMs, target: randomInt(random, 0, TARGET_SPREAD - 1) };
+    }
+    case 'pg-failover':
+      return { durationMs: randomInt(random, PG_PRIMARY_DOWN_MS_MIN, PG_PRIMARY_DOWN_MS_MAX), target: null };
+    case 'pg-standby-kill': {
+      const durationMs = randomInt(random, PG_STANDBY_DOWN_MS_MIN, PG_STANDBY_DOWN_MS_MAX);
+      return { durationMs, target: randomInt(random, 0, TARGET_SPREAD - 1) };
+    }
+    // Instantaneous; the target picks one lock session, or every one (see chaos-lock.ts).
+    case 'terminate-lock-sessions':
+      return { durationMs: 0, target: randomInt(random, 0, TARGET_SPREAD - 1) };
+    default:
+      return null;
+  }
 }
 
 /** How many faults the schedule holds: one per interval over the window, capped by faultsMax. */
@@ -97,19 +148,7 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
   const windowEndMs = Math.max(windowStartMs + 1, Math.floor(o.durationS * 1000 * SCHEDULE_END_SHARE));
   const sliceMs = (windowEndMs - windowStartMs) / count;
 
-  const kinds: FaultKind[] = [];
-  while (kinds.length < count) kinds.push(...shuffled(random, o.faults));
-  // An intake run always holds a lossy failover (the first is aimed at a queue shard below).
-  if (o.intake === true && o.faults.includes('failover-lossy') && !kinds.slice(0, count).includes('failover-lossy')) {
-    kinds[0] = 'failover-lossy';
-  }
-  // An HA run always holds a failover and a switchover of the formation.
-  for (const [slot, must] of [
-    [1, 'pg-failover'],
-    [2, 'pg-switchover'],
-  ] as const) {
-    if (o.faults.includes(must) && !kinds.slice(0, count).includes(must) && slot < count) kinds[slot] = must;
-  }
+  const kinds = scheduledKinds(random, o, count);
   let queueFailoverPlaced = false;
   /** Until when each relay (index 0 = relay 1) is down. */
   const relayDownUntil = new Array<number>(o.relays ?? 0).fill(0);
@@ -158,21 +197,9 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
       relayDownUntil[r] = atMs + durationMs;
     }
     if (kind === 'delete-locks') durationMs = randomInt(random, 1_000, 3_000);
-    // Only cluster kinds draw these numbers: the single-node schedule of a seed stays what it was.
-    let target: number | null = null;
-    if (kind === 'failover-lossy' || kind === 'kill-master') {
-      durationMs =
-        kind === 'failover-lossy'
-          ? randomInt(random, LOSSY_STALL_MS_MIN, LOSSY_STALL_MS_MAX)
-          : randomInt(random, MASTER_DOWN_MS_MIN, MASTER_DOWN_MS_MAX);
-      target = randomInt(random, 0, TARGET_SPREAD - 1);
-    }
-    // Only the formation's kinds draw these numbers: the other schedules of a seed stay what they were.
-    if (kind === 'pg-failover') durationMs = randomInt(random, PG_PRIMARY_DOWN_MS_MIN, PG_PRIMARY_DOWN_MS_MAX);
-    if (kind === 'pg-standby-kill') {
-      durationMs = randomInt(random, PG_STANDBY_DOWN_MS_MIN, PG_STANDBY_DOWN_MS_MAX);
-      target = randomInt(random, 0, TARGET_SPREAD - 1);
-    }
+    const drawn = serviceFaultDraws(random, kind);
+    const target = drawn?.target ?? null;
+    if (drawn !== null) durationMs = drawn.durationMs;
     if (LINK_FAULTS.includes(kind)) {
       link = kind === 'pg-blackhole' ? 'postgres' : random() < 0.5 ? 'redis' : 'postgres';
       const candidates = Array.from({ length: o.workers }, (_, w) => w + 1).filter(
@@ -213,6 +240,11 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
   return events.sort((a, b) => a.atMs - b.atMs).map((e, i) => Object.freeze({ id: i + 1, ...e }));
 }
 
+/** terminate-lock-sessions: every third target ends every lock session, the others one. */
+export function lockSessionsAll(target: number | undefined): boolean {
+  return (target ?? 0) % 3 === 0;
+}
+
 export function countByKind(events: readonly { kind: FaultKind }[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const e of events) out[e.kind] = (out[e.kind] ?? 0) + 1;
@@ -232,6 +264,8 @@ export function describeFault(e: FaultEvent): string {
   if (e.kind === 'pg-failover') return `pg-failover: the primary killed, started again after ${e.durationMs} ms`;
   if (e.kind === 'pg-switchover') return "pg-switchover: a planned switchover (the monitor's perform_failover)";
   if (e.kind === 'pg-standby-kill') return `pg-standby-kill: a standby killed, started again after ${e.durationMs} ms`;
+  if (e.kind === 'terminate-lock-sessions')
+    return `terminate-lock-sessions: ${lockSessionsAll(e.target) ? 'every worker' : 'one worker'}'s lock session`;
   const lasting = e.durationMs > 0 ? ` for ${e.durationMs} ms` : '';
   return `${e.kind}${target}${extra}${lasting}`;
 }

@@ -106,6 +106,37 @@ describe('buildSchedule', () => {
     expect(() => parseChaosArgs(['--faults', 'kill-relay'])).toThrow(/--intake/);
   });
 
+  it('a run on the PostgreSQL lock service always terminates its lock sessions, and has no Redis lock faults', () => {
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) {
+      const options = parseChaosArgs(['--seed', String(seed), '--lock', 'postgres']).options;
+      expect(options.lock).toBe('postgres');
+      expect(options.faults).toContain('terminate-lock-sessions');
+      expect(options.faults).not.toContain('delete-locks');
+      expect(options.faults).not.toContain('delete-fences');
+      const schedule = buildSchedule(seed, options);
+      expect(new Set(schedule.map((e) => e.kind))).toEqual(new Set(options.faults));
+      for (const e of schedule.filter((x) => x.kind === 'terminate-lock-sessions')) {
+        expect(e.durationMs).toBe(0);
+        expect(e.target).toBeGreaterThanOrEqual(0);
+      }
+      // Even when the schedule is too short to hold every kind.
+      for (const faultsMax of [1, 2, 4]) {
+        const few = buildSchedule(seed, { ...options, faultsMax });
+        expect(few.filter((e) => e.kind === 'terminate-lock-sessions').length).toBeGreaterThanOrEqual(1);
+      }
+    }
+    // Redis stays the default, with the schedule it had.
+    const plain = parseChaosArgs(['--seed', '1']).options;
+    expect(plain.lock).toBe('redis');
+    expect(plain.faults).toEqual([...FAULT_KINDS]);
+    expect(buildSchedule(1, plain)).toEqual(buildSchedule(1, chaosOptions()));
+    expect(() => parseChaosArgs(['--faults', 'terminate-lock-sessions'])).toThrow(/--lock postgres/);
+    expect(() => parseChaosArgs(['--lock', 'postgres', '--faults', 'delete-fences'])).toThrow(/Redis lock/);
+    expect(() => parseChaosArgs(['--lock', 'postgres', '--pgbouncer'])).toThrow(/PostgreSQL itself/);
+    expect(() => parseChaosArgs(['--lock', 'etcd'])).toThrow(/not built yet/);
+    expect(() => parseChaosArgs(['--lock', 'zookeeper'])).toThrow(/--lock must be one of/);
+  });
+
   it('holds only the kinds asked for, and none with --faults none', () => {
     const options = chaosOptions({ faults: ['pause-worker'], workers: 2, faultIntervalMs: 500 });
     expect(new Set(buildSchedule(1, options).map((e) => e.kind))).toEqual(new Set(['pause-worker']));

@@ -3,10 +3,16 @@
 // and off. A vega-lite spec compiled and rendered to SVG in Node by vega, as the chaos chart.
 import * as vega from 'vega';
 import * as vl from 'vega-lite';
+import { lockedCaseLabel } from './bench-locks.ts';
 import type { CaseRunResult } from './case-result.ts';
 import type { CaseSummary } from './summary.ts';
 
 const WIDTH_PX = 640;
+
+/** A bar's name: the case, with its lock service unless Redis (`--lock`: `e2e-etcd` beside `e2e`). */
+function chartCase(x: { readonly case: string; readonly lock?: CaseSummary['lock'] }): string {
+  return lockedCaseLabel(x.case, x.lock ?? 'redis');
+}
 
 export interface BenchChartInput {
   readonly title: string;
@@ -15,13 +21,13 @@ export interface BenchChartInput {
 }
 
 export function benchChartSpec(input: BenchChartInput): vl.TopLevelSpec {
-  const order = input.summaries.map((s) => s.case);
+  const order = input.summaries.map(chartCase);
   const bars = input.summaries
     .filter((s) => s.throughputPerS.median !== null)
-    .map((s) => ({ case: s.case, perS: s.throughputPerS.median }));
+    .map((s) => ({ case: chartCase(s), perS: s.throughputPerS.median }));
   const dots = input.results
     .filter((r) => r.throughputPerS !== null)
-    .map((r) => ({ case: r.case, perS: Math.round((r.throughputPerS as number) * 10) / 10, run: r.run }));
+    .map((r) => ({ case: chartCase(r), perS: Math.round((r.throughputPerS as number) * 10) / 10, run: r.run }));
   const latency = input.summaries
     .filter((s) => (s.case === 'low-rate' || s.case === 'low-rate-unbatched') && s.latencyMs.enqueueToCommit !== null)
     .flatMap((s) =>

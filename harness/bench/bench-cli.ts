@@ -6,7 +6,7 @@ import { relative } from 'node:path';
 import { runCli } from '../../src/cli/run-cli.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { BENCH_USAGE, parseBenchArgs } from './bench-options.ts';
-import { formatCpuTable, formatPaymentsTable, formatTable } from './bench-table.ts';
+import { formatCpuTable, formatLockTable, formatPaymentsTable, formatTable } from './bench-table.ts';
 import { VerificationFailedError } from './case-result.ts';
 import { writeResults } from './results-file.ts';
 import { preflight, runBench } from './run-bench.ts';
@@ -60,6 +60,8 @@ await runCli(async () => {
   if (cpuTable !== null) process.stdout.write(`\n${cpuTable}\n\n`);
   const paymentsTable = formatPaymentsTable(report.summary, report);
   if (paymentsTable !== null) process.stdout.write(`${paymentsTable}\n\n`);
+  const lockTable = formatLockTable(report.summary, report);
+  if (lockTable !== null) process.stdout.write(`${lockTable}\n\n`);
   process.stdout.write(`results: ${shown(paths.json)}\nchart:   ${shown(paths.svg)}\n`);
   if (error !== null) {
     if (stop.signal.aborted) {

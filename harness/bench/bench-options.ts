@@ -3,9 +3,10 @@
 import { isAbsolute, join, resolve } from 'node:path';
 import { integerFlag, parseFlags } from '../../src/cli/args.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
-import { SETTINGS } from '../../src/config/settings.ts';
+import { LOCK_BACKENDS, SETTINGS } from '../../src/config/settings.ts';
 import { UsageError } from '../../src/errors.ts';
 import { SEED_WALLETS_MAX } from '../../src/ledger/seed-wallets.ts';
+import type { LockBackendName } from '../../src/lock/lock-service.ts';
 import { COMPLETED_JOBS_KEPT_MAX } from '../../src/queue/job-options.ts';
 
 /**
@@ -29,6 +30,16 @@ export const MODES = [
   'low-rate',
 ] as const;
 export type Mode = (typeof MODES)[number];
+
+/**
+ * The modes `--lock` runs once per lock service listed: the real workers on a queue filled
+ * first, one case each. The other modes whose workers take locks (e2e-payments, e2e-intake,
+ * low-rate) run on the default, Redis, and their ratios read e2e on Redis.
+ */
+export const LOCK_MODES = ['e2e', 'e2e-unbatched', 'e2e-traced', 'hot'] as const satisfies readonly Mode[];
+export type LockMode = (typeof LOCK_MODES)[number];
+/** `--lock`'s default: the worker's own default, LOCK_BACKEND=redis. */
+export const DEFAULT_LOCKS: readonly LockBackendName[] = Object.freeze(['redis']);
 
 /**
  * One measured thing in the results: every mode is one case, except low-rate and e2e-intake, two
@@ -122,7 +133,7 @@ export const BENCH_USAGE =
   'npm run bench -- [--workers N] [--concurrency C] [--lanes L] [--transfers T] [--wallets W] [--runs R] ' +
   `[--modes ${MODES.join(',')}] [--quick] [--out DIR] [--low-rate-per-s N] [--low-rate-s S] ` +
   '[--batch-max N] [--batch-wait-ms MS] [--cpu-prof] [--cpu-prof-dir DIR] [--drain-timeout-s S] ' +
-  '[--relays N] [--relay-batch-max N]';
+  `[--relays N] [--relay-batch-max N] [--lock ${LOCK_BACKENDS.join(',')}]`;
 
 export interface BenchOptions {
   readonly workers: number;
@@ -156,6 +167,8 @@ export interface BenchOptions {
   readonly relays: number;
   /** RELAY_BATCH_MAX of those relays. */
   readonly relayBatchMax: number;
+  /** The lock services each case of LOCK_MODES runs on, one case each, in LOCK_BACKENDS order. */
+  readonly locks: readonly LockBackendName[];
 }
 
 export const DEFAULT_OUT_DIR = join(PROJECT_ROOT, 'bench', 'results');
@@ -180,6 +193,32 @@ export function parseModes(raw: string | undefined): Mode[] {
   return MODES.filter((m) => names.includes(m));
 }
 
+/**
+ * `--lock a,b`: the lock services, in LOCK_BACKENDS order (so every run interleaves them alike).
+ * Refused: an unknown name, a repeat, an empty list, and `--lock` when no mode of LOCK_MODES runs.
+ */
+export function parseLocks(raw: string | undefined, modes: readonly Mode[]): LockBackendName[] {
+  if (raw === undefined) return [...DEFAULT_LOCKS];
+  const names = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (names.length === 0)
+    throw new UsageError(`--lock names no lock service; expected some of ${LOCK_BACKENDS.join(', ')}`);
+  for (const [index, name] of names.entries()) {
+    if (!(LOCK_BACKENDS as readonly string[]).includes(name))
+      throw new UsageError(
+        `unknown lock service ${JSON.stringify(name)} in --lock; expected ${LOCK_BACKENDS.join(', ')}`,
+      );
+    if (names.indexOf(name) !== index) throw new UsageError(`--lock names ${name} twice`);
+  }
+  if (!modes.some((m) => (LOCK_MODES as readonly Mode[]).includes(m)))
+    throw new UsageError(
+      `--lock applies to ${LOCK_MODES.join(', ')}, and --modes has none of them (${modes.join(', ')})`,
+    );
+  return LOCK_BACKENDS.filter((b) => names.includes(b));
+}
+
 /** The flags of BENCH_USAGE, as node:util's parseArgs takes them. */
 const BENCH_FLAGS = {
   workers: { type: 'string' },
@@ -200,6 +239,7 @@ const BENCH_FLAGS = {
   'drain-timeout-s': { type: 'string' },
   relays: { type: 'string' },
   'relay-batch-max': { type: 'string' },
+  lock: { type: 'string' },
 } as const;
 
 /** Where CPU profiles go: --cpu-prof-dir, else `profiles/` in the output folder with --cpu-prof, else nowhere. */
@@ -214,6 +254,7 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
   const sizes = quick ? { ...BENCH_DEFAULTS, ...BENCH_QUICK } : BENCH_DEFAULTS;
   const out = values.out === undefined ? DEFAULT_OUT_DIR : resolve(values.out);
   const cpuProfDir = cpuProfDirOf(values['cpu-prof-dir'], values['cpu-prof'], out);
+  const modes = parseModes(values.modes);
 
   const options: BenchOptions = {
     workers: bounded(values.workers, '--workers', 1, WORKERS_MAX, sizes.workers),
@@ -222,7 +263,7 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
     transfers: bounded(values.transfers, '--transfers', 1, TRANSFERS_MAX, sizes.transfers),
     wallets: bounded(values.wallets, '--wallets', 2, SEED_WALLETS_MAX, sizes.wallets),
     runs: bounded(values.runs, '--runs', 1, RUNS_MAX, sizes.runs),
-    modes: parseModes(values.modes),
+    modes,
     quick,
     out,
     lowRatePerS: bounded(values['low-rate-per-s'], '--low-rate-per-s', 1, LOW_RATE_PER_S_MAX, sizes.lowRatePerS),
@@ -249,6 +290,7 @@ export function parseBenchArgs(argv: string[]): BenchOptions {
       RELAY_BATCH_MAX_LIMIT,
       BENCH_DEFAULTS.relayBatchMax,
     ),
+    locks: parseLocks(values.lock, modes),
   };
   if (options.modes.includes('e2e-payments') && options.wallets < PAYMENTS_WALLETS_MIN) {
     throw new UsageError(
@@ -293,4 +335,27 @@ export function caseGroupsOf(cases: readonly CaseName[]): CaseName[][] {
     payments.push(c);
   }
   return groups;
+}
+
+export function isLockCase(caseName: CaseName): caseName is LockMode {
+  return (LOCK_MODES as readonly string[]).includes(caseName);
+}
+
+/** What one runner call measures: its cases (a group of caseGroupsOf) on one lock service. */
+export interface LockedGroup {
+  readonly cases: readonly CaseName[];
+  readonly lock: LockBackendName;
+}
+
+/**
+ * The groups of a run with their lock service: a case of LOCK_MODES once per service of
+ * `locks`, side by side (so the runs' alternating order interleaves them alike); every other
+ * group once, on Redis.
+ */
+export function lockedGroupsOf(groups: readonly CaseName[][], locks: readonly LockBackendName[]): LockedGroup[] {
+  return groups.flatMap((cases): LockedGroup[] => {
+    const first = cases[0];
+    if (first === undefined || !isLockCase(first)) return [{ cases, lock: 'redis' }];
+    return locks.map((lock) => ({ cases, lock }));
+  });
 }

@@ -1,7 +1,25 @@
 // The table printed on stdout, as Markdown so it can be quoted in the README as printed:
-// one row per case (medians over the runs), then the ratios the acceptance reads.
+// one row per case (medians over the runs), then the ratios the acceptance reads. With several
+// lock services (`--lock`) each table gets a lock column, and the lock table sets them side by side.
 import { SPLIT_LEGS } from './bench-options.ts';
-import { type CaseSummary, intakePostgresMsPerTransfer, type MedianPercentiles, type Ratios } from './summary.ts';
+import {
+  type CaseSummary,
+  intakePostgresMsPerTransfer,
+  type MedianPercentiles,
+  onRedis,
+  type Ratios,
+  SYSTEM_PARTS,
+} from './summary.ts';
+
+/** Whether the cases ran on more than one lock service (or on one but Redis): then the tables name it. */
+export function showsLocks(summaries: readonly CaseSummary[]): boolean {
+  return summaries.some((s) => !onRedis(s));
+}
+
+/** A Markdown cell of a summary's lock service ('' for a case that takes no lock). */
+function lockCell(s: CaseSummary): string {
+  return ` ${s.lock ?? ''} |`;
+}
 
 function ms(p: MedianPercentiles | null): string {
   if (p === null) return '';
@@ -22,16 +40,17 @@ function mainLatency(s: CaseSummary): { label: string; value: MedianPercentiles 
 
 export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: number): string {
   const dbCeiling = summaries.find((s) => s.case === 'db-ceiling')?.throughputPerS.median ?? null;
+  const locks = showsLocks(summaries);
   const lines = [
-    `| case | transfers/s (median of ${runs}) | min – max | × db-ceiling | latency p50 / p95 / p99 (ms) | of | worker: taken → commit p50 / p95 / p99 (ms) | peak RSS per process (MiB) | verified |`,
-    '|---|---:|---:|---:|---:|---|---:|---:|---|',
+    `| case |${locks ? ' lock |' : ''} transfers/s (median of ${runs}) | min – max | × db-ceiling | latency p50 / p95 / p99 (ms) | of | worker: taken → commit p50 / p95 / p99 (ms) | peak RSS per process (MiB) | verified |`,
+    `|---|${locks ? '---|' : ''}---:|---:|---:|---:|---|---:|---:|---|`,
   ];
   for (const s of summaries) {
     const t = s.throughputPerS;
     const main = mainLatency(s);
     const vsCeiling = t.median !== null && dbCeiling !== null && dbCeiling > 0 ? (t.median / dbCeiling).toFixed(2) : '';
     lines.push(
-      `| ${s.case} | ${num(t.median)} | ${t.min === null ? '' : `${num(t.min)} – ${num(t.max)}`} | ${vsCeiling} | ` +
+      `| ${s.case} |${locks ? lockCell(s) : ''} ${num(t.median)} | ${t.min === null ? '' : `${num(t.min)} – ${num(t.max)}`} | ${vsCeiling} | ` +
         `${ms(main.value)} | ${main.value === null ? '' : main.label} | ${ms(s.latencyMs.activeToCommit)} | ${num(s.peakRssMbMax, 1)} | ` +
         `${s.verified ? 'yes' : 'NO'} |`,
     );
@@ -59,6 +78,11 @@ export function formatTable(summaries: readonly CaseSummary[], r: Ratios, runs: 
     `paymentsToE2eRatio           ${show(r.paymentsToE2eRatio)}`,
     `splitsToE2eRatio             ${show(r.splitsToE2eRatio)}`,
   );
+  for (const [lock, x] of Object.entries(r.e2eToRedisRatio ?? {})) {
+    lines.push(
+      `e2eToRedisRatio ${`${lock}`.padEnd(12)} transfers/s ${show(x.throughputRatio)}, machine CPU ${show(x.machineCpuRatio)}, system CPU ${show(x.systemCpuRatio)}`,
+    );
+  }
   return lines.join('\n');
 }
 
@@ -73,20 +97,53 @@ export function formatCpuTable(summaries: readonly CaseSummary[]): string | null
   if (withCpu.length === 0) return null;
   const ceiling = summaries.find((s) => s.case === 'db-ceiling')?.cpuMsPerTransfer?.machine ?? null;
   const f = (v: number | null | undefined) => (v === null || v === undefined ? '' : v.toFixed(3));
+  // The lock and etcd columns only when a case ran on another service than Redis: the default table is as it was.
+  const locks = showsLocks(summaries);
+  const etcd = withCpu.some((s) => s.cpuMsPerTransfer?.etcd != null);
   const lines = [
-    '| case | CPU ms per transfer: processes | relays | postgres | redis | bench | other | machine | machine × db-ceiling | busy cores |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| case |${locks ? ' lock |' : ''} CPU ms per transfer: processes | relays | postgres | redis |${etcd ? ' etcd |' : ''} bench | other | machine | machine × db-ceiling | busy cores |`,
+    `|---|${locks ? '---|' : ''}---:|---:|---:|---:|${etcd ? '---:|' : ''}---:|---:|---:|---:|---:|`,
   ];
   for (const s of withCpu) {
     const c = s.cpuMsPerTransfer;
     if (c === null) continue;
     const vs = c.machine !== null && ceiling !== null && ceiling > 0 ? (c.machine / ceiling).toFixed(2) : '';
     lines.push(
-      `| ${s.case} | ${f(c.processes)} | ${f(c.relays)} | ${f(c.postgres)} | ${f(c.redis)} | ${f(c.bench)} | ${f(c.other)} | ${f(c.machine)} | ${vs} | ${s.machineCores === null ? '' : s.machineCores.toFixed(2)} |`,
+      `| ${s.case} |${locks ? lockCell(s) : ''} ${f(c.processes)} | ${f(c.relays)} | ${f(c.postgres)} | ${f(c.redis)} |${etcd ? ` ${f(c.etcd)} |` : ''} ${f(c.bench)} | ${f(c.other)} | ${f(c.machine)} | ${vs} | ${s.machineCores === null ? '' : s.machineCores.toFixed(2)} |`,
     );
   }
-  const intake = formatIntakeCpu(summaries);
+  const intake = formatIntakeCpu(summaries.filter(onRedis));
   if (intake !== null) lines.push('', intake);
+  return lines.join('\n');
+}
+
+/**
+ * `--lock`: each case of LOCK_MODES on each lock service beside the same case on Redis. The
+ * medians of the rows, and the ratios to Redis taken run by run (lockToRedisRatios). Null when
+ * the cases ran on Redis alone.
+ */
+export function formatLockTable(summaries: readonly CaseSummary[], r: Ratios): string | null {
+  const locked = summaries.filter((s) => s.lock !== undefined);
+  if (!showsLocks(summaries) || locked.length === 0) return null;
+  const f = (v: number | null | undefined, places: number) =>
+    v === null || v === undefined
+      ? ''
+      : v.toLocaleString('en-US', { minimumFractionDigits: places, maximumFractionDigits: places });
+  const system = (s: CaseSummary) => {
+    const c = s.cpuMsPerTransfer;
+    return c === null || c.processes === null ? null : SYSTEM_PARTS.reduce((sum, p) => sum + (c[p] ?? 0), 0);
+  };
+  const lines = [
+    `| case | lock | transfers/s | × redis | CPU ms per transfer: machine | × redis | system (${SYSTEM_PARTS.join(' + ')}) | × redis |`,
+    '|---|---|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const s of locked) {
+    const x = r.lockToRedisRatios.find((q) => q.case === s.case && q.lock === s.lock);
+    const one = s.lock === 'redis' ? 1 : null;
+    lines.push(
+      `| ${s.case} | ${s.lock} | ${f(s.throughputPerS.median, 0)} | ${f(x?.throughputRatio ?? one, 3)} | ${f(s.cpuMsPerTransfer?.machine, 3)} | ${f(x?.machineCpuRatio ?? one, 3)} | ${f(system(s), 3)} | ${f(x?.systemCpuRatio ?? one, 3)} |`,
+    );
+  }
   return lines.join('\n');
 }
 
@@ -121,7 +178,7 @@ export function formatIntakeCpu(summaries: readonly CaseSummary[]): string | nul
  * medians of the rows above. Null when e2e-payments did not run.
  */
 export function formatPaymentsTable(summaries: readonly CaseSummary[], r: Ratios): string | null {
-  const part = (c: string) => summaries.find((s) => s.case === c);
+  const part = (c: string) => summaries.find((s) => s.case === c && onRedis(s));
   const hold = part('e2e-payments-hold');
   const capture = part('e2e-payments-capture');
   const split = part('e2e-payments-split');

@@ -1,6 +1,8 @@
 // What every case gets (its context) and gives back (one run's figures and its verification),
 // shared by the case files, the run loop, the summary, the table and the chart.
 import type { Config } from '../../src/config/config.ts';
+import type { LockBackendName } from '../../src/lock/lock-service.ts';
+import type { BenchLocks } from './bench-locks.ts';
 import type { BenchOptions, CaseName } from './bench-options.ts';
 import type { CpuAccount } from './cpu-account.ts';
 import type { Percentiles } from './measure.ts';
@@ -11,6 +13,10 @@ export interface CaseContext {
   readonly options: BenchOptions;
   readonly config: Config;
   readonly caseName: CaseName;
+  /** The lock service of the case's workers (`--lock`; Redis for a case outside LOCK_MODES). */
+  readonly lock: LockBackendName;
+  /** The bench's lock services: the workers' lock variables, the epoch, etcd's processes. */
+  readonly locks: BenchLocks;
   /** 1-based run number. */
   readonly run: number;
   /** The bench invocation's id, in every database, queue and key name it creates. */
@@ -53,6 +59,8 @@ export interface LatencyFigures {
 
 export interface CaseRunResult {
   readonly case: CaseName;
+  /** The lock service the workers ran on, in the cases of LOCK_MODES (`--lock`); absent in the others. */
+  readonly lock?: LockBackendName;
   readonly run: number;
   /** Transfers (or no-op jobs) measured. */
   readonly transfers: number;

@@ -11,6 +11,8 @@
 //     postmaster (with the CPU of the children it has reaped: backends that ended) plus every live
 //     child (backends, WAL writer, checkpointer, ...);
 //   - redis:     the Redis server, from its own INFO cpu (used_cpu_user + used_cpu_sys);
+//   - etcd:      the members of the bench's etcd cluster (`--lock etcd`), read like the processes,
+//     in the cases whose workers lock through it (null elsewhere);
 //   - bench:     this process (it drives db-ceiling and seed-design, enqueues and polls);
 //   - machine:   every busy CPU on the machine, from /proc/stat (what is left after the parts
 //     above is "other": other processes, the kernel's own threads, other tenants' noise).
@@ -34,7 +36,7 @@ export const QUICK_SAMPLE_INTERVAL_MS = 10;
 /** Samples kept per case (at 250 ms, an hour); older ones are thinned out, never grown without bound. */
 export const SAMPLES_MAX = 14_400;
 
-export const CPU_PARTS = ['processes', 'relays', 'postgres', 'redis', 'bench', 'machine'] as const;
+export const CPU_PARTS = ['processes', 'relays', 'postgres', 'redis', 'etcd', 'bench', 'machine'] as const;
 export type CpuPart = (typeof CPU_PARTS)[number];
 
 /** Cumulative CPU milliseconds of each part at one moment (null: that part cannot be read). */
@@ -217,6 +219,8 @@ export interface CpuSources {
   readonly processPids: () => readonly number[];
   /** The relay processes of an intake case; absent or none: the part is null. */
   readonly relayPids?: () => readonly number[];
+  /** The etcd members of a case locking through etcd; absent or none: the part is null. */
+  readonly etcdPids?: () => readonly number[];
   readonly postmasterPid: number | null;
   /** A client of the Redis server the case uses; null: not measured. A cluster is not measured. */
   readonly redis: Redis | Cluster | null;
@@ -264,6 +268,8 @@ export class CpuSampler {
     const processes = pids.length === 0 ? null : processesCpuMs(pids);
     const relayPids = this.sources.relayPids?.() ?? [];
     const relays = relayPids.length === 0 ? null : processesCpuMs(relayPids);
+    const etcdPids = this.sources.etcdPids?.() ?? [];
+    const etcd = etcdPids.length === 0 ? null : processesCpuMs(etcdPids);
     const postgres = this.sources.postmasterPid === null ? null : serverCpuMs(this.sources.postmasterPid);
     const redis = await this.redisCpuMs();
     this.samples.push({
@@ -273,6 +279,7 @@ export class CpuSampler {
         relays,
         postgres,
         redis,
+        etcd,
         bench: (own.user + own.system) / 1000,
         machine: machine === null ? null : ticksToMs(machine.busyTicks),
       },
@@ -346,6 +353,8 @@ export interface CpuServers {
   readonly pool: pg.Pool | null;
   readonly redis: Redis | Cluster | null;
   readonly intervalMs: number;
+  /** The etcd members whose CPU the account includes (a case locking through etcd); absent: none. */
+  readonly etcdPids?: () => readonly number[];
 }
 
 export function sampleIntervalMs(quick: boolean): number {
@@ -362,6 +371,7 @@ export async function startCpuSampler(
   const sampler = new CpuSampler({
     processPids: options.processPids ?? (() => []),
     ...(options.relayPids === undefined ? {} : { relayPids: options.relayPids }),
+    ...(options.etcdPids === undefined ? {} : { etcdPids: options.etcdPids }),
     postmasterPid: options.pool === null ? null : await findPostmaster(options.pool),
     redis: options.redis,
     intervalMs: options.intervalMs,

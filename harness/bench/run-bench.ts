@@ -10,14 +10,18 @@ import { type Config, withDatabase } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { WORKER_NODE_FLAGS } from '../../src/config/worker-runtime.ts';
 import { UsageError } from '../../src/errors.ts';
+import type { LockBackendName } from '../../src/lock/lock-service.ts';
 import { withinMs } from '../../src/ops/probes.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import { ensureServices } from '../services/ensure-services.ts';
+import { BenchLocks, lockProblem } from './bench-locks.ts';
 import {
   type BenchOptions,
   type CaseName,
   caseGroupsOf,
   casesOf,
+  LOCK_MODES,
+  lockedGroupsOf,
   type Mode,
   PAYMENT_PARTS,
   SPLIT_LEGS,
@@ -48,7 +52,15 @@ import { Progress } from './progress.ts';
 import { runQueueCeiling } from './queue-ceiling.ts';
 import { benchRunId } from './sandbox.ts';
 import { runSeedDesign } from './seed-design.ts';
-import { type CaseSummary, e2ePeakRssMb, type Ratios, ratios, summarize } from './summary.ts';
+import {
+  type CaseSummary,
+  e2ePeakRssMb,
+  type LockToRedisRatio,
+  type Ratios,
+  ratios,
+  SYSTEM_PARTS,
+  summarize,
+} from './summary.ts';
 import { runWorkerCase } from './worker-cases.ts';
 
 /** Connections left free for everyone else on the server when the bench checks its budget. */
@@ -104,6 +116,7 @@ export const DEFINITIONS = Object.freeze({
     "processes = the case's worker processes (/proc/<pid>/stat, all threads); relays = the relay processes of the " +
     'intake cases; postgres = the whole local server ' +
     '(postmaster, its live children and the ones it reaped); redis = INFO cpu of the server; bench = this process; ' +
+    'etcd = the members of the bench etcd cluster, in the cases locking through it; ' +
     'machine = all busy CPU (/proc/stat); other = machine minus the parts. Null where a part cannot be read ' +
     '(a remote server, no /proc). Summaries hold the medians over the runs.',
   intake:
@@ -129,7 +142,14 @@ export const DEFINITIONS = Object.freeze({
     'paymentCostToTransferRatio: machine CPU ms per payment (hold + capture) over e2e machine CPU ms per transfer, ' +
     'splitCostToTransferRatio: machine CPU ms per split over the same, paymentsToE2eRatio: payments/s over e2e ' +
     "transfers/s, splitsToE2eRatio: splits/s over e2e transfers/s; each of these taken per run against that run's " +
-    'e2e, then the median over the runs.',
+    'e2e, then the median over the runs. With several --lock services they all read the cases on redis.',
+  lock:
+    `--lock: each case of ${LOCK_MODES.join(', ')} runs once per lock service listed, side by side in every run ` +
+    '(workers with LOCK_BACKEND=<lock>; etcd: a private cluster on loopback, started once for the bench; ' +
+    "postgres: advisory locks on the case's own database, directly; a lock epoch opened for etcd or postgres before " +
+    'the workers start). Its runs and summaries carry `lock`. lockToRedisRatios / e2eToRedisRatio: per run, the ' +
+    'case on that service over the same case on redis in the same run, then the median: throughputRatio (transfers/s), ' +
+    `machineCpuRatio (machine CPU ms per transfer), systemCpuRatio (${SYSTEM_PARTS.join(' + ')} CPU ms per transfer).`,
 });
 
 export interface BenchReport {
@@ -170,6 +190,8 @@ export interface BenchReport {
   splitCostToTransferRatio: number | null;
   paymentsToE2eRatio: number | null;
   splitsToE2eRatio: number | null;
+  lockToRedisRatios: readonly LockToRedisRatio[];
+  e2eToRedisRatio: Readonly<Partial<Record<LockBackendName, LockToRedisRatio>>> | null;
   summary: CaseSummary[];
   readonly runs: CaseRunResult[];
 }
@@ -229,11 +251,16 @@ function parameters(options: BenchOptions, config: Config): Record<string, unkno
     },
     cpuProfDir: options.cpuProfDir,
     drainTimeoutS: options.drainTimeoutS,
+    locks: options.locks,
+    lockModes: [...LOCK_MODES],
+    lockTtlMs: config.lockTtlMs,
   };
 }
 
 /** Before anything is measured: the servers answer and have the connections the cases need. */
 export async function preflight(options: BenchOptions, config: Config): Promise<void> {
+  const problem = lockProblem(options.locks, config);
+  if (problem !== null) throw new UsageError(problem);
   await ensureServices(config);
   await checkConnectionBudget(options, config);
 }
@@ -263,7 +290,13 @@ async function checkConnectionBudget(options: BenchOptions, config: Config): Pro
         m === 'low-rate',
     )
   ) {
-    needs.push(['worker processes', options.workers * config.dbPoolMax, `--workers ${options.workers} × DB_POOL_MAX`]);
+    // LOCK_BACKEND=postgres: one more connection per worker, its lock session.
+    const lockSession = options.locks.includes('postgres') ? 1 : 0;
+    needs.push([
+      'worker processes',
+      options.workers * (config.dbPoolMax + lockSession),
+      `--workers ${options.workers} × DB_POOL_MAX${lockSession === 0 ? '' : ' + 1 (--lock postgres)'}`,
+    ]);
   }
   if (options.modes.includes('e2e-intake')) {
     // The workers, the relays (DB_POOL_MAX each, like a worker) and the bench's producer connections.
@@ -329,14 +362,9 @@ async function probeRoundTrip(config: Config, signal: AbortSignal): Promise<numb
   }
 }
 
-export async function runBench(
-  options: BenchOptions,
-  config: Config,
-  argv: readonly string[],
-  write: (line: string) => void,
-  signal: AbortSignal,
-): Promise<BenchRunOutcome> {
-  const report: BenchReport = {
+/** An empty report of this invocation: every figure null until runBench fills it. */
+function newReport(options: BenchOptions, config: Config, argv: readonly string[]): BenchReport {
+  return {
     kind: 'fenced-transfers-bench',
     version: 1,
     startedAt: new Date().toISOString(),
@@ -373,11 +401,61 @@ export async function runBench(
     splitCostToTransferRatio: null,
     paymentsToE2eRatio: null,
     splitsToE2eRatio: null,
+    lockToRedisRatios: [],
+    e2eToRedisRatio: null,
     summary: [],
     runs: [],
   };
+}
+
+/** What every case of this invocation shares in its context. */
+type BenchScope = Omit<CaseContext, 'caseName' | 'run' | 'lock'>;
+
+/** Every run of every case group, interleaved; each result into the report, the first failure thrown. */
+async function runCases(scope: BenchScope, cases: readonly CaseName[], report: BenchReport): Promise<void> {
+  const { options, progress } = scope;
+  const groups = lockedGroupsOf(caseGroupsOf(cases), options.locks);
+  for (let run = 1; run <= options.runs; run++) {
+    for (const group of caseOrder(groups, run)) {
+      const caseName = group.cases[0] as CaseName;
+      const measured = await RUNNERS[caseName]({ ...scope, caseName, run, lock: group.lock });
+      // A group of several cases notes each of its parts itself, as it measures it.
+      const results = Array.isArray(measured) ? measured : [measured];
+      for (const result of results) {
+        report.runs.push(result);
+        const t = result.throughputPerS;
+        if (!Array.isArray(measured)) {
+          progress.note(
+            `${t === null ? '' : `${Math.round(t)} transfers/s, `}verified: ${result.verification.ok ? 'yes' : result.verification.problems.join('; ')}`,
+          );
+        }
+        if (!result.verification.ok) throw new VerificationFailedError(result);
+        const unread = result.processes.filter((p) => p.peakRssMb === null);
+        if (unread.length > 0) {
+          throw new Error(
+            `${result.case} run ${run}: the memory of process ${unread.map((p) => p.index).join(', ')} could not be read`,
+          );
+        }
+      }
+      if (results.length !== group.cases.length)
+        throw new Error(
+          `${group.cases.join(', ')} run ${run}: ${results.length} of ${group.cases.length} parts measured`,
+        );
+    }
+  }
+}
+
+export async function runBench(
+  options: BenchOptions,
+  config: Config,
+  argv: readonly string[],
+  write: (line: string) => void,
+  signal: AbortSignal,
+): Promise<BenchRunOutcome> {
+  const report = newReport(options, config, argv);
   const cases = casesOf(options.modes);
   let error: unknown = null;
+  let locks: BenchLocks | null = null;
   try {
     const redis = bullmqConnection(config);
     try {
@@ -388,40 +466,17 @@ export async function runBench(
     }
     const runId = benchRunId();
     const logRoot = join(PROJECT_ROOT, '.runs', `bench-${runId}`);
-    write(`bench ${runId}: ${cases.join(', ')} × ${options.runs} runs; worker logs in ${logRoot}`);
-    const progress = new Progress(write);
-    for (let run = 1; run <= options.runs; run++) {
-      for (const group of caseOrder(caseGroupsOf(cases), run)) {
-        const caseName = group[0] as CaseName;
-        const ctx: CaseContext = { options, config, caseName, run, runId, logRoot, progress, signal };
-        const measured = await RUNNERS[caseName](ctx);
-        // A group of several cases notes each of its parts itself, as it measures it.
-        const results = Array.isArray(measured) ? measured : [measured];
-        for (const result of results) {
-          report.runs.push(result);
-          const t = result.throughputPerS;
-          if (!Array.isArray(measured)) {
-            progress.note(
-              `${t === null ? '' : `${Math.round(t)} transfers/s, `}verified: ${result.verification.ok ? 'yes' : result.verification.problems.join('; ')}`,
-            );
-          }
-          if (!result.verification.ok) throw new VerificationFailedError(result);
-          const unread = result.processes.filter((p) => p.peakRssMb === null);
-          if (unread.length > 0) {
-            throw new Error(
-              `${result.case} run ${run}: the memory of process ${unread.map((p) => p.index).join(', ')} could not be read`,
-            );
-          }
-        }
-        if (results.length !== group.length)
-          throw new Error(`${group.join(', ')} run ${run}: ${results.length} of ${group.length} parts measured`);
-      }
-    }
+    const onLocks = options.locks.length > 1 || options.locks[0] !== 'redis' ? ` on ${options.locks.join(', ')}` : '';
+    write(`bench ${runId}: ${cases.join(', ')} × ${options.runs} runs${onLocks}; worker logs in ${logRoot}`);
+    locks = await BenchLocks.start(options.locks);
+    report.parameters.lockServices = locks.describe();
+    await runCases({ options, config, runId, logRoot, progress: new Progress(write), signal, locks }, cases, report);
     report.ok = true;
   } catch (err) {
     error = err;
     report.failure = signal.aborted ? 'interrupted' : err instanceof Error ? err.message : String(err);
   }
+  await locks?.stop().catch((err: unknown) => write(`stopping the etcd cluster failed: ${String(err)}`));
   report.summary = summarize(report.runs, cases);
   const r: Ratios = ratios(report.summary, report.runs);
   Object.assign(report, r);

@@ -13,6 +13,7 @@ import { migrate } from '../../src/db/migrations.ts';
 import { endPool, trackConnections } from '../../src/db/pool-close.ts';
 import { closePrisma, createPrisma, type PrismaClient } from '../../src/db/prisma.ts';
 import { seedWallets } from '../../src/ledger/seed-wallets.ts';
+import type { LockBackendName } from '../../src/lock/lock-service.ts';
 import { createTransferQueue } from '../../src/queue/producer.ts';
 import { bullmqConnection } from '../../src/queue/redis-connection.ts';
 import type { CaseName } from './bench-options.ts';
@@ -58,8 +59,14 @@ export interface SandboxNames {
   readonly keyPrefix: string;
 }
 
-export function sandboxNames(runId: string, caseName: CaseName | 'e2e-payments', run: number): SandboxNames {
-  const code = CASE_CODES[caseName];
+/** A case on a lock service other than Redis (`--lock`) has it in its names: `bench_<id>_e2e_etcd_r1`. */
+export function sandboxNames(
+  runId: string,
+  caseName: CaseName | 'e2e-payments',
+  run: number,
+  lock: LockBackendName = 'redis',
+): SandboxNames {
+  const code = lock === 'redis' ? CASE_CODES[caseName] : `${CASE_CODES[caseName]}_${lock}`;
   return {
     database: `bench_${runId}_${code}_r${run}`,
     queue: `bench-${runId}-${code}-r${run}`,

@@ -1,7 +1,11 @@
 // From the runs to what the issue's acceptance reads: per case the median over the runs (and
 // the spread), the peak memory of its processes, and the ratios between cases. A ratio is null
-// when one of its cases was not run (a --modes subset) or gave no figure.
+// when one of its cases was not run (a --modes subset) or gave no figure. A case of LOCK_MODES
+// run on several lock services (`--lock`) has a summary per service; the ratios between cases
+// read its Redis one, and lockToRedisRatios sets each other service against Redis, run by run.
 
+import { LOCK_BACKENDS } from '../../src/config/settings.ts';
+import type { LockBackendName } from '../../src/lock/lock-service.ts';
 import type { CaseName } from './bench-options.ts';
 import type { CaseRunResult, LatencyFigures } from './case-result.ts';
 import { CPU_PARTS, type CpuAccount, type CpuPart } from './cpu-account.ts';
@@ -15,6 +19,8 @@ export interface MedianPercentiles {
 
 export interface CaseSummary {
   readonly case: CaseName;
+  /** The lock service of a case of LOCK_MODES (`--lock`); absent in the others. */
+  readonly lock?: LockBackendName;
   readonly runs: number;
   readonly throughputPerS: { readonly median: number | null; readonly min: number | null; readonly max: number | null };
   /** Medians over the runs of each run's percentile. */
@@ -85,7 +91,29 @@ export interface Ratios {
   readonly paymentsToE2eRatio: number | null;
   /** Splits/s over e2e's transfers/s of the same run; median over the runs. */
   readonly splitsToE2eRatio: number | null;
+  /** Each case of LOCK_MODES on each lock service but Redis, against the same case on Redis (`--lock`). */
+  readonly lockToRedisRatios: readonly LockToRedisRatio[];
+  /** lockToRedisRatios of e2e, by lock service; null unless e2e ran on Redis and another service. */
+  readonly e2eToRedisRatio: Readonly<Partial<Record<LockBackendName, LockToRedisRatio>>> | null;
 }
+
+/**
+ * A case on one lock service against the same case on Redis: each run's figures over that run's
+ * Redis ones (the same machine state), then the median over the runs that have both.
+ */
+export interface LockToRedisRatio {
+  readonly case: CaseName;
+  readonly lock: LockBackendName;
+  /** Transfers/s over Redis's. */
+  readonly throughputRatio: number | null;
+  /** Machine CPU ms per transfer (everything busy on the machine) over Redis's. */
+  readonly machineCpuRatio: number | null;
+  /** The system's CPU ms per transfer (workers, relays, PostgreSQL, Redis, etcd: SYSTEM_PARTS) over Redis's. */
+  readonly systemCpuRatio: number | null;
+}
+
+/** The parts of the CPU account that are the system under test: all but the bench and "other". */
+export const SYSTEM_PARTS = ['processes', 'relays', 'postgres', 'redis', 'etcd'] as const satisfies readonly CpuPart[];
 
 const round = (value: number, places: number) => Math.round(value * 10 ** places) / 10 ** places;
 
@@ -107,33 +135,51 @@ function medianPercentiles(all: readonly (Percentiles | null)[]): MedianPercenti
 export function summarize(results: readonly CaseRunResult[], cases: readonly CaseName[]): CaseSummary[] {
   return cases.flatMap((caseName): CaseSummary[] => {
     const runs = results.filter((r) => r.case === caseName);
-    if (runs.length === 0) return [];
-    const throughputs = runs.map((r) => r.throughputPerS).filter((t): t is number => t !== null);
-    const peaks = runs.flatMap((r) => r.processes.map((p) => p.peakRssMb)).filter((p): p is number => p !== null);
-    const latency = (key: keyof LatencyFigures) => medianPercentiles(runs.map((r) => r.latencyMs[key]));
-    const med = median(throughputs);
+    const locks = LOCK_BACKENDS.filter((lock) => runs.some((r) => r.lock === lock));
+    const unlabelled = runs.filter((r) => r.lock === undefined);
     return [
-      {
-        case: caseName,
-        runs: runs.length,
-        throughputPerS: {
-          median: med === null ? null : round(med, 1),
-          min: throughputs.length === 0 ? null : round(Math.min(...throughputs), 1),
-          max: throughputs.length === 0 ? null : round(Math.max(...throughputs), 1),
-        },
-        latencyMs: {
-          enqueueToCommit: latency('enqueueToCommit'),
-          enqueueToAnswer: latency('enqueueToAnswer'),
-          activeToCommit: latency('activeToCommit'),
-          call: latency('call'),
-        },
-        peakRssMbMax: peaks.length === 0 ? null : Math.max(...peaks),
-        ...cpuMedians(runs),
-        producerCpuMsPerTransfer: partMedians(runs.flatMap((r) => (r.producerCpu ? [r.producerCpu] : []))),
-        verified: runs.every((r) => r.verification.ok),
-      },
+      ...(unlabelled.length === 0 ? [] : [summarizeRuns(caseName, undefined, unlabelled)]),
+      ...locks.map((lock) =>
+        summarizeRuns(
+          caseName,
+          lock,
+          runs.filter((r) => r.lock === lock),
+        ),
+      ),
     ];
   });
+}
+
+/** The summary of one case's runs on one lock service (`lock` undefined: a case outside LOCK_MODES). */
+function summarizeRuns(
+  caseName: CaseName,
+  lock: LockBackendName | undefined,
+  runs: readonly CaseRunResult[],
+): CaseSummary {
+  const throughputs = runs.map((r) => r.throughputPerS).filter((t): t is number => t !== null);
+  const peaks = runs.flatMap((r) => r.processes.map((p) => p.peakRssMb)).filter((p): p is number => p !== null);
+  const latency = (key: keyof LatencyFigures) => medianPercentiles(runs.map((r) => r.latencyMs[key]));
+  const med = median(throughputs);
+  return {
+    case: caseName,
+    ...(lock === undefined ? {} : { lock }),
+    runs: runs.length,
+    throughputPerS: {
+      median: med === null ? null : round(med, 1),
+      min: throughputs.length === 0 ? null : round(Math.min(...throughputs), 1),
+      max: throughputs.length === 0 ? null : round(Math.max(...throughputs), 1),
+    },
+    latencyMs: {
+      enqueueToCommit: latency('enqueueToCommit'),
+      enqueueToAnswer: latency('enqueueToAnswer'),
+      activeToCommit: latency('activeToCommit'),
+      call: latency('call'),
+    },
+    peakRssMbMax: peaks.length === 0 ? null : Math.max(...peaks),
+    ...cpuMedians(runs),
+    producerCpuMsPerTransfer: partMedians(runs.flatMap((r) => (r.producerCpu ? [r.producerCpu] : []))),
+    verified: runs.every((r) => r.verification.ok),
+  };
 }
 
 function partMedians(accounts: readonly CpuAccount[]): Record<CpuPart | 'other', number | null> | null {
@@ -165,7 +211,14 @@ function noteMedian(results: readonly CaseRunResult[], caseName: CaseName, note:
   return m === null ? null : round(m, 3);
 }
 
-export function ratios(summaries: readonly CaseSummary[], results: readonly CaseRunResult[] = []): Ratios {
+/** A figure on Redis, or of a case that takes no lock: what the ratios between cases read. */
+export function onRedis(x: { readonly lock?: LockBackendName }): boolean {
+  return x.lock === undefined || x.lock === 'redis';
+}
+
+export function ratios(allSummaries: readonly CaseSummary[], allResults: readonly CaseRunResult[] = []): Ratios {
+  const summaries = allSummaries.filter(onRedis);
+  const results = allResults.filter(onRedis);
   const throughput = (c: CaseName) => summaries.find((s) => s.case === c)?.throughputPerS.median ?? null;
   const ratio = (a: CaseName, b: CaseName) => {
     const x = throughput(a);
@@ -201,6 +254,7 @@ export function ratios(summaries: readonly CaseSummary[], results: readonly Case
     intake1ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-1'),
     intake100ExtraPostgresMsPerTransfer: extraPostgres(summaries, 'e2e-intake-100'),
     ...paymentRatios(results),
+    ...lockRatios(allResults),
   };
 }
 
@@ -248,6 +302,53 @@ export function paymentRatios(results: readonly CaseRunResult[]): PaymentRatios 
   };
 }
 
+/** Of a CPU account, the system's part (SYSTEM_PARTS; one not read counts 0); null without the workers' part. */
+export function systemMsPerTransfer(account: CpuAccount | null): number | null {
+  if (account === null || account.msPerTransfer.processes === null) return null;
+  return round(
+    SYSTEM_PARTS.reduce((sum, part) => sum + (account.msPerTransfer[part] ?? 0), 0),
+    3,
+  );
+}
+
+/** lockToRedisRatios and e2eToRedisRatio: every labelled case but Redis against Redis, run by run. */
+export function lockRatios(results: readonly CaseRunResult[]): Pick<Ratios, 'lockToRedisRatios' | 'e2eToRedisRatio'> {
+  const labelled = results.filter((r) => r.lock !== undefined && r.lock !== 'redis');
+  const pairs = [...new Map(labelled.map((r) => [`${r.case} ${r.lock}`, r])).values()];
+  const lockToRedisRatios = pairs.map((p) => lockRatio(results, p.case, p.lock as LockBackendName));
+  const e2e = lockToRedisRatios.filter((r) => r.case === 'e2e');
+  return {
+    lockToRedisRatios,
+    e2eToRedisRatio:
+      e2e.length === 0 || !results.some((r) => r.case === 'e2e' && r.lock === 'redis')
+        ? null
+        : Object.fromEntries(e2e.map((r) => [r.lock, r])),
+  };
+}
+
+function lockRatio(results: readonly CaseRunResult[], caseName: CaseName, lock: LockBackendName): LockToRedisRatio {
+  const of = (l: LockBackendName, run: number) =>
+    results.find((r) => r.case === caseName && r.lock === l && r.run === run);
+  const runs = [...new Set(results.filter((r) => r.case === caseName && r.lock === lock).map((r) => r.run))];
+  const perRun = (figure: (r: CaseRunResult) => number | null) => {
+    const m = medianOf(
+      runs.map((run) => {
+        const [x, y] = [of(lock, run), of('redis', run)];
+        const [a, b] = [x === undefined ? null : figure(x), y === undefined ? null : figure(y)];
+        return a === null || b === null || b === 0 ? null : a / b;
+      }),
+    );
+    return m === null ? null : round(m, 3);
+  };
+  return {
+    case: caseName,
+    lock,
+    throughputRatio: perRun((r) => r.throughputPerS),
+    machineCpuRatio: perRun((r) => r.cpu?.msPerTransfer.machine ?? null),
+    systemCpuRatio: perRun((r) => systemMsPerTransfer(r.cpu)),
+  };
+}
+
 /** PostgreSQL CPU ms per transfer of an intake case (pipeline + producer), or null when a part is missing. */
 export function intakePostgresMsPerTransfer(s: CaseSummary | undefined): number | null {
   const pipeline = s?.cpuMsPerTransfer?.postgres ?? null;
@@ -263,5 +364,5 @@ function extraPostgres(summaries: readonly CaseSummary[], intakeCase: CaseName):
 
 /** Largest peak RSS of a worker process under the uniform end-to-end load (the acceptance's figure). */
 export function e2ePeakRssMb(summaries: readonly CaseSummary[]): number | null {
-  return summaries.find((s) => s.case === 'e2e')?.peakRssMbMax ?? null;
+  return summaries.find((s) => s.case === 'e2e' && onRedis(s))?.peakRssMbMax ?? null;
 }

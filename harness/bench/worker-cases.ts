@@ -3,10 +3,12 @@
 // producer, then the workers start; throughput is transfers / (last − first deciding
 // transaction) read from PostgreSQL, so process start-up is not in it. e2e-traced is e2e with
 // tracing on (OTEL_EXPORTER_OTLP_ENDPOINT naming a receiver in the bench that counts the spans
-// and keeps none): every transfer traced, what tracing costs beside e2e in the same run.
+// and keeps none): every transfer traced, what tracing costs beside e2e in the same run. Each
+// runs on the lock service of its context (`--lock`, bench-locks.ts), labelled with it.
 import { OtlpReceiver } from '../tracing/otlp-receiver.ts';
 
 import { logDirOf, type SlotTimes } from './bench-fleet.ts';
+import { lockedCaseLabel, openEpochFor } from './bench-locks.ts';
 import { benchBalanceMinor, benchWorkload, HOT_WALLET_RATE } from './bench-workload.ts';
 import { bullmqLatencies, drainWithFleet, enqueueStamped, withFleet } from './bullmq-drive.ts';
 import type { CaseContext, CaseRunResult } from './case-result.ts';
@@ -32,6 +34,7 @@ export function workerEnv(ctx: CaseContext, sandbox: Sandbox, batching: Batching
     // Untraced, whatever the bench's own environment says (e2e-traced names its receiver).
     OTEL_EXPORTER_OTLP_ENDPOINT: '',
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
+    ...ctx.locks.env(ctx.lock, sandbox.requireDatabaseUrl()),
   };
   if (batching === 'off') {
     env.TRANSFER_BATCH_MAX = '1';
@@ -59,8 +62,9 @@ export async function runWorkerCase(ctx: CaseContext): Promise<CaseRunResult> {
     hot: caseName === 'hot',
     operationPrefix,
   });
-  const names = sandboxNames(ctx.runId, caseName, run);
-  ctx.progress.begin(run, options.runs, caseName, `database ${names.database}, queue ${names.queue}`);
+  const names = sandboxNames(ctx.runId, caseName, run, ctx.lock);
+  const label = lockedCaseLabel(caseName, ctx.lock);
+  ctx.progress.begin(run, options.runs, label, `database ${names.database}, queue ${names.queue}`);
   const sink = caseName === 'e2e-traced' ? await OtlpReceiver.start({ keep: false }) : null;
   try {
     return await runWorkerCaseIn(ctx, names, wires, operationPrefix, sink);
@@ -77,6 +81,7 @@ async function runWorkerCaseIn(
   sink: OtlpReceiver | null,
 ): Promise<CaseRunResult> {
   const { options, config, caseName, run } = ctx;
+  const label = lockedCaseLabel(caseName, ctx.lock);
   return withSandbox(
     {
       config,
@@ -87,6 +92,7 @@ async function runWorkerCaseIn(
     },
     async (sandbox) => {
       const queue = sandbox.requireQueue();
+      await openEpochFor(sandbox.requirePool(), ctx.lock, `bench ${ctx.runId} ${label} run ${run}`);
       const enqueued = await enqueueStamped(queue, wires, config.transferAmountMax);
       ctx.progress.note(`${wires.length} transfers enqueued; starting ${options.workers} workers`);
       let slots: SlotTimes | null = null;
@@ -97,11 +103,11 @@ async function runWorkerCaseIn(
             ...workerEnv(ctx, sandbox, caseName === 'e2e-unbatched' ? 'off' : 'default'),
             ...(sink === null ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint }),
           },
-          logDir: logDirOf(ctx.logRoot, caseName, run),
-          cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, caseName, run),
+          logDir: logDirOf(ctx.logRoot, label, run),
+          cpuProfDir: options.cpuProfDir === null ? null : logDirOf(options.cpuProfDir, label, run),
           workerEntry: ctx.config.workerEntry,
         },
-        sandbox.cpuServers(sampleIntervalMs(options.quick)),
+        { ...sandbox.cpuServers(sampleIntervalMs(options.quick)), etcdPids: ctx.locks.etcdPids(ctx.lock) },
         async (fleet) => {
           await drainWithFleet(ctx, queue, fleet, wires.length);
           slots = await fleet.slotTimes();
@@ -114,6 +120,7 @@ async function runWorkerCaseIn(
       const verification = await verifyLedger(sandbox, operationPrefix, wires.length, await bullmqState(queue));
       return {
         case: caseName,
+        lock: ctx.lock,
         run,
         ...createdAtThroughput(commits),
         wallMs,
@@ -121,21 +128,32 @@ async function runWorkerCaseIn(
         processes,
         cpu: cpuAccount(cpuSamples, [...commits.values()]),
         verification,
-        notes: {
-          hotWalletShare: caseName === 'hot' ? HOT_WALLET_RATE : 0,
-          // Spans the traced case's workers exported (by the time the fleet stopped), per transfer.
-          spansPerTransfer: sink === null ? null : Math.round((sink.count / wires.length) * 100) / 100,
-          transferBatchMax: caseName === 'e2e-unbatched' ? 1 : options.batchMax,
-          // Of the time jobs held worker slots, the share spent waiting for a wallet lease.
-          slotSeconds: slotTimes === null ? null : Math.round(slotTimes.slotSeconds * 1000) / 1000,
-          lockWaitSeconds: slotTimes === null ? null : Math.round(slotTimes.lockWaitSeconds * 1000) / 1000,
-          lockWaitShareOfSlotTime:
-            slotTimes === null || slotTimes.slotSeconds === 0
-              ? null
-              : Math.round((slotTimes.lockWaitSeconds / slotTimes.slotSeconds) * 10_000) / 10_000,
-        },
+        notes: workerCaseNotes(ctx, sink, wires.length, slotTimes),
       } satisfies CaseRunResult;
     },
     (err) => ctx.progress.note(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`),
   );
+}
+
+/** The case's own figures beside the common ones. */
+function workerCaseNotes(
+  ctx: CaseContext,
+  sink: OtlpReceiver | null,
+  transfers: number,
+  slotTimes: SlotTimes | null,
+): CaseRunResult['notes'] {
+  const { caseName, options } = ctx;
+  return {
+    hotWalletShare: caseName === 'hot' ? HOT_WALLET_RATE : 0,
+    // Spans the traced case's workers exported (by the time the fleet stopped), per transfer.
+    spansPerTransfer: sink === null ? null : Math.round((sink.count / transfers) * 100) / 100,
+    transferBatchMax: caseName === 'e2e-unbatched' ? 1 : options.batchMax,
+    // Of the time jobs held worker slots, the share spent waiting for a wallet lease.
+    slotSeconds: slotTimes === null ? null : Math.round(slotTimes.slotSeconds * 1000) / 1000,
+    lockWaitSeconds: slotTimes === null ? null : Math.round(slotTimes.lockWaitSeconds * 1000) / 1000,
+    lockWaitShareOfSlotTime:
+      slotTimes === null || slotTimes.slotSeconds === 0
+        ? null
+        : Math.round((slotTimes.lockWaitSeconds / slotTimes.slotSeconds) * 10_000) / 10_000,
+  };
 }

@@ -3,7 +3,10 @@ import { describe, expect, it } from 'vitest';
 import {
   BENCH_DEFAULTS,
   BENCH_QUICK,
+  caseGroupsOf,
   casesOf,
+  LOCK_MODES,
+  lockedGroupsOf,
   MODES,
   PAYMENT_PARTS,
   parseBenchArgs,
@@ -84,5 +87,53 @@ describe('bench options', () => {
       expect(() => parseBenchArgs(argv), argv.join(' ')).toThrow(UsageError);
       expect(() => parseBenchArgs(argv), argv.join(' ')).toThrow(message);
     }
+  });
+
+  describe('--lock', () => {
+    it('defaults to Redis alone, as the bench ran before it', () => {
+      expect(parseBenchArgs([]).locks).toEqual(['redis']);
+      expect(parseBenchArgs(['--modes', 'db-ceiling']).locks).toEqual(['redis']);
+    });
+
+    it('takes the lock services in canonical order, however they were listed', () => {
+      expect(parseBenchArgs(['--modes', 'e2e', '--lock', 'postgres, redis,etcd']).locks).toEqual([
+        'redis',
+        'etcd',
+        'postgres',
+      ]);
+      expect(parseBenchArgs(['--lock', 'etcd']).locks).toEqual(['etcd']);
+    });
+
+    it('refuses an unknown service, a repeat, an empty list, and a list with no lock-taking mode to run', () => {
+      const bad: [string[], RegExp][] = [
+        [['--lock', 'redis,zookeeper'], /unknown lock service "zookeeper" in --lock; expected redis, etcd, postgres/],
+        [['--lock', 'redis,etcd,redis'], /--lock names redis twice/],
+        [['--lock', ' , '], /--lock names no lock service/],
+        [['--modes', 'db-ceiling,queue-ceiling', '--lock', 'redis,etcd'], /--lock applies to e2e, .*none of them/],
+        [['--modes', 'e2e-payments', '--lock', 'redis'], /--lock applies to/],
+      ];
+      for (const [argv, message] of bad) {
+        expect(() => parseBenchArgs(argv), argv.join(' ')).toThrow(UsageError);
+        expect(() => parseBenchArgs(argv), argv.join(' ')).toThrow(message);
+      }
+    });
+
+    it('runs each lock-taking case once per service, side by side; every other case once, on Redis', () => {
+      const groups = caseGroupsOf(casesOf(['db-ceiling', 'e2e', 'e2e-payments', 'hot']));
+      const locked = lockedGroupsOf(groups, ['redis', 'etcd', 'postgres']);
+      expect(locked.map((g) => `${g.cases.join('+')}@${g.lock}`)).toEqual([
+        'db-ceiling@redis',
+        'e2e@redis',
+        'e2e@etcd',
+        'e2e@postgres',
+        `${PAYMENT_PARTS.join('+')}@redis`,
+        'hot@redis',
+        'hot@etcd',
+        'hot@postgres',
+      ]);
+      // Redis alone: the groups as before.
+      expect(lockedGroupsOf(groups, ['redis']).map((g) => g.cases)).toEqual(groups);
+      expect(LOCK_MODES).toEqual(['e2e', 'e2e-unbatched', 'e2e-traced', 'hot']);
+    });
   });
 });

@@ -3,7 +3,9 @@
 // transfer of every case ended applied with the invariants holding, that the results file has
 // every field the issue names (the intake cases' too: every request decided, one feed event each;
 // e2e-payments' three parts and their ratios to e2e), and that it left no database, queue or key behind. No speed is
-// asserted: the figures of a quick run on a shared machine mean nothing.
+// asserted: the figures of a quick run on a shared machine mean nothing. Then `--lock` on the
+// smallest sizes: e2e once per lock service, every case verified and labelled, each service set
+// against Redis, and nothing left behind (databases, the etcd cluster).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +16,9 @@ import type { BenchReport } from '../../../harness/bench/run-bench.ts';
 import { loadConfig, withDatabase } from '../../../src/config/config.ts';
 import { bullmqConnection } from '../../../src/queue/redis-connection.ts';
 import { describeRun, runCommand } from '../../support/cli-process.ts';
+
+/** About 15 s alone on the 2-core machine: three e2e cases of 100 transfers and a 3-member etcd cluster. */
+const LOCK_BENCH_TIMEOUT_MS = 180_000;
 
 /** About 60 s alone on the 2-core machine before e2e-payments (three more worker fleets); more while other test files run beside it. */
 const BENCH_TIMEOUT_MS = 360_000;
@@ -193,5 +198,61 @@ describe('npm run bench -- --quick', () => {
       }
     },
     BENCH_TIMEOUT_MS + 30_000,
+  );
+});
+
+/** Processes whose command line names a folder of the bench's etcd cluster (`etcd-bench-…`). */
+function benchEtcdProcesses(): string[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`${tmpdir()}/etcd-bench-`);
+      } catch {
+        return false;
+      }
+    });
+}
+
+describe('npm run bench -- --lock redis,etcd,postgres', () => {
+  const out = mkdtempSync(join(tmpdir(), 'bench-lock-test-'));
+  afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+  it(
+    'runs e2e once per lock service, verified and labelled, and sets each against Redis',
+    async () => {
+      const argv = ['--quick', '--modes', 'e2e', '--transfers', '100', '--lock', 'redis,etcd,postgres', '--out', out];
+      const result = await runCommand('npm', ['run', '--silent', 'bench', '--', ...argv], {}, LOCK_BENCH_TIMEOUT_MS);
+      const context = describeRun(result);
+      expect(result.code, context).toBe(0);
+      const jsonFile = readdirSync(out).find((f) => f.endsWith('.json'));
+      const report = JSON.parse(readFileSync(join(out, jsonFile as string), 'utf8')) as BenchReport;
+      expect(report.ok, report.failure ?? '').toBe(true);
+      expect(report.runs.map((r) => [r.case, r.lock, r.verification.ok])).toEqual([
+        ['e2e', 'redis', true],
+        ['e2e', 'etcd', true],
+        ['e2e', 'postgres', true],
+      ]);
+      expect(Object.keys(report.e2eToRedisRatio ?? {})).toEqual(['etcd', 'postgres']);
+      expect(typeof report.e2eToRedisRatio?.etcd?.throughputRatio).toBe('number');
+      expect(result.stdout).toContain('| case | lock | transfers/s |');
+      expect(result.stdout).toMatch(/\| e2e \| etcd \| [\d,]+ \| [\d.]+ \|/);
+
+      // Nothing left: the cases' databases, the etcd members.
+      const runId = /bench (\w+):/.exec(result.stderr)?.[1];
+      expect(runId, context).toBeDefined();
+      const admin = new pg.Client({ connectionString: withDatabase(loadConfig().databaseUrl, 'postgres') });
+      await admin.connect();
+      try {
+        const dbs = await admin.query('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [
+          `bench_${runId}`,
+        ]);
+        expect(dbs.rows).toEqual([]);
+      } finally {
+        await admin.end();
+      }
+      expect(benchEtcdProcesses()).toEqual([]);
+    },
+    LOCK_BENCH_TIMEOUT_MS + 30_000,
   );
 });

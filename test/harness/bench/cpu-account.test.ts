@@ -49,7 +49,7 @@ describe('cpuAccount', () => {
     machine: number | null,
   ): CpuSample => ({
     atMs,
-    cpuMs: { processes, relays: null, postgres, redis: 10, bench: 0, machine },
+    cpuMs: { processes, relays: null, postgres, redis: 10, etcd: null, bench: 0, machine },
   });
 
   it('takes the first and last samples inside the span and divides by the transfers committed between them', () => {
@@ -66,7 +66,16 @@ describe('cpuAccount', () => {
     expect(account).toEqual({
       windowMs: 2_000,
       transfers: 4,
-      msPerTransfer: { processes: 100, relays: null, postgres: 200, redis: 0, bench: 0, machine: 350, other: 50 },
+      msPerTransfer: {
+        processes: 100,
+        relays: null,
+        postgres: 200,
+        redis: 0,
+        etcd: null,
+        bench: 0,
+        machine: 350,
+        other: 50,
+      },
       machineCores: 0.7,
     });
   });
@@ -83,12 +92,30 @@ describe('cpuAccount', () => {
     expect(cpuAccount([sample(1_000, 0, 0, 0)], [1_000])).toBeNull();
   });
 
+  it('counts the etcd members as a part of their own, not as "other"', () => {
+    const at = (atMs: number, etcd: number): CpuSample => ({
+      atMs,
+      cpuMs: { processes: 0, relays: null, postgres: 0, redis: 0, etcd, bench: 0, machine: 2 * etcd },
+    });
+    const account = cpuAccount([at(1_000, 100), at(2_000, 300)], [999, 1_500, 2_000, 2_001]);
+    expect(account?.msPerTransfer).toMatchObject({ etcd: 100, machine: 200, other: 100 });
+  });
+
   it('accounts a whole phase from its first sample to its last, over the count given (the intake producer)', () => {
     const samples = [sample(1_000, null, 100, 200), sample(1_500, null, 160, 300), sample(3_000, null, 300, 800)];
     expect(phaseAccount(samples, 100)).toEqual({
       windowMs: 2_000,
       transfers: 100,
-      msPerTransfer: { processes: null, relays: null, postgres: 2, redis: 0, bench: 0, machine: 6, other: 4 },
+      msPerTransfer: {
+        processes: null,
+        relays: null,
+        postgres: 2,
+        redis: 0,
+        etcd: null,
+        bench: 0,
+        machine: 6,
+        other: 4,
+      },
       machineCores: 0.3,
     });
     expect(phaseAccount(samples.slice(0, 1), 100)).toBeNull();
@@ -209,6 +236,19 @@ describe('CpuSampler on this machine', () => {
       for (const p of children) p.kill('SIGKILL');
     }
   }, 30_000);
+
+  it('reads the etcd members like the processes, and gives no etcd part without them', async () => {
+    // This process stands in for a member: it burns 100 ms of its own CPU between two samples.
+    const sampler = await startCpuSampler({ pool: null, redis: null, intervalMs: 50, etcdPids: () => [process.pid] });
+    const t = process.cpuUsage();
+    while ((process.cpuUsage(t).user + process.cpuUsage(t).system) / 1000 < 100);
+    const samples = await sampler.stop();
+    const [first, last] = [samples[0]?.cpuMs.etcd, samples.at(-1)?.cpuMs.etcd];
+    if (first == null || last == null) throw new Error('etcd was not read');
+    expect(last - first).toBeGreaterThanOrEqual(80);
+    const none = await startCpuSampler({ pool: null, redis: null, intervalMs: 50 });
+    expect((await none.stop()).every((s) => s.cpuMs.etcd === null)).toBe(true);
+  });
 
   it("counts the CPU a case process burns, the servers' work and the machine's; a sleeping process counts next to nothing", async () => {
     const burning = await measure('burn');

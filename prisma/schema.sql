@@ -1280,29 +1280,15 @@ END
 $$;
 
 --
--- Name: lock_held(text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: lock_release(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.lock_held(p_key text) RETURNS boolean
-    LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    AS $$
-    SELECT EXISTS (
-        SELECT 1 FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 1
-           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(p_key, 0));
-$$;
-
---
--- Name: lock_release(text); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.lock_release(p_key text) RETURNS boolean
+CREATE FUNCTION public.lock_release(p_keys text[]) RETURNS boolean[]
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
-    SELECT CASE WHEN lock_held(p_key) THEN pg_advisory_unlock(hashtextextended(p_key, 0)) ELSE FALSE END;
+    SELECT coalesce(array_agg(pg_advisory_unlock(hashtextextended(k, 0)) ORDER BY i), '{}')
+      FROM unnest(p_keys) WITH ORDINALITY AS u(k, i);
 $$;
 
 --
@@ -1317,23 +1303,28 @@ CREATE FUNCTION public.lock_tokens_last() RETURNS bigint
 $$;
 
 --
--- Name: lock_try_acquire(text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: lock_try_acquire(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.lock_try_acquire(p_key text) RETURNS bigint
+CREATE FUNCTION public.lock_try_acquire(p_keys text[]) RETURNS bigint[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 DECLARE
-    v_key BIGINT := hashtextextended(p_key, 0);
+    v_tokens BIGINT[] := '{}';
+    v_key TEXT;
 BEGIN
-    IF p_key IS NULL OR length(p_key) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION 'lock_try_acquire: the key must be 1-256 characters' USING ERRCODE = '22023';
+    IF p_keys IS NULL OR cardinality(p_keys) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'lock_try_acquire: 1-256 keys' USING ERRCODE = '22023';
     END IF;
-    IF lock_held(p_key) OR NOT pg_try_advisory_lock(v_key) THEN
-        RETURN NULL;
-    END IF;
-    RETURN nextval('lock_tokens');
+    FOREACH v_key IN ARRAY p_keys LOOP
+        IF v_key IS NULL OR length(v_key) NOT BETWEEN 1 AND 256 THEN
+            RAISE EXCEPTION 'lock_try_acquire: a key is 1-256 characters' USING ERRCODE = '22023';
+        END IF;
+        v_tokens := v_tokens || CASE WHEN pg_try_advisory_lock(hashtextextended(v_key, 0))
+                                     THEN nextval('lock_tokens') END;
+    END LOOP;
+    RETURN v_tokens;
 END
 $$;
 
@@ -2887,16 +2878,10 @@ REVOKE ALL ON FUNCTION public.lock_epoch_current() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.lock_epoch_open(p_backend text, p_note text) FROM PUBLIC;
 
 --
--- Name: FUNCTION lock_held(p_key text); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION lock_release(p_keys text[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.lock_held(p_key text) FROM PUBLIC;
-
---
--- Name: FUNCTION lock_release(p_key text); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.lock_release(p_key text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.lock_release(p_keys text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION lock_tokens_last(); Type: ACL; Schema: public; Owner: -
@@ -2905,10 +2890,10 @@ REVOKE ALL ON FUNCTION public.lock_release(p_key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.lock_tokens_last() FROM PUBLIC;
 
 --
--- Name: FUNCTION lock_try_acquire(p_key text); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION lock_try_acquire(p_keys text[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.lock_try_acquire(p_key text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.lock_try_acquire(p_keys text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION operations_matching(p_wallet text, p_side text, p_kind text, p_status text, p_from timestamp with time zone, p_to timestamp with time zone, p_metadata jsonb, p_after_at timestamp with time zone, p_after_id text, p_limit integer); Type: ACL; Schema: public; Owner: -

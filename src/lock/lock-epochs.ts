@@ -10,9 +10,8 @@ import type { LockBackendName } from './lock-service.ts';
 /** The lock functions the worker role may execute (worker-role-grants.ts), as PostgreSQL prints them. */
 export const LOCK_FUNCTIONS: readonly string[] = Object.freeze([
   'lock_epoch_current()',
-  'lock_try_acquire(text)',
-  'lock_held(text)',
-  'lock_release(text)',
+  'lock_try_acquire(text[])',
+  'lock_release(text[])',
   'lock_tokens_last()',
 ]);
 

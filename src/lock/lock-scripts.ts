@@ -4,12 +4,14 @@
 // the acquisitions asked for in one event-loop turn go out as one acquire call, and the
 // releases as one release call (the wallets of a batch: one round trip and one script run
 // instead of one each); in a cluster every call holds one wallet, whose keys share a slot.
+
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Cluster, type Redis, ReplyError } from 'ioredis';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import { LockProtocolError } from '../errors.ts';
 import type { LockKeys } from './lock-keys.ts';
+import { LOCK_CALL_WALLETS_MAX, TurnGatherer } from './turn-gatherer.ts';
 
 /** A single server or a cluster: every script touches keys of one hash slot only. */
 export type LockRedisClient = Redis | Cluster;
@@ -39,8 +41,7 @@ interface ScriptSpec {
 /** Keys per wallet in an acquire call: the lock key and the fence key. */
 const ACQUIRE_KEYS_PER_WALLET = 2;
 
-/** Wallets in one acquire or release call at most; more in one turn go out in several calls. */
-export const LOCK_CALL_WALLETS_MAX = 256;
+export { LOCK_CALL_WALLETS_MAX };
 
 const SCRIPT_SPECS = {
   // acquire and release take any number of wallets: the key count goes first in each call.
@@ -82,54 +83,6 @@ export interface LockScripts {
 }
 
 type ScriptCall = (...keysThenArgs: (string | number)[]) => Promise<unknown>;
-
-/** One wallet's part of a call that gathers the wallets of an event-loop turn. */
-interface Gathered<T, R> {
-  readonly item: T;
-  resolve(reply: R): void;
-  reject(err: unknown): void;
-}
-
-/**
- * Gathers the calls made in one event-loop turn, to be sent as one (at most
- * LOCK_CALL_WALLETS_MAX each) when the turn's flush runs, handing every caller its own entry of
- * the reply. A call that fails fails all of its callers with the same error, as one call each
- * would have. Without `gather` (a cluster, where the wallets of a turn live in different slots
- * and nodes) every call goes out at once, alone.
- */
-class TurnGatherer<T, R> {
-  private waiting: Gathered<T, R>[] = [];
-
-  constructor(
-    private readonly send: (items: readonly T[]) => Promise<R[]>,
-    private readonly schedule: () => void,
-    private readonly gather: boolean,
-  ) {}
-
-  call(item: T): Promise<R> {
-    if (!this.gather) return this.send([item]).then((replies) => replies[0] as R);
-    return new Promise<R>((resolve, reject) => {
-      this.waiting.push({ item, resolve, reject });
-      this.schedule();
-    });
-  }
-
-  flush(): void {
-    const all = this.waiting;
-    this.waiting = [];
-    for (let start = 0; start < all.length; start += LOCK_CALL_WALLETS_MAX) {
-      const part = all.slice(start, start + LOCK_CALL_WALLETS_MAX);
-      this.send(part.map((g) => g.item)).then(
-        (replies) => {
-          for (let i = 0; i < part.length; i++) (part[i] as Gathered<T, R>).resolve(replies[i] as R);
-        },
-        (err: unknown) => {
-          for (const g of part) g.reject(err);
-        },
-      );
-    }
-  }
-}
 
 interface AcquireItem {
   readonly keys: LockKeys;

@@ -11,9 +11,16 @@
 // TTL of its own: it lasts as long as the session. The session is opened with
 // `idle_session_timeout = lockTtlMs`, so a holder that stops sending (frozen, cut off) has its
 // session ended by the server a TTL after its last statement, and its locks with it. The
-// watchdog's renewal is a statement on that session (lock_held()), every third of the TTL, so a
-// live holder's session is never idle that long; its deadline is counted from the renewal's send,
-// before the server's idle clock starts, so the holder gives up first.
+// watchdog's renewal is a statement on that session, every third of the TTL, so a live holder's
+// session is never idle that long; its deadline is counted from the renewal's send, before the
+// server's idle clock starts, so the holder gives up first. A session lock ends only with the
+// session or its own unlock, so a renewal only asks that the session still lives: one ping,
+// sent after the renewal asked, answers every wallet's renewal waiting for it.
+//
+// Cheap on the server: a turn's acquisitions go out as one statement (lock_try_acquire() of up to
+// 256 keys), its releases as another, as the Redis scripts do; no statement reads pg_locks. The
+// keys this process holds are kept here, and a key held (or being acquired) is busy without a
+// statement: advisory locks stack within a session, so the server would grant it again.
 //
 // Every lease lives on the session that took it: when the connection fails, every lease of the
 // process is lost at once (their renewals answer "not ours"), and the next acquire opens a new
@@ -32,6 +39,7 @@ import {
   type LockServiceOptions,
   type RawAcquire,
 } from './lock-service.ts';
+import { TurnGatherer } from './turn-gatherer.ts';
 
 export interface PostgresLockOptions extends LockServiceOptions {
   /** PostgreSQL itself (never PgBouncer in transaction mode); the role may execute the lock functions. */
@@ -52,16 +60,17 @@ interface Session {
   dead: boolean;
   /** The statement in flight (settled), the next waits for it. */
   queue: Promise<unknown>;
+  /** The last ping sent on the session: when, and its answer. */
+  ping: { readonly sentAtMs: number; readonly answered: Promise<void> } | null;
+  /** A turn's acquisitions and releases, one statement each. */
+  readonly acquires: TurnGatherer<string, bigint | null>;
+  readonly releases: TurnGatherer<string, boolean>;
 }
 
-interface LockRow {
-  token: string | null;
-  pid: number;
-}
-
-interface HeldRow {
-  held: boolean;
-  pid: number;
+/** What the process holds: key → the owner and the session its lock lives on (none while acquiring). */
+interface HeldKey {
+  readonly owner: string | null;
+  readonly session: Session | null;
 }
 
 export class PostgresLock extends LockService {
@@ -71,8 +80,8 @@ export class PostgresLock extends LockService {
   private session: Promise<Session> | null = null;
   /** The session `session` resolved to, while it lives. */
   private opened: Session | null = null;
-  /** owner → the session its lock lives on. */
-  private readonly sessionOf = new Map<string, Session>();
+  /** Every key this process holds or is acquiring. */
+  private readonly keys = new Map<string, HeldKey>();
 
   constructor(options: PostgresLockOptions) {
     super(options);
@@ -88,36 +97,42 @@ export class PostgresLock extends LockService {
 
   protected async tryAcquire(walletId: string, owner: string): Promise<RawAcquire> {
     const key = this.keyOf(walletId);
-    const session = await this.currentSession();
-    // The server's idle clock starts after the reply, so a lease counted from here ends first.
-    const startedAtMs = performance.now();
-    const row = await this.query<LockRow>(
-      session,
-      'SELECT lock_try_acquire($1)::text AS token, pg_backend_pid() AS pid',
-      [key],
-    );
-    if (row.token === null) return { kind: 'busy', retryAfterMs: this.lockTtlMs };
-    this.sessionOf.set(owner, session);
-    return { kind: 'acquired', raw: BigInt(row.token), startedAtMs };
+    if (this.keys.has(key)) return { kind: 'busy', retryAfterMs: this.lockTtlMs };
+    this.keys.set(key, { owner: null, session: null });
+    try {
+      const session = await this.currentSession();
+      // The server's idle clock starts after the reply, so a lease counted from here ends first.
+      const startedAtMs = performance.now();
+      const token = await session.acquires.call(key);
+      if (token === null) {
+        this.keys.delete(key);
+        return { kind: 'busy', retryAfterMs: this.lockTtlMs };
+      }
+      this.keys.set(key, { owner, session });
+      return { kind: 'acquired', raw: token, startedAtMs };
+    } catch (err) {
+      // The statement may have run: the lock, if taken, ends with the session, never reused.
+      this.keys.delete(key);
+      throw err;
+    }
   }
 
-  async renew(_walletId: string, owner: string): Promise<boolean> {
-    const session = this.sessionOf.get(owner);
-    if (session === undefined || session.dead) return false;
-    const row = await this.query<HeldRow>(session, 'SELECT lock_held($1) AS held, pg_backend_pid() AS pid', [
-      this.keyOf(_walletId),
-    ]);
-    return row.held;
+  /** True while the session the lease lives on answers a ping sent after this call began. */
+  async renew(walletId: string, owner: string): Promise<boolean> {
+    const askedAtMs = performance.now();
+    const held = this.keys.get(this.keyOf(walletId));
+    if (held?.owner !== owner || held.session === null || held.session.dead) return false;
+    await this.pingSentAfter(held.session, askedAtMs);
+    return !held.session.dead && this.keys.get(this.keyOf(walletId))?.owner === owner;
   }
 
   protected async releaseOwned(walletId: string, owner: string): Promise<boolean> {
-    const session = this.sessionOf.get(owner);
-    this.sessionOf.delete(owner);
-    if (session === undefined || session.dead) return false;
-    const row = await this.query<HeldRow>(session, 'SELECT lock_release($1) AS held, pg_backend_pid() AS pid', [
-      this.keyOf(walletId),
-    ]);
-    return row.held;
+    const key = this.keyOf(walletId);
+    const held = this.keys.get(key);
+    if (held?.owner !== owner || held.session === null) return false;
+    this.keys.delete(key);
+    if (held.session.dead) return false;
+    return held.session.releases.call(key);
   }
 
   /**
@@ -163,6 +178,24 @@ export class PostgresLock extends LockService {
     );
   }
 
+  /**
+   * Resolves once a ping sent at or after `askedAtMs` was answered on `session`: the one in flight
+   * if it left late enough, else the next (one ping at a time, shared by every renewal waiting).
+   */
+  private async pingSentAfter(session: Session, askedAtMs: number): Promise<void> {
+    for (;;) {
+      const ping = session.ping;
+      if (ping !== null && ping.sentAtMs >= askedAtMs) return ping.answered;
+      if (ping !== null) await ping.answered.catch(() => undefined);
+      if (session.ping === ping) {
+        const sentAtMs = performance.now();
+        const answered = this.query(session, 'SELECT pg_backend_pid() AS pid', []).then(() => undefined);
+        session.ping = { sentAtMs, answered };
+        return answered;
+      }
+    }
+  }
+
   /** The live session, opened when there is none (at the first acquire, after a failure). */
   private currentSession(): Promise<Session> {
     if (this.session === null) {
@@ -195,9 +228,55 @@ export class PostgresLock extends LockService {
     const result = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
     const pid = result.rows[0]?.pid;
     if (typeof pid !== 'number') throw new Error('the lock connection did not say its backend pid');
-    session = { client, pid, dead: false, queue: Promise.resolve() };
+    session = this.sessionOf(client, pid);
     this.opened = session;
     return session;
+  }
+
+  /** A session record with its turn gatherers: releases go out before acquisitions, as in Redis. */
+  private sessionOf(client: pg.Client, pid: number): Session {
+    let scheduled = false;
+    const schedule = (): void => {
+      if (scheduled) return;
+      scheduled = true;
+      setImmediate(() => {
+        scheduled = false;
+        session.releases.flush();
+        session.acquires.flush();
+      });
+    };
+    const session: Session = {
+      client,
+      pid,
+      dead: false,
+      queue: Promise.resolve(),
+      ping: null,
+      acquires: new TurnGatherer((keys) => this.acquireAll(session, keys), schedule, true),
+      releases: new TurnGatherer((keys) => this.releaseKeys(session, keys), schedule, true),
+    };
+    return session;
+  }
+
+  private async acquireAll(session: Session, keys: readonly string[]): Promise<(bigint | null)[]> {
+    const row = await this.query<{ tokens: (string | null)[]; pid: number }>(
+      session,
+      'SELECT lock_try_acquire($1::text[])::text[] AS tokens, pg_backend_pid() AS pid',
+      [keys],
+    );
+    if (row.tokens.length !== keys.length)
+      throw new Error(`lock_try_acquire answered ${row.tokens.length} of ${keys.length}`);
+    return row.tokens.map((t) => (t === null ? null : BigInt(t)));
+  }
+
+  private async releaseKeys(session: Session, keys: readonly string[]): Promise<boolean[]> {
+    const row = await this.query<{ released: boolean[]; pid: number }>(
+      session,
+      'SELECT lock_release($1::text[]) AS released, pg_backend_pid() AS pid',
+      [keys],
+    );
+    if (row.released.length !== keys.length)
+      throw new Error(`lock_release answered ${row.released.length} of ${keys.length}`);
+    return row.released;
   }
 
   private sessionLost(session: Session | undefined, err?: Error): void {
@@ -207,6 +286,8 @@ export class PostgresLock extends LockService {
       this.opened = null;
       this.session = null;
     }
+    // Its locks are gone: the keys it held are free for this process's next acquire.
+    for (const [key, held] of this.keys) if (held.session === session) this.keys.delete(key);
     this.logger.warn(
       { event: 'lock_session_lost', backend: this.backend, pid: session.pid, err: err?.message },
       'the lock connection ended: every lease on it is lost',

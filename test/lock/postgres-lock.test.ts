@@ -78,6 +78,20 @@ describe('PostgresLock', () => {
     await lock.release('w2', third.owner);
   });
 
+  it('gives one lease per wallet in a process, also to acquires of one turn (advisory locks stack in a session)', async () => {
+    const lock = lockOf();
+    const wallets = Array.from({ length: 300 }, (_, i) => `t${i % 150}`);
+    const results = await Promise.all(wallets.map((w) => lock.acquire(w)));
+    const acquired = results.flatMap((r) => (r.kind === 'acquired' ? [r.lease] : []));
+    expect(acquired).toHaveLength(150);
+    expect(new Set(acquired.map((l) => l.walletId)).size).toBe(150);
+    expect(new Set(acquired.map((l) => l.token)).size).toBe(150);
+    const released = await Promise.all(acquired.map((l) => lock.release(l.walletId, l.owner)));
+    expect(released.every((r) => r)).toBe(true);
+    // Released once: a second release of the same lease frees nothing.
+    expect(await lock.release(acquired[0]?.walletId ?? '', acquired[0]?.owner ?? '')).toBe(false);
+  });
+
   it('releases only its own lease: a late release after the session ended frees nothing of the next holder', async () => {
     const lock = lockOf();
     const rival = rivalOf(lock);

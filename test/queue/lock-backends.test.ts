@@ -60,6 +60,25 @@ describe('LOCK_BACKEND=etcd', () => {
   it('two workers decide contended transfers once each, with tokens of the epoch the database opened', async () => {
     await contendedTransfers({ ETCD_ENDPOINTS: cluster.endpoints.join(','), LOCK_TTL_MS: '3000' }, 'etcd');
   });
+
+  it('a worker is not ready while the cluster has no quorum, and ready again once it has', async () => {
+    const p = await open({ LOCK_BACKEND: 'etcd', ETCD_ENDPOINTS: cluster.endpoints.join(','), LOCK_TTL_MS: '3000' });
+    await openLockEpoch(p.db.pg, 'etcd', 'readiness test');
+    const worker = await spawnWorkerProcess(p, { METRICS_PORT: '0' });
+    try {
+      expect(await worker.readyStatus()).toBe(200);
+      const leader = await cluster.waitForLeader();
+      const others = [0, 1, 2].filter((i) => i !== leader);
+      for (const i of others) await cluster.kill(i);
+      await waitForStatus(() => worker.readyStatus(), 503);
+      expect(await (await fetch(worker.url('/readyz'))).text()).toMatch(/etcd/);
+      for (const i of others) await cluster.restart(i);
+      await cluster.waitForLeader();
+      await waitForStatus(() => worker.readyStatus(), 200);
+    } finally {
+      await worker.stop();
+    }
+  });
 });
 
 describe('LOCK_BACKEND=postgres', () => {
@@ -101,3 +120,11 @@ describe('LOCK_BACKEND=postgres', () => {
     }
   });
 });
+
+async function waitForStatus(read: () => Promise<number>, status: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while ((await read()) !== status) {
+    if (performance.now() > deadline) throw new Error(`no ${status} within ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}

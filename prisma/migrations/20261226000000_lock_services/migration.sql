@@ -69,46 +69,24 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION lock_epoch_open(text,text) FROM PUBLIC;
 
--- prisma/sql/lock_held.sql
--- Does this session hold the advisory lock of the key (the PostgreSQL lock service's renewal)?
--- Read from pg_locks, so a lock the server dropped with a session that was replaced is not
--- reported as held by the new one.
-CREATE OR REPLACE FUNCTION "lock_held"(p_key TEXT) RETURNS BOOLEAN
-LANGUAGE sql
-STABLE
-AS $$
-    SELECT EXISTS (
-        SELECT 1 FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 1
-           AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(p_key, 0));
-$$;
-
-DO $$
-BEGIN
-    EXECUTE format('ALTER FUNCTION %I.lock_held(text) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
-                   current_schema(), current_schema());
-END
-$$;
-REVOKE EXECUTE ON FUNCTION lock_held(text) FROM PUBLIC;
-
 -- prisma/sql/lock_release.sql
--- Ends this session's advisory lock of the key; FALSE when this session does not hold it (it
--- was never this session's, or the session that held it is gone), so a release can only end
--- its own lease.
-CREATE OR REPLACE FUNCTION "lock_release"(p_key TEXT) RETURNS BOOLEAN
+-- Ends this session's advisory locks of the keys, one turn of a worker's releases in one
+-- statement; FALSE for a key this session does not hold (never its own, or the session that held
+-- it is gone), so a release can only end its own lease.
+CREATE OR REPLACE FUNCTION "lock_release"(p_keys TEXT[]) RETURNS BOOLEAN[]
 LANGUAGE sql
 AS $$
-    SELECT CASE WHEN lock_held(p_key) THEN pg_advisory_unlock(hashtextextended(p_key, 0)) ELSE FALSE END;
+    SELECT coalesce(array_agg(pg_advisory_unlock(hashtextextended(k, 0)) ORDER BY i), '{}')
+      FROM unnest(p_keys) WITH ORDINALITY AS u(k, i);
 $$;
 
 DO $$
 BEGIN
-    EXECUTE format('ALTER FUNCTION %I.lock_release(text) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+    EXECUTE format('ALTER FUNCTION %I.lock_release(text[]) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
                    current_schema(), current_schema());
 END
 $$;
-REVOKE EXECUTE ON FUNCTION lock_release(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION lock_release(text[]) FROM PUBLIC;
 
 -- prisma/sql/lock_tokens_last.sql
 -- The last number the lock_tokens sequence issued: the PostgreSQL lock service compares a
@@ -130,35 +108,40 @@ $$;
 REVOKE EXECUTE ON FUNCTION lock_tokens_last() FROM PUBLIC;
 
 -- prisma/sql/lock_try_acquire.sql
--- The PostgreSQL lock service (LOCK_BACKEND=postgres): a session advisory lock on the 64-bit hash
--- of the lock key, and, when it was free, a token from the lock_tokens sequence, so the number
--- comes from the database that checks it and no counter lives anywhere else. NULL: another
--- session holds the key. A session that holds the key already is refused too (advisory locks
--- stack within a session; one lease per key and session is what the watchdog renews). The lock
--- ends with lock_release() or with the session (idle_session_timeout is the lease).
-CREATE OR REPLACE FUNCTION "lock_try_acquire"(p_key TEXT) RETURNS BIGINT
+-- The PostgreSQL lock service (LOCK_BACKEND=postgres), one turn of a worker's acquisitions in one
+-- statement: per key, a session advisory lock on its 64-bit hash and, when it was free, a token
+-- from the lock_tokens sequence, so the number comes from the database that checks it and no
+-- counter lives anywhere else; NULL where another session holds the key. Advisory locks stack
+-- within a session: the caller never asks for a key its session holds (postgres-lock.ts keeps
+-- them). The locks end with lock_release() or with the session (idle_session_timeout is the lease).
+CREATE OR REPLACE FUNCTION "lock_try_acquire"(p_keys TEXT[]) RETURNS BIGINT[]
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_key BIGINT := hashtextextended(p_key, 0);
+    v_tokens BIGINT[] := '{}';
+    v_key TEXT;
 BEGIN
-    IF p_key IS NULL OR length(p_key) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION 'lock_try_acquire: the key must be 1-256 characters' USING ERRCODE = '22023';
+    IF p_keys IS NULL OR cardinality(p_keys) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'lock_try_acquire: 1-256 keys' USING ERRCODE = '22023';
     END IF;
-    IF lock_held(p_key) OR NOT pg_try_advisory_lock(v_key) THEN
-        RETURN NULL;
-    END IF;
-    RETURN nextval('lock_tokens');
+    FOREACH v_key IN ARRAY p_keys LOOP
+        IF v_key IS NULL OR length(v_key) NOT BETWEEN 1 AND 256 THEN
+            RAISE EXCEPTION 'lock_try_acquire: a key is 1-256 characters' USING ERRCODE = '22023';
+        END IF;
+        v_tokens := v_tokens || CASE WHEN pg_try_advisory_lock(hashtextextended(v_key, 0))
+                                     THEN nextval('lock_tokens') END;
+    END LOOP;
+    RETURN v_tokens;
 END
 $$;
 
 DO $$
 BEGIN
-    EXECUTE format('ALTER FUNCTION %I.lock_try_acquire(text) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
+    EXECUTE format('ALTER FUNCTION %I.lock_try_acquire(text[]) SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp',
                    current_schema(), current_schema());
 END
 $$;
-REVOKE EXECUTE ON FUNCTION lock_try_acquire(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION lock_try_acquire(text[]) FROM PUBLIC;
 
 -- Who decides transfers reads the lock epoch and may take the PostgreSQL lock service's locks
 -- (npm run db:worker-role grants them to new worker roles; this reaches the ones that exist, so
@@ -173,8 +156,8 @@ BEGIN
          WHERE p.oid = 'apply_transfers(text[], text[], text[], text[], bigint[], text[], bigint[], uuid[])'::regprocedure
            AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
     LOOP
-        FOREACH v_function IN ARRAY ARRAY['lock_epoch_current()', 'lock_try_acquire(text)', 'lock_held(text)',
-                                          'lock_release(text)', 'lock_tokens_last()']
+        FOREACH v_function IN ARRAY ARRAY['lock_epoch_current()', 'lock_try_acquire(text[])',
+                                          'lock_release(text[])', 'lock_tokens_last()']
         LOOP
             EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', v_function, v_grantee);
         END LOOP;

@@ -23,6 +23,12 @@
 // the key created at our revision with our owner id, so a late or retried release can never
 // delete a newer holder's key. etcd cannot raise a revision per wallet: a fence above the
 // cluster's revision means the cluster was rebuilt from nothing, and only a new lock epoch helps.
+//
+// A turn's acquisitions go out as one transaction of nested ones, each guarded on its own key
+// (etcd ≥ 3.3), and so do its releases: one round trip and one entry of etcd's log for up to 100
+// wallets (within etcd's default --max-txn-ops), instead of one each. The keys of one transaction share its
+// revision as their create revision: tokens of different wallets may be equal, a wallet's still
+// grow. A key this process holds or is acquiring is busy without a call.
 import { readFileSync } from 'node:fs';
 import {
   Etcd3,
@@ -31,7 +37,7 @@ import {
   type ILeaseKeepAliveRequest,
   type ILeaseKeepAliveResponse,
   type IOptions,
-  type ITxnResponse,
+  type IRequestOp,
 } from 'etcd3';
 import { wholeNumberIn } from '../config/bounds.ts';
 import { ETCD_LOCK_TTL_MS_MIN } from '../config/config.ts';
@@ -46,6 +52,7 @@ import {
   RAW_TOKEN_MAX,
   type RawAcquire,
 } from './lock-service.ts';
+import { TurnGatherer } from './turn-gatherer.ts';
 
 /** etcd grants leases in whole seconds, and refuses below its own minimum (2 s with a 1 s election timeout). */
 export { ETCD_LOCK_TTL_MS_MIN };
@@ -53,6 +60,11 @@ export const ETCD_CALL_TIMEOUT_MS_DEFAULT = 2_000;
 export const ETCD_DIAL_TIMEOUT_MS_DEFAULT = 5_000;
 export const ETCD_TIMEOUT_MS_MAX = 60_000;
 export const ETCD_ENDPOINTS_MAX = SETTINGS.ETCD_ENDPOINTS.itemsMax;
+/**
+ * Wallets in one transaction at most. etcd's --max-txn-ops (128 by default) bounds the outer
+ * operations plus those of any one nested transaction (2 compares for a release): 100 leaves room.
+ */
+export const ETCD_TXN_WALLETS_MAX = 100;
 /** Keep-alives of the process lease per TTL when no watchdog asks (the Go client's third). */
 const KEEPALIVES_PER_TTL = 3;
 /** Keep-alives one renewal sends, each on a new stream after the one before failed. */
@@ -97,6 +109,24 @@ interface HeldKey {
   readonly walletId: string;
   readonly createRevision: bigint;
   readonly lease: ProcessLease;
+}
+
+/** One wallet's part of a turn's acquire transaction. */
+interface AcquireItem {
+  readonly walletId: string;
+  readonly key: string;
+  readonly owner: string;
+  readonly lease: ProcessLease;
+}
+
+/** Its answer: the key's create revision (ours, or one a resent transaction created), or busy. */
+type AcquireAnswer = { readonly created: bigint } | { readonly busy: true };
+
+/** One wallet's part of a turn's release transaction. */
+interface ReleaseItem {
+  readonly key: string;
+  readonly owner: string;
+  readonly createRevision: bigint;
 }
 
 /** One keep-alive in flight: when it was sent, for which lease, and its settling. */
@@ -159,6 +189,13 @@ export class EtcdLock extends LockService {
   private readonly client: Etcd3;
   /** Wallets acquired through this object and not released: owner id → key. */
   private readonly keys = new Map<string, HeldKey>();
+  /**
+   * The keys held (→ owner) or being acquired (→ null) by this process: one more acquire of them
+   * is busy at once, so a turn's transaction never names a key twice (etcd refuses that).
+   */
+  private readonly taken = new Map<string, string | null>();
+  private readonly acquires: TurnGatherer<AcquireItem, AcquireAnswer>;
+  private readonly releases: TurnGatherer<ReleaseItem, boolean>;
   private lease: ProcessLease | null = null;
   private granting: Promise<ProcessLease> | null = null;
   private flight: KeepAliveFlight | null = null;
@@ -199,6 +236,19 @@ export class EtcdLock extends LockService {
       // A member restarted is dialled again within dialTimeoutMs, not after grpc's two minutes.
       grpcOptions: { 'grpc.max_reconnect_backoff_ms': this.dialTimeoutMs },
     });
+    // One flush per turn, releases first: a wallet given back and taken again in one turn is given back first.
+    let scheduled = false;
+    const schedule = (): void => {
+      if (scheduled) return;
+      scheduled = true;
+      setImmediate(() => {
+        scheduled = false;
+        this.releases.flush();
+        this.acquires.flush();
+      });
+    };
+    this.acquires = new TurnGatherer((items) => this.sendAcquires(items), schedule, true, ETCD_TXN_WALLETS_MAX);
+    this.releases = new TurnGatherer((items) => this.sendReleases(items), schedule, true, ETCD_TXN_WALLETS_MAX);
     const intervalMs = Math.floor(this.lockTtlMs / KEEPALIVES_PER_TTL);
     this.keepAliveTimer = setInterval(() => this.keepAliveInBackground(), intervalMs);
     this.keepAliveTimer.unref();
@@ -212,58 +262,96 @@ export class EtcdLock extends LockService {
 
   protected async tryAcquire(walletId: string, owner: string): Promise<RawAcquire> {
     const key = this.keyOf(walletId);
-    const lease = await this.freshLease();
-    const sentAtMs = performance.now();
-    const reply = await this.sendAcquire(walletId, key, owner, lease);
-    let raw: bigint;
-    if (reply.succeeded) {
-      raw = BigInt(reply.header.revision);
-    } else {
-      const holder = reply.responses[0]?.response_range.kvs[0];
-      // The client resent a transaction etcd had applied: the key is ours, created then.
-      if (holder === undefined || holder.value.toString() !== owner) {
+    if (this.taken.has(key)) return { kind: 'busy', retryAfterMs: this.lockTtlMs };
+    this.taken.set(key, null);
+    try {
+      const lease = await this.freshLease();
+      const sentAtMs = performance.now();
+      const answer = await this.sendAcquire({ walletId, key, owner, lease });
+      if ('busy' in answer) {
+        this.taken.delete(key);
         return { kind: 'busy', retryAfterMs: this.lockTtlMs };
       }
-      raw = BigInt(holder.create_revision);
-    }
-    if (raw > RAW_TOKEN_MAX) {
-      await this.deleteOwned(key, owner, raw);
-      throw new RangeError(`etcd's revision ${raw} is not below 2^53: open a new lock epoch on a fresh cluster`);
-    }
-    this.keys.set(owner, { walletId, createRevision: raw, lease });
-    return {
-      kind: 'acquired',
-      raw,
-      startedAtMs: Math.min(sentAtMs, lease.lastAckedSentAtMs + lease.ttlMs - this.lockTtlMs),
-    };
-  }
-
-  /**
-   * The create-if-absent transaction. One that failed (a timeout) may still have been applied:
-   * nobody holds its owner id any more, so a delete guarded on that owner follows it, without
-   * delaying the caller, and the wallet is given back instead of held by nobody for a TTL.
-   */
-  private async sendAcquire(walletId: string, key: string, owner: string, lease: ProcessLease): Promise<ITxnResponse> {
-    const keyBytes = Buffer.from(key);
-    try {
-      return await this.call('acquire', (options) =>
-        this.client.kv.txn(
-          {
-            compare: [{ key: keyBytes, target: 'Create', result: 'Equal', create_revision: 0 }],
-            success: [{ request_put: { key: keyBytes, value: Buffer.from(owner), lease: lease.id } }],
-            failure: [{ request_range: { key: keyBytes } }],
-          },
-          options,
-        ),
-      );
+      const raw = answer.created;
+      if (raw > RAW_TOKEN_MAX) {
+        await this.deleteOwned(key, owner, raw);
+        throw new RangeError(`etcd's revision ${raw} is not below 2^53: open a new lock epoch on a fresh cluster`);
+      }
+      this.keys.set(owner, { walletId, createRevision: raw, lease });
+      this.taken.set(key, owner);
+      return {
+        kind: 'acquired',
+        raw,
+        startedAtMs: Math.min(sentAtMs, lease.lastAckedSentAtMs + lease.ttlMs - this.lockTtlMs),
+      };
     } catch (err) {
-      if (err instanceof EtcdLeaseInvalidError) this.markLost(lease, 'not_found');
-      this.giveBack(walletId, keyBytes, owner);
+      this.taken.delete(key);
       throw err;
     }
   }
 
-  private giveBack(walletId: string, key: Buffer, owner: string): void {
+  /**
+   * The create-if-absent transaction, gathered with the turn's others. One that failed (a timeout)
+   * may still have been applied: nobody holds its owner id any more, so a delete guarded on that
+   * owner follows it, without delaying the caller, and the wallet is given back instead of held by
+   * nobody for a TTL.
+   */
+  private async sendAcquire(item: AcquireItem): Promise<AcquireAnswer> {
+    try {
+      return await this.acquires.call(item);
+    } catch (err) {
+      if (err instanceof EtcdLeaseInvalidError) this.markLost(item.lease, 'not_found');
+      this.giveBack(item.walletId, Buffer.from(item.key), item.owner, item.lease);
+      throw err;
+    }
+  }
+
+  /** One transaction for a turn's acquisitions: per wallet, a nested one guarded on its key's absence. */
+  private async sendAcquires(items: readonly AcquireItem[]): Promise<AcquireAnswer[]> {
+    const success: IRequestOp[] = items.map((item) => {
+      const key = Buffer.from(item.key);
+      return {
+        request_txn: {
+          compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }],
+          success: [{ request_put: { key, value: Buffer.from(item.owner), lease: item.lease.id } }],
+          failure: [{ request_range: { key } }],
+        },
+      };
+    });
+    const reply = await this.call('acquire', (options) => this.client.kv.txn({ compare: [], success }, options));
+    const revision = BigInt(reply.header.revision);
+    return items.map((item, i): AcquireAnswer => {
+      const nested = reply.responses[i]?.response_txn;
+      if (nested === undefined)
+        throw new Error(`etcd answered ${reply.responses.length} of ${items.length} acquisitions`);
+      if (nested.succeeded) return { created: revision };
+      const holder = nested.responses[0]?.response_range.kvs[0];
+      // The client resent a transaction etcd had applied: the key is ours, created then.
+      if (holder !== undefined && holder.value.toString() === item.owner)
+        return { created: BigInt(holder.create_revision) };
+      return { busy: true };
+    });
+  }
+
+  /** One transaction for a turn's releases: per wallet, a delete guarded on its create revision and owner. */
+  private async sendReleases(items: readonly ReleaseItem[]): Promise<boolean[]> {
+    const success: IRequestOp[] = items.map((item) => {
+      const key = Buffer.from(item.key);
+      return {
+        request_txn: {
+          compare: [
+            { key, target: 'Create', result: 'Equal', create_revision: item.createRevision.toString() },
+            { key, target: 'Value', result: 'Equal', value: Buffer.from(item.owner) },
+          ],
+          success: [{ request_delete_range: { key } }],
+        },
+      };
+    });
+    const reply = await this.call('release', (options) => this.client.kv.txn({ compare: [], success }, options));
+    return items.map((_, i) => reply.responses[i]?.response_txn.succeeded === true);
+  }
+
+  private giveBack(walletId: string, key: Buffer, owner: string, lease: ProcessLease): void {
     this.call('give back', (options) =>
       this.client.kv.txn(
         {
@@ -286,6 +374,10 @@ export class EtcdLock extends LockService {
           { event: 'lock_acquire_give_back_failed', backend: this.backend, walletId, owner, err },
           'could not give back a lock a failed acquire may have taken; it expires with the lease',
         );
+        // A key nobody holds, on a lease kept alive, would keep the wallet from every process for
+        // as long as this one lives: the lease is given up (no more keep-alives), so etcd ends it,
+        // and the key with it, within its TTL. The process's other wallets go with it.
+        this.markLost(lease, 'give_back_failed');
       },
     );
   }
@@ -322,9 +414,15 @@ export class EtcdLock extends LockService {
   protected async releaseOwned(walletId: string, owner: string): Promise<boolean> {
     const held = this.keys.get(owner);
     if (held === undefined || held.walletId !== walletId) return false;
-    const released = await this.deleteOwned(this.keyOf(walletId), owner, held.createRevision);
-    this.keys.delete(owner);
-    return released;
+    const key = this.keyOf(walletId);
+    try {
+      return await this.releases.call({ key, owner, createRevision: held.createRevision });
+    } finally {
+      // Released, refused or failed: the key is not this process's any more (a failed release's
+      // key ends with the lease, guarded by its create revision against a newer holder's).
+      this.keys.delete(owner);
+      if (this.taken.get(key) === owner) this.taken.delete(key);
+    }
   }
 
   /** Deletes the key only if it was created at `createRevision` and holds `owner`. */
@@ -453,11 +551,16 @@ export class EtcdLock extends LockService {
   }
 
   /** The process lease is gone: its wallets renew false from now on, and the next acquire grants another. */
-  private markLost(lease: ProcessLease, reason: 'expired' | 'not_found'): void {
+  private markLost(lease: ProcessLease, reason: 'expired' | 'not_found' | 'give_back_failed'): void {
     if (lease.lost) return;
     lease.lost = true;
     if (this.lease === lease) this.lease = null;
     const wallets = [...this.keys.values()].filter((held) => held.lease === lease).length;
+    // Their keys went with the lease: this process may acquire them again.
+    for (const [owner, held] of this.keys) {
+      const key = this.keyOf(held.walletId);
+      if (held.lease === lease && this.taken.get(key) === owner) this.taken.delete(key);
+    }
     this.logger.error(
       { event: 'lock_lease_lost', backend: this.backend, leaseId: lease.id, reason, wallets },
       'the etcd lease is lost: every wallet held under it is lost',

@@ -25,6 +25,8 @@ export class TurnGatherer<T, R> {
     private readonly send: (items: readonly T[]) => Promise<R[]>,
     private readonly schedule: () => void,
     private readonly gather: boolean,
+    /** Items in one call at most (etcd takes 128 operations in a transaction). */
+    private readonly itemsMax: number = LOCK_CALL_WALLETS_MAX,
   ) {}
 
   call(item: T): Promise<R> {
@@ -38,8 +40,8 @@ export class TurnGatherer<T, R> {
   flush(): void {
     const all = this.waiting;
     this.waiting = [];
-    for (let start = 0; start < all.length; start += LOCK_CALL_WALLETS_MAX) {
-      const part = all.slice(start, start + LOCK_CALL_WALLETS_MAX);
+    for (let start = 0; start < all.length; start += this.itemsMax) {
+      const part = all.slice(start, start + this.itemsMax);
       this.send(part.map((g) => g.item)).then(
         (replies) => {
           for (let i = 0; i < part.length; i++) (part[i] as Gathered<T, R>).resolve(replies[i] as R);

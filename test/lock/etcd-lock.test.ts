@@ -131,6 +131,22 @@ describe('EtcdLock', () => {
     for (let i = 1; i < tokens.length; i += 1) expect(tokens[i] as bigint).toBeGreaterThan(tokens[i - 1] as bigint);
   });
 
+  it('sends a turn of acquisitions as one transaction per 100 wallets, one lease per wallet in the process', async () => {
+    const lock = newLock(uniquePrefix('turn'));
+    const wallets = Array.from({ length: 300 }, (_, i) => `t${i % 150}`);
+    const results = await Promise.all(wallets.map((w) => lock.acquire(w)));
+    const leases = results.flatMap((r) => (r.kind === 'acquired' ? [r.lease] : []));
+    expect(leases).toHaveLength(150);
+    expect(new Set(leases.map((l) => l.walletId)).size).toBe(150);
+    // One transaction, one revision: 150 wallets in two (ETCD_TXN_WALLETS_MAX = 100 per transaction).
+    expect(new Set(leases.map((l) => l.token)).size).toBeLessThanOrEqual(2);
+    const released = await Promise.all(leases.map((l) => lock.release(l.walletId, l.owner)));
+    expect(released.every((r) => r)).toBe(true);
+    const again = expectAcquired(await lock.acquire('t0'));
+    expect(again.token).toBeGreaterThan(leases.find((l) => l.walletId === 't0')?.token ?? 0n);
+    expect(await lock.release('t0', again.owner)).toBe(true);
+  });
+
   it("a late release of an old holder does not delete the newer holder's key", async () => {
     const prefix = uniquePrefix('late-release');
     const [a, b] = [newLock(prefix), newLock(prefix)];

@@ -29,6 +29,12 @@
 // wallets (within etcd's default --max-txn-ops), instead of one each. The keys of one transaction share its
 // revision as their create revision: tokens of different wallets may be equal, a wallet's still
 // grow. A key this process holds or is acquiring is busy without a call.
+//
+// No key may outlive its holder on a live lease: one the process stopped tracking (an acquire
+// whose answer was lost and whose give-back failed, a release that failed) would keep every
+// process out of its wallet for as long as this one keeps the lease alive. So when a give-back
+// or a release fails, the lease is given up (no more keep-alives) and etcd ends it, and every key
+// on it, within its TTL; the process's other wallets go with it, and its next acquire grants anew.
 import { readFileSync } from 'node:fs';
 import {
   Etcd3,
@@ -417,9 +423,14 @@ export class EtcdLock extends LockService {
     const key = this.keyOf(walletId);
     try {
       return await this.releases.call({ key, owner, createRevision: held.createRevision });
+    } catch (err) {
+      // The key may still be there, on a lease this process keeps alive, held by nobody: every
+      // process would be kept out of the wallet for as long as this one lives. The lease is given
+      // up instead (no more keep-alives): etcd ends it, and the key with it, within its TTL.
+      this.markLost(held.lease, 'release_failed');
+      throw err;
     } finally {
-      // Released, refused or failed: the key is not this process's any more (a failed release's
-      // key ends with the lease, guarded by its create revision against a newer holder's).
+      // Released, refused or failed: the key is not this process's any more.
       this.keys.delete(owner);
       if (this.taken.get(key) === owner) this.taken.delete(key);
     }
@@ -551,7 +562,7 @@ export class EtcdLock extends LockService {
   }
 
   /** The process lease is gone: its wallets renew false from now on, and the next acquire grants another. */
-  private markLost(lease: ProcessLease, reason: 'expired' | 'not_found' | 'give_back_failed'): void {
+  private markLost(lease: ProcessLease, reason: 'expired' | 'not_found' | 'give_back_failed' | 'release_failed'): void {
     if (lease.lost) return;
     lease.lost = true;
     if (this.lease === lease) this.lease = null;

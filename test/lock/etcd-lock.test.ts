@@ -281,6 +281,27 @@ describe('EtcdLock', () => {
     await cluster.waitForLeader();
   });
 
+  it('a release that fails gives the lease up, so no key nobody holds outlives a TTL on a live process', async () => {
+    const log = captureLog();
+    const lock = newLock(uniquePrefix('release-failed'), { logger: log.logger });
+    const other = newLock(lock.keyPrefix);
+    const held = expectAcquired(await lock.acquire('w'));
+    const kept = expectAcquired(await lock.acquire('w2'));
+    for (let i = 0; i < cluster.size; i += 1) cluster.freeze(i);
+    try {
+      await expect(lock.release('w', held.owner)).rejects.toThrow();
+    } finally {
+      for (let i = 0; i < cluster.size; i += 1) cluster.thaw(i);
+    }
+    expect(log.entries.find((e) => e.event === 'lock_lease_lost')).toMatchObject({ reason: 'release_failed' });
+    // Its other wallets went with the lease; the key the release missed expires with it.
+    expect(await lock.renew('w2', kept.owner)).toBe(false);
+    const next = await acquireEventually(other, 'w');
+    expect(next.token).toBeGreaterThan(held.token);
+    await other.release('w', next.owner);
+    await cluster.waitForLeader();
+  });
+
   it('without quorum: not ready within its timeout, acquire fails in bounded time; works again after restart', async () => {
     const lock = newLock(uniquePrefix('no-quorum'));
     expectAcquired(await lock.acquire('warm'));

@@ -116,7 +116,7 @@ export class ChaosFleet {
           JOB_STALLED_INTERVAL_MS: String(CHAOS_JOB_LOCK_DURATION_MS),
           TRANSFERS_UNSAFE: workerUnsafeOf(options.unsafe) ?? '',
           TRANSFERS_ALLOW_UNSAFE: workerUnsafeOf(options.unsafe) === null ? '' : ALLOW_UNSAFE_VALUE,
-          ...lockEnv(options.lock, databaseUrl.toString()),
+          ...lockEnv(options.lock, databaseUrl.toString(), services.etcd?.workerEndpoints),
         };
         const proc = new WorkerProcess(index, {
           env,

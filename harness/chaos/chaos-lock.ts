@@ -1,12 +1,15 @@
-// The run's lock service (`--lock redis|postgres`): what the workers are told (LOCK_BACKEND,
-// LOCK_DATABASE_URL), the lock epoch a postgres run opens before they start, the
-// terminate-lock-sessions fault, the watch on how long a wallet stays held, and the backend's row
-// of the report (lock losses, stale holders refused, fence increments lost, longest hold, throughput).
+// The run's lock service (`--lock redis|postgres|etcd`): what the workers are told (LOCK_BACKEND,
+// LOCK_DATABASE_URL, ETCD_ENDPOINTS), the lock epoch a postgres or etcd run opens before they
+// start, the terminate-lock-sessions fault, the watch on how long a wallet stays held, and the
+// backend's row of the report (lock losses, stale holders refused, fence increments lost, longest
+// hold, throughput). The etcd cluster itself, its hold watch and its faults: chaos-etcd.ts, etcd-faults.ts.
 import pg from 'pg';
 import { openLockEpoch } from '../../src/lock/lock-epochs.ts';
 import { LOCK_EPOCH_MAX } from '../../src/lock/lock-service.ts';
 import type { RedisClient } from '../../src/queue/redis-connection.ts';
+import { type ChaosEtcd, EtcdHoldWatch } from './chaos-etcd.ts';
 import type { ChaosLockBackend } from './chaos-options.ts';
+import type { EtcdFaultFigures } from './etcd-faults.ts';
 import type { FailoverFigures } from './faults.ts';
 import { BlackholeWatch } from './pg-blackhole.ts';
 import { lockSessionsAll } from './schedule.ts';
@@ -22,10 +25,18 @@ const EPOCH_BASE = 2n ** 53n;
  * The workers' environment for the lock service. Redis: nothing (the default, as before `--lock`).
  * Postgres: the lock session goes where DATABASE_URL goes, through the worker's PostgreSQL proxy
  * (so a link fault cuts it too), which reaches PostgreSQL itself: `--lock postgres` refuses
- * `--pgbouncer` (chaos-options.ts).
+ * `--pgbouncer` (chaos-options.ts). Etcd: the proxies in front of the run's members (chaos-etcd.ts).
  */
-export function lockEnv(lock: ChaosLockBackend, workerDatabaseUrl: string): Record<string, string> {
+export function lockEnv(
+  lock: ChaosLockBackend,
+  workerDatabaseUrl: string,
+  etcdEndpoints: readonly string[] = [],
+): Record<string, string> {
   if (lock === 'redis') return {};
+  if (lock === 'etcd') {
+    if (etcdEndpoints.length === 0) throw new Error('--lock etcd: the run has no etcd cluster');
+    return { LOCK_BACKEND: 'etcd', ETCD_ENDPOINTS: etcdEndpoints.join(',') };
+  }
   return { LOCK_BACKEND: 'postgres', LOCK_DATABASE_URL: workerDatabaseUrl };
 }
 
@@ -40,7 +51,7 @@ async function withOwner<T>(databaseUrl: string, use: (client: pg.Client) => Pro
   }
 }
 
-/** A postgres run's epoch, opened as the owner before any worker starts (a worker refuses another epoch's backend). */
+/** A postgres or etcd run's epoch, opened as the owner before any worker starts (a worker refuses another epoch's backend). */
 export async function openRunLockEpoch(databaseUrl: string, lock: ChaosLockBackend): Promise<number | null> {
   if (lock === 'redis') return null;
   return withOwner(databaseUrl, async (client) => (await openLockEpoch(client, lock, 'chaos run')).epoch);
@@ -87,19 +98,34 @@ export interface HoldWatch {
   stop(): Promise<number>;
 }
 
-/** Redis: the lock keys (BlackholeWatch over every worker); postgres: the lock sessions' advisory locks in pg_locks. */
+/** Where a run's lock service is read from: its database, its Redis, its etcd cluster (an etcd run). */
+export interface LockServiceTargets {
+  readonly databaseUrl: string;
+  readonly redis: RedisClient;
+  readonly lockKeyPrefix: string;
+  readonly etcd: ChaosEtcd | null;
+}
+
+function requireEtcd(t: LockServiceTargets): ChaosEtcd {
+  if (t.etcd === null) throw new Error('--lock etcd: the run has no etcd cluster');
+  return t.etcd;
+}
+
+/**
+ * Redis: the lock keys (BlackholeWatch over every worker); postgres: the lock sessions' advisory
+ * locks in pg_locks; etcd: the lock keys' create revisions (EtcdHoldWatch).
+ */
 export async function startHoldWatch(
   lock: ChaosLockBackend,
-  databaseUrl: string,
-  redis: RedisClient,
-  lockKeyPrefix: string,
+  t: LockServiceTargets,
   lockTtlMs: number,
 ): Promise<HoldWatch> {
   if (lock === 'redis') {
-    const watch = BlackholeWatch.startForEveryWorker(redis, lockKeyPrefix, lockTtlMs);
+    const watch = BlackholeWatch.startForEveryWorker(t.redis, t.lockKeyPrefix, lockTtlMs);
     return { stop: async () => (await watch.stop()).longestHoldMs };
   }
-  return PgHoldWatch.start(databaseUrl);
+  if (lock === 'etcd') return new EtcdHoldWatch(requireEtcd(t), t.lockKeyPrefix);
+  return PgHoldWatch.start(t.databaseUrl);
 }
 
 /**
@@ -157,44 +183,42 @@ class PgHoldWatch implements HoldWatch {
 
 /**
  * Fence increments the lock service lost, measured after the drain: per wallet, how far the
- * highest token the database took (wallets.last_fence) is above what the service would issue
- * next is below. Postgres: the lock_tokens sequence against the raw numbers of the epoch in force
- * (a fence above the sequence is a number the sequence lost: never, unless set back by hand).
- * Redis: each wallet's fence counter against the fence (a counter lost and not raised again).
+ * highest token the database took (wallets.last_fence) is above the last number the service
+ * issued. Postgres: the lock_tokens sequence against the raw numbers of the epoch in force (a
+ * fence above the sequence is a number the sequence lost: never, unless set back by hand). Etcd:
+ * the cluster's current revision, read after the fences, against the same raw numbers (a token is
+ * a create revision, so a fence above the revision means etcd set its revision back: never,
+ * unless rebuilt from nothing). Redis: each wallet's fence counter against the fence (a counter
+ * lost and not raised again).
  */
 export async function fenceIncrementsBehind(
   lock: ChaosLockBackend,
-  databaseUrl: string,
-  redis: RedisClient,
-  lockKeyPrefix: string,
+  t: LockServiceTargets,
 ): Promise<{ increments: number; wallets: number }> {
-  const fences = await withOwner(databaseUrl, async (client) => {
+  const fences = await withOwner(t.databaseUrl, async (client) => {
     const { rows } = await client.query<{ id: string; fence: string; epoch: number; last: string }>(
       `SELECT w.id, w.last_fence::text AS fence, e.epoch, (SELECT s.last_value FROM lock_tokens s)::text AS last
          FROM wallets w, lock_epoch_current() e`,
     );
     return rows;
   });
+  const revision = lock === 'etcd' ? await requireEtcd(t).revision() : null;
   let increments = 0n;
   let wallets = 0;
   for (const row of fences) {
     const fence = BigInt(row.fence);
-    let issued: bigint;
-    if (lock === 'postgres') {
+    let behind: bigint;
+    if (lock === 'redis') {
+      const key = `${t.lockKeyPrefix}{wallet:${row.id}}:fence`;
+      behind = fence - BigInt((await t.redis.get(key).catch(() => null)) ?? '0');
+    } else {
       if (row.epoch > LOCK_EPOCH_MAX) throw new RangeError(`lock epoch ${row.epoch} out of range`);
       const base = BigInt(row.epoch) * EPOCH_BASE;
       if (fence < base) continue; // a fence of an older epoch: below every token of this one
-      issued = BigInt(row.last);
-      const behind = fence - base - issued;
-      if (behind > 0n) {
-        increments += behind;
-        wallets += 1;
-      }
-      continue;
+      behind = fence - base - (revision ?? BigInt(row.last));
     }
-    issued = BigInt((await redis.get(`${lockKeyPrefix}{wallet:${row.id}}:fence`).catch(() => null)) ?? '0');
-    if (fence > issued) {
-      increments += fence - issued;
+    if (behind > 0n) {
+      increments += behind;
       wallets += 1;
     }
   }
@@ -207,7 +231,14 @@ export interface LockRowSource {
   readonly metrics: Readonly<Record<string, number>>;
   readonly workerLogEvents: Readonly<Record<string, number>>;
   readonly appliedPerSecond: { readonly mean: number };
-  readonly faults: { readonly list: readonly { readonly failover?: FailoverFigures }[] };
+  readonly faults: { readonly list: readonly LockFaultSource[] };
+}
+
+/** What the backend's lines read of a fault record (faults.ts's FaultRecord). */
+export interface LockFaultSource {
+  readonly kind?: string;
+  readonly failover?: FailoverFigures;
+  readonly etcd?: EtcdFaultFigures;
 }
 
 /** The backend's row: one per run, as every run has one lock service. */
@@ -262,8 +293,10 @@ export function lockBackendLines(f: LockRowSource): string[] {
     '',
     "Leases lost: the workers' watchdogs (log event `lock_lost`) / losses found before a commit (metric). " +
       "Fence increments lost: per wallet, how far the database's highest fence is above the last token the service " +
-      `issued (Redis: the wallet's counter; PostgreSQL: the lock_tokens sequence, in the epoch in force), after the drain. ` +
+      "issued (Redis: the wallet's counter; PostgreSQL: the lock_tokens sequence; etcd: the cluster's revision; " +
+      'the last two in the epoch in force), after the drain. ' +
       `Longest hold: read every ${HOLD_POLL_MS} ms over the fault phase and the drain; Redis: one lease (its owner id), ` +
+      'etcd: one lock key of one create revision (one lease), first seen to last seen; ' +
       'PostgreSQL: one lock session holding one key without a gap seen (pg_locks carries no token, so back-to-back ' +
       "leases of a worker on a busy wallet count as one: an upper bound on a lease's hold).",
     '',
@@ -274,11 +307,36 @@ export function lockBackendLines(f: LockRowSource): string[] {
   ];
 }
 
-/** The summary's line for the backend (chaos-cli.ts). */
+/** The summary's line for the backend (chaos-cli.ts), and on etcd one for its cluster's faults. */
 export function lockBackendSummary(f: LockRowSource): string {
   const r = lockRow(f);
   return (
     `  lock ${r.backend}: ${r.leasesLost} leases lost (${r.lostBeforeCommit} before commit), ${r.staleRefused} stale holders refused, ` +
-    `fence increments lost ${fenceCell(r)}, longest hold ${orDash(r.longestHoldMs, ' ms')}, ${r.appliedPerSecond.toFixed(1)} applied/s\n`
+    `fence increments lost ${fenceCell(r)}, longest hold ${orDash(r.longestHoldMs, ' ms')}, ${r.appliedPerSecond.toFixed(1)} applied/s\n` +
+    (r.backend === 'etcd' ? etcdFaultsSummary(f.faults.list) : '')
+  );
+}
+
+/** The etcd faults by kind, the elections' lengths, and each quorum loss's readiness. */
+export function etcdFaultsSummary(list: readonly LockFaultSource[]): string {
+  const etcd = list.filter((x) => x.kind?.startsWith('etcd-') === true);
+  const byKind = new Map<string, number>();
+  for (const x of etcd) byKind.set(x.kind as string, (byKind.get(x.kind as string) ?? 0) + 1);
+  const kinds = [...byKind].map(([k, n]) => `${k.slice('etcd-'.length)} ${n}`).join(', ');
+  const elections = etcd.flatMap((x) =>
+    x.kind === 'etcd-kill-leader' && x.etcd?.noLeaderMs !== undefined ? [`${x.etcd.noLeaderMs}`] : [],
+  );
+  const quorum = etcd.flatMap((x) => {
+    const q = x.etcd?.fleet;
+    if (x.kind !== 'etcd-quorum-loss') return [];
+    if (q === undefined) return ['not back'];
+    const again = q.readyAgainAfterMs === null ? 'not all ready again' : `ready again +${q.readyAgainAfterMs} ms`;
+    return [`${x.etcd?.noQuorumMs} ms, ${q.workersNotReady}/${q.workersAnswering} not ready, ${again}`];
+  });
+  return (
+    `  etcd faults: ${kinds === '' ? 'none' : kinds}` +
+    (elections.length === 0 ? '' : `; leader killed → new leader after ${elections.join(', ')} ms`) +
+    (quorum.length === 0 ? '' : `; quorum lost: ${quorum.join('; ')}`) +
+    '\n'
   );
 }

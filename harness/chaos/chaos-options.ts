@@ -2,7 +2,7 @@
 // parsed once into a frozen object. Every other chaos file takes a ChaosOptions.
 import { join } from 'node:path';
 import { integerFlag, parseFlags } from '../../src/cli/args.ts';
-import { QUEUE_SHARDS_MAX, type UnsafeMode } from '../../src/config/config.ts';
+import { ETCD_LOCK_TTL_MS_MIN, QUEUE_SHARDS_MAX, type UnsafeMode } from '../../src/config/config.ts';
 import { PROJECT_ROOT } from '../../src/config/paths.ts';
 import { UsageError } from '../../src/errors.ts';
 import { needsUnsafeDecisions } from './unsafe/unsafe-decisions.ts';
@@ -30,17 +30,38 @@ export const INTAKE_FAULT_KINDS = ['kill-relay'] as const;
 export const PG_HA_FAULT_KINDS = ['pg-failover', 'pg-switchover', 'pg-standby-kill'] as const;
 /** Faults only the PostgreSQL lock service has (`--lock postgres`): its sessions, which hold the locks. */
 export const PG_LOCK_FAULT_KINDS = ['terminate-lock-sessions'] as const;
-/** Faults on the Redis lock's keys and counters: with `--lock postgres` there are none to act on. */
+/**
+ * Faults only the etcd lock service has (`--lock etcd`), on the run's private 3-member cluster: a
+ * follower killed, the leader killed, a member cut from the workers, a member frozen, and two of
+ * the three members down at once (no quorum).
+ */
+export const ETCD_LOCK_FAULT_KINDS = [
+  'etcd-kill-member',
+  'etcd-kill-leader',
+  'etcd-partition-member',
+  'etcd-freeze-member',
+  'etcd-quorum-loss',
+] as const;
+/** Faults on the Redis lock's keys and counters: with `--lock postgres|etcd` there are none to act on. */
 export const REDIS_LOCK_FAULT_KINDS: readonly FaultKind[] = ['delete-locks', 'delete-fences'];
 export type FaultKind =
   | (typeof ALL_FAULT_KINDS)[number]
   | (typeof INTAKE_FAULT_KINDS)[number]
   | (typeof PG_HA_FAULT_KINDS)[number]
-  | (typeof PG_LOCK_FAULT_KINDS)[number];
+  | (typeof PG_LOCK_FAULT_KINDS)[number]
+  | (typeof ETCD_LOCK_FAULT_KINDS)[number];
 export type RedisMode = 'single' | 'cluster';
-/** The workers' LOCK_BACKEND (`--lock`): etcd is accepted as a word and refused until its harness exists. */
-export type ChaosLockBackend = 'redis' | 'postgres';
+/** The workers' LOCK_BACKEND (`--lock`). */
+export type ChaosLockBackend = 'redis' | 'postgres' | 'etcd';
 export const LOCK_CHOICES = ['redis', 'postgres', 'etcd'] as const;
+/**
+ * The workers' LOCK_TTL_MS on etcd unless `--lock-ttl-ms` says otherwise: four of the run's
+ * election timeouts (ETCD_CHAOS_ELECTION_TIMEOUT_MS, chaos-etcd.ts), so an election does not
+ * make the workers give up leases etcd keeps; etcd refuses less than 2 s (whole seconds).
+ */
+export const ETCD_CHAOS_LOCK_TTL_MS = 4_000;
+/** The longest `--lock-ttl-ms`. */
+export const LOCK_TTL_MS_FLAG_MAX = 60_000;
 /** `ha`: a pg_auto_failover formation (a monitor, a primary, two standbys) behind one endpoint. */
 export type PostgresMode = 'single' | 'ha';
 
@@ -50,7 +71,8 @@ export const SERVICE_FAULTS: readonly FaultKind[] = ['restart-redis'];
 /**
  * The kinds `all` means: the ten everywhere, plus the failovers on a cluster, plus kill-relay
  * when relays run (an intake run whose producer writes through the intake). With `--lock
- * postgres` the Redis lock's faults give way to the termination of the lock sessions.
+ * postgres` the Redis lock's faults give way to the termination of the lock sessions, with
+ * `--lock etcd` to the faults of the etcd cluster.
  */
 export function faultKindsOf(
   redis: RedisMode,
@@ -61,7 +83,8 @@ export function faultKindsOf(
   const base: readonly FaultKind[] = redis === 'cluster' ? ALL_FAULT_KINDS : FAULT_KINDS;
   const kinds = [...base, ...(relays ? INTAKE_FAULT_KINDS : []), ...(postgres === 'ha' ? PG_HA_FAULT_KINDS : [])];
   if (lock === 'redis') return kinds;
-  return [...kinds.filter((k) => !REDIS_LOCK_FAULT_KINDS.includes(k)), ...PG_LOCK_FAULT_KINDS];
+  const own = lock === 'postgres' ? PG_LOCK_FAULT_KINDS : ETCD_LOCK_FAULT_KINDS;
+  return [...kinds.filter((k) => !REDIS_LOCK_FAULT_KINDS.includes(k)), ...own];
 }
 
 /**
@@ -213,6 +236,7 @@ export interface ChaosOptions {
   /**
    * The workers' LOCK_BACKEND. `postgres`: the run opens a lock epoch for it in its database
    * before the workers start, and each worker's lock session goes through its PostgreSQL proxy.
+   * `etcd`: the same epoch, and a private cluster whose members the workers reach through proxies.
    */
   readonly lock: ChaosLockBackend;
   /** Print no progress line. */
@@ -228,7 +252,7 @@ export const CHAOS_USAGE = `npm run chaos -- [--seed N] [--workers N] [--concurr
     [--drain-timeout-s S] [--out DIR] [--redis single|cluster] [--queue-shards N]
     [--intake] [--relays N] [--resend-after-ms MS] [--relay-pool-max N] [--both-doors N]
     [--redis-url URL] [--database-url URL] [--pgbouncer] [--postgres single|ha] [--lock redis|postgres|etcd] [--quiet]
-  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}; with --postgres ha also ${PG_HA_FAULT_KINDS.join(', ')}; with --lock postgres also ${PG_LOCK_FAULT_KINDS.join(', ')}, without ${REDIS_LOCK_FAULT_KINDS.join(', ')}`;
+  fault kinds: ${FAULT_KINDS.join(', ')}; with --redis cluster also ${CLUSTER_FAULT_KINDS.join(', ')}; with --intake also ${INTAKE_FAULT_KINDS.join(', ')}; with --postgres ha also ${PG_HA_FAULT_KINDS.join(', ')}; with --lock postgres also ${PG_LOCK_FAULT_KINDS.join(', ')}, with --lock etcd also ${ETCD_LOCK_FAULT_KINDS.join(', ')}; either without ${REDIS_LOCK_FAULT_KINDS.join(', ')}`;
 
 export const CHAOS_DEFAULTS = Object.freeze({
   seed: 1,
@@ -326,22 +350,29 @@ function parsePayments(raw: string | undefined, apply: ApplyMode, unsafeRaw: str
 function lockFaultProblem(kind: string, lock: ChaosLockBackend): void {
   if ((PG_LOCK_FAULT_KINDS as readonly string[]).includes(kind) && lock !== 'postgres')
     throw new UsageError(`fault kind ${kind} acts on the PostgreSQL lock service: add --lock postgres`);
+  if ((ETCD_LOCK_FAULT_KINDS as readonly string[]).includes(kind) && lock !== 'etcd')
+    throw new UsageError(`fault kind ${kind} acts on the etcd lock service: add --lock etcd`);
   if ((REDIS_LOCK_FAULT_KINDS as readonly string[]).includes(kind) && lock !== 'redis')
     throw new UsageError(`fault kind ${kind} acts on the Redis lock's keys, which --lock ${lock} has not; drop it`);
 }
 
-/** `--lock`: redis (the default), postgres; etcd is refused until its harness is built. */
+/** `--lock`: redis (the default), postgres or etcd (a private cluster: chaos-etcd.ts). */
 export function parseLockBackend(raw: string | undefined, pgbouncer: boolean): ChaosLockBackend {
   const lock = raw ?? 'redis';
   if (!(LOCK_CHOICES as readonly string[]).includes(lock))
     throw new UsageError(`--lock must be one of ${LOCK_CHOICES.join(', ')}, got ${JSON.stringify(lock)}`);
-  if (lock === 'etcd')
-    throw new UsageError('--lock etcd: not built yet (the chaos harness has no etcd cluster of its own so far)');
   if (lock === 'postgres' && pgbouncer)
     throw new UsageError(
       '--lock postgres and --pgbouncer: the lock sessions must reach PostgreSQL itself, which the workers reach through PgBouncer here; drop one',
     );
   return lock as ChaosLockBackend;
+}
+
+/** `--lock-ttl-ms`: the default (ETCD_CHAOS_LOCK_TTL_MS on etcd), and never below etcd's minimum there. */
+export function parseLockTtlMs(raw: string | undefined, lock: ChaosLockBackend): number {
+  const d = CHAOS_DEFAULTS;
+  if (lock !== 'etcd') return wholeNumber(raw, '--lock-ttl-ms', 100, LOCK_TTL_MS_FLAG_MAX, d.lockTtlMs);
+  return wholeNumber(raw, '--lock-ttl-ms', ETCD_LOCK_TTL_MS_MIN, LOCK_TTL_MS_FLAG_MAX, ETCD_CHAOS_LOCK_TTL_MS);
 }
 
 function urlFlag(raw: string | undefined, flag: string, protocols: readonly string[]): string | null {
@@ -506,7 +537,7 @@ export function parseChaosArgs(argv: string[]): { options: ChaosOptions; notices
         ? null
         : wholeNumber(values['faults-max'], '--faults-max', 0, FAULTS_MAX_LIMIT, 0),
     faultIntervalMs: wholeNumber(values['fault-interval-ms'], '--fault-interval-ms', 100, 600_000, d.faultIntervalMs),
-    lockTtlMs: wholeNumber(values['lock-ttl-ms'], '--lock-ttl-ms', 100, 60_000, d.lockTtlMs),
+    lockTtlMs: parseLockTtlMs(values['lock-ttl-ms'], lock),
     unsafe: (unsafeRaw ?? null) as ChaosUnsafeMode | null,
     apply,
     drainTimeoutS: wholeNumber(values['drain-timeout-s'], '--drain-timeout-s', 5, 3_600, d.drainTimeoutS),
@@ -566,7 +597,7 @@ export function chaosOptions(overrides: Partial<ChaosOptions> = {}): ChaosOption
     durationS: d.durationS,
     faultsMax: null,
     faultIntervalMs: d.faultIntervalMs,
-    lockTtlMs: d.lockTtlMs,
+    lockTtlMs: overrides.lock === 'etcd' ? ETCD_CHAOS_LOCK_TTL_MS : d.lockTtlMs,
     unsafe: null,
     apply: 'sql' as ApplyMode,
     drainTimeoutS: d.drainTimeoutS,

@@ -16,8 +16,9 @@
 // a primary, two standbys: local-pg-formation.ts) and one endpoint in front of it that follows
 // its primary (primary-endpoint.ts): every client of the run, the harness's own included, reaches
 // the database through that endpoint, as production reaches its primary through one address.
+// With --lock etcd it starts the run's etcd cluster too, each member behind a proxy (chaos-etcd.ts).
 // ChaosServices.start() brings them up one step each (startRedis, startPostgres, prepareDatabase,
-// startPgBouncer), each noting in Started what it brought up, so that a failure part-way takes
+// startPgBouncer, ChaosEtcd.start), each noting in Started what it brought up, so that a failure part-way takes
 // down what is up (abandon()).
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -39,7 +40,8 @@ import { LocalPostgres } from '../services/local-postgres.ts';
 import { LocalRedis } from '../services/local-redis.ts';
 import { LocalRedisCluster } from '../services/local-redis-cluster.ts';
 import { PrimaryEndpoint } from '../services/primary-endpoint.ts';
-import type { PostgresMode, RedisMode } from './chaos-options.ts';
+import { ChaosEtcd } from './chaos-etcd.ts';
+import type { ChaosLockBackend, PostgresMode, RedisMode } from './chaos-options.ts';
 import { FaultProxy } from './fault-proxy.ts';
 import { installUnsafeDecisionsAt } from './unsafe/unsafe-decisions.ts';
 
@@ -77,6 +79,8 @@ export interface ProcessRecord {
   pgbouncerPid: number | null;
   /** --postgres ha: the formation's folder (its keepers run in process groups of their own). */
   formationDir: string | null;
+  /** --lock etcd: the members' etcd processes. */
+  etcdPids: number[];
   workerPids: number[];
 }
 
@@ -90,6 +94,7 @@ export class ProcessRegistry {
     postgresPid: null,
     pgbouncerPid: null,
     formationDir: null,
+    etcdPids: [],
     workerPids: [],
   };
 
@@ -125,6 +130,8 @@ export class ChaosServices {
     private readonly pgbouncer: { bouncer: LocalPgBouncer; keepLogAs: string } | null = null,
     /** --postgres ha: the formation, the endpoint every client reaches it through, and where its logs are kept. */
     readonly ha: { formation: LocalPgFormation; endpoint: PrimaryEndpoint; keepLogsIn: string } | null = null,
+    /** --lock etcd: the run's etcd cluster and the proxies in front of its members. */
+    readonly etcd: ChaosEtcd | null = null,
   ) {}
 
   /** The environment that tells a worker what stands before PostgreSQL. */
@@ -146,8 +153,9 @@ export class ChaosServices {
     };
   }
 
-  /** Writes the nodes' current pids (they change when a node is killed and started again). */
+  /** Writes the nodes' and members' current pids (they change when one is killed and started again). */
   recordPids(): void {
+    if (this.etcd !== null) this.registry.update({ etcdPids: this.etcd.pids() });
     if (this.cluster === null) return;
     this.registry.update({
       redisClusterPids: this.cluster.nodes.map((n) => n.server.pid).filter((p): p is number => p !== undefined),
@@ -189,12 +197,17 @@ export class ChaosServices {
       postgres: null,
       dropBorrowed: null,
       bouncer: null,
+      etcd: null,
     };
     try {
       const redisUrl = await startRedis(options, registry, up);
       const { databaseUrl, createdDatabaseOn } = await startPostgres(options, registry, up);
       const roles = await prepareDatabase(options, databaseUrl, createdDatabaseOn, up);
       if (options.pgbouncer) await startPgBouncer(databaseUrl, roles.session, registry, up);
+      if (options.lock === 'etcd') {
+        up.etcd = await ChaosEtcd.start(options.runDir);
+        registry.update({ etcdPids: up.etcd.pids() });
+      }
       return new ChaosServices(
         redisUrl,
         databaseUrl,
@@ -213,6 +226,7 @@ export class ChaosServices {
         up.formation === null || up.endpoint === null
           ? null
           : { formation: up.formation, endpoint: up.endpoint, keepLogsIn: join(options.runDir, 'pg-ha') },
+        up.etcd,
       );
     } catch (err) {
       await abandon(up);
@@ -272,6 +286,7 @@ export class ChaosServices {
   }
 
   async stop(): Promise<void> {
+    await this.etcd?.stop().catch(() => undefined);
     await this.pgbouncer?.bouncer.stop(this.pgbouncer.keepLogAs).catch(() => undefined);
     await this.redis?.stop().catch(() => undefined);
     if (this.cluster !== null) {
@@ -310,6 +325,7 @@ export class ChaosServices {
       postgresPid: null,
       pgbouncerPid: null,
       formationDir: null,
+      etcdPids: [],
     });
   }
 }
@@ -330,6 +346,8 @@ interface StartOptions {
   withoutLimitCheck?: boolean;
   /** With unsafeDecisions: drop the closed wallets' CHECK too (`no-wallet-status`). */
   withoutClosedCheck?: boolean;
+  /** `etcd`: start the run's etcd cluster (chaos-etcd.ts). */
+  lock?: ChaosLockBackend;
 }
 
 /** What ChaosServices.start() has brought up so far: what abandon() takes down if a later step fails. */
@@ -345,6 +363,7 @@ interface Started {
   /** A borrowed server: drops the run's database and roles. */
   dropBorrowed: (() => Promise<void>) | null;
   bouncer: LocalPgBouncer | null;
+  etcd: ChaosEtcd | null;
 }
 
 /** The run's Redis: a private cluster, a private server, or the one given (--redis-url); returns its URL. */
@@ -499,6 +518,7 @@ async function startPgBouncer(
 
 /** Takes down what a failed start() brought up, each step's failure ignored, and removes its folders. */
 async function abandon(up: Started): Promise<void> {
+  await up.etcd?.stop().catch(() => undefined);
   await up.bouncer?.stop().catch(() => undefined);
   await up.endpoint?.close().catch(() => undefined);
   await up.formation?.stop().catch(() => undefined);

@@ -14,6 +14,7 @@ import type { FaultKind } from './chaos-options.ts';
 import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import type { FailoverLoss } from './cluster-faults.ts';
+import { ETCD_FAULT_STARTERS } from './etcd-faults.ts';
 import type { LinkProxy } from './fault-proxy.ts';
 import type { ClusterTargets, FaultRecord } from './faults.ts';
 import type { History } from './history.ts';
@@ -314,4 +315,5 @@ export const FAULT_STARTERS: { readonly [K in FaultKind]: FaultStarter } = {
   'pg-failover': pgFailover,
   'pg-switchover': pgSwitchover,
   'pg-standby-kill': pgStandbyKill,
+  ...ETCD_FAULT_STARTERS,
 };

@@ -6,10 +6,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '../../src/queue/redis-connection.ts';
 import type { SlotGroup } from '../services/local-redis-cluster.ts';
 import type { ChaosFleet } from './chaos-fleet.ts';
-import { type FaultKind, PG_HA_FAULT_KINDS } from './chaos-options.ts';
+import { ETCD_LOCK_FAULT_KINDS, type FaultKind, PG_HA_FAULT_KINDS } from './chaos-options.ts';
 import type { ChaosRelays } from './chaos-relays.ts';
 import type { ChaosServices } from './chaos-services.ts';
 import type { ClusterFaults, FailoverLoss, KillMasterResult } from './cluster-faults.ts';
+import type { EtcdFaultFigures } from './etcd-faults.ts';
 import type { FailoverRecovery } from './fault-load.ts';
 import { FAULT_STARTERS, type FaultTargets } from './fault-starters.ts';
 import type { History } from './history.ts';
@@ -58,6 +59,8 @@ export interface FaultRecord {
   blackhole?: BlackholeFigures;
   /** pg-failover and pg-switchover: what the endpoint saw, and (after the run) the write outage. */
   pg?: PgFaultFigures;
+  /** The etcd faults: the members acted on, the election, and through a quorum loss the fleet's readiness. */
+  etcd?: EtcdFaultFigures;
 }
 
 /** The cluster a run's failovers act on, and which slot groups each kind may hit. */
@@ -132,9 +135,11 @@ export class FaultInjector {
 
   private async inject(event: FaultEvent): Promise<void> {
     // The formation's faults never overlap each other nor a Redis failover: each outage is its own.
+    // Nor do the etcd cluster's: two at once would be a quorum loss the schedule did not ask for.
     const topological =
       (TOPOLOGY_FAULTS.includes(event.kind) && this.cluster !== null) ||
-      (PG_HA_FAULT_KINDS as readonly FaultKind[]).includes(event.kind);
+      (PG_HA_FAULT_KINDS as readonly FaultKind[]).includes(event.kind) ||
+      (ETCD_LOCK_FAULT_KINDS as readonly FaultKind[]).includes(event.kind);
     let waitedMs = 0;
     let endTopology = () => {};
     if (topological || (ALL_MASTERS_FAULTS.includes(event.kind) && this.cluster !== null)) {

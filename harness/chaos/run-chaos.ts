@@ -24,7 +24,13 @@ import {
   requestPaced,
   waitForIntakeDecided,
 } from './chaos-intake.ts';
-import { fenceIncrementsBehind, type LockMeasures, openRunLockEpoch, startHoldWatch } from './chaos-lock.ts';
+import {
+  fenceIncrementsBehind,
+  type LockMeasures,
+  type LockServiceTargets,
+  openRunLockEpoch,
+  startHoldWatch,
+} from './chaos-lock.ts';
 import { ASYNC_STANDBY, type ChaosOptions, DIRECT_ENQUEUE, usesUnsafeDecisions } from './chaos-options.ts';
 import { readFinalJobs, watchQueueEvents } from './chaos-queues.ts';
 import { ChaosRelays } from './chaos-relays.ts';
@@ -38,10 +44,12 @@ import {
   pairSafeEnd,
   WALLET_PREFIX,
 } from './chaos-workload.ts';
+import type { CheckResult } from './check-result.ts';
 import { type CheckOutput, runChecks } from './checker.ts';
 import { ClusterFaults } from './cluster-faults.ts';
+import { etcdQuorumCheck } from './etcd-faults.ts';
 import { attachFaultLoads, attachRecovery } from './fault-load.ts';
-import { type ClusterTargets, FaultInjector } from './faults.ts';
+import { type ClusterTargets, FaultInjector, type FaultRecord } from './faults.ts';
 import { type FeedReaderFigures, FeedReaders } from './feed-readers.ts';
 import type { FinalJob } from './final-job.ts';
 import { History } from './history.ts';
@@ -258,6 +266,7 @@ async function setUp(plan: RunPlan, owned: ChaosResources): Promise<Rig> {
       unsafeDecisions: usesUnsafeDecisions(options),
       withoutLimitCheck: options.unsafe === 'no-credit-limit',
       withoutClosedCheck: options.unsafe === 'no-wallet-status',
+      lock: options.lock,
     },
     registry,
   );
@@ -316,7 +325,7 @@ async function seed(plan: RunPlan, services: ChaosServices, owned: ChaosResource
   // The harness's own sessions must not be among those terminate-backends ends: close them now.
   await owned.prisma.$disconnect();
   owned.prisma = null;
-  // A worker refuses to start in an epoch of another backend: a postgres run opens its own first.
+  // A worker refuses to start in an epoch of another backend: a postgres or etcd run opens its own first.
   const epoch = await openRunLockEpoch(services.databaseUrl, plan.options.lock);
   plan.history.write({ type: 'phase', phase: 'lock', detail: { backend: plan.options.lock, epoch } });
 }
@@ -430,13 +439,7 @@ async function runFaultPhase(
   const injector = faultInjector(plan, rig);
   owned.ticker = startProgressTicker(plan, rig.queues);
   const { lock, lockTtlMs } = options;
-  owned.holdWatch = await startHoldWatch(
-    lock,
-    rig.services.databaseUrl,
-    rig.directRedis,
-    plan.names.lockKeyPrefix,
-    lockTtlMs,
-  );
+  owned.holdWatch = await startHoldWatch(lock, lockTargets(plan, rig), lockTtlMs);
 
   const phaseMs = options.durationS * 1000;
   const phaseTimer = setTimeout(() => phaseAbort.abort(), phaseMs);
@@ -606,17 +609,25 @@ async function drainQueues(plan: RunPlan, rig: Rig, owned: ChaosResources): Prom
   return { drained, drainMs, lock: await measureLock(plan, rig, owned) };
 }
 
+/** Where the run's lock service is read from (chaos-lock.ts). */
+function lockTargets(plan: RunPlan, rig: Rig): LockServiceTargets {
+  const { services, directRedis } = rig;
+  return {
+    databaseUrl: services.databaseUrl,
+    redis: directRedis,
+    lockKeyPrefix: plan.names.lockKeyPrefix,
+    etcd: services.etcd,
+  };
+}
+
 /** The lock service's own figures, once the queue has drained: the longest hold, the fence increments it lost. */
 async function measureLock(plan: RunPlan, rig: Rig, owned: ChaosResources): Promise<LockMeasures> {
   const { lock } = plan.options;
   const longestHoldMs = (await owned.holdWatch?.stop().catch(() => null)) ?? null;
+  // While the workers still run: the etcd faults' measures of their readiness end first.
+  await rig.services.etcd?.settled();
   owned.holdWatch = null;
-  const behind = await fenceIncrementsBehind(
-    lock,
-    rig.services.databaseUrl,
-    rig.directRedis,
-    plan.names.lockKeyPrefix,
-  ).catch((err: unknown) => {
+  const behind = await fenceIncrementsBehind(lock, lockTargets(plan, rig)).catch((err: unknown) => {
     plan.log(`fence increments not measured: ${err instanceof Error ? err.message : String(err)}`);
     return null;
   });
@@ -683,7 +694,7 @@ async function check(
     drained: drain.drained,
     intakeRun: plan.options.intake,
   });
-  const checks = [...ran.checks, blackholeCheck(injector.records)];
+  const checks = [...ran.checks, blackholeCheck(injector.records), ...lockChecks(plan, injector.records)];
   let intake: IntakeFigures | null = null;
   let feedReaders: FeedReaderFigures | null = null;
   if (plan.options.intake) {
@@ -745,6 +756,11 @@ async function check(
     intake,
     feedReaders,
   };
+}
+
+/** The lock service's own checks: an etcd run's quorum losses (etcd-faults.ts). */
+function lockChecks(plan: RunPlan, records: readonly FaultRecord[]): CheckResult[] {
+  return plan.options.lock === 'etcd' ? [etcdQuorumCheck(records)] : [];
 }
 
 function writeFinalJobs(history: History, jobs: readonly FinalJob[], sent: ReadonlyMap<string, ChaosMessage>): void {

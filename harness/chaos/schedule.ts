@@ -1,7 +1,7 @@
 // The fault schedule of a run: a pure function of the seed and the options, so the same seed
 // injects the same faults at the same offsets, against the same workers and links.
 import { type Random, randomInt, seededRandom } from '../../src/workload/prng.ts';
-import type { ChaosOptions, FaultKind } from './chaos-options.ts';
+import { type ChaosOptions, ETCD_LOCK_FAULT_KINDS, type FaultKind } from './chaos-options.ts';
 import { BLACKHOLE_PAST_BOUND_MS_MAX, BLACKHOLE_PAST_BOUND_MS_MIN, walletHoldBoundMs } from './pg-blackhole.ts';
 
 export type LinkName = 'redis' | 'postgres';
@@ -63,8 +63,15 @@ export const PG_STANDBY_DOWN_MS_MIN = 2_000;
 export const PG_STANDBY_DOWN_MS_MAX = 5_000;
 /** Slot groups the target index picks among (modulo the candidates at run time). */
 const TARGET_SPREAD = 1_000;
-/** The slot a run on the PostgreSQL lock service gives its lock-session termination when the rounds left it out. */
-const LOCK_SESSIONS_SLOT = 3;
+/** The slot a run on the PostgreSQL or etcd lock service gives a fault of its service when the rounds left them out. */
+const LOCK_SERVICE_SLOT = 3;
+/** How long an etcd member stays killed, cut off or frozen. */
+export const ETCD_MEMBER_DOWN_MS_MIN = 2_000;
+export const ETCD_MEMBER_DOWN_MS_MAX = 5_000;
+/** How long two of the three etcd members stay down: past the workers' probe rounds, and on etcd's TTL too. */
+export const ETCD_QUORUM_LOSS_MS_MIN = 4_000;
+export const ETCD_QUORUM_LOSS_MS_MAX = 7_000;
+const ETCD_KINDS: readonly FaultKind[] = ETCD_LOCK_FAULT_KINDS;
 
 function shuffled<T>(random: Random, items: readonly T[]): T[] {
   const out = [...items];
@@ -79,7 +86,7 @@ function shuffled<T>(random: Random, items: readonly T[]): T[] {
  * The kinds of the schedule's slots, in shuffled rounds; a run of a sort that must hold a kind
  * gets it in a fixed slot when the rounds left it out: an intake run a lossy failover (the first
  * is aimed at a queue shard), an HA run a failover and a switchover of the formation, a run on
- * the PostgreSQL lock service a termination of the lock sessions.
+ * the PostgreSQL lock service a termination of the lock sessions, a run on etcd one of its faults.
  */
 function scheduledKinds(random: Random, o: ScheduleOptions, count: number): FaultKind[] {
   const kinds: FaultKind[] = [];
@@ -92,7 +99,10 @@ function scheduledKinds(random: Random, o: ScheduleOptions, count: number): Faul
   ] as const) {
     if (lacks(must) && slot < count) kinds[slot] = must;
   }
-  if (lacks('terminate-lock-sessions')) kinds[Math.min(LOCK_SESSIONS_SLOT, count - 1)] = 'terminate-lock-sessions';
+  if (lacks('terminate-lock-sessions')) kinds[Math.min(LOCK_SERVICE_SLOT, count - 1)] = 'terminate-lock-sessions';
+  const etcdKinds = o.faults.filter((k) => ETCD_KINDS.includes(k));
+  if (etcdKinds.length > 0 && !kinds.slice(0, count).some((k) => ETCD_KINDS.includes(k)))
+    kinds[Math.min(LOCK_SERVICE_SLOT, count - 1)] = etcdKinds[Math.floor(random() * etcdKinds.length)] as FaultKind;
   return kinds;
 }
 
@@ -119,6 +129,18 @@ function serviceFaultDraws(random: Random, kind: FaultKind): { durationMs: numbe
     // Instantaneous; the target picks one lock session, or every one (see chaos-lock.ts).
     case 'terminate-lock-sessions':
       return { durationMs: 0, target: randomInt(random, 0, TARGET_SPREAD - 1) };
+    // The target picks the member (a follower, any member, the one left up: see etcd-faults.ts).
+    case 'etcd-kill-member':
+    case 'etcd-kill-leader':
+    case 'etcd-partition-member':
+    case 'etcd-freeze-member': {
+      const durationMs = randomInt(random, ETCD_MEMBER_DOWN_MS_MIN, ETCD_MEMBER_DOWN_MS_MAX);
+      return { durationMs, target: randomInt(random, 0, TARGET_SPREAD - 1) };
+    }
+    case 'etcd-quorum-loss': {
+      const durationMs = randomInt(random, ETCD_QUORUM_LOSS_MS_MIN, ETCD_QUORUM_LOSS_MS_MAX);
+      return { durationMs, target: randomInt(random, 0, TARGET_SPREAD - 1) };
+    }
     default:
       return null;
   }
@@ -240,6 +262,11 @@ export function buildSchedule(seed: number, o: ScheduleOptions): FaultEvent[] {
   return events.sort((a, b) => a.atMs - b.atMs).map((e, i) => Object.freeze({ id: i + 1, ...e }));
 }
 
+/** etcd-quorum-loss: the target's member left up is target mod 3; the next digit's parity kills (even) or freezes (odd) the others. */
+export function etcdQuorumLossKills(target: number | undefined): boolean {
+  return Math.floor((target ?? 0) / 3) % 2 === 0;
+}
+
 /** terminate-lock-sessions: every third target ends every lock session, the others one. */
 export function lockSessionsAll(target: number | undefined): boolean {
   return (target ?? 0) % 3 === 0;
@@ -266,6 +293,21 @@ export function describeFault(e: FaultEvent): string {
   if (e.kind === 'pg-standby-kill') return `pg-standby-kill: a standby killed, started again after ${e.durationMs} ms`;
   if (e.kind === 'terminate-lock-sessions')
     return `terminate-lock-sessions: ${lockSessionsAll(e.target) ? 'every worker' : 'one worker'}'s lock session`;
+  const etcd = describeEtcdFault(e);
+  if (etcd !== null) return etcd;
   const lasting = e.durationMs > 0 ? ` for ${e.durationMs} ms` : '';
   return `${e.kind}${target}${extra}${lasting}`;
+}
+
+function describeEtcdFault(e: FaultEvent): string | null {
+  if (e.kind === 'etcd-kill-member')
+    return `etcd-kill-member: a follower SIGKILLed, restarted after ${e.durationMs} ms`;
+  if (e.kind === 'etcd-kill-leader')
+    return `etcd-kill-leader: the leader SIGKILLed, restarted after ${e.durationMs} ms`;
+  if (e.kind === 'etcd-partition-member')
+    return `etcd-partition-member: a member cut from the workers for ${e.durationMs} ms`;
+  if (e.kind === 'etcd-freeze-member') return `etcd-freeze-member: a member SIGSTOPped for ${e.durationMs} ms`;
+  if (e.kind === 'etcd-quorum-loss')
+    return `etcd-quorum-loss: two members ${etcdQuorumLossKills(e.target) ? 'SIGKILLed' : 'SIGSTOPped'} for ${e.durationMs} ms`;
+  return null;
 }

@@ -133,6 +133,7 @@ function killLeftovers(recordPath: string): void {
     ...record.workerPids,
     ...(record.redisPid === null ? [] : [record.redisPid]),
     ...(record.redisClusterPids ?? []),
+    ...(record.etcdPids ?? []),
   ]) {
     if (alive(pid)) process.kill(pid, 'SIGKILL');
   }

@@ -2,14 +2,29 @@
 // same faults at the same offsets against the same targets; another seed gives another one.
 
 import { describe, expect, it } from 'vitest';
-import { chaosOptions, FAULT_KINDS, parseChaosArgs } from '../../../harness/chaos/chaos-options.ts';
+import {
+  chaosOptions,
+  ETCD_CHAOS_LOCK_TTL_MS,
+  ETCD_LOCK_FAULT_KINDS,
+  FAULT_KINDS,
+  parseChaosArgs,
+} from '../../../harness/chaos/chaos-options.ts';
 import { buildWorkload } from '../../../harness/chaos/chaos-workload.ts';
 import {
   BLACKHOLE_PAST_BOUND_MS_MAX,
   BLACKHOLE_PAST_BOUND_MS_MIN,
   walletHoldBoundMs,
 } from '../../../harness/chaos/pg-blackhole.ts';
-import { buildSchedule, scheduledFaultCount } from '../../../harness/chaos/schedule.ts';
+import {
+  buildSchedule,
+  describeFault,
+  ETCD_MEMBER_DOWN_MS_MAX,
+  ETCD_MEMBER_DOWN_MS_MIN,
+  ETCD_QUORUM_LOSS_MS_MAX,
+  ETCD_QUORUM_LOSS_MS_MIN,
+  etcdQuorumLossKills,
+  scheduledFaultCount,
+} from '../../../harness/chaos/schedule.ts';
 import { OPERATION_KINDS } from '../../../src/ledger/transfer-request.ts';
 
 describe('buildSchedule', () => {
@@ -133,8 +148,70 @@ describe('buildSchedule', () => {
     expect(() => parseChaosArgs(['--faults', 'terminate-lock-sessions'])).toThrow(/--lock postgres/);
     expect(() => parseChaosArgs(['--lock', 'postgres', '--faults', 'delete-fences'])).toThrow(/Redis lock/);
     expect(() => parseChaosArgs(['--lock', 'postgres', '--pgbouncer'])).toThrow(/PostgreSQL itself/);
-    expect(() => parseChaosArgs(['--lock', 'etcd'])).toThrow(/not built yet/);
     expect(() => parseChaosArgs(['--lock', 'zookeeper'])).toThrow(/--lock must be one of/);
+  });
+
+  it('a run on etcd holds faults of its cluster, every kind over seeds 1-5, and no Redis lock faults', () => {
+    const etcdKinds: readonly string[] = ETCD_LOCK_FAULT_KINDS;
+    const seen = new Set<string>();
+    const quorumLosses = new Set<boolean>();
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) {
+      const options = parseChaosArgs(['--seed', String(seed), '--lock', 'etcd']).options;
+      expect(options.lock).toBe('etcd');
+      expect(options.lockTtlMs).toBe(ETCD_CHAOS_LOCK_TTL_MS);
+      expect(options.faults).toEqual(expect.arrayContaining([...ETCD_LOCK_FAULT_KINDS]));
+      expect(options.faults).not.toContain('delete-locks');
+      expect(options.faults).not.toContain('delete-fences');
+      expect(options.faults).not.toContain('terminate-lock-sessions');
+      const schedule = buildSchedule(seed, options);
+      expect(schedule.some((e) => etcdKinds.includes(e.kind))).toBe(true);
+      for (const e of schedule.filter((x) => etcdKinds.includes(x.kind))) {
+        if (seed <= 5) seen.add(e.kind);
+        const [min, max] =
+          e.kind === 'etcd-quorum-loss'
+            ? [ETCD_QUORUM_LOSS_MS_MIN, ETCD_QUORUM_LOSS_MS_MAX]
+            : [ETCD_MEMBER_DOWN_MS_MIN, ETCD_MEMBER_DOWN_MS_MAX];
+        expect(e.durationMs).toBeGreaterThanOrEqual(min);
+        expect(e.durationMs).toBeLessThanOrEqual(max);
+        expect(e.target).toBeGreaterThanOrEqual(0);
+        expect(describeFault(e)).toMatch(/^etcd-/);
+        if (e.kind === 'etcd-quorum-loss' && seed <= 5) quorumLosses.add(etcdQuorumLossKills(e.target));
+      }
+      // Even when the schedule is too short to hold every kind.
+      for (const faultsMax of [1, 2, 4]) {
+        const few = buildSchedule(seed, { ...options, faultsMax });
+        expect(few.some((e) => etcdKinds.includes(e.kind))).toBe(true);
+      }
+    }
+    expect([...seen].sort()).toEqual([...ETCD_LOCK_FAULT_KINDS].sort());
+    // Quorum lost both ways over seeds 1-5: members killed, members frozen.
+    expect(quorumLosses).toEqual(new Set([true, false]));
+    // The negative control's schedule freezes a worker past the TTL beside the etcd faults.
+    const control = parseChaosArgs(['--seed', '1', '--lock', 'etcd', '--apply', 'naive', '--unsafe', 'no-fencing']);
+    const kinds = buildSchedule(1, control.options).map((e) => e.kind);
+    expect(kinds).toContain('pause-worker');
+    expect(kinds.some((k) => etcdKinds.includes(k))).toBe(true);
+    // Redis and postgres schedules are what they were.
+    expect(buildSchedule(1, parseChaosArgs(['--seed', '1']).options)).toEqual(buildSchedule(1, chaosOptions()));
+  });
+
+  it('refuses etcd faults without --lock etcd, and an etcd TTL under its minimum', () => {
+    expect(() => parseChaosArgs(['--faults', 'etcd-quorum-loss'])).toThrow(/--lock etcd/);
+    expect(() => parseChaosArgs(['--lock', 'postgres', '--faults', 'etcd-kill-leader'])).toThrow(/--lock etcd/);
+    expect(() => parseChaosArgs(['--lock', 'etcd', '--faults', 'terminate-lock-sessions'])).toThrow(/--lock postgres/);
+    expect(() => parseChaosArgs(['--lock', 'etcd', '--faults', 'delete-locks'])).toThrow(/Redis lock/);
+    expect(() => parseChaosArgs(['--lock', 'etcd', '--lock-ttl-ms', '1000'])).toThrow(/--lock-ttl-ms/);
+    const options = parseChaosArgs([
+      '--lock',
+      'etcd',
+      '--lock-ttl-ms',
+      '3000',
+      '--faults',
+      'etcd-freeze-member',
+    ]).options;
+    expect(options.lockTtlMs).toBe(3_000);
+    expect(options.faults).toEqual(['etcd-freeze-member']);
+    expect(parseChaosArgs(['--lock', 'postgres']).options.lockTtlMs).toBe(1_000);
   });
 
   it('holds only the kinds asked for, and none with --faults none', () => {

@@ -32,8 +32,9 @@ export const PG_HA_FAULT_KINDS = ['pg-failover', 'pg-switchover', 'pg-standby-ki
 export const PG_LOCK_FAULT_KINDS = ['terminate-lock-sessions'] as const;
 /**
  * Faults only the etcd lock service has (`--lock etcd`), on the run's private 3-member cluster: a
- * follower killed, the leader killed, a member cut from the workers, a member frozen, and two of
- * the three members down at once (no quorum).
+ * follower killed, the leader killed, a member cut from the workers, a member frozen, two of
+ * the three members down at once (no quorum), and the lock keys deleted under their holders (an
+ * operator's `etcdctl del`, a restore from an older snapshot: the analogue of delete-locks).
  */
 export const ETCD_LOCK_FAULT_KINDS = [
   'etcd-kill-member',
@@ -41,6 +42,7 @@ export const ETCD_LOCK_FAULT_KINDS = [
   'etcd-partition-member',
   'etcd-freeze-member',
   'etcd-quorum-loss',
+  'etcd-delete-locks',
 ] as const;
 /** Faults on the Redis lock's keys and counters: with `--lock postgres|etcd` there are none to act on. */
 export const REDIS_LOCK_FAULT_KINDS: readonly FaultKind[] = ['delete-locks', 'delete-fences'];

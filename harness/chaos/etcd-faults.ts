@@ -2,7 +2,7 @@
 // (SIGKILL, restarted on its data after the fault's window), the leader killed the same way, a
 // member cut from every worker (its proxy resets and refuses connections, then heals), a member
 // frozen (SIGSTOP, then SIGCONT), and the quorum lost (two of the three killed or frozen, then
-// back). Through a quorum loss the workers' /readyz is read every READY_POLL_MS, as an operator's
+// back), and the lock keys deleted under their holders for a while (deleteLocks). Through a quorum loss the workers' /readyz is read every READY_POLL_MS, as an operator's
 // probe would: etcdQuorumCheck fails a run whose workers did not say not ready while the cluster
 // had no quorum, or still named etcd as what does not answer READY_AGAIN_MAX_MS after its return
 // (a worker not ready for another fault meanwhile, a PostgreSQL link held, is not etcd's doing).
@@ -247,6 +247,49 @@ class ReadinessWatch {
   }
 }
 
+/** The lock keys deleted this often during etcd-delete-locks's window. */
+const ETCD_DELETE_SWEEP_MS = 10;
+
+/**
+ * Deletes every lock key of the run again and again for the fault's window: holders keep their
+ * lease (they renew by keep-alives) and go on, while other workers take the same wallets. Two
+ * holders at once, as when Redis loses its lock keys: only the fence keeps the later one's writes.
+ */
+async function deleteLocks(t: FaultTargets, _event: unknown, record: FaultRecord): Promise<Heal> {
+  const etcd = requireEtcd(t);
+  const client = etcd.client();
+  const prefix = Buffer.from(`${t.lockKeyPrefix}wallet/`);
+  let deleted = 0;
+  let sweeps = 0;
+  let sweeping = true;
+  const storm = (async () => {
+    while (sweeping) {
+      try {
+        const reply = await client.kv.deleteRange({ key: prefix, range_end: prefixEnd(prefix) });
+        deleted += Number(reply.deleted);
+      } catch {
+        // A member down for another fault: swept again on the next tick.
+      }
+      sweeps += 1;
+      await sleep(ETCD_DELETE_SWEEP_MS);
+    }
+  })();
+  record.etcd = { members: [] };
+  return async () => {
+    sweeping = false;
+    await storm;
+    client.close();
+    record.detail += `: ${deleted} held lock keys deleted in ${sweeps} sweeps`;
+  };
+}
+
+/** The end of etcd's range of keys starting with `prefix`: the prefix with its last byte plus one. */
+function prefixEnd(prefix: Buffer): Buffer {
+  const end = Buffer.from(prefix);
+  end[end.length - 1] = (end[end.length - 1] as number) + 1;
+  return end;
+}
+
 /** Every etcd fault kind's starter (fault-starters.ts spreads them into its table). */
 export const ETCD_FAULT_STARTERS: { readonly [K in (typeof ETCD_LOCK_FAULT_KINDS)[number]]: FaultStarter } = {
   'etcd-kill-member': killMember,
@@ -254,6 +297,7 @@ export const ETCD_FAULT_STARTERS: { readonly [K in (typeof ETCD_LOCK_FAULT_KINDS
   'etcd-partition-member': partitionMember,
   'etcd-freeze-member': freezeMember,
   'etcd-quorum-loss': quorumLoss,
+  'etcd-delete-locks': deleteLocks,
 };
 
 /**

@@ -71,6 +71,9 @@ export const ETCD_MEMBER_DOWN_MS_MAX = 5_000;
 /** How long two of the three etcd members stay down: past the workers' probe rounds, and on etcd's TTL too. */
 export const ETCD_QUORUM_LOSS_MS_MIN = 4_000;
 export const ETCD_QUORUM_LOSS_MS_MAX = 7_000;
+/** How long etcd-delete-locks deletes the lock keys again and again (as delete-locks does Redis's). */
+export const ETCD_DELETE_LOCKS_MS_MIN = 1_000;
+export const ETCD_DELETE_LOCKS_MS_MAX = 3_000;
 const ETCD_KINDS: readonly FaultKind[] = ETCD_LOCK_FAULT_KINDS;
 
 function shuffled<T>(random: Random, items: readonly T[]): T[] {
@@ -141,6 +144,8 @@ function serviceFaultDraws(random: Random, kind: FaultKind): { durationMs: numbe
       const durationMs = randomInt(random, ETCD_QUORUM_LOSS_MS_MIN, ETCD_QUORUM_LOSS_MS_MAX);
       return { durationMs, target: randomInt(random, 0, TARGET_SPREAD - 1) };
     }
+    case 'etcd-delete-locks':
+      return { durationMs: randomInt(random, ETCD_DELETE_LOCKS_MS_MIN, ETCD_DELETE_LOCKS_MS_MAX), target: null };
     default:
       return null;
   }

@@ -18,6 +18,8 @@ import {
 import {
   buildSchedule,
   describeFault,
+  ETCD_DELETE_LOCKS_MS_MAX,
+  ETCD_DELETE_LOCKS_MS_MIN,
   ETCD_MEMBER_DOWN_MS_MAX,
   ETCD_MEMBER_DOWN_MS_MIN,
   ETCD_QUORUM_LOSS_MS_MAX,
@@ -170,10 +172,12 @@ describe('buildSchedule', () => {
         const [min, max] =
           e.kind === 'etcd-quorum-loss'
             ? [ETCD_QUORUM_LOSS_MS_MIN, ETCD_QUORUM_LOSS_MS_MAX]
-            : [ETCD_MEMBER_DOWN_MS_MIN, ETCD_MEMBER_DOWN_MS_MAX];
+            : e.kind === 'etcd-delete-locks'
+              ? [ETCD_DELETE_LOCKS_MS_MIN, ETCD_DELETE_LOCKS_MS_MAX]
+              : [ETCD_MEMBER_DOWN_MS_MIN, ETCD_MEMBER_DOWN_MS_MAX];
         expect(e.durationMs).toBeGreaterThanOrEqual(min);
         expect(e.durationMs).toBeLessThanOrEqual(max);
-        expect(e.target).toBeGreaterThanOrEqual(0);
+        if (e.kind !== 'etcd-delete-locks') expect(e.target).toBeGreaterThanOrEqual(0);
         expect(describeFault(e)).toMatch(/^etcd-/);
         if (e.kind === 'etcd-quorum-loss' && seed <= 5) quorumLosses.add(etcdQuorumLossKills(e.target));
       }

@@ -72,8 +72,8 @@ export const ETCD_MEMBER_DOWN_MS_MAX = 5_000;
 export const ETCD_QUORUM_LOSS_MS_MIN = 4_000;
 export const ETCD_QUORUM_LOSS_MS_MAX = 7_000;
 /** How long etcd-delete-locks deletes the lock keys again and again (as delete-locks does Redis's). */
-export const ETCD_DELETE_LOCKS_MS_MIN = 1_000;
-export const ETCD_DELETE_LOCKS_MS_MAX = 3_000;
+export const ETCD_DELETE_LOCKS_MS_MIN = 3_000;
+export const ETCD_DELETE_LOCKS_MS_MAX = 6_000;
 const ETCD_KINDS: readonly FaultKind[] = ETCD_LOCK_FAULT_KINDS;
 
 function shuffled<T>(random: Random, items: readonly T[]): T[] {

@@ -6,8 +6,7 @@
 // LOCK_BACKEND's lock service, in the epoch in force, as a worker does).
 import { loadConfig } from '../config/config.ts';
 import { createPrisma, rawQueryable } from '../db/prisma.ts';
-import { LockEpochError } from '../errors.ts';
-import { currentLockEpoch, lockEpochProblem } from '../lock/lock-epochs.ts';
+import { lockEpochFor } from '../lock/lock-epochs.ts';
 import type { LockService } from '../lock/lock-service.ts';
 import { createLockService } from '../lock/lock-services.ts';
 import { createLogger } from '../log/logger.ts';
@@ -47,9 +46,7 @@ await runCli(async () => {
   let lock: LockService | undefined;
   try {
     // The lock service of LOCK_BACKEND, in the epoch in force, as a worker's (run-worker.ts).
-    const epoch = await currentLockEpoch(rawQueryable(prisma));
-    const problem = lockEpochProblem(epoch, config.lock.backend);
-    if (problem !== null) throw new LockEpochError(problem);
+    const epoch = await lockEpochFor(rawQueryable(prisma), config.lock.backend);
     lock = createLockService(config, { redis, logger: createLogger('warn', 'seed'), epoch: epoch.epoch });
     process.stdout.write(`${JSON.stringify(await seedByOperations(prisma, lock, request))}\n`);
   } finally {

@@ -48,7 +48,7 @@ import {
 import { wholeNumberIn } from '../config/bounds.ts';
 import { ETCD_LOCK_TTL_MS_MIN } from '../config/config.ts';
 import { SETTINGS } from '../config/settings.ts';
-import type { ProbeResult } from '../ops/probes.ts';
+import { type ProbeResult, withinMs } from '../ops/probes.ts';
 import { assertKeyPrefix, assertWalletId } from './lock-keys.ts';
 import {
   type AdvanceFenceResult,
@@ -58,7 +58,7 @@ import {
   RAW_TOKEN_MAX,
   type RawAcquire,
 } from './lock-service.ts';
-import { TurnGatherer } from './turn-gatherer.ts';
+import { flushEachTurn, TurnGatherer } from './turn-gatherer.ts';
 
 /** etcd grants leases in whole seconds, and refuses below its own minimum (2 s with a 1 s election timeout). */
 export { ETCD_LOCK_TTL_MS_MIN };
@@ -144,19 +144,9 @@ interface KeepAliveFlight {
 
 type KeepAliveStream = IDuplexStream<ILeaseKeepAliveRequest, ILeaseKeepAliveResponse>;
 
-/** `work`, or a rejection naming `what` after timeoutMs. */
-async function boundedMs<T>(work: Promise<T>, timeoutMs: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      work,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`etcd: ${what} did not answer within ${timeoutMs} ms`)), timeoutMs);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** withinMs, its error naming etcd: `etcd: <what> did not answer within <n> ms`. */
+function withinMsEtcd<T>(work: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  return withinMs(work, timeoutMs, `etcd: ${what}`);
 }
 
 function credentialsOf(tls: EtcdTlsOptions | undefined): Pick<IOptions, 'credentials'> {
@@ -243,16 +233,10 @@ export class EtcdLock extends LockService {
       grpcOptions: { 'grpc.max_reconnect_backoff_ms': this.dialTimeoutMs },
     });
     // One flush per turn, releases first: a wallet given back and taken again in one turn is given back first.
-    let scheduled = false;
-    const schedule = (): void => {
-      if (scheduled) return;
-      scheduled = true;
-      setImmediate(() => {
-        scheduled = false;
-        this.releases.flush();
-        this.acquires.flush();
-      });
-    };
+    const schedule = flushEachTurn(() => {
+      this.releases.flush();
+      this.acquires.flush();
+    });
     this.acquires = new TurnGatherer((items) => this.sendAcquires(items), schedule, true, ETCD_TXN_WALLETS_MAX);
     this.releases = new TurnGatherer((items) => this.sendReleases(items), schedule, true, ETCD_TXN_WALLETS_MAX);
     const intervalMs = Math.floor(this.lockTtlMs / KEEPALIVES_PER_TTL);
@@ -470,7 +454,7 @@ export class EtcdLock extends LockService {
   async probe(timeoutMs: number): Promise<ProbeResult> {
     try {
       const key = Buffer.from(`${this.keyPrefix}probe`);
-      await boundedMs(
+      await withinMsEtcd(
         this.client.kv.range({ key, count_only: true, serializable: false }, { deadline: Date.now() + timeoutMs }),
         timeoutMs,
         'a linearizable read',
@@ -510,7 +494,7 @@ export class EtcdLock extends LockService {
 
   /** One bounded call: the deadline each attempt carries, and a hard bound on the client's retries. */
   private call<T>(what: string, run: (options: { deadline: number }) => Promise<T>): Promise<T> {
-    return boundedMs(run({ deadline: Date.now() + this.callTimeoutMs }), this.callTimeoutMs, what);
+    return withinMsEtcd(run({ deadline: Date.now() + this.callTimeoutMs }), this.callTimeoutMs, what);
   }
 
   /**
@@ -533,7 +517,7 @@ export class EtcdLock extends LockService {
     if (this.granting !== null) return this.granting;
     const ttlSeconds = Math.ceil(this.lockTtlMs / 1000);
     const sentAtMs = performance.now();
-    const granting = boundedMs(
+    const granting = withinMsEtcd(
       this.client.leaseClient.leaseGrant({ TTL: ttlSeconds }, { deadline: Date.now() + this.dialTimeoutMs }),
       this.dialTimeoutMs,
       'lease grant',
@@ -595,7 +579,7 @@ export class EtcdLock extends LockService {
 
   private startKeepAlive(lease: ProcessLease): KeepAliveFlight {
     const sentAtMs = performance.now();
-    const acknowledged = boundedMs(this.exchange(lease.id), this.callTimeoutMs, 'keep-alive').then(
+    const acknowledged = withinMsEtcd(this.exchange(lease.id), this.callTimeoutMs, 'keep-alive').then(
       (reply) => {
         if (Number(reply.TTL) <= 0) {
           this.markLost(lease, 'expired');

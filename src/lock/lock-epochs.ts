@@ -41,6 +41,14 @@ export function lockEpochProblem(epoch: LockEpoch, backend: LockBackendName): st
   return `the database's lock epoch ${epoch.epoch} belongs to LOCK_BACKEND=${epoch.backend}, this process runs ${backend}: run it with LOCK_BACKEND=${epoch.backend}, or open an epoch for ${backend} (npm run lock:epoch -- --open ${backend}; docs/operating/lock-services.md)`;
 }
 
+/** The epoch in force, when `backend` may issue tokens in it; else LockEpochError saying what to do. */
+export async function lockEpochFor(db: Queryable, backend: LockBackendName): Promise<LockEpoch> {
+  const epoch = await currentLockEpoch(db);
+  const problem = lockEpochProblem(epoch, backend);
+  if (problem !== null) throw new LockEpochError(problem);
+  return epoch;
+}
+
 /** Opens the next epoch for `backend` (as the database's owner) and returns it. */
 export async function openLockEpoch(db: Queryable, backend: LockBackendName, note: string): Promise<LockEpoch> {
   const { rows } = await db.query<{ epoch: number }>('SELECT lock_epoch_open($1, $2) AS epoch', [backend, note]);

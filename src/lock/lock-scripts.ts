@@ -11,7 +11,7 @@ import { type Cluster, type Redis, ReplyError } from 'ioredis';
 import { PROJECT_ROOT } from '../config/paths.ts';
 import { LockProtocolError } from '../errors.ts';
 import type { LockKeys } from './lock-keys.ts';
-import { LOCK_CALL_WALLETS_MAX, TurnGatherer } from './turn-gatherer.ts';
+import { flushEachTurn, LOCK_CALL_WALLETS_MAX, TurnGatherer } from './turn-gatherer.ts';
 
 /** A single server or a cluster: every script touches keys of one hash slot only. */
 export type LockRedisClient = Redis | Cluster;
@@ -127,16 +127,10 @@ export function loadLockScripts(redis: LockRedisClient): LockScripts {
   const cluster = (redis as Cluster).isCluster === true;
   // One flush per turn, releases first: a wallet given back and taken again in the same turn
   // is given back first on the connection, as when each call went out on its own in order.
-  let scheduled = false;
-  const schedule = () => {
-    if (scheduled) return;
-    scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      releases.flush();
-      acquires.flush();
-    });
-  };
+  const schedule = flushEachTurn(() => {
+    releases.flush();
+    acquires.flush();
+  });
   const acquires = new TurnGatherer<AcquireItem, AcquireReply | Error>(sendAcquires, schedule, !cluster);
   const releases = new TurnGatherer<ReleaseItem, boolean>(sendReleases, schedule, !cluster);
 

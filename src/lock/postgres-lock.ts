@@ -39,7 +39,7 @@ import {
   type LockServiceOptions,
   type RawAcquire,
 } from './lock-service.ts';
-import { TurnGatherer } from './turn-gatherer.ts';
+import { flushEachTurn, TurnGatherer } from './turn-gatherer.ts';
 
 export interface PostgresLockOptions extends LockServiceOptions {
   /** PostgreSQL itself (never PgBouncer in transaction mode); the role may execute the lock functions. */
@@ -235,16 +235,10 @@ export class PostgresLock extends LockService {
 
   /** A session record with its turn gatherers: releases go out before acquisitions, as in Redis. */
   private sessionOf(client: pg.Client, pid: number): Session {
-    let scheduled = false;
-    const schedule = (): void => {
-      if (scheduled) return;
-      scheduled = true;
-      setImmediate(() => {
-        scheduled = false;
-        session.releases.flush();
-        session.acquires.flush();
-      });
-    };
+    const schedule = flushEachTurn(() => {
+      session.releases.flush();
+      session.acquires.flush();
+    });
     const session: Session = {
       client,
       pid,

@@ -53,3 +53,19 @@ export class TurnGatherer<T, R> {
     }
   }
 }
+
+/**
+ * A `schedule` for the gatherers of one connection: the first call of a turn arranges one
+ * `flush` (every gatherer's, in the caller's order) once the turn is over, the others do nothing.
+ */
+export function flushEachTurn(flush: () => void): () => void {
+  let scheduled = false;
+  return () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      flush();
+    });
+  };
+}

@@ -24,11 +24,10 @@ import { type Config, loadConfig, redactUrl } from '../config/config.ts';
 import { MIGRATIONS_DIR } from '../config/paths.ts';
 import { readMigrations } from '../db/migrations.ts';
 import { createPrisma, type PrismaClient, poolUseOf, rawQueryable } from '../db/prisma.ts';
-import { LockEpochError } from '../errors.ts';
 import { FeedSequencer } from '../intake/feed-sequencer.ts';
 import { HoldSweeper } from '../ledger/hold-sweeper.ts';
 import type { PermanentKind } from '../ledger/vocabulary.ts';
-import { currentLockEpoch, lockEpochProblem } from '../lock/lock-epochs.ts';
+import { currentLockEpoch, lockEpochFor, lockEpochProblem } from '../lock/lock-epochs.ts';
 import type { LockService, ReleaseAllResult } from '../lock/lock-service.ts';
 import { createLockService } from '../lock/lock-services.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
@@ -343,9 +342,7 @@ class WorkerLife implements ProcessLife {
   }
 
   private async enterLockEpoch(prisma: PrismaClient): Promise<void> {
-    const epoch = await currentLockEpoch(rawQueryable(prisma));
-    const problem = lockEpochProblem(epoch, this.lock.backend);
-    if (problem !== null) throw new LockEpochError(problem);
+    const epoch = await lockEpochFor(rawQueryable(prisma), this.lock.backend);
     this.lock.enterEpoch(epoch.epoch);
     this.metrics.setLockEpoch(epoch.epoch);
   }
